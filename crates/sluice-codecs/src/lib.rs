@@ -1,0 +1,1 @@
+//! Image decoding for Sluice (placeholder until the codec module lands).
