@@ -1,0 +1,14 @@
+//! Sluice engine: tensors, operators, the pipeline graph and its executor.
+//!
+//! Python (crate `sluice-python`) describes a [`graph::PipelineSpec`]; [`exec::Executor`]
+//! checks it, builds every operator from the [`ops::registry`] and produces batches of
+//! [`tensor::TensorList`] off the caller's thread.
+
+pub mod error;
+pub mod exec;
+pub mod graph;
+pub mod ops;
+pub mod rng;
+pub mod tensor;
+
+pub use error::{Error, Result};

@@ -1,0 +1,284 @@
+//! Argument values: checked against the schema once, at build time, so operators read
+//! them with plain getters and never see a wrong type.
+
+use std::collections::HashMap;
+
+use super::schema::{ArgDefault, ArgType, OpSchema};
+use crate::error::{Error, Result};
+use crate::tensor::{DType, TensorList};
+
+/// A value as it arrives from Python (or a Rust caller).
+#[derive(Debug, Clone, PartialEq)]
+pub enum ArgValue {
+    Bool(bool),
+    Int(i64),
+    Float(f64),
+    Str(String),
+    IntList(Vec<i64>),
+    FloatList(Vec<f64>),
+    StrList(Vec<String>),
+}
+
+impl ArgValue {
+    fn kind(&self) -> &'static str {
+        match self {
+            ArgValue::Bool(_) => "bool",
+            ArgValue::Int(_) => "int",
+            ArgValue::Float(_) => "float",
+            ArgValue::Str(_) => "str",
+            ArgValue::IntList(_) => "list of int",
+            ArgValue::FloatList(_) => "list of float",
+            ArgValue::StrList(_) => "list of str",
+        }
+    }
+
+    /// Converts to the schema's type where DALI would (int -> float, scalar -> list of one,
+    /// int 0/1 -> bool); `None` when the value cannot be that type.
+    fn coerce(self, ty: ArgType) -> Option<ArgValue> {
+        use ArgValue as V;
+        Some(match (ty, self) {
+            (ArgType::Bool, V::Bool(b)) => V::Bool(b),
+            (ArgType::Bool, V::Int(i)) if i == 0 || i == 1 => V::Bool(i == 1),
+            (ArgType::Int | ArgType::DType | ArgType::ImageType | ArgType::InterpType, V::Int(i)) => V::Int(i),
+            (ArgType::Int, V::Bool(b)) => V::Int(b as i64),
+            (ArgType::Float, V::Float(f)) => V::Float(f),
+            (ArgType::Float, V::Int(i)) => V::Float(i as f64),
+            (ArgType::Str, V::Str(s)) => V::Str(s),
+            (ArgType::IntList, V::IntList(l)) => V::IntList(l),
+            (ArgType::IntList, V::Int(i)) => V::IntList(vec![i]),
+            (ArgType::FloatList, V::FloatList(l)) => V::FloatList(l),
+            (ArgType::FloatList, V::IntList(l)) => V::FloatList(l.into_iter().map(|i| i as f64).collect()),
+            (ArgType::FloatList, V::Float(f)) => V::FloatList(vec![f]),
+            (ArgType::FloatList, V::Int(i)) => V::FloatList(vec![i as f64]),
+            (ArgType::StrList, V::StrList(l)) => V::StrList(l),
+            (ArgType::StrList, V::Str(s)) => V::StrList(vec![s]),
+            // An empty Python list arrives as an empty int list.
+            (ArgType::StrList, V::IntList(l)) if l.is_empty() => V::StrList(vec![]),
+            (ArgType::FloatList, V::StrList(l)) if l.is_empty() => V::FloatList(vec![]),
+            (ArgType::IntList, V::StrList(l)) if l.is_empty() => V::IntList(vec![]),
+            _ => return None,
+        })
+    }
+}
+
+/// An operator's constant arguments after checking: every known argument present (with its
+/// default) unless it is optional and was not given.
+#[derive(Debug, Clone)]
+pub struct Args {
+    op: String,
+    values: HashMap<&'static str, ArgValue>,
+}
+
+impl Args {
+    /// Checks `given` against `schema`: unknown names, wrong types and missing required
+    /// arguments are errors naming the operator and the argument. `per_sample` lists the
+    /// arguments given as argument inputs (they count as given).
+    pub fn check(schema: &OpSchema, display: &str, given: Vec<(String, ArgValue)>, per_sample: &[String]) -> Result<Args> {
+        let mut values = HashMap::new();
+        for (name, value) in given {
+            let Some(a) = schema.find_arg(&name) else {
+                return Err(Error::arg(display, &name, "unknown argument"));
+            };
+            let kind = value.kind();
+            let v = value.coerce(a.ty).ok_or_else(|| {
+                Error::TypeMismatch {
+                    operator: display.to_string(),
+                    message: format!("argument '{}' must be {}, got {kind}", a.name, a.ty.name()),
+                }
+            })?;
+            if a.ty == ArgType::DType {
+                if let ArgValue::Int(id) = v {
+                    if DType::from_id(id).is_none() {
+                        return Err(Error::arg(display, a.name, format!("unsupported data type id {id}")));
+                    }
+                }
+            }
+            values.insert(a.name, v);
+        }
+        for name in per_sample {
+            let Some(a) = schema.find_arg(name) else {
+                return Err(Error::arg(display, name, "unknown argument"));
+            };
+            if !a.per_sample {
+                return Err(Error::arg(display, name, "does not accept a per-sample argument input (a DataNode); pass a constant"));
+            }
+            if values.contains_key(a.name) {
+                return Err(Error::arg(display, name, "given both as a constant and as an argument input"));
+            }
+        }
+        for a in schema.all_args() {
+            if values.contains_key(a.name) || per_sample.iter().any(|p| schema.find_arg(p).is_some_and(|s| s.name == a.name)) {
+                continue;
+            }
+            let v = match a.default {
+                ArgDefault::Required => return Err(Error::arg(display, a.name, "is required")),
+                ArgDefault::Optional => continue,
+                ArgDefault::Bool(b) => ArgValue::Bool(b),
+                ArgDefault::Int(i) => ArgValue::Int(i),
+                ArgDefault::Float(f) => ArgValue::Float(f),
+                ArgDefault::Str(s) => ArgValue::Str(s.to_string()),
+                ArgDefault::IntList(l) => ArgValue::IntList(l.to_vec()),
+                ArgDefault::FloatList(l) => ArgValue::FloatList(l.to_vec()),
+            };
+            values.insert(a.name, v);
+        }
+        Ok(Args { op: display.to_string(), values })
+    }
+
+    /// The operator's display name (for error messages).
+    pub fn op(&self) -> &str {
+        &self.op
+    }
+
+    /// True when the argument has a value (given or defaulted).
+    pub fn has(&self, name: &str) -> bool {
+        self.values.contains_key(name)
+    }
+
+    fn get(&self, name: &str) -> &ArgValue {
+        self.values.get(name).unwrap_or_else(|| panic!("{}: argument '{name}' read but not set", self.op))
+    }
+
+    /// A numeric argument (int, float or bool) as f64; `None` when unset or not numeric.
+    pub fn numeric(&self, name: &str) -> Option<f64> {
+        match self.values.get(name)? {
+            ArgValue::Int(i) => Some(*i as f64),
+            ArgValue::Float(f) => Some(*f),
+            ArgValue::Bool(b) => Some(*b as i64 as f64),
+            _ => None,
+        }
+    }
+
+    /// A bool argument.
+    pub fn bool(&self, name: &str) -> bool {
+        match self.get(name) {
+            ArgValue::Bool(b) => *b,
+            v => panic!("{}: '{name}' is {v:?}, not bool", self.op),
+        }
+    }
+
+    /// An int argument (also DType / ImageType / InterpType ids).
+    pub fn int(&self, name: &str) -> i64 {
+        match self.get(name) {
+            ArgValue::Int(i) => *i,
+            v => panic!("{}: '{name}' is {v:?}, not int", self.op),
+        }
+    }
+
+    /// A float argument.
+    pub fn float(&self, name: &str) -> f64 {
+        match self.get(name) {
+            ArgValue::Float(f) => *f,
+            v => panic!("{}: '{name}' is {v:?}, not float", self.op),
+        }
+    }
+
+    /// A string argument.
+    pub fn str(&self, name: &str) -> &str {
+        match self.get(name) {
+            ArgValue::Str(s) => s,
+            v => panic!("{}: '{name}' is {v:?}, not str", self.op),
+        }
+    }
+
+    /// A list-of-float argument.
+    pub fn floats(&self, name: &str) -> &[f64] {
+        match self.get(name) {
+            ArgValue::FloatList(l) => l,
+            v => panic!("{}: '{name}' is {v:?}, not a float list", self.op),
+        }
+    }
+
+    /// A list-of-int argument.
+    pub fn ints(&self, name: &str) -> &[i64] {
+        match self.get(name) {
+            ArgValue::IntList(l) => l,
+            v => panic!("{}: '{name}' is {v:?}, not an int list", self.op),
+        }
+    }
+
+    /// A list-of-str argument.
+    pub fn strs(&self, name: &str) -> &[String] {
+        match self.get(name) {
+            ArgValue::StrList(l) => l,
+            v => panic!("{}: '{name}' is {v:?}, not a str list", self.op),
+        }
+    }
+
+    /// A DType argument.
+    pub fn dtype(&self, name: &str) -> DType {
+        DType::from_id(self.int(name)).expect("checked at build")
+    }
+
+    /// An optional float (None when not given and without default).
+    pub fn opt_float(&self, name: &str) -> Option<f64> {
+        self.has(name).then(|| self.float(name))
+    }
+
+    /// An optional int.
+    pub fn opt_int(&self, name: &str) -> Option<i64> {
+        self.has(name).then(|| self.int(name))
+    }
+
+    /// An optional string.
+    pub fn opt_str(&self, name: &str) -> Option<&str> {
+        self.has(name).then(|| self.str(name))
+    }
+}
+
+/// An argument that is either one constant for the whole batch or one value per sample
+/// from an argument input. Operators read it with [`PerSample::get`].
+#[derive(Debug, Clone, Copy)]
+pub enum PerSample<'a> {
+    Constant(f64),
+    Input { name: &'static str, batch: &'a TensorList },
+    Unset,
+}
+
+impl PerSample<'_> {
+    /// The value for sample `i`, or `None` when the argument was not given.
+    pub fn get(&self, op: &str, i: usize) -> Result<Option<f64>> {
+        match *self {
+            PerSample::Constant(v) => Ok(Some(v)),
+            PerSample::Unset => Ok(None),
+            PerSample::Input { name, batch } => {
+                if batch.numel(i) != 1 {
+                    return Err(Error::arg(op, name, format!(
+                        "argument input must hold one value per sample; sample {i} has shape {:?}",
+                        batch.shape(i)
+                    )));
+                }
+                Ok(Some(scalar_as_f64(batch, i)))
+            }
+        }
+    }
+}
+
+/// The single element of sample `i`, converted to f64.
+pub fn scalar_as_f64(batch: &TensorList, i: usize) -> f64 {
+    let b = batch.bytes(i);
+    match batch.dtype() {
+        DType::U8 | DType::Bool => b[0] as f64,
+        DType::I8 => b[0] as i8 as f64,
+        DType::U16 => u16::from_le_bytes([b[0], b[1]]) as f64,
+        DType::I16 => i16::from_le_bytes([b[0], b[1]]) as f64,
+        DType::U32 => u32::from_le_bytes(b[..4].try_into().unwrap()) as f64,
+        DType::I32 => i32::from_le_bytes(b[..4].try_into().unwrap()) as f64,
+        DType::F32 => f32::from_le_bytes(b[..4].try_into().unwrap()) as f64,
+        DType::U64 => u64::from_le_bytes(b[..8].try_into().unwrap()) as f64,
+        DType::I64 => i64::from_le_bytes(b[..8].try_into().unwrap()) as f64,
+        DType::F64 => f64::from_le_bytes(b[..8].try_into().unwrap()),
+        DType::F16 => half_to_f64(u16::from_le_bytes([b[0], b[1]])),
+    }
+}
+
+fn half_to_f64(h: u16) -> f64 {
+    let sign = if h & 0x8000 != 0 { -1.0 } else { 1.0 };
+    let exp = ((h >> 10) & 0x1f) as i32;
+    let frac = (h & 0x3ff) as f64;
+    sign * match exp {
+        0 => frac * 2f64.powi(-24),
+        31 => if frac == 0.0 { f64::INFINITY } else { f64::NAN },
+        e => (1.0 + frac / 1024.0) * 2f64.powi(e - 15),
+    }
+}

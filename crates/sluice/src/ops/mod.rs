@@ -1,0 +1,169 @@
+//! Operators: the trait every backend implements, the context it is built from, and the
+//! registry that lists every operator family. One folder per family; schema and backends
+//! side by side.
+
+pub mod args;
+pub mod random;
+pub mod schema;
+
+use std::collections::HashMap;
+
+pub use args::{ArgValue, Args, PerSample};
+pub use schema::{arg, tensor_arg, ArgDefault, ArgSchema, ArgType, Device, OpSchema};
+
+use crate::error::{Error, Location, Result};
+use crate::rng::SampleRng;
+use crate::tensor::TensorList;
+
+/// Everything an operator backend needs to be built.
+#[derive(Debug, Clone)]
+pub struct OpContext {
+    /// Checked constant arguments.
+    pub args: Args,
+    /// The name users know it by (`decoders.image`), used in errors.
+    pub display_name: String,
+    /// The instance name (`name=` or a generated one), used for `reader_meta`.
+    pub instance_name: String,
+    /// Position of the operator in the graph: part of its random key.
+    pub op_id: u64,
+    /// The operator's seed (its `seed` argument, or derived from the pipeline seed).
+    pub seed: u64,
+    pub batch_size: usize,
+    pub num_threads: usize,
+    pub device_id: Option<i32>,
+    /// Names of the arguments given as argument inputs, in the order the executor passes them.
+    pub arg_input_names: Vec<String>,
+}
+
+impl OpContext {
+    /// An error location for sample `sample` of this operator.
+    pub fn at(&self, iteration: u64, sample: usize, source: &str) -> Location {
+        Location {
+            operator: self.display_name.clone(),
+            sample: Some(sample),
+            iteration: Some(iteration),
+            source: (!source.is_empty()).then(|| source.to_string()),
+        }
+    }
+}
+
+/// The data of one operator invocation.
+pub struct Workspace<'a> {
+    /// Positional inputs.
+    pub inputs: Vec<&'a TensorList>,
+    /// Argument inputs by argument name.
+    pub arg_inputs: HashMap<&'a str, &'a TensorList>,
+    /// Iteration number since the pipeline was built.
+    pub iteration: u64,
+    /// Samples in this batch.
+    pub batch_size: usize,
+    /// The pipeline's CPU workers: per-sample work runs here.
+    pub pool: &'a rayon::ThreadPool,
+}
+
+impl<'a> Workspace<'a> {
+    /// A numeric argument that may come per sample: the argument input when one was wired,
+    /// else the constant (or `Unset`).
+    pub fn per_sample(&self, ctx: &OpContext, name: &'static str) -> PerSample<'a> {
+        if let Some(b) = self.arg_inputs.get(name) {
+            PerSample::Input { name, batch: b }
+        } else if ctx.args.has(name) {
+            PerSample::Constant(
+                ctx.args.numeric(name).unwrap_or_else(|| panic!("{}: '{name}' is not numeric", ctx.display_name)),
+            )
+        } else {
+            PerSample::Unset
+        }
+    }
+
+    /// The random stream of sample `i` for this operator and iteration.
+    pub fn rng(&self, ctx: &OpContext, i: usize) -> SampleRng {
+        SampleRng::new(ctx.seed, ctx.op_id, self.iteration, i as u64)
+    }
+}
+
+/// Static facts about a reader, for `epoch_size()` and `reader_meta()`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ReaderMeta {
+    /// Samples in the whole dataset (all shards).
+    pub epoch_size: usize,
+    /// Samples per epoch over all shards when each shard is padded to whole batches.
+    pub epoch_size_padded: usize,
+    pub number_of_shards: usize,
+    pub shard_id: usize,
+    pub pad_last_batch: bool,
+    pub stick_to_shard: bool,
+}
+
+/// A built operator backend.
+pub trait Operator: Send {
+    /// Runs one batch: reads `ws.inputs`, returns `num_outputs` batches.
+    fn run(&mut self, ws: &Workspace<'_>) -> Result<Vec<TensorList>>;
+
+    /// Reader facts; `None` for operators that are not readers.
+    fn reader_meta(&self) -> Option<ReaderMeta> {
+        None
+    }
+}
+
+/// Builds a backend from its context.
+pub type Factory = fn(&OpContext) -> Result<Box<dyn Operator>>;
+
+/// One registry entry: the schema and a factory per device.
+pub struct OpDef {
+    pub schema: OpSchema,
+    pub cpu: Option<Factory>,
+    pub mixed: Option<Factory>,
+    pub gpu: Option<Factory>,
+}
+
+impl OpDef {
+    /// The factory for `device`, if the operator has that backend.
+    pub fn factory(&self, device: Device) -> Option<Factory> {
+        match device {
+            Device::Cpu => self.cpu,
+            Device::Mixed => self.mixed,
+            Device::Gpu => self.gpu,
+        }
+    }
+}
+
+/// Every operator the engine knows. Adding an operator family means adding its folder and
+/// one line here; Python picks it up with no edit.
+pub fn registry() -> &'static [&'static OpDef] {
+    REGISTRY
+}
+
+static REGISTRY: &[&OpDef] = &[
+    &random::UNIFORM,
+    &random::COIN_FLIP,
+];
+
+/// Runs `f(sample_index, sample_bytes)` for every sample of `out` on the worker pool. When
+/// several samples fail, the error of the lowest index is returned, so the message does not
+/// depend on thread timing.
+pub fn for_each_sample<F>(pool: &rayon::ThreadPool, out: &mut TensorList, f: F) -> Result<()>
+where
+    F: Fn(usize, &mut [u8]) -> Result<()> + Sync + Send,
+{
+    use rayon::prelude::*;
+    let slices = out.samples_mut();
+    let results: Vec<Result<()>> = pool.install(|| slices.into_par_iter().enumerate().map(|(i, s)| f(i, s)).collect());
+    results.into_iter().collect()
+}
+
+/// Looks an operator up by schema name or legacy class name; returns the entry and, for a
+/// legacy name that implies one, the device.
+pub fn lookup(name: &str) -> Option<(&'static OpDef, Option<Device>)> {
+    registry().iter().find_map(|d| {
+        if d.schema.name == name {
+            return Some((*d, None));
+        }
+        d.schema.legacy_names.iter().find(|(n, _)| *n == name).map(|(_, dev)| (*d, *dev))
+    })
+}
+
+/// Error for a schema name nobody registered.
+pub fn unknown_operator(name: &str) -> Error {
+    Error::Graph(format!("unknown operator '{name}'"))
+}

@@ -1,0 +1,62 @@
+//! `random.coin_flip`: 1 with probability `probability`, else 0 (Bernoulli).
+
+use super::{alloc, dtype_or, sample_shape, store};
+use crate::error::{Error, Result};
+use crate::ops::{arg, for_each_sample, tensor_arg, ArgDefault as D, ArgType as T, Device, OpContext, OpDef, OpSchema, Operator, Workspace};
+use crate::tensor::{DType, TensorList};
+
+/// Schema and backends.
+pub static COIN_FLIP: OpDef = OpDef {
+    schema: OpSchema {
+        name: "random__CoinFlip",
+        doc: "Generates random boolean values (0 or 1) following a Bernoulli distribution.",
+        devices: &[Device::Cpu],
+        min_inputs: 0,
+        max_inputs: 0,
+        num_outputs: 1,
+        args: &[&[
+            tensor_arg("probability", T::Float, D::Float(0.5), "Probability of a 1."),
+            arg("shape", T::IntList, D::Optional, "Shape of each output sample; a scalar when not given."),
+            arg("dtype", T::DType, D::Optional, "Output type; INT32 by default."),
+        ]],
+        arg_aliases: &[],
+        legacy_names: &[("CoinFlip", None)],
+        is_reader: false,
+        is_random: true,
+    },
+    cpu: Some(|ctx| Ok(Box::new(CoinFlip::new(ctx)?))),
+    mixed: None,
+    gpu: None,
+};
+
+struct CoinFlip {
+    ctx: OpContext,
+    shape: Vec<usize>,
+    dtype: DType,
+}
+
+impl CoinFlip {
+    fn new(ctx: &OpContext) -> Result<CoinFlip> {
+        Ok(CoinFlip { ctx: ctx.clone(), shape: sample_shape(ctx)?, dtype: dtype_or(&ctx.args, DType::I32) })
+    }
+}
+
+impl Operator for CoinFlip {
+    fn run(&mut self, ws: &Workspace<'_>) -> Result<Vec<TensorList>> {
+        let mut out = alloc(self.dtype, &self.shape, ws.batch_size);
+        let n: usize = self.shape.iter().product();
+        let probability = ws.per_sample(&self.ctx, "probability");
+        for_each_sample(ws.pool, &mut out, |i, bytes| {
+            let p = probability.get(&self.ctx.display_name, i)?.unwrap_or(0.5);
+            if !(0.0..=1.0).contains(&p) {
+                return Err(Error::arg(&self.ctx.display_name, "probability", format!("must be in [0, 1]; sample {i} has {p}")));
+            }
+            let mut rng = ws.rng(&self.ctx, i);
+            for k in 0..n {
+                store(self.dtype, bytes, k, rng.bernoulli(p) as u8 as f64);
+            }
+            Ok(())
+        })?;
+        Ok(vec![out])
+    }
+}

@@ -1,0 +1,197 @@
+//! Operator schemas: the single description of an operator's name, inputs, outputs and
+//! arguments. Python builds `fn.*` and `ops.*` (names, signatures, docstrings) from these.
+
+/// Where an operator runs. Data only flows cpu -> mixed -> gpu.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Device {
+    /// Host in, host out.
+    Cpu,
+    /// Host in, device out (decoders, transfers).
+    Mixed,
+    /// Device in, device out.
+    Gpu,
+}
+
+impl Device {
+    /// Parses DALI's device strings.
+    pub fn parse(s: &str) -> Option<Device> {
+        match s {
+            "cpu" => Some(Device::Cpu),
+            "mixed" => Some(Device::Mixed),
+            "gpu" => Some(Device::Gpu),
+            _ => None,
+        }
+    }
+
+    /// DALI's name for the device.
+    pub fn name(self) -> &'static str {
+        match self {
+            Device::Cpu => "cpu",
+            Device::Mixed => "mixed",
+            Device::Gpu => "gpu",
+        }
+    }
+
+    /// Where this device's outputs live: `cpu` on the host, the rest on the GPU.
+    pub fn output_on_gpu(self) -> bool {
+        self != Device::Cpu
+    }
+}
+
+/// The type of an argument's value.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ArgType {
+    Bool,
+    Int,
+    Float,
+    Str,
+    IntList,
+    FloatList,
+    StrList,
+    /// A `types.DALIDataType` value.
+    DType,
+    /// A `types.DALIImageType` value.
+    ImageType,
+    /// A `types.DALIInterpType` value.
+    InterpType,
+}
+
+impl ArgType {
+    /// Name shown in docs and error messages.
+    pub fn name(self) -> &'static str {
+        match self {
+            ArgType::Bool => "bool",
+            ArgType::Int => "int",
+            ArgType::Float => "float",
+            ArgType::Str => "str",
+            ArgType::IntList => "list of int",
+            ArgType::FloatList => "list of float",
+            ArgType::StrList => "list of str",
+            ArgType::DType => "DALIDataType",
+            ArgType::ImageType => "DALIImageType",
+            ArgType::InterpType => "DALIInterpType",
+        }
+    }
+}
+
+/// An argument's default.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum ArgDefault {
+    /// The user must give it.
+    Required,
+    /// May be left out; the operator then decides (e.g. derives it from other arguments).
+    Optional,
+    Bool(bool),
+    Int(i64),
+    Float(f64),
+    Str(&'static str),
+    IntList(&'static [i64]),
+    FloatList(&'static [f64]),
+}
+
+/// One argument of an operator.
+#[derive(Debug, Clone, Copy)]
+pub struct ArgSchema {
+    pub name: &'static str,
+    pub ty: ArgType,
+    pub default: ArgDefault,
+    /// True when the argument may be a per-sample argument input (a CPU DataNode).
+    pub per_sample: bool,
+    pub doc: &'static str,
+}
+
+/// Shorthand constructor for schema tables.
+pub const fn arg(name: &'static str, ty: ArgType, default: ArgDefault, doc: &'static str) -> ArgSchema {
+    ArgSchema { name, ty, default, per_sample: false, doc }
+}
+
+/// Like [`arg`], for arguments that also accept a per-sample argument input.
+pub const fn tensor_arg(name: &'static str, ty: ArgType, default: ArgDefault, doc: &'static str) -> ArgSchema {
+    ArgSchema { name, ty, default, per_sample: true, doc }
+}
+
+/// Arguments every operator accepts (DALI's common arguments).
+pub const COMMON_ARGS: &[ArgSchema] = &[
+    arg("seed", ArgType::Int, ArgDefault::Int(-1), "Random seed; -1 derives one from the pipeline seed and the operator's position."),
+    arg("preserve", ArgType::Bool, ArgDefault::Bool(false), "Keep the operator even when none of its outputs is used."),
+    arg("bytes_per_sample_hint", ArgType::IntList, ArgDefault::IntList(&[0]), "Accepted for DALI compatibility; Sluice sizes buffers from the data."),
+];
+
+/// The full description of an operator.
+#[derive(Debug, Clone, Copy)]
+pub struct OpSchema {
+    /// DALI's schema name: submodules separated by `__`, e.g. `decoders__Image`.
+    pub name: &'static str,
+    /// One paragraph for `help(fn.x)`.
+    pub doc: &'static str,
+    /// Devices with a backend.
+    pub devices: &'static [Device],
+    pub min_inputs: usize,
+    pub max_inputs: usize,
+    pub num_outputs: usize,
+    /// Groups of arguments (own arguments first, then shared groups such as reader args).
+    pub args: &'static [&'static [ArgSchema]],
+    /// Old argument names still accepted: (old, new).
+    pub arg_aliases: &'static [(&'static str, &'static str)],
+    /// Legacy `ops.*` class names that map to this operator, with the device they imply.
+    pub legacy_names: &'static [(&'static str, Option<Device>)],
+    /// True for readers: they produce batches with no inputs and have an epoch.
+    pub is_reader: bool,
+    /// True when outputs depend on the random seed.
+    pub is_random: bool,
+}
+
+impl OpSchema {
+    /// The name users write: `decoders.image` for `decoders__Image`.
+    pub fn fn_name(&self) -> String {
+        let mut parts: Vec<String> = self.name.split("__").map(str::to_string).collect();
+        let last = parts.pop().unwrap_or_default();
+        parts.push(snake_case(&last));
+        parts.join(".")
+    }
+
+    /// Looks an argument up by name (aliases resolved), including the common arguments.
+    pub fn find_arg(&self, name: &str) -> Option<&'static ArgSchema> {
+        let name = self.arg_aliases.iter().find(|(old, _)| *old == name).map_or(name, |(_, new)| new);
+        self.all_args().find(|a| a.name == name)
+    }
+
+    /// Every argument, own and common.
+    pub fn all_args(&self) -> impl Iterator<Item = &'static ArgSchema> + '_ {
+        self.args.iter().flat_map(|g| g.iter()).chain(COMMON_ARGS.iter())
+    }
+}
+
+/// `CropMirrorNormalize` -> `crop_mirror_normalize`, keeping acronym runs together.
+pub fn snake_case(camel: &str) -> String {
+    let chars: Vec<char> = camel.chars().collect();
+    let mut out = String::new();
+    for (i, &c) in chars.iter().enumerate() {
+        if c.is_uppercase() {
+            let prev_lower = i > 0 && (chars[i - 1].is_lowercase() || chars[i - 1].is_ascii_digit());
+            let next_lower = chars.get(i + 1).is_some_and(|n| n.is_lowercase());
+            if i > 0 && (prev_lower || (next_lower && chars[i - 1].is_uppercase())) {
+                out.push('_');
+            }
+            out.extend(c.to_lowercase());
+        } else {
+            out.push(c);
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn snake_case_matches_dali_function_names() {
+        assert_eq!(snake_case("CropMirrorNormalize"), "crop_mirror_normalize");
+        assert_eq!(snake_case("Image"), "image");
+        assert_eq!(snake_case("CoinFlip"), "coin_flip");
+        assert_eq!(snake_case("ImageRandomCrop"), "image_random_crop");
+        assert_eq!(snake_case("HSV"), "hsv");
+        assert_eq!(snake_case("MFCC"), "mfcc");
+    }
+}
