@@ -1,1 +1,341 @@
+//! `sluice._core`: the thin bridge between Python and the engine. It converts graph specs
+//! in, hands batches out without copying (array interface and DLPack), and turns engine
+//! errors into Python exceptions. Everything else lives in the engine or in Python.
 
+mod dlpack;
+
+use std::sync::Arc;
+
+use pyo3::exceptions::{PyRuntimeError, PyStopIteration, PyTypeError, PyValueError};
+use pyo3::prelude::*;
+use pyo3::types::{PyDict, PyList, PyTuple};
+
+use sluice::exec::Executor;
+use sluice::graph::{Edge, OpSpec, PipelineSpec};
+use sluice::ops::{self, ArgDefault, ArgValue, Device};
+use sluice::tensor::TensorList as EngineTensorList;
+use sluice::Error;
+
+/// Engine error -> Python exception of the matching kind.
+fn to_py(e: Error) -> PyErr {
+    let msg = e.to_string();
+    match e {
+        Error::InvalidArgument { .. } | Error::Graph(_) => PyValueError::new_err(msg),
+        Error::TypeMismatch { .. } => PyTypeError::new_err(msg),
+        Error::EndOfData => PyStopIteration::new_err(msg),
+        _ => PyRuntimeError::new_err(msg),
+    }
+}
+
+fn arg_value(v: &Bound<'_, PyAny>) -> PyResult<ArgValue> {
+    use pyo3::types::{PyBool, PyFloat, PyInt, PyString};
+    if v.is_instance_of::<PyBool>() {
+        return Ok(ArgValue::Bool(v.extract()?));
+    }
+    if v.is_instance_of::<PyInt>() {
+        return Ok(ArgValue::Int(v.extract()?));
+    }
+    if v.is_instance_of::<PyFloat>() {
+        return Ok(ArgValue::Float(v.extract()?));
+    }
+    if v.is_instance_of::<PyString>() {
+        return Ok(ArgValue::Str(v.extract()?));
+    }
+    if v.is_instance_of::<PyList>() || v.is_instance_of::<PyTuple>() {
+        let items: Vec<Bound<'_, PyAny>> = v.try_iter()?.collect::<PyResult<_>>()?;
+        let vals: Vec<ArgValue> = items.iter().map(arg_value).collect::<PyResult<_>>()?;
+        if vals.iter().all(|x| matches!(x, ArgValue::Int(_) | ArgValue::Bool(_))) {
+            return Ok(ArgValue::IntList(vals.iter().map(|x| match x { ArgValue::Int(i) => *i, ArgValue::Bool(b) => *b as i64, _ => 0 }).collect()));
+        }
+        if vals.iter().all(|x| matches!(x, ArgValue::Int(_) | ArgValue::Float(_) | ArgValue::Bool(_))) {
+            return Ok(ArgValue::FloatList(vals.iter().map(|x| match x { ArgValue::Int(i) => *i as f64, ArgValue::Float(f) => *f, ArgValue::Bool(b) => *b as i64 as f64, _ => 0.0 }).collect()));
+        }
+        if vals.iter().all(|x| matches!(x, ArgValue::Str(_))) {
+            return Ok(ArgValue::StrList(vals.into_iter().map(|x| match x { ArgValue::Str(s) => s, _ => String::new() }).collect()));
+        }
+        return Err(PyTypeError::new_err("a list argument must hold only numbers or only strings"));
+    }
+    Err(PyTypeError::new_err(format!("unsupported argument value of type {}", v.get_type().name()?)))
+}
+
+/// A pipeline built and running in the engine.
+#[pyclass(module = "sluice._core", name = "Pipeline")]
+struct PyPipeline {
+    // The executor is driven by one Python thread at a time; the mutex makes that explicit.
+    exec: std::sync::Mutex<Executor>,
+}
+
+#[pymethods]
+impl PyPipeline {
+    /// `ops` is a list of (schema, device|None, name, [(op, out)], [(arg, op, out)], [(arg, value)]).
+    #[new]
+    #[pyo3(signature = (batch_size, num_threads, device_id, seed, prefetch_queue_depth, exec_async, exec_pipelined, ops, outputs))]
+    #[allow(clippy::too_many_arguments)]
+    fn new(
+        py: Python<'_>,
+        batch_size: usize,
+        num_threads: usize,
+        device_id: Option<i32>,
+        seed: u64,
+        prefetch_queue_depth: usize,
+        exec_async: bool,
+        exec_pipelined: bool,
+        ops: Vec<Bound<'_, PyTuple>>,
+        outputs: Vec<(usize, usize)>,
+    ) -> PyResult<PyPipeline> {
+        let mut specs = Vec::with_capacity(ops.len());
+        for t in ops {
+            let (schema, device, name, inputs, arg_inputs, args): (
+                String,
+                Option<String>,
+                String,
+                Vec<(usize, usize)>,
+                Vec<(String, usize, usize)>,
+                Vec<(String, Bound<'_, PyAny>)>,
+            ) = t.extract()?;
+            let device = match device {
+                None => None,
+                Some(d) => Some(Device::parse(&d).ok_or_else(|| {
+                    PyValueError::new_err(format!("{name}: device must be 'cpu', 'mixed' or 'gpu', got '{d}'"))
+                })?),
+            };
+            let mut conv = Vec::with_capacity(args.len());
+            for (k, v) in args {
+                let value = arg_value(&v).map_err(|e| PyTypeError::new_err(format!("{schema}: argument '{k}': {e}")))?;
+                conv.push((k, value));
+            }
+            specs.push(OpSpec {
+                schema,
+                device,
+                name,
+                inputs: inputs.into_iter().map(|(op, output)| Edge { op, output }).collect(),
+                arg_inputs: arg_inputs.into_iter().map(|(k, op, output)| (k, Edge { op, output })).collect(),
+                args: conv,
+            });
+        }
+        let spec = PipelineSpec {
+            batch_size,
+            num_threads,
+            device_id,
+            seed,
+            prefetch_queue_depth,
+            exec_async,
+            exec_pipelined,
+            ops: specs,
+            outputs: outputs.into_iter().map(|(op, output)| Edge { op, output }).collect(),
+        };
+        let exec = py.detach(|| Executor::new(&spec)).map_err(to_py)?;
+        Ok(PyPipeline { exec: std::sync::Mutex::new(exec) })
+    }
+
+    /// The next batch, one TensorList per output. Waits without holding the GIL.
+    fn run(&self, py: Python<'_>) -> PyResult<Vec<PyTensorList>> {
+        let out = py.detach(|| self.exec().next_batch()).map_err(to_py)?;
+        Ok(out.into_iter().map(|t| PyTensorList { inner: Arc::new(t) }).collect())
+    }
+
+    /// {reader name: {epoch_size, epoch_size_padded, number_of_shards, shard_id, pad_last_batch, stick_to_shard}}.
+    fn reader_meta<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
+        let d = PyDict::new(py);
+        for (name, m) in self.exec().readers() {
+            let e = PyDict::new(py);
+            e.set_item("epoch_size", m.epoch_size)?;
+            e.set_item("epoch_size_padded", m.epoch_size_padded)?;
+            e.set_item("number_of_shards", m.number_of_shards)?;
+            e.set_item("shard_id", m.shard_id)?;
+            e.set_item("pad_last_batch", m.pad_last_batch)?;
+            e.set_item("stick_to_shard", m.stick_to_shard)?;
+            d.set_item(name, e)?;
+        }
+        Ok(d)
+    }
+
+    /// The checked, pruned graph in Graphviz DOT.
+    fn dot(&self) -> String {
+        sluice::graph::to_dot(self.exec().graph())
+    }
+
+    /// [(operator name, calls, seconds)] since build.
+    fn stats(&self) -> Vec<(String, u64, f64)> {
+        self.exec().stats().into_iter().map(|s| (s.name, s.calls, s.total.as_secs_f64())).collect()
+    }
+}
+
+impl PyPipeline {
+    fn exec(&self) -> std::sync::MutexGuard<'_, Executor> {
+        // A panic cannot poison it (operators run under catch_unwind), but be tolerant anyway.
+        self.exec.lock().unwrap_or_else(|p| p.into_inner())
+    }
+}
+
+/// A batch on the host. Python's TensorListCPU wraps it; views keep it alive.
+#[pyclass(module = "sluice._core", name = "TensorList", frozen)]
+struct PyTensorList {
+    inner: Arc<EngineTensorList>,
+}
+
+#[pymethods]
+impl PyTensorList {
+    fn __len__(&self) -> usize {
+        self.inner.len()
+    }
+
+    /// DALI data type id.
+    fn dtype_id(&self) -> i32 {
+        self.inner.dtype() as i32
+    }
+
+    fn layout(&self) -> String {
+        self.inner.layout().to_string()
+    }
+
+    fn ndim(&self) -> usize {
+        self.inner.ndim()
+    }
+
+    fn shape(&self, i: usize) -> PyResult<Vec<usize>> {
+        self.check(i)?;
+        Ok(self.inner.shape(i).to_vec())
+    }
+
+    fn shapes(&self) -> Vec<Vec<usize>> {
+        (0..self.inner.len()).map(|i| self.inner.shape(i).to_vec()).collect()
+    }
+
+    fn is_dense_tensor(&self) -> bool {
+        self.inner.is_dense_tensor()
+    }
+
+    fn source_info(&self, i: usize) -> PyResult<String> {
+        self.check(i)?;
+        Ok(self.inner.source_info(i).to_string())
+    }
+
+    /// `__array_interface__` of sample `i` (read-only view of the batch's memory).
+    fn sample_interface<'py>(&self, py: Python<'py>, i: usize) -> PyResult<Bound<'py, PyDict>> {
+        self.check(i)?;
+        let t = &self.inner;
+        interface(py, t.buffer().as_ptr() as usize + t.offset(i), t.shape(i).to_vec(), t.dtype().typestr())
+    }
+
+    /// `__array_interface__` of the whole batch as one (N, ...) array; dense batches only.
+    fn batch_interface<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
+        let t = &self.inner;
+        if !t.is_dense_tensor() {
+            return Err(PyRuntimeError::new_err(format!(
+                "the batch is not a dense tensor: samples have different shapes ({:?} ...); use at(i) per sample or pad them to one shape",
+                (0..t.len().min(3)).map(|i| t.shape(i).to_vec()).collect::<Vec<_>>()
+            )));
+        }
+        let mut shape = vec![t.len()];
+        if t.len() > 0 {
+            shape.extend_from_slice(t.shape(0));
+        }
+        let ptr = if t.is_empty() { t.buffer().as_ptr() as usize } else { t.buffer().as_ptr() as usize + t.offset(0) };
+        interface(py, ptr, shape, t.dtype().typestr())
+    }
+
+    /// A DLPack capsule of sample `i`, or of the whole (dense) batch when `i` is None.
+    #[pyo3(signature = (i=None))]
+    fn dlpack<'py>(&self, py: Python<'py>, i: Option<usize>) -> PyResult<Bound<'py, PyAny>> {
+        let t = &self.inner;
+        let (offset, shape) = match i {
+            Some(i) => {
+                self.check(i)?;
+                (t.offset(i), t.shape(i).to_vec())
+            }
+            None => {
+                if !t.is_dense_tensor() {
+                    return Err(PyRuntimeError::new_err("the batch is not a dense tensor; export samples one by one"));
+                }
+                let mut s = vec![t.len()];
+                if t.len() > 0 {
+                    s.extend_from_slice(t.shape(0));
+                }
+                (if t.is_empty() { 0 } else { t.offset(0) }, s)
+            }
+        };
+        dlpack::host_capsule(py, t.clone(), offset, shape)
+    }
+}
+
+impl PyTensorList {
+    fn check(&self, i: usize) -> PyResult<()> {
+        if i >= self.inner.len() {
+            return Err(pyo3::exceptions::PyIndexError::new_err(format!(
+                "sample index {i} out of range for a batch of {}",
+                self.inner.len()
+            )));
+        }
+        Ok(())
+    }
+}
+
+fn interface<'py>(py: Python<'py>, ptr: usize, shape: Vec<usize>, typestr: &str) -> PyResult<Bound<'py, PyDict>> {
+    let d = PyDict::new(py);
+    d.set_item("version", 3)?;
+    d.set_item("typestr", typestr)?;
+    d.set_item("shape", PyTuple::new(py, shape)?)?;
+    // Read-only: the engine may share this memory between outputs and views.
+    d.set_item("data", (ptr, true))?;
+    Ok(d)
+}
+
+fn default_value<'py>(py: Python<'py>, d: ArgDefault) -> PyResult<Option<Bound<'py, PyAny>>> {
+    Ok(Some(match d {
+        ArgDefault::Required | ArgDefault::Optional => return Ok(None),
+        ArgDefault::Bool(b) => b.into_pyobject(py)?.to_owned().into_any(),
+        ArgDefault::Int(i) => i.into_pyobject(py)?.into_any(),
+        ArgDefault::Float(f) => f.into_pyobject(py)?.into_any(),
+        ArgDefault::Str(s) => s.into_pyobject(py)?.into_any(),
+        ArgDefault::IntList(l) => PyList::new(py, l)?.into_any(),
+        ArgDefault::FloatList(l) => PyList::new(py, l)?.into_any(),
+    }))
+}
+
+/// Every operator schema, for generating `fn.*` and `ops.*` in Python.
+#[pyfunction]
+fn schemas(py: Python<'_>) -> PyResult<Vec<Bound<'_, PyDict>>> {
+    let mut out = Vec::new();
+    for def in ops::registry() {
+        let s = &def.schema;
+        let d = PyDict::new(py);
+        d.set_item("name", s.name)?;
+        d.set_item("fn_name", s.fn_name())?;
+        d.set_item("doc", s.doc)?;
+        d.set_item("devices", s.devices.iter().map(|d| d.name()).collect::<Vec<_>>())?;
+        d.set_item("min_inputs", s.min_inputs)?;
+        d.set_item("max_inputs", s.max_inputs)?;
+        d.set_item("num_outputs", s.num_outputs)?;
+        d.set_item("is_reader", s.is_reader)?;
+        d.set_item("is_random", s.is_random)?;
+        let args = PyList::empty(py);
+        for a in s.all_args() {
+            let ad = PyDict::new(py);
+            ad.set_item("name", a.name)?;
+            ad.set_item("type", a.ty.name())?;
+            ad.set_item("required", a.default == ArgDefault::Required)?;
+            ad.set_item("default", default_value(py, a.default)?)?;
+            ad.set_item("per_sample", a.per_sample)?;
+            ad.set_item("doc", a.doc)?;
+            args.append(ad)?;
+        }
+        d.set_item("args", args)?;
+        d.set_item("arg_aliases", s.arg_aliases.to_vec())?;
+        d.set_item(
+            "legacy_names",
+            s.legacy_names.iter().map(|(n, dev)| (*n, dev.map(|d| d.name()))).collect::<Vec<_>>(),
+        )?;
+        out.push(d);
+    }
+    Ok(out)
+}
+
+#[pymodule]
+fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    m.add_class::<PyPipeline>()?;
+    m.add_class::<PyTensorList>()?;
+    m.add_function(wrap_pyfunction!(schemas, m)?)?;
+    m.add("__version__", env!("CARGO_PKG_VERSION"))?;
+    Ok(())
+}

@@ -110,7 +110,7 @@ impl Graph {
             }
             let input_on_gpu = op.inputs.iter().any(|e| devices[e.op].output_on_gpu());
             let device = op.device.or(legacy_device).unwrap_or(if input_on_gpu { Device::Gpu } else { Device::Cpu });
-            if !schema.devices.contains(&device) {
+            if def.factory(device).is_none() {
                 let have: Vec<&str> = schema.devices.iter().map(|d| d.name()).collect();
                 return Err(Error::Graph(format!(
                     "{display}: no '{}' backend; available: {}",

@@ -5,6 +5,7 @@
 pub mod args;
 pub mod random;
 pub mod schema;
+pub mod transfer;
 
 use std::collections::HashMap;
 
@@ -137,6 +138,7 @@ pub fn registry() -> &'static [&'static OpDef] {
 static REGISTRY: &[&OpDef] = &[
     &random::UNIFORM,
     &random::COIN_FLIP,
+    &transfer::MAKE_CONTIGUOUS,
 ];
 
 /// Runs `f(sample_index, sample_bytes)` for every sample of `out` on the worker pool. When
@@ -166,4 +168,35 @@ pub fn lookup(name: &str) -> Option<(&'static OpDef, Option<Device>)> {
 /// Error for a schema name nobody registered.
 pub fn unknown_operator(name: &str) -> Error {
     Error::Graph(format!("unknown operator '{name}'"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_schema_lists_exactly_the_devices_it_has_backends_for() {
+        for def in registry() {
+            for d in [Device::Cpu, Device::Mixed, Device::Gpu] {
+                assert_eq!(
+                    def.schema.devices.contains(&d),
+                    def.factory(d).is_some(),
+                    "{}: schema devices and factories disagree on {}",
+                    def.schema.name,
+                    d.name()
+                );
+            }
+        }
+    }
+
+    #[test]
+    fn names_and_legacy_names_are_unique() {
+        let mut seen = std::collections::HashSet::new();
+        for def in registry() {
+            assert!(seen.insert(def.schema.name), "{}", def.schema.name);
+            for (legacy, _) in def.schema.legacy_names {
+                assert!(seen.insert(legacy), "{legacy}");
+            }
+        }
+    }
 }

@@ -1,0 +1,42 @@
+# Two commands on a fresh machine:
+#   make demo   build Sluice and run the demo pipeline (prints images/s, writes a preview PNG)
+#   make test   build Sluice and run every test (Rust and Python, DALI parity included)
+SHELL := /bin/bash
+VENV ?= .venv
+PY := $(VENV)/bin/python
+STAMP := $(VENV)/.deps-installed
+
+.PHONY: demo test build deps rust-test py-test bench clean
+
+demo: build
+	$(PY) -m sluice demo $(DEMO_ARGS)
+
+test: build rust-test py-test
+
+# System tools the vendored libjpeg-turbo build needs (cmake, nasm for its SIMD code).
+deps:
+	@command -v cmake >/dev/null && command -v nasm >/dev/null || \
+	  { echo "installing cmake and nasm"; \
+	    if [ "$$(id -u)" = 0 ]; then apt-get update -qq && apt-get install -y -qq cmake nasm >/dev/null; \
+	    else sudo apt-get update -qq && sudo apt-get install -y -qq cmake nasm >/dev/null; fi; }
+
+$(STAMP): pyproject.toml
+	python3 -m venv $(VENV)
+	$(PY) -m pip install -q --upgrade pip
+	$(PY) -m pip install -q "maturin>=1.5,<2" pytest numpy pillow scikit-image "nvidia-dali-cuda130==2.4.0"
+	touch $(STAMP)
+
+build: deps $(STAMP)
+	VIRTUAL_ENV=$(abspath $(VENV)) $(VENV)/bin/maturin develop --release -q
+
+rust-test: deps
+	cargo test --workspace --release -q
+
+py-test: build
+	$(PY) -m pytest -q tests
+
+bench: build
+	$(PY) benches/cpu_pipeline.py
+
+clean:
+	rm -rf target $(VENV)

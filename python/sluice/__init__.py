@@ -1,0 +1,15 @@
+"""Sluice: GPU-accelerated data loading and preprocessing with NVIDIA DALI's Python API.
+
+    from sluice import pipeline_def, Pipeline, fn, ops, types
+"""
+
+from . import _core
+from .pipeline import DataNode, Pipeline, pipeline_def
+from . import types
+from . import fn
+from . import ops
+from .tensors import TensorCPU, TensorListCPU
+
+__version__ = _core.__version__
+
+__all__ = ["DataNode", "Pipeline", "pipeline_def", "fn", "ops", "types", "TensorCPU", "TensorListCPU"]

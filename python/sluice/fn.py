@@ -1,0 +1,8 @@
+"""Functional operator API (`fn.readers.file(...)`, `fn.decoders.image(...)`, ...),
+generated from the engine's operator schemas."""
+
+import sys as _sys
+
+from .ops_gen import populate_fn as _populate
+
+_populate(_sys.modules[__name__])

@@ -1,0 +1,344 @@
+"""Pipeline, pipeline_def and DataNode: describe a graph once in Python; the Rust engine
+runs it. Mirrors `nvidia.dali.pipeline`."""
+
+import functools
+import inspect
+import itertools
+import os
+import threading
+
+from . import _core
+from .tensors import TensorListCPU
+
+_op_ids = itertools.count()
+_local = threading.local()
+
+
+def _stack():
+    if not hasattr(_local, "stack"):
+        _local.stack = []
+    return _local.stack
+
+
+class DataNode:
+    """An output of an operator: what operators take as inputs and pipelines return."""
+
+    __slots__ = ("_op", "_index", "name", "device")
+
+    def __init__(self, op, index, device):
+        self._op = op
+        self._index = index
+        self.device = device
+        self.name = f"{op.name}[{index}]"
+
+    def gpu(self):
+        """This node copied to the GPU (a transfer operator on the 'mixed' stage)."""
+        from .ops_gen import make_node
+
+        return make_node("MakeContiguous", [self], {}, device="mixed")
+
+    def cpu(self):
+        if self.device == "cpu":
+            return self
+        raise ValueError(f"{self.name} is on the GPU; data flows cpu -> mixed -> gpu only")
+
+    def source_info(self):
+        """Not a graph operation in Sluice: read `TensorListCPU.source_info(i)` from outputs."""
+        raise NotImplementedError("use TensorListCPU.source_info(i) on the pipeline's outputs")
+
+    def __repr__(self):
+        return f"DataNode(name={self.name!r}, device={self.device!r})"
+
+    def __bool__(self):
+        raise TypeError(
+            "a DataNode has no truth value at graph-definition time; "
+            "per-sample conditions need enable_conditionals=True"
+        )
+
+
+class _OpNode:
+    """One operator instance in a graph."""
+
+    __slots__ = ("id", "schema", "device", "name", "inputs", "arg_inputs", "args", "outputs")
+
+    def __init__(self, schema, device, name, inputs, arg_inputs, args, num_outputs, out_device):
+        self.id = next(_op_ids)
+        self.schema = schema
+        self.device = device
+        self.name = name or f"__{schema.split('__')[-1]}_{self.id}"
+        self.inputs = inputs
+        self.arg_inputs = arg_inputs
+        self.args = args
+        self.outputs = [DataNode(self, i, out_device) for i in range(num_outputs)]
+
+
+_PIPELINE_KWARGS = (
+    "batch_size", "num_threads", "device_id", "seed", "exec_pipelined", "prefetch_queue_depth",
+    "exec_async", "bytes_per_sample", "set_affinity", "max_streams", "default_cuda_stream_priority",
+    "enable_memory_stats", "enable_checkpointing", "checkpoint", "py_num_workers", "py_start_method",
+    "py_callback_pickler", "output_dtype", "output_ndim", "output_layout", "exec_dynamic",
+    "experimental_exec_dynamic", "stream_policy", "concurrency",
+)
+
+
+class Pipeline:
+    """A data pipeline: a graph of operators and the engine that runs it batch after batch.
+
+    `device_id=None` runs CPU-only, on any machine.
+    """
+
+    def __init__(self, batch_size=-1, num_threads=-1, device_id=-1, seed=-1, exec_pipelined=True,
+                 prefetch_queue_depth=2, exec_async=True, bytes_per_sample=0, set_affinity=False,
+                 max_streams=-1, default_cuda_stream_priority=0, *, enable_memory_stats=False,
+                 enable_checkpointing=False, checkpoint=None, py_num_workers=1, py_start_method="fork",
+                 py_callback_pickler=None, output_dtype=None, output_ndim=None, output_layout=None,
+                 exec_dynamic=False, experimental_exec_dynamic=False, stream_policy=None, concurrency=None):
+        if batch_size is None or batch_size == -1:
+            batch_size = -1
+        elif not isinstance(batch_size, int) or batch_size < 1:
+            raise ValueError(f"batch_size must be a positive integer, got {batch_size!r}")
+        if num_threads is None or num_threads == -1:
+            num_threads = os.cpu_count() or 1
+        if not isinstance(num_threads, int) or num_threads < 1:
+            raise ValueError(f"num_threads must be a positive integer, got {num_threads!r}")
+        if device_id == -1:
+            device_id = None if _gpu_count() == 0 else 0
+        if device_id is not None and (not isinstance(device_id, int) or device_id < 0):
+            raise ValueError(f"device_id must be None (CPU only) or a GPU index, got {device_id!r}")
+        if isinstance(prefetch_queue_depth, dict):
+            depth = max(int(prefetch_queue_depth.get("cpu_size", 2)), int(prefetch_queue_depth.get("gpu_size", 2)))
+        else:
+            depth = int(prefetch_queue_depth)
+        if depth < 1:
+            raise ValueError(f"prefetch_queue_depth must be at least 1, got {prefetch_queue_depth!r}")
+        if seed is None or seed == -1:
+            seed = int.from_bytes(os.urandom(8), "little") & ((1 << 63) - 1)
+        self._batch_size = batch_size
+        self._num_threads = num_threads
+        self._device_id = device_id
+        self._seed = int(seed)
+        self._prefetch_queue_depth = depth
+        self._exec_async = bool(exec_async)
+        self._exec_pipelined = bool(exec_pipelined)
+        self._enable_checkpointing = enable_checkpointing
+        self._ops = []  # every operator created while this pipeline was current
+        self._outputs = None
+        self._engine = None
+        self._built = False
+
+    # -- properties DALI exposes
+    @property
+    def batch_size(self):
+        return self._batch_size
+
+    @property
+    def max_batch_size(self):
+        return self._batch_size
+
+    @property
+    def num_threads(self):
+        return self._num_threads
+
+    @property
+    def device_id(self):
+        return self._device_id
+
+    @property
+    def seed(self):
+        return self._seed
+
+    @property
+    def exec_pipelined(self):
+        return self._exec_pipelined
+
+    @property
+    def exec_async(self):
+        return self._exec_async
+
+    @property
+    def prefetch_queue_depth(self):
+        return self._prefetch_queue_depth
+
+    # -- graph definition
+    @staticmethod
+    def current():
+        """The pipeline whose graph is being defined (inside `with pipe:` or a pipeline_def)."""
+        s = _stack()
+        return s[-1] if s else None
+
+    def __enter__(self):
+        _stack().append(self)
+        return self
+
+    def __exit__(self, *exc):
+        _stack().pop()
+        return False
+
+    def _register(self, op):
+        self._ops.append(op)
+
+    def set_outputs(self, *outputs):
+        """Declares the pipeline's outputs (DataNodes)."""
+        flat = []
+        for o in outputs:
+            if isinstance(o, (list, tuple)):
+                flat.extend(o)
+            else:
+                flat.append(o)
+        for o in flat:
+            if not isinstance(o, DataNode):
+                raise TypeError(f"pipeline outputs must be DataNodes, got {type(o).__name__}")
+        self._outputs = flat
+
+    def define_graph(self):
+        """Override in a subclass: create the graph and return its outputs."""
+        raise NotImplementedError("define the graph with pipeline_def, `with pipe:` + set_outputs, or override define_graph()")
+
+    # -- building and running
+    def build(self):
+        """Checks the graph and starts the engine. Called by `run()` when needed."""
+        if self._built:
+            return
+        if self._batch_size == -1:
+            raise ValueError("batch_size is required")
+        if self._outputs is None:
+            with self:
+                outs = self.define_graph()
+            if isinstance(outs, DataNode):
+                outs = [outs]
+            self.set_outputs(*outs)
+        ops = self._collect()
+        index = {op.id: k for k, op in enumerate(ops)}
+        spec = []
+        for op in ops:
+            spec.append((
+                op.schema,
+                op.device,
+                op.name,
+                [(index[n._op.id], n._index) for n in op.inputs],
+                [(k, index[n._op.id], n._index) for k, n in op.arg_inputs.items()],
+                list(op.args.items()),
+            ))
+        outputs = [(index[o._op.id], o._index) for o in self._outputs]
+        self._engine = _core.Pipeline(self._batch_size, self._num_threads, self._device_id, self._seed,
+                                      self._prefetch_queue_depth, self._exec_async, self._exec_pipelined,
+                                      spec, outputs)
+        self._built = True
+
+    def _collect(self):
+        """Operators reachable from the outputs, plus preserved ones, in creation order."""
+        seen = {}
+        stack = [o._op for o in self._outputs]
+        stack += [op for op in self._ops if op.args.get("preserve")]
+        while stack:
+            op = stack.pop()
+            if op.id in seen:
+                continue
+            seen[op.id] = op
+            stack.extend(n._op for n in op.inputs)
+            stack.extend(n._op for n in op.arg_inputs.values())
+        return sorted(seen.values(), key=lambda op: op.id)
+
+    def iter_setup(self):
+        """Override to feed inputs before each iteration."""
+
+    def run(self, **inputs):
+        """Runs one iteration; returns a tuple with one TensorList per output."""
+        if inputs:
+            raise TypeError(f"run() got inputs {sorted(inputs)} but the pipeline has no external sources")
+        self.build()
+        self.iter_setup()
+        return tuple(TensorListCPU(t) for t in self._engine.run())
+
+    def schedule_run(self):
+        """Batches are prepared ahead continuously (prefetch_queue_depth); nothing to schedule."""
+        self.build()
+
+    def outputs(self):
+        """The next prepared batch (use after schedule_run())."""
+        return self.run()
+
+    def share_outputs(self):
+        return self.run()
+
+    def release_outputs(self):
+        """Output memory is released when the last view of it is dropped."""
+
+    def reset(self):
+        """Readers loop over epochs by themselves; nothing to rewind."""
+
+    def empty(self):
+        return False
+
+    def epoch_size(self, name=None):
+        """Samples in the dataset of reader `name`, or {name: size} for every reader."""
+        meta = self.reader_meta()
+        if name is None:
+            return {k: v["epoch_size"] for k, v in meta.items()}
+        return self.reader_meta(name)["epoch_size"]
+
+    def reader_meta(self, name=None):
+        """Reader metadata (epoch_size, epoch_size_padded, number_of_shards, shard_id,
+        pad_last_batch, stick_to_shard) for reader `name`, or for every reader."""
+        self.build()
+        meta = self._engine.reader_meta()
+        if name is None:
+            return meta
+        if name not in meta:
+            raise KeyError(f"no reader named {name!r}; readers: {sorted(meta)}")
+        return meta[name]
+
+    def save_graph_to_dot_file(self, filename, show_tensors=False, show_ids=False, use_colors=False):
+        """Writes the checked, pruned graph in Graphviz format."""
+        self.build()
+        with open(filename, "w") as f:
+            f.write(self._engine.dot())
+
+    def executor_statistics(self):
+        """{operator name: {"calls": n, "seconds": total}} since build."""
+        self.build()
+        return {name: {"calls": calls, "seconds": secs} for name, calls, secs in self._engine.stats()}
+
+    def __del__(self):
+        self._engine = None
+
+
+def _gpu_count():
+    """GPUs the engine can use; 0 until the CUDA runtime is part of this build."""
+    return 0
+
+
+def pipeline_def(fn=None, **pipeline_kwargs):
+    """Turns a function that builds a graph into a pipeline factory.
+
+    Keyword arguments of the decorator are defaults; the same names passed when calling the
+    factory override them; the other call arguments go to the function.
+    """
+    enable_conditionals = pipeline_kwargs.pop("enable_conditionals", False)
+
+    def decorator(func):
+        params = inspect.signature(func).parameters
+
+        @functools.wraps(func)
+        def create_pipeline(*args, **kwargs):
+            ctor = dict(pipeline_kwargs)
+            for k in list(kwargs):
+                if k in _PIPELINE_KWARGS and k not in params:
+                    ctor[k] = kwargs.pop(k)
+            conditionals = kwargs.pop("enable_conditionals", enable_conditionals) if "enable_conditionals" not in params else enable_conditionals
+            if conditionals:
+                raise NotImplementedError("enable_conditionals=True is not supported yet by Sluice")
+            pipe = Pipeline(**ctor)
+            with pipe:
+                outs = func(*args, **kwargs)
+                if outs is None:
+                    raise ValueError(f"{func.__name__} must return the pipeline's outputs (DataNodes)")
+                if isinstance(outs, DataNode):
+                    outs = (outs,)
+                pipe.set_outputs(*outs)
+            return pipe
+
+        create_pipeline._is_pipeline_def = True
+        return create_pipeline
+
+    return decorator(fn) if fn is not None else decorator

@@ -1,0 +1,134 @@
+"""Pipeline outputs on the host: TensorListCPU (a batch) and TensorCPU (one array). Both
+are views of engine memory: NumPy, PyTorch and JAX read them without a copy through
+`__array_interface__` and DLPack, and the memory lives as long as any view does."""
+
+import numpy as np
+
+from .types import DALIDataType
+
+
+class TensorCPU:
+    """One array on the host: a sample, or a dense batch from `TensorListCPU.as_tensor()`."""
+
+    __slots__ = ("_batch", "_index", "_interface")
+
+    def __init__(self, batch, index):
+        self._batch = batch  # _core.TensorList; keeps the memory alive
+        self._index = index  # sample index, or None for the whole dense batch
+        self._interface = batch.batch_interface() if index is None else batch.sample_interface(index)
+
+    @property
+    def __array_interface__(self):
+        return self._interface
+
+    def __array__(self, dtype=None, copy=None):
+        a = np.asarray(_ArrayView(self))
+        if dtype is not None:
+            a = a.astype(dtype)
+        return a.copy() if copy else a
+
+    def __dlpack__(self, stream=None, max_version=None, dl_device=None, copy=None):
+        return self._batch.dlpack(self._index)
+
+    def __dlpack_device__(self):
+        return (1, 0)  # kDLCPU
+
+    def shape(self):
+        """Shape of the array, as a list (a method, as in DALI)."""
+        return list(self._interface["shape"])
+
+    @property
+    def dtype(self):
+        return DALIDataType(self._batch.dtype_id())
+
+    def layout(self):
+        return self._batch.layout()
+
+    def source_info(self):
+        return "" if self._index is None else self._batch.source_info(self._index)
+
+    def as_array(self):
+        return np.asarray(self)
+
+    def __repr__(self):
+        return f"TensorCPU(shape={self.shape()}, dtype={self.dtype.name}, layout={self.layout()!r})"
+
+
+class _ArrayView:
+    """Hands NumPy the interface while holding the tensor (and so the batch) alive."""
+
+    __slots__ = ("_t", "__array_interface__")
+
+    def __init__(self, t):
+        self._t = t
+        self.__array_interface__ = t._interface
+
+
+class TensorListCPU:
+    """A batch on the host: one array per sample, each with its own shape."""
+
+    def __init__(self, core_batch):
+        self._b = core_batch
+
+    def __len__(self):
+        return len(self._b)
+
+    def __getitem__(self, i):
+        if isinstance(i, slice):
+            raise TypeError("TensorListCPU does not support slicing; index samples one by one")
+        n = len(self._b)
+        if i < 0:
+            i += n
+        if not 0 <= i < n:
+            raise IndexError(f"sample index {i} out of range for a batch of {n}")
+        return TensorCPU(self._b, i)
+
+    def __iter__(self):
+        return (self[i] for i in range(len(self)))
+
+    def at(self, i):
+        """Sample `i` as a NumPy array (a view, no copy)."""
+        return np.asarray(self[i])
+
+    def as_tensor(self):
+        """The batch as one TensorCPU of shape (N, ...); all samples must share a shape."""
+        return TensorCPU(self._b, None)
+
+    def as_array(self):
+        """The batch as one NumPy array of shape (N, ...) (a view, no copy)."""
+        return np.asarray(self.as_tensor())
+
+    def __array__(self, dtype=None, copy=None):
+        return self.as_tensor().__array__(dtype, copy)
+
+    def __dlpack__(self, stream=None, max_version=None, dl_device=None, copy=None):
+        return self._b.dlpack(None)
+
+    def __dlpack_device__(self):
+        return (1, 0)
+
+    def is_dense_tensor(self):
+        return self._b.is_dense_tensor()
+
+    def layout(self):
+        return self._b.layout()
+
+    def shape(self):
+        """Per-sample shapes, as a list of tuples."""
+        return [tuple(s) for s in self._b.shapes()]
+
+    @property
+    def dtype(self):
+        return DALIDataType(self._b.dtype_id())
+
+    def source_info(self, i=None):
+        """Where sample `i` came from (its file), or the list for all samples."""
+        if i is None:
+            return [self._b.source_info(k) for k in range(len(self))]
+        return self._b.source_info(i)
+
+    def as_reshaped_tensor(self, shape):
+        return self.as_array().reshape(shape)
+
+    def __repr__(self):
+        return f"TensorListCPU(len={len(self)}, dtype={self.dtype.name}, layout={self.layout()!r})"

@@ -1,0 +1,91 @@
+"""Data types, image types, interpolation types and layouts, numbered as DALI numbers them
+so that `from sluice import types` is a drop-in for `from nvidia.dali import types`."""
+
+from enum import IntEnum
+
+import numpy as np
+
+
+class DALIDataType(IntEnum):
+    """Element type of a tensor."""
+
+    NO_TYPE = -1
+    UINT8 = 0
+    UINT16 = 1
+    UINT32 = 2
+    UINT64 = 3
+    INT8 = 4
+    INT16 = 5
+    INT32 = 6
+    INT64 = 7
+    FLOAT16 = 8
+    FLOAT = 9
+    FLOAT64 = 10
+    BOOL = 11
+    STRING = 12
+
+
+class DALIImageType(IntEnum):
+    """Color space of decoded images (the decoders' `output_type`)."""
+
+    RGB = 0
+    BGR = 1
+    GRAY = 2
+    YCbCr = 3
+    ANY_DATA = 4
+
+
+class DALIInterpType(IntEnum):
+    """Interpolation used by resampling operators."""
+
+    INTERP_NN = 0
+    INTERP_LINEAR = 1
+    INTERP_CUBIC = 2
+    INTERP_LANCZOS3 = 3
+    INTERP_TRIANGULAR = 4
+    INTERP_GAUSSIAN = 5
+
+
+class TensorLayout(str):
+    """A layout string such as "HWC"; one letter per dimension."""
+
+
+# Module-level names, as DALI exports them.
+globals().update({m.name: m for m in DALIDataType})
+globals().update({m.name: m for m in DALIImageType})
+globals().update({m.name: m for m in DALIInterpType})
+NHWC = "HWC"
+NCHW = "CHW"
+NFHWC = "FHWC"
+NFCHW = "FCHW"
+SAME = ""
+CPU_ONLY_DEVICE_ID = None
+
+_TO_NUMPY = {
+    DALIDataType.UINT8: np.uint8,
+    DALIDataType.UINT16: np.uint16,
+    DALIDataType.UINT32: np.uint32,
+    DALIDataType.UINT64: np.uint64,
+    DALIDataType.INT8: np.int8,
+    DALIDataType.INT16: np.int16,
+    DALIDataType.INT32: np.int32,
+    DALIDataType.INT64: np.int64,
+    DALIDataType.FLOAT16: np.float16,
+    DALIDataType.FLOAT: np.float32,
+    DALIDataType.FLOAT64: np.float64,
+    DALIDataType.BOOL: np.bool_,
+}
+
+
+def to_numpy_type(dtype):
+    """NumPy type of a DALIDataType."""
+    return _TO_NUMPY[DALIDataType(dtype)]
+
+
+def from_numpy_type(np_type):
+    """DALIDataType of a NumPy dtype."""
+    np_type = np.dtype(np_type).type
+    for k, v in _TO_NUMPY.items():
+        if v == np_type:
+            return k
+    raise TypeError(f"no DALI data type for NumPy type {np_type}")
