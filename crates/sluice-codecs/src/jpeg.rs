@@ -274,6 +274,9 @@ pub(crate) fn decode_into(
         if hdr.lossless && p.scale_denom != 1 {
             return Err(CodecError::new(ErrorKind::Unsupported, "lossless JPEG cannot be decoded with scaling"));
         }
+        // The handle is shared by every decode on this thread, so set the IDCT each time.
+        // SAFETY: valid handle; FASTDCT takes 0 or 1.
+        unsafe { tj::tj3Set(h, tj::TJPARAM_TJPARAM_FASTDCT as c_int, p.fast_idct as c_int) };
         let denom = p.scale_denom as c_int;
         // SAFETY: valid handle; 1/1, 1/2, 1/4, 1/8 are among TurboJPEG's scaling factors.
         check(h, unsafe { tj::tj3SetScalingFactor(h, tj::tjscalingfactor { num: 1, denom }) }, true)?;

@@ -62,7 +62,8 @@ pub enum ColorSpace {
     Bgr,
     /// 1 channel. JPEG: libjpeg's own Y channel; other formats: BT.601 luma.
     Gray,
-    /// 3 channels, BT.601 full-range (JFIF) Y Cb Cr computed from the RGB pixels.
+    /// 3 channels, BT.601 limited-range (studio swing: Y 16..235, Cb/Cr 16..240) Y Cb Cr
+    /// computed from the RGB pixels, as DALI produces.
     YCbCr,
     /// The stored channels, unconverted (gray stays 1, RGBA keeps alpha, CMYK stays 4).
     AnyData,
@@ -102,11 +103,14 @@ pub struct DecodeParams {
     /// 1, 2, 4 or 8: JPEG DCT-domain downscale, output dims are `ceil(dim / scale_denom)`.
     /// Other formats accept only 1.
     pub scale_denom: u32,
+    /// JPEG only: libjpeg-turbo's fast integer IDCT (faster, slightly less accurate). Off by
+    /// default, which gives the accurate IDCT that Pillow and DALI use.
+    pub fast_idct: bool,
 }
 
 impl Default for DecodeParams {
     fn default() -> Self {
-        DecodeParams { color: ColorSpace::Rgb, adjust_orientation: true, roi: None, scale_denom: 1 }
+        DecodeParams { color: ColorSpace::Rgb, adjust_orientation: true, roi: None, scale_denom: 1, fast_idct: false }
     }
 }
 

@@ -223,9 +223,12 @@ fn grayscale_jpeg() {
     let (rgb, shape) = dec(&j, &params(ColorSpace::Rgb));
     assert_eq!(shape, (h, w, 3));
     assert!(rgb.chunks_exact(3).zip(&any).all(|(p, &g)| p == [g, g, g]), "gray must replicate");
-    // Gray -> YCbCr: Y is the gray value, chroma is neutral.
+    // Gray -> YCbCr: Y is the gray value in studio range, chroma is neutral.
     let (ycc, _) = dec(&j, &params(ColorSpace::YCbCr));
-    assert!(ycc.chunks_exact(3).zip(&any).all(|(p, &g)| p == [g, 128, 128]));
+    assert!(ycc
+        .chunks_exact(3)
+        .zip(&any)
+        .all(|(p, &g)| p == [(g as f32 * 219.0 / 255.0 + 16.0).round_ties_even() as u8, 128, 128]));
 }
 
 #[test]
@@ -244,14 +247,14 @@ fn jpeg_color_conversions() {
         let l = 0.299 * p[0] as f32 + 0.587 * p[1] as f32 + 0.114 * p[2] as f32;
         assert!((l - g as f32).abs() <= 2.0, "luma {l} vs Y {g}");
     }
-    // YCbCr is BT.601 full range from the RGB pixels.
+    // YCbCr is BT.601 limited range from the RGB pixels, as DALI produces it.
     let (ycc, _) = dec(&j, &params(ColorSpace::YCbCr));
     for (p, q) in rgb.chunks_exact(3).zip(ycc.chunks_exact(3)) {
         let (r, g, b) = (p[0] as f32, p[1] as f32, p[2] as f32);
         let want = [
-            0.299 * r + 0.587 * g + 0.114 * b,
-            128.0 - 0.168736 * r - 0.331264 * g + 0.5 * b,
-            128.0 + 0.5 * r - 0.418688 * g - 0.081312 * b,
+            16.0 + (65.481 * r + 128.553 * g + 24.966 * b) / 255.0,
+            128.0 + (-37.797 * r - 74.203 * g + 112.0 * b) / 255.0,
+            128.0 + (112.0 * r - 93.786 * g - 18.214 * b) / 255.0,
         ];
         for k in 0..3 {
             assert!((want[k].clamp(0.0, 255.0) - q[k] as f32).abs() <= 0.5 + 1e-3, "{want:?} vs {q:?}");
@@ -634,11 +637,11 @@ fn png_channel_layouts() {
         let l = 0.299f32 * p[0] as f32 + 0.587f32 * p[1] as f32 + 0.114f32 * p[2] as f32;
         assert!((l - v as f32).abs() <= 0.5 + 1e-3);
     }
-    // Known YCbCr values: pure red/green/blue/white/black.
+    // Known YCbCr values (BT.601 limited range, as DALI): pure red/green/blue/white/black.
     let prim = [255u8, 0, 0, 0, 255, 0, 0, 0, 255, 255, 255, 255, 0, 0, 0];
     let png = encode_rgb(&prim, 5, 1, image::ImageFormat::Png);
     let (y, _) = dec(&png, &params(ColorSpace::YCbCr));
-    assert_eq!(y, vec![76, 85, 255, 150, 44, 21, 29, 255, 107, 255, 128, 128, 0, 128, 128]);
+    assert_eq!(y, vec![81, 90, 240, 145, 54, 34, 41, 240, 110, 235, 128, 128, 16, 128, 128]);
 
     // Gray PNG: 1 channel natively, replicated for RGB.
     let gray = gray_of(&rgb);

@@ -3,6 +3,7 @@
 //! side by side.
 
 pub mod args;
+pub mod decoders;
 pub mod random;
 pub mod schema;
 pub mod transfer;
@@ -136,6 +137,7 @@ pub fn registry() -> &'static [&'static OpDef] {
 }
 
 static REGISTRY: &[&OpDef] = &[
+    &decoders::IMAGE,
     &random::UNIFORM,
     &random::COIN_FLIP,
     &transfer::MAKE_CONTIGUOUS,
