@@ -19,11 +19,13 @@
 //! ```
 
 mod color;
+mod encode;
 mod exif;
 mod jpeg;
 mod other;
 mod transform;
 
+pub use encode::encode_jpeg;
 pub use exif::Orientation;
 
 /// Image container formats that can be decoded.
