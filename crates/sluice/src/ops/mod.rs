@@ -4,6 +4,7 @@
 
 pub mod args;
 pub mod random;
+pub mod readers;
 pub mod schema;
 
 use std::collections::HashMap;
@@ -137,6 +138,7 @@ pub fn registry() -> &'static [&'static OpDef] {
 static REGISTRY: &[&OpDef] = &[
     &random::UNIFORM,
     &random::COIN_FLIP,
+    &readers::FILE,
 ];
 
 /// Runs `f(sample_index, sample_bytes)` for every sample of `out` on the worker pool. When
