@@ -475,4 +475,19 @@ mod tests {
         assert!(glob_match("a*b*c", "aXXbYYc", true));
         assert!(!glob_match("a*b*c", "aXXbYY", true));
     }
+
+    #[test]
+    fn a_file_of_another_size_than_listed_is_an_error() {
+        let dir = tempfile::tempdir().unwrap();
+        let p = dir.path().join("f.bin");
+        std::fs::write(&p, b"abcd").unwrap();
+        let mut buf = [0u8; 4];
+        read_into(&p, &mut buf).unwrap();
+        assert_eq!(&buf, b"abcd");
+        let mut short = [0u8; 2];
+        assert!(read_into(&p, &mut short).unwrap_err().contains("changed"));
+        let mut long = [0u8; 6];
+        assert!(read_into(&p, &mut long).unwrap_err().contains("changed"));
+        assert!(read_into(&dir.path().join("nope"), &mut long).unwrap_err().contains("cannot open"));
+    }
 }
