@@ -290,6 +290,7 @@ fn default_value<'py>(py: Python<'py>, d: ArgDefault) -> PyResult<Option<Bound<'
         ArgDefault::Str(s) => s.into_pyobject(py)?.into_any(),
         ArgDefault::IntList(l) => PyList::new(py, l)?.into_any(),
         ArgDefault::FloatList(l) => PyList::new(py, l)?.into_any(),
+        ArgDefault::StrList(l) => PyList::new(py, l)?.into_any(),
     }))
 }
 

@@ -119,6 +119,7 @@ impl Args {
                 ArgDefault::Str(s) => ArgValue::Str(s.to_string()),
                 ArgDefault::IntList(l) => ArgValue::IntList(l.to_vec()),
                 ArgDefault::FloatList(l) => ArgValue::FloatList(l.to_vec()),
+                ArgDefault::StrList(l) => ArgValue::StrList(l.iter().map(|s| s.to_string()).collect()),
             };
             values.insert(a.name, v);
         }

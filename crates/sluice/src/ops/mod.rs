@@ -5,6 +5,7 @@
 pub mod args;
 pub mod decoders;
 pub mod random;
+pub mod readers;
 pub mod schema;
 pub mod transfer;
 
@@ -140,6 +141,7 @@ static REGISTRY: &[&OpDef] = &[
     &decoders::IMAGE,
     &random::UNIFORM,
     &random::COIN_FLIP,
+    &readers::FILE,
     &transfer::MAKE_CONTIGUOUS,
 ];
 

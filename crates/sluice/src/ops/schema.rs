@@ -87,6 +87,7 @@ pub enum ArgDefault {
     Str(&'static str),
     IntList(&'static [i64]),
     FloatList(&'static [f64]),
+    StrList(&'static [&'static str]),
 }
 
 /// One argument of an operator.

@@ -1,0 +1,489 @@
+//! `readers.file`: raw file contents and integer labels, from a folder per class
+//! (`file_root`), a list file (`file_list`) or explicit lists (`files`, `labels`).
+//!
+//! Listing rules, checked against DALI 2.4:
+//! * `file_root` alone: every sub-folder of `file_root` (hidden ones and symlinks included,
+//!   filtered by `dir_filters`) is a class; labels are the folders' positions in byte order,
+//!   empty folders included. Files directly inside each class folder (not in nested folders)
+//!   whose names match one of `file_filters` are listed, in byte order. Files at the top of
+//!   `file_root` are ignored. Filters are case-insensitive unless `case_sensitive_filter`.
+//! * `file_list`: one `name label` pair per line; the label is the last whitespace-separated
+//!   token and must be a non-negative integer; the name is the rest, without trailing
+//!   whitespace (it may contain spaces). Blank lines are skipped. Names are relative to
+//!   `file_root` when given, else to the list file's folder.
+//! * `files`: relative to `file_root` when given; labels are `labels`, or the positions in
+//!   `files`.
+//! * Each sample's source info is the name as listed (relative to the root), as in DALI.
+//!
+//! Files are read on a loader thread, `prefetch_queue_depth` batches ahead of the pipeline;
+//! each batch's contents go into one allocation. A file that cannot be read fails its batch
+//! only: the next batch reads on.
+
+use std::fs::File;
+use std::io::Read;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::thread::JoinHandle;
+
+use crossbeam_channel::{bounded, Receiver, Sender};
+
+use super::loader::{Sequencer, SequencerConfig};
+use super::READER_ARGS;
+use crate::error::{Error, Location, Result};
+use crate::ops::{arg, ArgDefault as D, ArgType as T, Device, OpContext, OpDef, OpSchema, Operator, ReaderMeta, Workspace};
+use crate::tensor::{DType, TensorList};
+
+/// DALI 2.4's default `file_filters`.
+pub const DEFAULT_FILE_FILTERS: &[&str] = &[
+    "*.jpg", "*.jpeg", "*.png", "*.bmp", "*.tif", "*.tiff", "*.pnm", "*.ppm", "*.pgm", "*.pbm", "*.jp2", "*.webp",
+    "*.flac", "*.ogg", "*.wav",
+];
+
+const OWN_ARGS: &[crate::ops::ArgSchema] = &[
+    arg("file_root", T::Str, D::Optional, "Folder with one sub-folder per class; or the root that `files` and `file_list` names are relative to."),
+    arg("file_list", T::Str, D::Optional, "Text file with one whitespace-separated `filename label` pair per line; names are relative to that file's folder or to `file_root`."),
+    arg("files", T::StrList, D::Optional, "File paths to read (relative to `file_root` when given). Mutually exclusive with `file_list`."),
+    arg("labels", T::IntList, D::Optional, "Labels of `files`; by default the positions of the files in `files`."),
+    arg("file_filters", T::StrList, D::StrList(DEFAULT_FILE_FILTERS), "Glob patterns a file name in a sub-folder of `file_root` must match (one of). Ignored with `files` or `file_list`."),
+    arg("dir_filters", T::StrList, D::Optional, "Glob patterns the sub-folders of `file_root` must match (one of). Ignored with `files` or `file_list`."),
+    arg("case_sensitive_filter", T::Bool, D::Bool(false), "Match `file_filters` and `dir_filters` case-sensitively."),
+    arg("shuffle_after_epoch", T::Bool, D::Bool(false), "Shuffle the whole dataset before every epoch (the first included). Not with `random_shuffle` or `stick_to_shard`."),
+    arg("shuffle_after_epoch_seed", T::Int, D::Optional, "Seed of the `shuffle_after_epoch` permutations; a fixed default keeps every shard and run in step."),
+];
+
+/// Schema and backends.
+pub static FILE: OpDef = OpDef {
+    schema: OpSchema {
+        name: "readers__File",
+        doc: "Reads file contents and returns file-label pairs: the raw bytes (1-D uint8) and an int32 label of shape (1,).",
+        devices: &[Device::Cpu],
+        min_inputs: 0,
+        max_inputs: 0,
+        num_outputs: 2,
+        args: &[OWN_ARGS, READER_ARGS],
+        arg_aliases: &[],
+        legacy_names: &[("FileReader", None)],
+        is_reader: true,
+        is_random: true,
+    },
+    cpu: Some(|ctx| Ok(Box::new(FileReader::new(ctx)?))),
+    mixed: None,
+    gpu: None,
+};
+
+/// The listed samples: names as DALI reports them, full paths and labels.
+#[derive(Debug, Default)]
+struct Dataset {
+    names: Vec<Arc<str>>,
+    paths: Vec<PathBuf>,
+    labels: Vec<i32>,
+}
+
+impl Dataset {
+    fn push(&mut self, base: Option<&Path>, name: String, label: i32) {
+        let path = match base {
+            Some(b) => b.join(&name),
+            None => PathBuf::from(&name),
+        };
+        self.names.push(Arc::from(name));
+        self.paths.push(path);
+        self.labels.push(label);
+    }
+
+    fn len(&self) -> usize {
+        self.names.len()
+    }
+}
+
+/// `fnmatch`-style glob: `*`, `?`, `[abc]`, `[a-z]`, `[!abc]`; `\` escapes.
+pub fn glob_match(pattern: &str, name: &str, case_sensitive: bool) -> bool {
+    let fold = |c: char| if case_sensitive { c } else { c.to_lowercase().next().unwrap_or(c) };
+    let p: Vec<char> = pattern.chars().map(fold).collect();
+    let s: Vec<char> = name.chars().map(fold).collect();
+    // Iterative matcher with backtracking to the last `*`.
+    let (mut pi, mut si) = (0usize, 0usize);
+    let mut star: Option<(usize, usize)> = None;
+    while si < s.len() {
+        if pi < p.len() {
+            match p[pi] {
+                '*' => {
+                    star = Some((pi, si));
+                    pi += 1;
+                    continue;
+                }
+                '?' => {
+                    pi += 1;
+                    si += 1;
+                    continue;
+                }
+                '[' => {
+                    if let Some((matched, next)) = match_class(&p, pi, s[si]) {
+                        if matched {
+                            pi = next;
+                            si += 1;
+                            continue;
+                        }
+                    } else if s[si] == '[' {
+                        // No closing bracket: a literal '['.
+                        pi += 1;
+                        si += 1;
+                        continue;
+                    }
+                }
+                '\\' if pi + 1 < p.len() => {
+                    if p[pi + 1] == s[si] {
+                        pi += 2;
+                        si += 1;
+                        continue;
+                    }
+                }
+                c => {
+                    if c == s[si] {
+                        pi += 1;
+                        si += 1;
+                        continue;
+                    }
+                }
+            }
+        }
+        match star {
+            Some((sp, ss)) => {
+                pi = sp + 1;
+                si = ss + 1;
+                star = Some((sp, ss + 1));
+            }
+            None => return false,
+        }
+    }
+    p[pi..].iter().all(|&c| c == '*')
+}
+
+/// Matches `c` against the bracket expression starting at `p[start] == '['`; returns
+/// (matched, index after `]`), or `None` when the bracket is not closed.
+fn match_class(p: &[char], start: usize, c: char) -> Option<(bool, usize)> {
+    let mut i = start + 1;
+    let negate = i < p.len() && (p[i] == '!' || p[i] == '^');
+    if negate {
+        i += 1;
+    }
+    let mut matched = false;
+    let mut first = true;
+    while i < p.len() {
+        if p[i] == ']' && !first {
+            return Some((matched != negate, i + 1));
+        }
+        first = false;
+        if i + 2 < p.len() && p[i + 1] == '-' && p[i + 2] != ']' {
+            if p[i] <= c && c <= p[i + 2] {
+                matched = true;
+            }
+            i += 3;
+        } else {
+            if p[i] == c {
+                matched = true;
+            }
+            i += 1;
+        }
+    }
+    None
+}
+
+fn matches_any(patterns: &[String], name: &str, case_sensitive: bool) -> bool {
+    patterns.iter().any(|p| glob_match(p, name, case_sensitive))
+}
+
+/// Lists `file_root`: one class per sub-folder.
+fn list_root(op: &str, root: &Path, file_filters: &[String], dir_filters: Option<&[String]>, case_sensitive: bool) -> Result<Dataset> {
+    let read_dir = |dir: &Path| -> Result<Vec<(String, std::fs::Metadata)>> {
+        let rd = std::fs::read_dir(dir).map_err(|e| Error::io(op, dir.display(), format!("cannot open folder: {e}")))?;
+        let mut out = Vec::new();
+        for entry in rd {
+            let entry = entry.map_err(|e| Error::io(op, dir.display(), format!("cannot list folder: {e}")))?;
+            let name = entry.file_name().to_string_lossy().into_owned();
+            // Follows symlinks, as DALI does; a dangling link is skipped.
+            if let Ok(meta) = std::fs::metadata(entry.path()) {
+                out.push((name, meta));
+            }
+        }
+        out.sort_by(|a, b| a.0.as_bytes().cmp(b.0.as_bytes()));
+        Ok(out)
+    };
+    let mut classes: Vec<String> = read_dir(root)?
+        .into_iter()
+        .filter(|(_, m)| m.is_dir())
+        .map(|(n, _)| n)
+        .collect();
+    if let Some(df) = dir_filters {
+        classes.retain(|d| matches_any(df, d, case_sensitive));
+    }
+    let mut ds = Dataset::default();
+    for (label, class) in classes.iter().enumerate() {
+        let label = i32::try_from(label).map_err(|_| Error::io(op, root.display(), "too many class folders"))?;
+        for (name, meta) in read_dir(&root.join(class))? {
+            if meta.is_file() && matches_any(file_filters, &name, case_sensitive) {
+                ds.push(Some(root), format!("{class}/{name}"), label);
+            }
+        }
+    }
+    Ok(ds)
+}
+
+/// Parses a `file_list`. `base` is where names are relative to.
+fn parse_file_list(op: &str, list: &Path, base: &Path) -> Result<Dataset> {
+    let text = std::fs::read(list).map_err(|e| Error::io(op, list.display(), format!("cannot open file_list: {e}")))?;
+    let text = String::from_utf8_lossy(&text);
+    let mut ds = Dataset::default();
+    for (n, line) in text.lines().enumerate() {
+        let line = line.trim_end();
+        if line.trim_start().is_empty() {
+            continue;
+        }
+        let bad = |why: &str| {
+            Error::arg(op, "file_list", format!(
+                "{}, line {}: {why}; expected 'file_name label' with a non-negative integer label, got '{line}'",
+                list.display(),
+                n + 1
+            ))
+        };
+        let Some(split) = line.rfind(|c: char| c.is_whitespace()) else {
+            return Err(bad("no label"));
+        };
+        let label_str = &line[split + 1..];
+        let name = line[..split].trim_end();
+        if name.is_empty() {
+            return Err(bad("no file name"));
+        }
+        if !label_str.bytes().all(|b| b.is_ascii_digit()) {
+            return Err(bad("the label is not a non-negative integer"));
+        }
+        let label: i32 = label_str.parse().map_err(|_| bad("the label does not fit in int32"))?;
+        ds.push(Some(base), name.to_string(), label);
+    }
+    Ok(ds)
+}
+
+/// Lists the dataset the arguments describe.
+fn list_dataset(ctx: &OpContext) -> Result<Dataset> {
+    let op = ctx.display_name.as_str();
+    let a = &ctx.args;
+    let root = a.opt_str("file_root").map(PathBuf::from);
+    let has_files = a.has("files");
+    let has_list = a.has("file_list");
+    if has_files && has_list {
+        return Err(Error::arg(op, "files", "file paths can be given through `files` or `file_list`, not both"));
+    }
+    if a.has("labels") && !has_files {
+        return Err(Error::arg(op, "labels", "is valid only when file paths are given with `files`"));
+    }
+    let (ds, source) = if has_files {
+        let files = a.strs("files");
+        if files.is_empty() {
+            return Err(Error::arg(op, "files", "is an empty list"));
+        }
+        let labels: Vec<i32> = if a.has("labels") {
+            let l = a.ints("labels");
+            if l.len() != files.len() {
+                return Err(Error::arg(op, "labels", format!("has {} labels for {} files", l.len(), files.len())));
+            }
+            l.iter()
+                .map(|&v| i32::try_from(v).map_err(|_| Error::arg(op, "labels", format!("label {v} does not fit in int32"))))
+                .collect::<Result<_>>()?
+        } else {
+            (0..files.len())
+                .map(|i| i32::try_from(i).map_err(|_| Error::arg(op, "files", "too many files for int32 labels")))
+                .collect::<Result<_>>()?
+        };
+        let mut ds = Dataset::default();
+        for (f, l) in files.iter().zip(labels) {
+            ds.push(root.as_deref(), f.clone(), l);
+        }
+        (ds, "files".to_string())
+    } else if has_list {
+        let list = PathBuf::from(a.str("file_list"));
+        let base = match &root {
+            Some(r) => r.clone(),
+            None => list.parent().map(Path::to_path_buf).unwrap_or_default(),
+        };
+        (parse_file_list(op, &list, &base)?, list.display().to_string())
+    } else {
+        let Some(root) = root else {
+            return Err(Error::arg(op, "file_root", "is required when neither `files` nor `file_list` is given"));
+        };
+        let filters = a.strs("file_filters");
+        let dir_filters = a.has("dir_filters").then(|| a.strs("dir_filters"));
+        let ds = list_root(op, &root, filters, dir_filters, a.bool("case_sensitive_filter"))?;
+        if ds.len() == 0 {
+            return Err(Error::io(op, root.display(), format!("no files found (file_filters {filters:?})")));
+        }
+        (ds, root.display().to_string())
+    };
+    if ds.len() == 0 {
+        return Err(Error::io(op, source, "no files found"));
+    }
+    Ok(ds)
+}
+
+type Batch = Result<Vec<TensorList>>;
+
+/// The operator: a handle on the loader thread.
+struct FileReader {
+    op: String,
+    meta: ReaderMeta,
+    rx: Option<Receiver<Batch>>,
+    stop: Arc<AtomicBool>,
+    handle: Option<JoinHandle<()>>,
+}
+
+impl FileReader {
+    fn new(ctx: &OpContext) -> Result<FileReader> {
+        let op = ctx.display_name.clone();
+        let ds = Arc::new(list_dataset(ctx)?);
+        let cfg = SequencerConfig::from_context(ctx, ds.len())?;
+        let depth = ctx.args.int("prefetch_queue_depth");
+        if depth < 1 {
+            return Err(Error::arg(&op, "prefetch_queue_depth", format!("must be at least 1, got {depth}")));
+        }
+        let seq = Sequencer::new(cfg);
+        let meta = seq.meta();
+        // `depth - 1` queued plus one waiting in `send` keeps `depth` batches ready.
+        let (tx, rx) = bounded(depth as usize - 1);
+        let stop = Arc::new(AtomicBool::new(false));
+        let handle = {
+            let (stop, name) = (stop.clone(), op.clone());
+            std::thread::Builder::new()
+                .name("sluice-file-reader".into())
+                .spawn(move || loader_loop(&name, &ds, seq, &tx, &stop))
+                .map_err(|e| Error::Unsupported(format!("{op}: cannot start the loader thread: {e}")))?
+        };
+        Ok(FileReader { op, meta, rx: Some(rx), stop, handle: Some(handle) })
+    }
+}
+
+fn loader_loop(op: &str, ds: &Dataset, mut seq: Sequencer, tx: &Sender<Batch>, stop: &AtomicBool) {
+    let mut idx = Vec::new();
+    let mut sizes = Vec::new();
+    let mut batch_no = 0u64;
+    while !stop.load(Ordering::Relaxed) {
+        seq.next_batch_into(&mut idx);
+        let r = read_batch(op, ds, &idx, &mut sizes, batch_no, stop);
+        batch_no += 1;
+        if stop.load(Ordering::Relaxed) || tx.send(r).is_err() {
+            break;
+        }
+    }
+}
+
+/// Reads the samples `idx` into one batch allocation; labels beside.
+fn read_batch(op: &str, ds: &Dataset, idx: &[usize], sizes: &mut Vec<usize>, batch_no: u64, stop: &AtomicBool) -> Batch {
+    let loc = |i: usize, k: usize| Location {
+        operator: op.to_string(),
+        sample: Some(i),
+        iteration: Some(batch_no),
+        source: Some(ds.paths[k].display().to_string()),
+    };
+    sizes.clear();
+    for (i, &k) in idx.iter().enumerate() {
+        let meta = std::fs::metadata(&ds.paths[k]).map_err(|e| Error::data(loc(i, k), format!("cannot read file: {e}")))?;
+        if !meta.is_file() {
+            return Err(Error::data(loc(i, k), "not a regular file"));
+        }
+        let len = usize::try_from(meta.len()).map_err(|_| Error::data(loc(i, k), "file too large"))?;
+        sizes.push(len);
+    }
+    let mut data = TensorList::new(DType::U8, 1, sizes.chunks(1));
+    {
+        let slices = data.samples_mut();
+        for (i, (dst, &k)) in slices.into_iter().zip(idx).enumerate() {
+            if stop.load(Ordering::Relaxed) {
+                return Err(Error::Unsupported(format!("{op}: stopped")));
+            }
+            read_into(&ds.paths[k], dst).map_err(|m| Error::data(loc(i, k), m))?;
+        }
+    }
+    let mut labels = TensorList::uniform(DType::I32, &[1], idx.len());
+    for (i, &k) in idx.iter().enumerate() {
+        labels.sample_mut::<i32>(i)[0] = ds.labels[k];
+    }
+    let info: Vec<Arc<str>> = idx.iter().map(|&k| ds.names[k].clone()).collect();
+    labels.set_source_info(info.clone());
+    data.set_source_info(info);
+    Ok(vec![data, labels])
+}
+
+/// Reads exactly `dst.len()` bytes (the size the file had when listed for this batch).
+fn read_into(path: &Path, dst: &mut [u8]) -> std::result::Result<(), String> {
+    let mut f = File::open(path).map_err(|e| format!("cannot open file: {e}"))?;
+    let mut got = 0;
+    while got < dst.len() {
+        match f.read(&mut dst[got..]) {
+            Ok(0) => return Err(format!("file changed while reading: {got} bytes instead of {}", dst.len())),
+            Ok(n) => got += n,
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+            Err(e) => return Err(format!("cannot read file: {e}")),
+        }
+    }
+    let mut extra = [0u8; 1];
+    match f.read(&mut extra) {
+        Ok(0) => Ok(()),
+        Ok(_) => Err(format!("file changed while reading: longer than the {} bytes it had", dst.len())),
+        Err(e) => Err(format!("cannot read file: {e}")),
+    }
+}
+
+impl Operator for FileReader {
+    fn run(&mut self, _ws: &Workspace<'_>) -> Result<Vec<TensorList>> {
+        let rx = self.rx.as_ref().expect("receiver lives until drop");
+        rx.recv().unwrap_or_else(|_| Err(Error::Unsupported(format!("{}: the loader thread stopped", self.op))))
+    }
+
+    fn reader_meta(&self) -> Option<ReaderMeta> {
+        Some(self.meta.clone())
+    }
+}
+
+impl Drop for FileReader {
+    fn drop(&mut self) {
+        self.stop.store(true, Ordering::Relaxed);
+        // Dropping the receiver wakes a loader blocked in `send`.
+        drop(self.rx.take());
+        if let Some(h) = self.handle.take() {
+            let _ = h.join();
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn glob_follows_fnmatch() {
+        assert!(glob_match("*.jpg", "a.jpg", true));
+        assert!(!glob_match("*.jpg", "a.JPG", true));
+        assert!(glob_match("*.jpg", "a.JPG", false));
+        assert!(glob_match("?.jpeg", "q.jpeg", true));
+        assert!(!glob_match("?.jpeg", "qq.jpeg", true));
+        assert!(glob_match("[[]1*", "[1].jpg", true));
+        assert!(glob_match("[a-c]*", "b.x", true));
+        assert!(!glob_match("[!a-c]*", "b.x", true));
+        assert!(glob_match("*", "", true));
+        assert!(glob_match("a*b*c", "aXXbYYc", true));
+        assert!(!glob_match("a*b*c", "aXXbYY", true));
+    }
+
+    #[test]
+    fn a_file_of_another_size_than_listed_is_an_error() {
+        let dir = tempfile::tempdir().unwrap();
+        let p = dir.path().join("f.bin");
+        std::fs::write(&p, b"abcd").unwrap();
+        let mut buf = [0u8; 4];
+        read_into(&p, &mut buf).unwrap();
+        assert_eq!(&buf, b"abcd");
+        let mut short = [0u8; 2];
+        assert!(read_into(&p, &mut short).unwrap_err().contains("changed"));
+        let mut long = [0u8; 6];
+        assert!(read_into(&p, &mut long).unwrap_err().contains("changed"));
+        assert!(read_into(&dir.path().join("nope"), &mut long).unwrap_err().contains("cannot open"));
+    }
+}

@@ -1,0 +1,452 @@
+//! The format-independent part of every reader: which sample comes next.
+//!
+//! A [`Sequencer`] turns "N samples, this shard, these options" into an endless stream of
+//! sample indices, batch after batch, with DALI's semantics (checked against DALI 2.4):
+//!
+//! * Shard `s` of `S` holds samples `floor(N*s/S) .. floor(N*(s+1)/S)`.
+//! * The reader never ends. One *epoch* is one pass over the current shard. Without
+//!   `pad_last_batch` batches straddle epoch boundaries; with it every shard's epoch is padded
+//!   to `ceil(ceil(N/S) / batch_size) * batch_size` samples by repeating the epoch's last
+//!   sample, so every shard yields the same number of whole batches and the next epoch starts
+//!   in a fresh batch.
+//! * Without `stick_to_shard` the reader moves on to shard `s+1` (mod `S`) after each epoch;
+//!   with it, it stays on shard `s`.
+//! * `shuffle_after_epoch`: each epoch (the first included) reads its shard's slice of a fresh
+//!   permutation of the whole dataset, keyed by `shuffle_after_epoch_seed` and the epoch
+//!   number only, so every shard of every pipeline sees the same global permutation. The shard
+//!   does not rotate in this mode.
+//! * `random_shuffle`: a buffer of up to `initial_fill` samples is filled in reading order and
+//!   each output is picked at random from it, the buffer being refilled as it drains. Picks
+//!   never cross an epoch boundary, so every epoch is a permutation of its shard.
+//!
+//! The randomness comes from the counter-based [`SampleRng`], keyed by the operator's seed and
+//! the epoch: the order depends on nothing else (not on threads, not on timing).
+//!
+//! Readers of any format supply the number of samples and how to read sample `k`; they ask
+//! the sequencer for the indices of each batch.
+
+use crate::error::{Error, Result};
+use crate::ops::{OpContext, ReaderMeta};
+use crate::rng::SampleRng;
+
+/// Key used for the `shuffle_after_epoch` permutation when no `shuffle_after_epoch_seed` is
+/// given: a fixed value, so every run (and every shard) shuffles the same way, as in DALI.
+pub const DEFAULT_SHUFFLE_AFTER_EPOCH_SEED: u64 = 0x5eed_da11;
+
+/// Operator id mixed into the `shuffle_after_epoch` key (separates it from other streams).
+const PERMUTATION_STREAM: u64 = 0x5045_524d; // "PERM"
+
+/// Everything that decides the order of samples.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SequencerConfig {
+    /// Samples in the whole dataset.
+    pub num_samples: usize,
+    pub shard_id: usize,
+    pub num_shards: usize,
+    pub batch_size: usize,
+    pub stick_to_shard: bool,
+    pub pad_last_batch: bool,
+    pub random_shuffle: bool,
+    pub initial_fill: usize,
+    pub shuffle_after_epoch: bool,
+    /// Key of the `shuffle_after_epoch` permutations.
+    pub shuffle_after_epoch_seed: u64,
+    /// Key of the `random_shuffle` picks (the operator's seed and id).
+    pub seed: u64,
+    pub op_id: u64,
+}
+
+impl SequencerConfig {
+    /// Reads the shared reader arguments ([`super::READER_ARGS`]) and `shuffle_after_epoch`
+    /// (when the schema has it) from `ctx`, for a dataset of `num_samples` samples, and checks
+    /// them. Errors name the operator and the argument.
+    pub fn from_context(ctx: &OpContext, num_samples: usize) -> Result<SequencerConfig> {
+        let op = ctx.display_name.as_str();
+        let a = &ctx.args;
+        let num_shards = a.int("num_shards");
+        let shard_id = a.int("shard_id");
+        if num_shards < 1 {
+            return Err(Error::arg(op, "num_shards", format!("must be at least 1, got {num_shards}")));
+        }
+        if shard_id < 0 || shard_id >= num_shards {
+            return Err(Error::arg(op, "shard_id", format!("must be in [0, num_shards) = [0, {num_shards}), got {shard_id}")));
+        }
+        let random_shuffle = a.bool("random_shuffle");
+        let initial_fill = a.int("initial_fill");
+        if random_shuffle && initial_fill < 1 {
+            return Err(Error::arg(op, "initial_fill", format!("must be at least 1 with random_shuffle, got {initial_fill}")));
+        }
+        let shuffle_after_epoch = a.has("shuffle_after_epoch") && a.bool("shuffle_after_epoch");
+        let stick_to_shard = a.bool("stick_to_shard");
+        if shuffle_after_epoch && random_shuffle {
+            return Err(Error::arg(op, "shuffle_after_epoch", "cannot be used together with random_shuffle"));
+        }
+        if shuffle_after_epoch && stick_to_shard {
+            return Err(Error::arg(op, "shuffle_after_epoch", "cannot be used together with stick_to_shard"));
+        }
+        let shuffle_after_epoch_seed = match a.opt_int("shuffle_after_epoch_seed") {
+            Some(s) => s as u64,
+            None => DEFAULT_SHUFFLE_AFTER_EPOCH_SEED,
+        };
+        let cfg = SequencerConfig {
+            num_samples,
+            shard_id: shard_id as usize,
+            num_shards: num_shards as usize,
+            batch_size: ctx.batch_size,
+            stick_to_shard,
+            pad_last_batch: a.bool("pad_last_batch"),
+            random_shuffle,
+            initial_fill: initial_fill.max(1) as usize,
+            shuffle_after_epoch,
+            shuffle_after_epoch_seed,
+            seed: ctx.seed,
+            op_id: ctx.op_id,
+        };
+        cfg.check(op)?;
+        Ok(cfg)
+    }
+
+    /// Checks the dataset size against the sharding.
+    pub fn check(&self, op: &str) -> Result<()> {
+        if self.num_samples == 0 {
+            return Err(Error::arg(op, "num_shards", "the dataset is empty: no samples found"));
+        }
+        if self.num_shards == 0 || self.shard_id >= self.num_shards {
+            return Err(Error::arg(op, "shard_id", format!("must be in [0, {}), got {}", self.num_shards, self.shard_id)));
+        }
+        if self.num_shards > self.num_samples {
+            return Err(Error::arg(op, "num_shards", format!(
+                "the dataset has {} samples, fewer than the {} shards requested",
+                self.num_samples, self.num_shards
+            )));
+        }
+        if self.batch_size == 0 {
+            return Err(Error::arg(op, "batch_size", "must be at least 1"));
+        }
+        Ok(())
+    }
+
+    /// First sample of shard `s`: `floor(N * s / S)`, as DALI computes it.
+    pub fn shard_start(&self, s: usize) -> usize {
+        (self.num_samples as u128 * s as u128 / self.num_shards as u128) as usize
+    }
+
+    /// Sample range of shard `s`.
+    pub fn shard_range(&self, s: usize) -> std::ops::Range<usize> {
+        self.shard_start(s)..self.shard_start(s + 1)
+    }
+
+    /// Samples a shard's epoch yields with `pad_last_batch`: the largest shard,
+    /// `ceil(N/S)`, rounded up to whole batches.
+    pub fn padded_shard_len(&self) -> usize {
+        self.num_samples.div_ceil(self.num_shards).div_ceil(self.batch_size) * self.batch_size
+    }
+
+    /// DALI's `reader_meta()` numbers. `epoch_size_padded` is `S * ceil(N/S)` with padding
+    /// (it does not depend on the batch size), else `N`.
+    pub fn meta(&self) -> ReaderMeta {
+        ReaderMeta {
+            epoch_size: self.num_samples,
+            epoch_size_padded: if self.pad_last_batch {
+                self.num_shards * self.num_samples.div_ceil(self.num_shards)
+            } else {
+                self.num_samples
+            },
+            number_of_shards: self.num_shards,
+            shard_id: self.shard_id,
+            pad_last_batch: self.pad_last_batch,
+            stick_to_shard: self.stick_to_shard,
+        }
+    }
+}
+
+/// A random permutation of `0..n` keyed by `seed` and `epoch` (Fisher-Yates).
+pub fn permutation(n: usize, seed: u64, epoch: u64) -> Vec<usize> {
+    let mut p: Vec<usize> = (0..n).collect();
+    let mut rng = SampleRng::new(seed, PERMUTATION_STREAM, epoch, 0);
+    for i in (1..n).rev() {
+        let j = rng.below(i as u64 + 1) as usize;
+        p.swap(i, j);
+    }
+    p
+}
+
+/// The endless stream of sample indices of one reader.
+#[derive(Debug, Clone)]
+pub struct Sequencer {
+    cfg: SequencerConfig,
+    /// Epochs started so far (the current one is `epoch - 1` once started).
+    epoch: u64,
+    /// Shard the next epoch reads (DALI's virtual shard id).
+    next_shard: usize,
+    cur: Epoch,
+}
+
+/// State of the epoch being read.
+#[derive(Debug, Clone, Default)]
+struct Epoch {
+    /// Samples of the shard, in reading order: positions `range` of the dataset, mapped
+    /// through `perm` when shuffling after every epoch.
+    range: std::ops::Range<usize>,
+    perm: Option<Vec<usize>>,
+    /// Next position of `range` to feed (into the shuffle buffer or out).
+    fed: usize,
+    /// Outputs of this epoch so far (real and padding).
+    emitted: usize,
+    /// Outputs this epoch yields in all.
+    len: usize,
+    /// The random-shuffle buffer.
+    buffer: Vec<usize>,
+    rng: Option<SampleRng>,
+    /// The last sample returned, repeated as padding.
+    last: usize,
+}
+
+impl Sequencer {
+    /// A sequencer positioned before the first sample of shard `cfg.shard_id`.
+    pub fn new(cfg: SequencerConfig) -> Sequencer {
+        let next_shard = cfg.shard_id;
+        Sequencer { cfg, epoch: 0, next_shard, cur: Epoch::default() }
+    }
+
+    /// The configuration.
+    pub fn config(&self) -> &SequencerConfig {
+        &self.cfg
+    }
+
+    /// Reader facts for `reader_meta()`.
+    pub fn meta(&self) -> ReaderMeta {
+        self.cfg.meta()
+    }
+
+    /// Epochs started so far (1 while the first epoch is read).
+    pub fn epochs_started(&self) -> u64 {
+        self.epoch
+    }
+
+    fn start_epoch(&mut self) {
+        let cfg = self.cfg.clone();
+        let cfg = &cfg;
+        let shard = if cfg.shuffle_after_epoch { cfg.shard_id } else { self.next_shard };
+        let range = cfg.shard_range(shard);
+        let real = range.len();
+        let len = if cfg.pad_last_batch { cfg.padded_shard_len() } else { real };
+        let perm = cfg.shuffle_after_epoch.then(|| permutation(cfg.num_samples, cfg.shuffle_after_epoch_seed, self.epoch));
+        let rng = cfg.random_shuffle.then(|| SampleRng::new(cfg.seed, cfg.op_id, self.epoch, u64::MAX));
+        let mut buffer = std::mem::take(&mut self.cur.buffer);
+        buffer.clear();
+        self.cur = Epoch { range, perm, fed: 0, emitted: 0, len, buffer, rng, last: 0 };
+        if cfg.random_shuffle {
+            let fill = cfg.initial_fill.min(real);
+            for _ in 0..fill {
+                let s = self.feed().expect("within the shard");
+                self.cur.buffer.push(s);
+            }
+        }
+        if !cfg.stick_to_shard {
+            self.next_shard = (shard + 1) % cfg.num_shards;
+        }
+        self.epoch += 1;
+    }
+
+    /// The next sample of the shard in reading order, if any is left this epoch.
+    fn feed(&mut self) -> Option<usize> {
+        let e = &mut self.cur;
+        if e.fed >= e.range.len() {
+            return None;
+        }
+        let pos = e.range.start + e.fed;
+        e.fed += 1;
+        Some(match &e.perm {
+            Some(p) => p[pos],
+            None => pos,
+        })
+    }
+
+    /// The index of the next sample.
+    pub fn next_index(&mut self) -> usize {
+        if self.epoch == 0 || self.cur.emitted >= self.cur.len {
+            self.start_epoch();
+        }
+        let real = self.cur.range.len();
+        let s = if self.cur.emitted >= real {
+            self.cur.last // padding
+        } else if self.cfg.random_shuffle {
+            let e = &mut self.cur;
+            let rng = e.rng.as_mut().expect("random_shuffle has an rng");
+            let j = rng.below(e.buffer.len() as u64) as usize;
+            let s = e.buffer.swap_remove(j);
+            if let Some(next) = self.feed() {
+                self.cur.buffer.push(next);
+            }
+            s
+        } else {
+            self.feed().expect("within the shard")
+        };
+        self.cur.emitted += 1;
+        self.cur.last = s;
+        s
+    }
+
+    /// Replaces `out` with the indices of the next batch (`batch_size` of them).
+    pub fn next_batch_into(&mut self, out: &mut Vec<usize>) {
+        out.clear();
+        for _ in 0..self.cfg.batch_size {
+            out.push(self.next_index());
+        }
+    }
+
+    /// The indices of the next batch.
+    pub fn next_batch(&mut self) -> Vec<usize> {
+        let mut v = Vec::with_capacity(self.cfg.batch_size);
+        self.next_batch_into(&mut v);
+        v
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn cfg(n: usize, shards: usize, sid: usize, bs: usize) -> SequencerConfig {
+        SequencerConfig {
+            num_samples: n,
+            shard_id: sid,
+            num_shards: shards,
+            batch_size: bs,
+            stick_to_shard: false,
+            pad_last_batch: false,
+            random_shuffle: false,
+            initial_fill: 1024,
+            shuffle_after_epoch: false,
+            shuffle_after_epoch_seed: DEFAULT_SHUFFLE_AFTER_EPOCH_SEED,
+            seed: 7,
+            op_id: 1,
+        }
+    }
+
+    fn batches(c: SequencerConfig, n: usize) -> Vec<Vec<usize>> {
+        let mut s = Sequencer::new(c);
+        (0..n).map(|_| s.next_batch()).collect()
+    }
+
+    #[test]
+    fn shard_boundaries_are_floor_n_s_over_shards() {
+        let c = cfg(10, 3, 0, 1);
+        assert_eq!((0..4).map(|s| c.shard_start(s)).collect::<Vec<_>>(), vec![0, 3, 6, 10]);
+        let c = cfg(10, 4, 0, 1);
+        assert_eq!((0..5).map(|s| c.shard_start(s)).collect::<Vec<_>>(), vec![0, 2, 5, 7, 10]);
+    }
+
+    // Every expected sequence below was printed by DALI 2.4 for the same settings.
+    #[test]
+    fn unpadded_reading_moves_through_the_whole_dataset() {
+        assert_eq!(batches(cfg(10, 3, 1, 3), 4), vec![vec![3, 4, 5], vec![6, 7, 8], vec![9, 0, 1], vec![2, 3, 4]]);
+        assert_eq!(batches(cfg(10, 4, 3, 4), 3), vec![vec![7, 8, 9, 0], vec![1, 2, 3, 4], vec![5, 6, 7, 8]]);
+    }
+
+    #[test]
+    fn padding_fills_each_shard_to_whole_batches_of_the_largest_shard() {
+        let mut c = cfg(10, 3, 0, 3);
+        c.pad_last_batch = true;
+        assert_eq!(
+            batches(c.clone(), 7),
+            vec![vec![0, 1, 2], vec![2, 2, 2], vec![3, 4, 5], vec![5, 5, 5], vec![6, 7, 8], vec![9, 9, 9], vec![0, 1, 2]]
+        );
+        c.batch_size = 4;
+        assert_eq!(batches(c.clone(), 4), vec![vec![0, 1, 2, 2], vec![3, 4, 5, 5], vec![6, 7, 8, 9], vec![0, 1, 2, 2]]);
+        c.stick_to_shard = true;
+        c.shard_id = 1;
+        c.batch_size = 3;
+        assert_eq!(batches(c.clone(), 3), vec![vec![3, 4, 5], vec![5, 5, 5], vec![3, 4, 5]]);
+        let mut c = cfg(10, 4, 0, 4);
+        c.pad_last_batch = true;
+        assert_eq!(batches(c, 3), vec![vec![0, 1, 1, 1], vec![2, 3, 4, 4], vec![5, 6, 6, 6]]);
+    }
+
+    #[test]
+    fn meta_matches_dali() {
+        for (n, s, pad, padded) in [(10, 1, true, 10), (10, 2, true, 10), (10, 3, true, 12), (10, 4, true, 12), (7, 3, true, 9), (10, 3, false, 10)] {
+            for bs in [1, 3, 4, 20] {
+                let mut c = cfg(n, s, 0, bs);
+                c.pad_last_batch = pad;
+                let m = c.meta();
+                assert_eq!((m.epoch_size, m.epoch_size_padded, m.number_of_shards), (n, padded, s), "n={n} s={s} bs={bs}");
+            }
+        }
+    }
+
+    #[test]
+    fn stick_to_shard_stays() {
+        let mut c = cfg(10, 3, 1, 4);
+        c.stick_to_shard = true;
+        assert_eq!(batches(c, 3), vec![vec![3, 4, 5, 3], vec![4, 5, 3, 4], vec![5, 3, 4, 5]]);
+    }
+
+    #[test]
+    fn shuffle_after_epoch_gives_a_new_permutation_per_epoch_shared_by_shards() {
+        let mut c = cfg(10, 1, 0, 10);
+        c.shuffle_after_epoch = true;
+        let e = batches(c.clone(), 3);
+        for b in &e {
+            let mut s = b.clone();
+            s.sort();
+            assert_eq!(s, (0..10).collect::<Vec<_>>());
+        }
+        assert_ne!(e[0], (0..10).collect::<Vec<_>>(), "the first epoch is shuffled too");
+        assert_ne!(e[0], e[1]);
+        // Two shards read the two halves of the same permutation, epoch after epoch.
+        c.num_shards = 2;
+        c.batch_size = 5;
+        let s0 = batches(c.clone(), 3);
+        c.shard_id = 1;
+        let s1 = batches(c.clone(), 3);
+        for k in 0..3 {
+            assert_eq!([s0[k].clone(), s1[k].clone()].concat(), e[k]);
+        }
+        // The operator seed does not change it; shuffle_after_epoch_seed does.
+        c.seed = 99;
+        assert_eq!(batches(c.clone(), 3), s1);
+        c.shuffle_after_epoch_seed = 3;
+        assert_ne!(batches(c, 3), s1);
+    }
+
+    #[test]
+    fn random_shuffle_permutes_each_epoch_and_is_deterministic() {
+        for fill in [1usize, 4, 1024] {
+            let mut c = cfg(10, 1, 0, 3);
+            c.random_shuffle = true;
+            c.initial_fill = fill;
+            let mut s = Sequencer::new(c.clone());
+            let stream: Vec<usize> = (0..40).map(|_| s.next_index()).collect();
+            for epoch in stream.chunks(10) {
+                let mut e = epoch.to_vec();
+                e.sort();
+                assert_eq!(e, (0..10).collect::<Vec<_>>(), "fill {fill}");
+            }
+            let mut again = Sequencer::new(c.clone());
+            assert_eq!((0..40).map(|_| again.next_index()).collect::<Vec<_>>(), stream);
+            if fill == 1 {
+                assert_eq!(&stream[..10], &(0..10).collect::<Vec<_>>()[..], "a buffer of one does not shuffle");
+            } else {
+                assert_ne!(&stream[..10], &(0..10).collect::<Vec<_>>()[..]);
+                assert_ne!(&stream[..10], &stream[10..20]);
+                c.seed = 8;
+                let mut other = Sequencer::new(c);
+                assert_ne!((0..40).map(|_| other.next_index()).collect::<Vec<_>>(), stream);
+            }
+        }
+    }
+
+    #[test]
+    fn random_shuffle_with_padding_repeats_the_last_pick() {
+        let mut c = cfg(10, 3, 0, 3);
+        c.random_shuffle = true;
+        c.pad_last_batch = true;
+        let b = batches(c, 2);
+        let mut first = b[0].clone();
+        first.sort();
+        assert_eq!(first, vec![0, 1, 2]);
+        assert_eq!(b[1], vec![b[0][2]; 3]);
+    }
+}

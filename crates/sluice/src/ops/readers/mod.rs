@@ -1,0 +1,26 @@
+//! Readers: operators with no inputs that produce an endless stream of batches from a
+//! dataset. The order of samples (shards, epochs, padding, shuffling) is format-independent
+//! and lives in [`loader`]; each format only lists its samples and reads sample `k`.
+
+mod file;
+pub mod loader;
+
+pub use file::FILE;
+
+use crate::ops::{arg, ArgDefault as D, ArgSchema, ArgType as T};
+
+/// Arguments every reader accepts (DALI's common reader arguments, same names and defaults).
+pub const READER_ARGS: &[ArgSchema] = &[
+    arg("shard_id", T::Int, D::Int(0), "Index of the shard to read."),
+    arg("num_shards", T::Int, D::Int(1), "Partitions the data into the specified number of parts (shards)."),
+    arg("random_shuffle", T::Bool, D::Bool(false), "Shuffle the data with a buffer of `initial_fill` samples, picking each output at random from it."),
+    arg("initial_fill", T::Int, D::Int(1024), "Size of the buffer used for `random_shuffle`; ignored otherwise."),
+    arg("stick_to_shard", T::Bool, D::Bool(false), "Keep reading the same shard instead of moving to the next one after each epoch."),
+    arg("pad_last_batch", T::Bool, D::Bool(false), "Pad every shard's epoch to whole batches of the largest shard by repeating the last sample."),
+    arg("read_ahead", T::Bool, D::Bool(false), "Accepted for DALI compatibility; Sluice always reads ahead on a loader thread."),
+    arg("dont_use_mmap", T::Bool, D::Bool(false), "Accepted for DALI compatibility; Sluice reads files with plain I/O."),
+    arg("prefetch_queue_depth", T::Int, D::Int(1), "Batches the loader thread prepares ahead of the pipeline."),
+    arg("lazy_init", T::Bool, D::Bool(false), "Accepted for DALI compatibility; the dataset is listed when the pipeline is built."),
+    arg("skip_cached_images", T::Bool, D::Bool(false), "Accepted for DALI compatibility; Sluice has no decoder cache."),
+    arg("tensor_init_bytes", T::Int, D::Int(1048576), "Accepted for DALI compatibility; buffers are sized from the data."),
+];
