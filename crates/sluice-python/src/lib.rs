@@ -332,11 +332,19 @@ fn schemas(py: Python<'_>) -> PyResult<Vec<Bound<'_, PyDict>>> {
     Ok(out)
 }
 
+/// Writes the built-in sample dataset (JPEGs in one folder per class); returns bytes written.
+#[pyfunction]
+#[pyo3(signature = (root, count=256, classes=8, seed=0))]
+fn write_sample_dataset(py: Python<'_>, root: std::path::PathBuf, count: usize, classes: usize, seed: u64) -> PyResult<u64> {
+    py.detach(|| sluice::sample::write_sample_dataset(&root, count, classes, seed)).map_err(to_py)
+}
+
 #[pymodule]
 fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<PyPipeline>()?;
     m.add_class::<PyTensorList>()?;
     m.add_function(wrap_pyfunction!(schemas, m)?)?;
+    m.add_function(wrap_pyfunction!(write_sample_dataset, m)?)?;
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;
     Ok(())
 }

@@ -9,6 +9,7 @@ pub mod exec;
 pub mod graph;
 pub mod ops;
 pub mod rng;
+pub mod sample;
 pub mod tensor;
 
 pub use error::{Error, Result};
