@@ -3,7 +3,9 @@
 //! side by side.
 
 pub mod args;
+pub mod flip;
 pub mod random;
+pub mod rotate;
 pub mod schema;
 
 use std::collections::HashMap;
@@ -137,6 +139,8 @@ pub fn registry() -> &'static [&'static OpDef] {
 static REGISTRY: &[&OpDef] = &[
     &random::UNIFORM,
     &random::COIN_FLIP,
+    &flip::FLIP,
+    &rotate::ROTATE,
 ];
 
 /// Runs `f(sample_index, sample_bytes)` for every sample of `out` on the worker pool. When
