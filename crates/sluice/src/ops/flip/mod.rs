@@ -37,13 +37,30 @@ struct Flip {
 }
 
 /// Positions of W, H and D in a batch's layout (D may be absent).
-struct Axes {
-    w: usize,
-    h: usize,
-    d: Option<usize>,
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Axes {
+    pub w: usize,
+    pub h: usize,
+    pub d: Option<usize>,
 }
 
-fn find_axes(layout: &Layout, ndim: usize) -> std::result::Result<Axes, String> {
+impl Axes {
+    /// Per-dimension flip flags for the given switches (`depthwise` is ignored without D).
+    pub fn flags(&self, ndim: usize, horizontal: bool, vertical: bool, depthwise: bool) -> [bool; kernel::MAX_NDIM] {
+        let mut flip = [false; kernel::MAX_NDIM];
+        flip[self.w] = horizontal;
+        flip[self.h] = vertical;
+        if let Some(a) = self.d {
+            flip[a] = depthwise;
+        }
+        debug_assert!(ndim <= kernel::MAX_NDIM);
+        flip
+    }
+}
+
+/// Where W, H and D are for a batch of `ndim` dimensions with `layout`: by letter, with an
+/// empty layout taken as HWC (3-D) or FHWC (4-D) as DALI does; an error message otherwise.
+pub fn find_axes(layout: &Layout, ndim: usize) -> std::result::Result<Axes, String> {
     let implied;
     let layout = if layout.is_empty() {
         implied = match ndim {
@@ -87,12 +104,7 @@ impl Operator for Flip {
         for_each_sample(ws.pool, &mut out, |i, dst| {
             let shape = input.shape(i);
             let (h, v, d) = flags[i];
-            let mut flip = [false; kernel::MAX_NDIM];
-            flip[axes.w] = h;
-            flip[axes.h] = v;
-            if let Some(a) = axes.d {
-                flip[a] = d;
-            }
+            let flip = axes.flags(shape.len(), h, v, d);
             kernel::flip_bytes(dst, input.bytes(i), shape, &flip[..shape.len()], elem);
             Ok(())
         })?;

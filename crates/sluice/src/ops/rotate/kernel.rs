@@ -38,7 +38,7 @@ macro_rules! int_channel {
             #[inline(always)]
             fn to_f64(self) -> f64 { self as f64 }
             #[inline(always)]
-            fn sat_f32(v: f32) -> Self { v.round() as $t }
+            fn sat_f32(v: f32) -> Self { round_half_away(v) as $t }
             #[inline(always)]
             fn sat_f64(v: f64) -> Self { v.round() as $t }
         }
@@ -55,6 +55,27 @@ impl Channel for f32 {
     fn sat_f32(v: f32) -> Self { v }
     #[inline(always)]
     fn sat_f64(v: f64) -> Self { v as f32 }
+}
+
+/// `v.round()` (half away from zero) without a libm call; saturates like `as` casts do.
+#[inline(always)]
+pub fn round_half_away(v: f32) -> f32 {
+    // Below 2^23 every f32 with a fraction fits an i32 and `v - trunc(v)` is exact.
+    if v.abs() < 8_388_608.0 {
+        let t = v as i32 as f32;
+        let d = v - t;
+        // Branch-free: the fraction is data-dependent and would defeat the branch predictor.
+        t + ((d >= 0.5) as i32 - (d <= -0.5) as i32) as f32
+    } else {
+        v // already an integer (or inf / NaN)
+    }
+}
+
+/// `floor(v) as i32` without a libm call (saturating, NaN -> 0, as the cast does).
+#[inline(always)]
+pub fn floor_i32(v: f32) -> i32 {
+    let i = v as i32;
+    if (i as f32) > v { i.saturating_sub(1) } else { i }
 }
 
 /// `ConvertSat<O>(v)` between channel types.
@@ -194,7 +215,7 @@ impl<I: Channel> Surface<'_, I> {
 
     #[inline(always)]
     fn nearest<O: Channel>(&self, out: &mut [O], sx: f32, sy: f32, clamp: bool, fill: O) {
-        let (x, y) = (sx.floor() as i32, sy.floor() as i32);
+        let (x, y) = (floor_i32(sx), floor_i32(sy));
         if self.inside(x, y) {
             let p = self.at(x, y);
             for (o, &v) in out.iter_mut().zip(&self.data[p..p + self.c]) {
@@ -214,8 +235,8 @@ impl<I: Channel> Surface<'_, I> {
     fn linear<O: Channel>(&self, out: &mut [O], sx: f32, sy: f32, clamp: bool, fill: I) {
         let x = sx - 0.5;
         let y = sy - 0.5;
-        let x0 = x.floor() as i32;
-        let y0 = y.floor() as i32;
+        let x0 = floor_i32(x);
+        let y0 = floor_i32(y);
         let qx = x - x0 as f32;
         let px = 1.0 - qx;
         let qy = y - y0 as f32;
@@ -324,6 +345,12 @@ mod tests {
         assert_eq!(u8::sat_f32(-3.0), 0);
         assert_eq!(u8::sat_f32(300.0), 255);
         assert_eq!(i16::sat_f32(-2.5), -3);
+        for v in [0.0f32, 0.49999997, 0.5, 1.5, 2.5, -0.5, -1.49999, 254.5, 1e7 + 0.5, -3e9, 8388607.5, f32::MAX] {
+            assert_eq!(round_half_away(v), v.round(), "{v}");
+        }
+        for v in [0.0f32, -0.0, 0.5, -0.5, -1.0, -1.000001, 3.99999, -2147483648.0, 1e10, -1e10] {
+            assert_eq!(floor_i32(v), v.floor() as i32, "{v}");
+        }
     }
 
     #[test]

@@ -79,7 +79,8 @@ impl Rotate {
             match s {
                 [] => None,
                 [h, w] => {
-                    if !(*h > 0.0 && *w > 0.0) || !h.is_finite() || !w.is_finite() {
+                    let ok = |v: f64| v.is_finite() && v > 0.0;
+                    if !ok(*h) || !ok(*w) {
                         return Err(Error::arg(name, "size", format!("extents must be positive, got {s:?}")));
                     }
                     // DALI: max(roundf(s), 1).
@@ -123,7 +124,8 @@ impl Rotate {
             }
         };
         let (h, w) = (read(0), read(1));
-        if !(h >= 0.0 && w >= 0.0) || !h.is_finite() || !w.is_finite() {
+        let ok = |v: f64| v.is_finite() && v >= 0.0;
+        if !ok(h) || !ok(w) {
             return Err(Error::arg(name, "size", format!("extents must be >= 0; sample {i} has [{h}, {w}]")));
         }
         Ok((h as usize, w as usize))
