@@ -4,8 +4,10 @@
 
 pub mod args;
 pub mod decoders;
+pub mod flip;
 pub mod random;
 pub mod readers;
+pub mod rotate;
 pub mod schema;
 pub mod transfer;
 
@@ -142,6 +144,8 @@ static REGISTRY: &[&OpDef] = &[
     &random::UNIFORM,
     &random::COIN_FLIP,
     &readers::FILE,
+    &flip::FLIP,
+    &rotate::ROTATE,
     &transfer::MAKE_CONTIGUOUS,
 ];
 
