@@ -42,10 +42,6 @@ class DataNode:
             return self
         raise ValueError(f"{self.name} is on the GPU; data flows cpu -> mixed -> gpu only")
 
-    def source_info(self):
-        """Not a graph operation in Sluice: read `TensorListCPU.source_info(i)` from outputs."""
-        raise NotImplementedError("use TensorListCPU.source_info(i) on the pipeline's outputs")
-
     def __repr__(self):
         return f"DataNode(name={self.name!r}, device={self.device!r})"
 
