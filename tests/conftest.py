@@ -1,0 +1,125 @@
+"""Shared fixtures for the Python test-suite.
+
+Data sets are generated here, in temporary folders, from the vendored generator
+tests/data_gen/make_dataset.py (deterministic for a given --count/--seed), so the suite runs
+on a clean clone with nothing else on disk.
+"""
+
+import ctypes
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+HERE = Path(__file__).resolve().parent
+MAKE_DATASET = HERE / "data_gen" / "make_dataset.py"
+
+MIXED_COUNT = 120  # files from make_dataset.py --profile mixed
+
+
+# --------------------------------------------------------------------------- GPU helper
+def cuda_device_count():
+    """Number of CUDA devices visible through the driver API (0 if no driver / no device)."""
+    for lib in ("libcuda.so.1", "libcuda.so", "nvcuda.dll"):
+        try:
+            cuda = ctypes.CDLL(lib)
+        except OSError:
+            continue
+        if cuda.cuInit(0) != 0:
+            return 0
+        n = ctypes.c_int(0)
+        if cuda.cuDeviceGetCount(ctypes.byref(n)) != 0:
+            return 0
+        return n.value
+    return 0
+
+
+def require_gpu():
+    """Call at the top of a GPU test.
+
+    Skips the test when no CUDA device is present -- unless the environment variable
+    SLUICE_REQUIRE_GPU=1 is set (GPU CI), in which case a missing GPU FAILS the test so that
+    GPU coverage can never silently disappear.
+    """
+    if cuda_device_count() > 0:
+        return
+    if os.environ.get("SLUICE_REQUIRE_GPU") == "1":
+        pytest.fail("SLUICE_REQUIRE_GPU=1 but no CUDA device is visible", pytrace=False)
+    pytest.skip("needs a CUDA device (set SLUICE_REQUIRE_GPU=1 to make this a failure)")
+
+
+@pytest.fixture
+def gpu():
+    """Fixture form of require_gpu()."""
+    require_gpu()
+
+
+# --------------------------------------------------------------------------- data sets
+def _make_dataset(root, count, profile, seed=0, classes=10):
+    subprocess.run(
+        [sys.executable, str(MAKE_DATASET), str(root), "--count", str(count), "--profile", profile,
+         "--jobs", "2", "--seed", str(seed), "--classes", str(classes)],
+        check=True, capture_output=True,
+    )
+
+
+def _extra_images(root):
+    """Formats the 120-file mixed set does not contain: TIFF (RGB, LZW RGB, grayscale), grayscale
+    PNG and RGBA PNG, made with Pillow from photos that scikit-image ships."""
+    from PIL import Image
+    import skimage.data as skd
+
+    rgb = Image.fromarray(skd.chelsea()).resize((301, 227))
+    gray = Image.fromarray(skd.camera()).resize((257, 263))
+    rgb.save(root / "class_000" / "extra_rgb.tiff")
+    rgb.transpose(Image.FLIP_TOP_BOTTOM).save(root / "class_001" / "extra_lzw.tiff", compression="tiff_lzw")
+    gray.save(root / "class_002" / "extra_gray.tiff")
+    gray.save(root / "class_003" / "extra_gray.png")
+    rgba = rgb.convert("RGBA")
+    a = np.asarray(rgba).copy()
+    a[..., 3] = np.linspace(0, 255, a.shape[1], dtype=np.uint8)[None, :]
+    Image.fromarray(a).save(root / "class_004" / "extra_rgba.png")
+
+
+@pytest.fixture(scope="session")
+def mixed_root(tmp_path_factory):
+    """ROOT/class_XXX/*.{jpg,png,bmp,tiff}: 120 mixed-profile files plus 5 extra PNG/TIFF."""
+    root = tmp_path_factory.mktemp("mixed")
+    _make_dataset(root, MIXED_COUNT, "mixed")
+    _extra_images(root)
+    return root
+
+
+def all_files(root):
+    """Every regular file under root, relative to root, sorted."""
+    root = Path(root)
+    return sorted(str(p.relative_to(root)) for p in root.rglob("*") if p.is_file())
+
+
+@pytest.fixture(scope="session")
+def tiny_root(tmp_path_factory):
+    """A small reader-only data set: 3 labels x 7 files of distinct, known bytes (not images)."""
+    root = tmp_path_factory.mktemp("tiny")
+    for label in range(3):
+        d = root / f"dir_{label}"
+        d.mkdir()
+        for k in range(7):
+            (d / f"f{k:02d}.jpg").write_bytes(f"label={label} k={k} ".encode() * (k + 1))
+    # files that must be ignored by the default file_filters
+    (root / "dir_0" / "notes.txt").write_text("not a sample")
+    return root
+
+
+@pytest.fixture(scope="session")
+def small_images(mixed_root, tmp_path_factory):
+    """A copy of 12 decodable JPEGs from the mixed set, in one label folder."""
+    root = tmp_path_factory.mktemp("small")
+    (root / "a").mkdir()
+    jpgs = [p for p in all_files(mixed_root) if p.endswith(".jpg")][:12]
+    for p in jpgs:
+        shutil.copy(mixed_root / p, root / "a" / Path(p).name)
+    return root
