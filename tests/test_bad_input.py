@@ -59,13 +59,9 @@ def assert_good_batch(out, expected_paths):
         assert a.std() > 1  # real pixels, not a fill value
 
 
-POISON_BUG = pytest.mark.xfail(strict=True, reason=(
-    "BUG crates/sluice-codecs/src/jpeg.rs (with_handle / thread-local TurboJPEG HANDLE): after a fatal libjpeg "
-    "error ('Invalid component ID 90 in SOS') the per-thread decompressor is reused, and every later JPEG "
-    "decoded on that thread fails with 'corrupt JPEG data (Bogus marker length)'"))
 
 BAD_KINDS = [
-    pytest.param("bad_corrupt.jpg", marks=POISON_BUG, id="corrupt"),
+    pytest.param("bad_corrupt.jpg", id="corrupt"),
     pytest.param("bad_truncated.jpg", id="truncated"),
     pytest.param("bad_empty.jpg", id="empty"),
     pytest.param("bad_text.jpg", id="text"),
@@ -103,11 +99,11 @@ def test_bad_file_raises_and_next_run_works(bad_set, bad_name, num_threads):
 
 @pytest.mark.parametrize("exec_async", [True, False], ids=["async", "sync"])
 def test_bad_files_interleaved_with_good_batches(bad_set, exec_async):
-    """Every kind of bad file except the corrupt one (see POISON_BUG), one per batch at a varying index."""
+    """Every kind of bad file, one per batch at a varying index."""
     d, good, bad = bad_set
     files, plan = [], []
     g = iter(good * 4)
-    for k, b in enumerate(x for x in bad if x != "bad_corrupt.jpg"):
+    for k, b in enumerate(bad):
         idx = k % BATCH
         batch = [d / next(g) for _ in range(BATCH)]
         batch[idx] = d / b

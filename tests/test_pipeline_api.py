@@ -227,9 +227,6 @@ def test_gpu_node_without_device_is_error_at_build():
         pipe.build()
 
 
-@pytest.mark.xfail(strict=True, reason="BUG (python/sluice/pipeline.py build): `.gpu()` with device_id=None reports "
-                                       "\"make_contiguous: no 'mixed' backend; available: cpu\" -- it names an internal "
-                                       "operator and neither the GPU, `.gpu()` nor device_id=None")
 def test_gpu_node_without_device_error_is_clear():
     @pipeline_def(batch_size=2, num_threads=1, device_id=None, seed=1)
     def p():

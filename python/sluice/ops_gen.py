@@ -22,7 +22,8 @@ _FRAMEWORK_ARGS = {"device", "name"}
 
 
 def _arg_value(v):
-    """Python/NumPy values -> plain bool/int/float/str/list the engine accepts."""
+    """Python/NumPy values -> plain bool/int/float/str/list the engine accepts. Enums (ours,
+    or DALI's own pybind enums such as `nvidia.dali.types.INTERP_NN`) become their ids."""
     if isinstance(v, enum.Enum):
         return int(v.value)
     if isinstance(v, np.generic):
@@ -31,7 +32,28 @@ def _arg_value(v):
         return v.tolist()
     if isinstance(v, (list, tuple)):
         return [_arg_value(x) for x in v]
+    if not isinstance(v, (bool, int, float, str)) and hasattr(v, "__int__") and hasattr(v, "name"):
+        return int(v)
     return v
+
+
+def _is_number(x):
+    return isinstance(x, (int, float)) and not isinstance(x, bool)
+
+
+# What each schema type accepts at call time (the engine re-checks at build).
+_TYPE_CHECKS = {
+    "bool": lambda v: isinstance(v, bool) or v in (0, 1),
+    "int": lambda v: isinstance(v, int),
+    "float": _is_number,
+    "str": lambda v: isinstance(v, str),
+    "list of int": lambda v: isinstance(v, int) or (isinstance(v, list) and all(isinstance(x, int) for x in v)),
+    "list of float": lambda v: _is_number(v) or (isinstance(v, list) and all(_is_number(x) for x in v)),
+    "list of str": lambda v: isinstance(v, str) or (isinstance(v, list) and all(isinstance(x, str) for x in v)),
+    "DALIDataType": lambda v: isinstance(v, int) and not isinstance(v, bool),
+    "DALIImageType": lambda v: isinstance(v, int) and not isinstance(v, bool),
+    "DALIInterpType": lambda v: isinstance(v, int) and not isinstance(v, bool),
+}
 
 
 def make_node(schema_name, inputs, kwargs, device=None, name=None):
@@ -59,7 +81,11 @@ def make_node(schema_name, inputs, kwargs, device=None, name=None):
                 raise TypeError(f"{display}: argument '{k}' does not accept a DataNode (per-sample input); pass a constant")
             arg_inputs[canonical] = v
         elif v is not None:
-            args[canonical] = _arg_value(v)
+            value = _arg_value(v)
+            want = known[canonical]["type"]
+            if not _TYPE_CHECKS[want](value):
+                raise TypeError(f"{display}: argument '{k}' must be {want}, got {type(v).__name__} {v!r}")
+            args[canonical] = value
     if device is None:
         device = "gpu" if any(x.device != "cpu" for x in inputs) else None
     out_device = "cpu" if device in (None, "cpu") else "gpu"

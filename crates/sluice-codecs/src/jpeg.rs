@@ -70,7 +70,14 @@ fn with_handle<R>(f: impl FnOnce(tj::tjhandle) -> Result<R, CodecError>) -> Resu
             }
             *slot = Some(handle);
         }
-        f(slot.as_ref().map(|h| h.0).unwrap_or(std::ptr::null_mut()))
+        let r = f(slot.as_ref().map(|h| h.0).unwrap_or(std::ptr::null_mut()));
+        // After a fatal libjpeg error the decompressor's state is not trustworthy (a corrupt
+        // scan can leave it mid-stream, and every later image on this thread would fail):
+        // drop it, so the next image gets a fresh one. Errors are rare; creation is cheap.
+        if r.is_err() {
+            *slot = None;
+        }
+        r
     })
 }
 

@@ -708,3 +708,23 @@ fn tiff_orientation_is_applied() {
     assert_eq!(shape, (oh, ow, 3));
     assert_eq!(got, want);
 }
+
+#[test]
+fn a_corrupt_jpeg_does_not_poison_later_decodes_on_the_same_thread() {
+    let (w, h) = (64, 48);
+    let src = synth(w, h);
+    let good = jpeg(&src, w, h, 3, enc(S420));
+    let (want, _) = dec(&good, &params(ColorSpace::Rgb));
+    // Scribble over the entropy-coded data and a marker: a fatal libjpeg error mid-decode.
+    let mut bad = good.clone();
+    for k in (bad.len() / 3..bad.len() - 2).step_by(7) {
+        bad[k] = 0x5A;
+    }
+    let info = read_info(&good).unwrap();
+    let mut out = vec![0u8; w * h * 3];
+    for _ in 0..3 {
+        let _ = read_info(&bad).and_then(|i| decode_into(&bad, &i, &params(ColorSpace::Rgb), &mut out));
+        decode_into(&good, &info, &params(ColorSpace::Rgb), &mut out).expect("good JPEG after a corrupt one");
+        assert_eq!(out, want);
+    }
+}

@@ -110,6 +110,13 @@ impl Graph {
             }
             let input_on_gpu = op.inputs.iter().any(|e| devices[e.op].output_on_gpu());
             let device = op.device.or(legacy_device).unwrap_or(if input_on_gpu { Device::Gpu } else { Device::Cpu });
+            if device != Device::Cpu && spec.device_id.is_none() {
+                return Err(Error::Graph(format!(
+                    "{display} runs on the GPU (device='{}'{}), but the pipeline is CPU-only (device_id=None); pass device_id=0 to use a GPU",
+                    device.name(),
+                    if def.schema.name == "MakeContiguous" { ", from `.gpu()`" } else { "" }
+                )));
+            }
             if def.factory(device).is_none() {
                 let have: Vec<&str> = schema.devices.iter().map(|d| d.name()).collect();
                 return Err(Error::Graph(format!(
@@ -151,12 +158,6 @@ impl Graph {
                         "{display}: argument input '{name}' must be a CPU DataNode; it is on the GPU"
                     )));
                 }
-            }
-            if device != Device::Cpu && spec.device_id.is_none() {
-                return Err(Error::Graph(format!(
-                    "{display} runs on device='{}', but the pipeline is CPU-only (device_id=None); pass device_id=0 to use a GPU",
-                    device.name()
-                )));
             }
             devices.push(device);
             defs.push(def);
