@@ -18,7 +18,7 @@ pub static CROP: OpDef = OpDef {
         num_outputs: 1,
         args: &[&[arg("dtype", T::DType, D::Optional, "Output data type; the input type when not given.")], CROP_ARGS],
         arg_aliases: &[("output_dtype", "dtype")],
-        legacy_names: &[("Crop", None)],
+        legacy_names: &[],
         is_reader: false,
         is_random: false,
     },

@@ -30,7 +30,7 @@ pub static CROP_MIRROR_NORMALIZE: OpDef = OpDef {
             arg("pad_output", T::Bool, D::Bool(false), "Pad the channels to 4 (the padding channel gets fill_values under the \"pad\" policy, else 0)."),
         ], CROP_ARGS],
         arg_aliases: &[("output_dtype", "dtype")],
-        legacy_names: &[("CropMirrorNormalize", None)],
+        legacy_names: &[],
         is_reader: false,
         is_random: false,
     },
