@@ -108,6 +108,14 @@ fn normalize_to_chw_and_hwc_with_mirror_matches_dali() {
 }
 
 #[test]
+fn scale_and_shift_match_dali_bit_for_bit() {
+    // mean=[12.3,117.7,201.1], std=[3.3,57.1,0.7], scale=1.7, shift=-3.1, output_layout="HWC".
+    let o = run1("CropMirrorNormalize", &img2x3(), vec![("mean", fl(vec![12.3, 117.7, 201.1])), ("std", fl(vec![3.3, 57.1, 0.7])), ("scale", ArgValue::Float(1.7)), ("shift", ArgValue::Float(-3.1)), ("output_layout", ArgValue::Str("HWC".into()))]).unwrap();
+    let want: [f32; 18] = [-9.43636417388916, -3.626970052719116, 127.79998016357422, -4.284848213195801, -6.008756160736084, -418.62860107421875, -8.921212196350098, -6.544658184051514, -484.2000427246094, 93.59394836425781, -0.619964599609375, -0.9143088459968567, -5.830303192138672, -6.366024494171143, -469.62860107421875, 16.32121467590332, -4.8178629875183105, -321.4857482910156];
+    assert_eq!(o.sample::<f32>(0), &want);
+}
+
+#[test]
 fn uint8_output_rounds_half_away_and_saturates_like_dali() {
     let hwc = ("output_layout", ArgValue::Str("HWC".into()));
     let o = run1("CropMirrorNormalize", &img2x3(), vec![("mean", fl(vec![0.5])), ("std", fl(vec![2.0])), ("dtype", ArgValue::Int(0)), hwc.clone()]).unwrap();

@@ -1,5 +1,6 @@
 //! `fn.crop_mirror_normalize`: crop (see [`super::window`]), optional horizontal mirror,
-//! per-channel normalization `out = (in - mean) * (scale / std) + shift`, output in CHW
+//! per-channel normalization `out = (in - mean) / std * scale + shift` (evaluated as DALI
+//! does, see `run`), output in CHW
 //! (default) or HWC with optional channel padding to 4. One fused pass per output row reads
 //! the (mirrored) window of the input and writes converted values straight into the output
 //! layout: no intermediate buffers and no per-sample allocation. Inputs: HWC or FHWC
@@ -125,10 +126,9 @@ pub struct Plan<'a> {
     /// Output channels (c, or 4 with pad_output).
     pub oc: usize,
     pub chw: bool,
-    /// Per output channel: multiplier, offset (mean folded in), fill value.
+    /// Per channel: shifted mean (`mean - shift / mul`) and multiplier (`scale / std`).
     pub mean: &'a [f32],
     pub mul: &'a [f32],
-    pub shift: f32,
     pub fill: &'a [f32],
 }
 
@@ -146,7 +146,7 @@ fn frame<I: In, O: Out>(dst: &mut [O], src: &[I], p: &Plan<'_>) {
             let ok = row_ok && sx >= 0 && (sx as usize) < p.w;
             for k in 0..oc {
                 let v = if ok && k < c {
-                    O::conv((srow[sx as usize * c + k].f() - p.mean[k]) * p.mul[k] + p.shift)
+                    O::conv((srow[sx as usize * c + k].f() - p.mean[k]) * p.mul[k])
                 } else {
                     fillc[k.min(15)]
                 };
@@ -212,20 +212,22 @@ impl Operator for Cmn {
         let maxc = (0..n).map(|i| input.shape(i)[off + 2]).max().unwrap_or(0).max(4);
         let mut mean = vec![0f32; maxc];
         let mut mul = vec![0f32; maxc];
+        // DALI 2.4 folds scale and shift into (mean', mul) in f32 and computes
+        // (in - mean') * mul, with mul = scale / std and mean' = mean - shift / mul; this
+        // reproduces its float results bit for bit (checked on random data).
         for k in 0..maxc {
-            mean[k] = self.mean[k.min(self.mean.len() - 1)] as f32;
-            let inv = 1.0f32 / self.std[k.min(self.std.len() - 1)] as f32;
-            mul[k] = self.scale * inv;
+            mul[k] = self.scale / self.std[k.min(self.std.len() - 1)] as f32;
+            mean[k] = self.mean[k.min(self.mean.len() - 1)] as f32 - self.shift / mul[k];
         }
         let fill_raw: Vec<f64> = if spec.policy == OobPolicy::Pad { ctx.args.floats("fill_values").to_vec() } else { vec![0.0] };
         let fill: Vec<f32> = fill_per_channel(op, &fill_raw, if fill_raw.len() > 1 { fill_raw.len().min(16) } else { 1 })?.iter().map(|&v| v as f32).collect();
-        let (dtype, chw, pad, plan, shift) = (self.dtype, self.chw, self.pad, &self.plan, self.shift);
+        let (dtype, chw, pad, plan) = (self.dtype, self.chw, self.pad, &self.plan);
         for_each_sample(ws.pool, &mut out, |i, dst| {
             let sh = input.shape(i);
             let (h, w, c) = (sh[off], sh[off + 1], sh[off + 2]);
             let frames = if seq { sh[0] } else { 1 };
             let (win_h, win_w, mirror) = plan[i];
-            let p = Plan { h, w, c, win_h, win_w, mirror, oc: if pad { c.max(4) } else { c }, chw, mean: &mean, mul: &mul, shift, fill: &fill };
+            let p = Plan { h, w, c, win_h, win_w, mirror, oc: if pad { c.max(4) } else { c }, chw, mean: &mean, mul: &mul, fill: &fill };
             let src = input.bytes(i);
             macro_rules! go {
                 ($i:ty) => {
