@@ -116,6 +116,15 @@ fn scale_and_shift_match_dali_bit_for_bit() {
 }
 
 #[test]
+fn float16_output_matches_dali() {
+    // mean=[0.3], dtype=FLOAT16, output_layout="HWC": DALI printed -0.300048828125, 99.6875,
+    // 254.75, 9.703125, ...; these are the IEEE half bit patterns of its output.
+    let o = run1("CropMirrorNormalize", &img2x3(), vec![("mean", fl(vec![0.3])), ("dtype", ArgValue::Int(8)), ("output_layout", ArgValue::Str("HWC".into()))]).unwrap();
+    let bits: Vec<u16> = o.bytes(0).chunks_exact(2).map(|b| u16::from_le_bytes([b[0], b[1]])).collect();
+    assert_eq!(bits, [0xb4cd, 0x563b, 0x5bf6, 0x48da, 0x4ced, 0x4f6d, 0x399a, 0x3ecd, 0x4166, 0x5a3e, 0x5a46, 0x5a4e, 0x46b3, 0x47b3, 0x485a, 0x5236, 0x5376, 0x545b]);
+}
+
+#[test]
 fn uint8_output_rounds_half_away_and_saturates_like_dali() {
     let hwc = ("output_layout", ArgValue::Str("HWC".into()));
     let o = run1("CropMirrorNormalize", &img2x3(), vec![("mean", fl(vec![0.5])), ("std", fl(vec![2.0])), ("dtype", ArgValue::Int(0)), hwc.clone()]).unwrap();
