@@ -3,6 +3,7 @@
 //! side by side.
 
 pub mod args;
+pub mod crop;
 pub mod decoders;
 pub mod flip;
 pub mod random;
@@ -146,6 +147,8 @@ static REGISTRY: &[&OpDef] = &[
     &readers::FILE,
     &flip::FLIP,
     &rotate::ROTATE,
+    &crop::CROP,
+    &crop::CROP_MIRROR_NORMALIZE,
     &transfer::MAKE_CONTIGUOUS,
 ];
 

@@ -1,0 +1,184 @@
+//! `fn.crop`: cuts a window (see [`super::window`]) out of HWC, CHW, FHWC, DHWC ... inputs
+//! of any element type, optionally converting to `dtype`. Out-of-bounds areas are filled
+//! with `fill_values` (per channel when the layout has C) under `out_of_bounds_policy="pad"`.
+
+use super::window::{fill_per_channel, CropSpec, Span, CROP_ARGS};
+use crate::error::{Error, Result};
+use crate::ops::{arg, for_each_sample, ArgDefault as D, ArgType as T, Device, OpContext, OpDef, OpSchema, Operator, Workspace};
+use crate::tensor::{DType, TensorList};
+
+/// Schema and backends.
+pub static CROP: OpDef = OpDef {
+    schema: OpSchema {
+        name: "Crop",
+        doc: "Crops the images with the specified window dimensions and window position (upper left corner). Accepts HWC, CHW, FHWC, DHWC and similar layouts of any type.",
+        devices: &[Device::Cpu],
+        min_inputs: 1,
+        max_inputs: 1,
+        num_outputs: 1,
+        args: &[&[arg("dtype", T::DType, D::Optional, "Output data type; the input type when not given.")], CROP_ARGS],
+        arg_aliases: &[("output_dtype", "dtype")],
+        legacy_names: &[],
+        is_reader: false,
+        is_random: false,
+    },
+    cpu: Some(|ctx| Ok(Box::new(Crop { ctx: ctx.clone() }))),
+    mixed: None,
+    gpu: None,
+};
+
+struct Crop {
+    ctx: OpContext,
+}
+
+/// Reads element `k` of `b` (type `t`) as f64.
+pub(crate) fn read_elem(t: DType, b: &[u8], k: usize) -> f64 {
+    let s = t.size();
+    let e = &b[k * s..(k + 1) * s];
+    match t {
+        DType::U8 | DType::Bool => e[0] as f64,
+        DType::I8 => e[0] as i8 as f64,
+        DType::U16 => u16::from_le_bytes([e[0], e[1]]) as f64,
+        DType::I16 => i16::from_le_bytes([e[0], e[1]]) as f64,
+        DType::U32 => u32::from_le_bytes(e.try_into().unwrap()) as f64,
+        DType::I32 => i32::from_le_bytes(e.try_into().unwrap()) as f64,
+        DType::U64 => u64::from_le_bytes(e.try_into().unwrap()) as f64,
+        DType::I64 => i64::from_le_bytes(e.try_into().unwrap()) as f64,
+        DType::F32 => f32::from_le_bytes(e.try_into().unwrap()) as f64,
+        DType::F64 => f64::from_le_bytes(e.try_into().unwrap()),
+        DType::F16 => crate::ops::args::scalar_as_f64(&{
+            let mut tl = TensorList::uniform(DType::F16, &[], 1);
+            tl.samples_mut()[0].copy_from_slice(e);
+            tl
+        }, 0),
+    }
+}
+
+/// Writes `v` as one element of `t` into `e`: integers round half away from zero and saturate.
+pub(crate) fn write_elem(t: DType, v: f64, e: &mut [u8]) {
+    fn sat(v: f64, lo: f64, hi: f64) -> f64 {
+        if v.is_nan() { 0.0 } else { v.round().clamp(lo, hi) }
+    }
+    match t {
+        DType::U8 => e[0] = sat(v, 0.0, 255.0) as u8,
+        DType::Bool => e[0] = (v != 0.0) as u8,
+        DType::I8 => e[0] = sat(v, -128.0, 127.0) as i8 as u8,
+        DType::U16 => e.copy_from_slice(&(sat(v, 0.0, 65535.0) as u16).to_le_bytes()),
+        DType::I16 => e.copy_from_slice(&(sat(v, -32768.0, 32767.0) as i16).to_le_bytes()),
+        DType::U32 => e.copy_from_slice(&(sat(v, 0.0, u32::MAX as f64) as u32).to_le_bytes()),
+        DType::I32 => e.copy_from_slice(&(sat(v, i32::MIN as f64, i32::MAX as f64) as i32).to_le_bytes()),
+        DType::U64 => e.copy_from_slice(&(sat(v, 0.0, u64::MAX as f64) as u64).to_le_bytes()),
+        DType::I64 => e.copy_from_slice(&(sat(v, i64::MIN as f64, i64::MAX as f64) as i64).to_le_bytes()),
+        DType::F32 => e.copy_from_slice(&(v as f32).to_le_bytes()),
+        DType::F64 => e.copy_from_slice(&v.to_le_bytes()),
+        DType::F16 => e.copy_from_slice(&super::f32_to_f16(v as f32).to_le_bytes()),
+    }
+}
+
+/// Copies the window `spans` (one per dimension) of `src` (shape `shape`, type `it`) into
+/// `dst` (type `ot`); elements outside the input get `fill[channel]` (already encoded as
+/// `ot` bytes), `c_axis` being the channel dimension, if any.
+#[allow(clippy::too_many_arguments)]
+pub fn crop_nd(dst: &mut [u8], src: &[u8], shape: &[usize], spans: &[Span], it: DType, ot: DType, fill: &[Vec<u8>], c_axis: Option<usize>) {
+    let nd = shape.len();
+    let mut in_stride = vec![1usize; nd];
+    let mut out_stride = vec![1usize; nd];
+    for a in (0..nd.saturating_sub(1)).rev() {
+        in_stride[a] = in_stride[a + 1] * shape[a + 1];
+        out_stride[a] = out_stride[a + 1] * spans[a + 1].len;
+    }
+    let ctx = Nd { shape, spans, in_stride: &in_stride, out_stride: &out_stride, it, ot, fill, c_axis };
+    if nd == 0 {
+        dst.copy_from_slice(src);
+        return;
+    }
+    ctx.rec(dst, src, 0, 0, 0, true, None);
+}
+
+struct Nd<'a> {
+    shape: &'a [usize],
+    spans: &'a [Span],
+    in_stride: &'a [usize],
+    out_stride: &'a [usize],
+    it: DType,
+    ot: DType,
+    fill: &'a [Vec<u8>],
+    c_axis: Option<usize>,
+}
+
+impl Nd<'_> {
+    /// Output elements `out_off..` of the block at dimension `a`; `valid` is false inside padding.
+    #[allow(clippy::too_many_arguments)]
+    fn rec(&self, dst: &mut [u8], src: &[u8], a: usize, in_off: usize, out_off: usize, valid: bool, chan: Option<usize>) {
+        let os = self.ot.size();
+        let last = a + 1 == self.shape.len();
+        let sp = self.spans[a];
+        for o in 0..sp.len {
+            let s = sp.anchor + o as i64;
+            let ok = valid && s >= 0 && (s as usize) < self.shape[a];
+            let chan = if self.c_axis == Some(a) { Some(o) } else { chan };
+            let in_o = if ok { in_off + s as usize * self.in_stride[a] } else { 0 };
+            let out_o = out_off + o * self.out_stride[a];
+            if last {
+                let d = &mut dst[out_o * os..(out_o + 1) * os];
+                if ok {
+                    if self.it == self.ot {
+                        d.copy_from_slice(&src[in_o * os..(in_o + 1) * os]);
+                    } else {
+                        write_elem(self.ot, read_elem(self.it, src, in_o), d);
+                    }
+                } else {
+                    d.copy_from_slice(&self.fill[chan.unwrap_or(0).min(self.fill.len() - 1)]);
+                }
+            } else if ok && self.it == self.ot && self.inner_full(a + 1) {
+                // Everything inside is a plain contiguous copy.
+                let n = self.out_stride[a];
+                dst[out_o * os..(out_o + n) * os].copy_from_slice(&src[in_o * os..(in_o + n) * os]);
+            } else {
+                self.rec(dst, src, a + 1, in_o, out_o, ok, chan);
+            }
+        }
+    }
+
+    fn inner_full(&self, from: usize) -> bool {
+        (from..self.shape.len()).all(|b| self.spans[b].anchor == 0 && self.spans[b].len == self.shape[b])
+    }
+}
+
+impl Operator for Crop {
+    fn run(&mut self, ws: &Workspace<'_>) -> Result<Vec<TensorList>> {
+        let input = ws.inputs[0];
+        let ctx = &self.ctx;
+        let n = input.len();
+        let layout = super::spatial_layout(input.layout(), input.ndim())
+            .map_err(|m| Error::data(ctx.at(ws.iteration, 0, input.source_info(0)), m))?;
+        let (ha, wa, da, ca) = (layout.find('H').unwrap(), layout.find('W').unwrap(), layout.find('D'), layout.find('C'));
+        let it = input.dtype();
+        let ot = if ctx.args.has("dtype") { ctx.args.dtype("dtype") } else { it };
+        if ot != it && !matches!(ot, DType::U8 | DType::F32 | DType::F16) {
+            return Err(Error::arg(&ctx.display_name, "dtype", format!("output type must be the input type, UINT8, FLOAT or FLOAT16, got {ot}")));
+        }
+        let spec = CropSpec::new(ctx, ws, true)?;
+        let mut spans: Vec<Span> = Vec::with_capacity(n * input.ndim());
+        for i in 0..n {
+            let sh = input.shape(i);
+            let w = spec.windows(ctx, ws.iteration, input.source_info(i), i, sh[ha], sh[wa], da.map(|a| sh[a]))?;
+            for (a, &e) in sh.iter().enumerate() {
+                spans.push(if a == ha { w.h } else if a == wa { w.w } else if Some(a) == da { w.d.unwrap() } else { Span::full(e) });
+            }
+        }
+        let nd = input.ndim();
+        let shapes: Vec<Vec<usize>> = (0..n).map(|i| spans[i * nd..(i + 1) * nd].iter().map(|s| s.len).collect()).collect();
+        let channels = ca.map_or(1, |c| input.shape(0).get(c).copied().unwrap_or(1));
+        let fill = fill_per_channel(&ctx.display_name, ctx.args.floats("fill_values"), channels.max(1))?;
+        let fill: Vec<Vec<u8>> = fill.iter().map(|&v| { let mut e = vec![0u8; ot.size()]; write_elem(ot, v, &mut e); e }).collect();
+        let mut out = TensorList::new(ot, nd, shapes.iter().map(|s| s.as_slice()));
+        out.set_layout(input.layout().clone());
+        out.inherit_source_info(input);
+        for_each_sample(ws.pool, &mut out, |i, dst| {
+            crop_nd(dst, input.bytes(i), input.shape(i), &spans[i * nd..(i + 1) * nd], it, ot, &fill, ca);
+            Ok(())
+        })?;
+        Ok(vec![out])
+    }
+}
