@@ -1,54 +1,44 @@
 //! TensorList: a batch of samples sharing one dtype, layout and number of dimensions, each
 //! with its own shape, stored in one host allocation.
 
+use std::ops::{Deref, DerefMut};
 use std::sync::Arc;
 
 use super::buffer::HostBuffer;
-use super::{DType, Element, Layout};
+use super::{BatchMeta, DType, Element, Layout};
 
-/// A batch. Samples live back to back in one [`HostBuffer`], each starting at an aligned
-/// offset; when every sample has the same shape and no padding separates them the batch is a
-/// dense tensor and can be handed out as one array without a copy.
+/// A batch on the host. Samples live back to back in one [`HostBuffer`]; when every sample
+/// has the same shape the batch is a dense tensor and can be handed out as one array
+/// without a copy. Shape, dtype, layout and source-info queries come from [`BatchMeta`]
+/// (through `Deref`), shared with the GPU batch type.
 #[derive(Debug, Clone)]
 pub struct TensorList {
-    dtype: DType,
-    layout: Layout,
-    ndim: usize,
-    /// `len * ndim` extents, sample after sample (flat, so a batch allocates once).
-    shapes: Vec<usize>,
-    /// Byte offset of each sample in `data`, plus the end.
-    offsets: Vec<usize>,
+    meta: BatchMeta,
     data: Arc<HostBuffer>,
-    /// Where each sample came from (file path, record key); empty when unknown.
-    source_info: Vec<Arc<str>>,
+}
+
+impl Deref for TensorList {
+    type Target = BatchMeta;
+    fn deref(&self) -> &BatchMeta {
+        &self.meta
+    }
+}
+
+impl DerefMut for TensorList {
+    fn deref_mut(&mut self) -> &mut BatchMeta {
+        &mut self.meta
+    }
 }
 
 impl TensorList {
     /// Allocates a zeroed batch with the given per-sample shapes (each of length `ndim`).
-    /// Samples are packed without padding when their byte sizes keep `dtype` alignment, which
-    /// holds for every element type, so same-shape batches come out dense.
     pub fn new<'a, I>(dtype: DType, ndim: usize, shapes: I) -> TensorList
     where
         I: IntoIterator<Item = &'a [usize]>,
     {
-        let mut flat = Vec::new();
-        let mut offsets = vec![0usize];
-        for shape in shapes {
-            assert_eq!(shape.len(), ndim, "every sample must have {ndim} dimensions");
-            flat.extend_from_slice(shape);
-            let bytes = shape.iter().product::<usize>() * dtype.size();
-            offsets.push(offsets.last().unwrap() + bytes);
-        }
-        let total = *offsets.last().unwrap();
-        TensorList {
-            dtype,
-            layout: Layout::empty(),
-            ndim,
-            shapes: flat,
-            offsets,
-            data: Arc::new(HostBuffer::zeroed(total)),
-            source_info: Vec::new(),
-        }
+        let meta = BatchMeta::new(dtype, ndim, shapes);
+        let data = Arc::new(HostBuffer::zeroed(meta.total_bytes()));
+        TensorList { meta, data }
     }
 
     /// A batch of `len` samples of the same shape.
@@ -66,89 +56,54 @@ impl TensorList {
         tl
     }
 
-    /// Number of samples.
-    pub fn len(&self) -> usize {
-        self.offsets.len() - 1
+    /// Host batch with the given metadata over existing data (a download from the GPU).
+    pub fn from_parts(meta: BatchMeta, data: HostBuffer) -> TensorList {
+        assert!(data.len() >= meta.total_bytes(), "buffer smaller than the batch");
+        TensorList { meta, data: Arc::new(data) }
     }
 
-    /// True for a batch of no samples.
-    pub fn is_empty(&self) -> bool {
-        self.len() == 0
+    /// The batch's metadata.
+    pub fn meta(&self) -> &BatchMeta {
+        &self.meta
     }
 
-    /// Element type.
-    pub fn dtype(&self) -> DType {
-        self.dtype
-    }
-
-    /// Number of dimensions of every sample.
-    pub fn ndim(&self) -> usize {
-        self.ndim
-    }
-
-    /// Layout of every sample.
-    pub fn layout(&self) -> &Layout {
-        &self.layout
-    }
-
-    /// Sets the layout; it must name `ndim` dimensions (or be empty).
-    pub fn set_layout(&mut self, layout: Layout) {
-        assert!(
-            layout.is_empty() || layout.ndim() == self.ndim,
-            "layout {layout} does not have {} dimensions",
-            self.ndim
-        );
-        self.layout = layout;
-    }
-
-    /// Builder form of [`set_layout`](Self::set_layout).
+    /// Builder form of [`BatchMeta::set_layout`].
     pub fn with_layout(mut self, layout: &str) -> TensorList {
         self.set_layout(Layout::from(layout));
         self
     }
 
-    /// Shape of sample `i`.
-    pub fn shape(&self, i: usize) -> &[usize] {
-        &self.shapes[i * self.ndim..(i + 1) * self.ndim]
-    }
-
-    /// Number of elements of sample `i`.
-    pub fn numel(&self, i: usize) -> usize {
-        self.shape(i).iter().product()
-    }
-
     /// Bytes of sample `i`.
     pub fn bytes(&self, i: usize) -> &[u8] {
-        &self.data.as_slice()[self.offsets[i]..self.offsets[i + 1]]
+        &self.data.as_slice()[self.meta.byte_range(i)]
     }
 
     /// Typed elements of sample `i`. Panics when `T` is not the batch's dtype.
     pub fn sample<T: Element>(&self, i: usize) -> &[T] {
-        assert_eq!(T::DTYPE, self.dtype, "sample read with the wrong element type");
+        assert_eq!(T::DTYPE, self.dtype(), "sample read with the wrong element type");
         bytemuck::cast_slice(self.bytes(i))
     }
 
     /// Typed elements of sample `i`, mutably. Panics when the data is shared.
     pub fn sample_mut<T: Element>(&mut self, i: usize) -> &mut [T] {
-        assert_eq!(T::DTYPE, self.dtype, "sample written with the wrong element type");
-        let (a, b) = (self.offsets[i], self.offsets[i + 1]);
-        bytemuck::cast_slice_mut(&mut self.data_mut()[a..b])
+        assert_eq!(T::DTYPE, self.dtype(), "sample written with the wrong element type");
+        let r = self.meta.byte_range(i);
+        bytemuck::cast_slice_mut(&mut self.data_mut()[r])
     }
 
     /// Every sample's bytes as disjoint mutable slices, for filling a batch in parallel.
     pub fn samples_mut(&mut self) -> Vec<&mut [u8]> {
-        let offsets = self.offsets.clone();
-        let mut rest: &mut [u8] = Arc::get_mut(&mut self.data)
-            .expect("a batch being filled is not shared")
-            .as_mut_slice();
-        let mut out = Vec::with_capacity(offsets.len() - 1);
+        let n = self.meta.len();
+        let ranges: Vec<std::ops::Range<usize>> = (0..n).map(|i| self.meta.byte_range(i)).collect();
+        let mut rest: &mut [u8] = self.data_mut();
+        let mut out = Vec::with_capacity(n);
         let mut pos = 0;
-        for w in offsets.windows(2) {
-            let (_, tail) = rest.split_at_mut(w[0] - pos);
-            let (sample, tail) = tail.split_at_mut(w[1] - w[0]);
+        for r in ranges {
+            let (_, tail) = rest.split_at_mut(r.start - pos);
+            let (sample, tail) = tail.split_at_mut(r.end - r.start);
             out.push(sample);
             rest = tail;
-            pos = w[1];
+            pos = r.end;
         }
         out
     }
@@ -161,47 +116,7 @@ impl TensorList {
     pub fn buffer(&self) -> &Arc<HostBuffer> {
         &self.data
     }
-
-    /// Byte offset of sample `i` in [`buffer`](Self::buffer).
-    pub fn offset(&self, i: usize) -> usize {
-        self.offsets[i]
-    }
-
-    /// True when all samples have the same shape and lie back to back, so the batch is one
-    /// `(len, *shape)` array.
-    pub fn is_dense_tensor(&self) -> bool {
-        if self.is_empty() {
-            return true;
-        }
-        let first = self.shape(0);
-        (1..self.len()).all(|i| self.shape(i) == first)
-            && self.offsets.windows(2).all(|w| w[1] - w[0] == self.numel(0) * self.dtype.size())
-    }
-
-    /// Where sample `i` came from ("" when unknown).
-    pub fn source_info(&self, i: usize) -> &str {
-        self.source_info.get(i).map_or("", |s| s)
-    }
-
-    /// All source infos (empty when none were set).
-    pub fn source_infos(&self) -> &[Arc<str>] {
-        &self.source_info
-    }
-
-    /// Sets where each sample came from.
-    pub fn set_source_info(&mut self, info: Vec<Arc<str>>) {
-        assert!(info.is_empty() || info.len() == self.len());
-        self.source_info = info;
-    }
-
-    /// Copies the source info of another batch of the same length (1:1 operators).
-    pub fn inherit_source_info(&mut self, from: &TensorList) {
-        if from.len() == self.len() {
-            self.source_info = from.source_info.clone();
-        }
-    }
 }
-
 
 #[cfg(test)]
 mod tests {
