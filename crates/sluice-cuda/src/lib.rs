@@ -6,6 +6,7 @@ pub mod buffer;
 pub mod device;
 pub mod error;
 pub mod kernels;
+pub mod nvjpeg;
 
 pub use buffer::{DeviceBuffer, PinnedBuffer};
 pub use cudarc::driver::{sys, CudaFunction, CudaStream, LaunchConfig, PushKernelArg};

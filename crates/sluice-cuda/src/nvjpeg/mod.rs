@@ -1,0 +1,611 @@
+//! JPEG decoding on the GPU with nvJPEG, loaded at run time.
+//!
+//! Two paths, as in DALI's mixed decoder:
+//! - [`HwBatchDecoder`]: the A100/H100/H200 hardware JPEG engine, whole batches per call.
+//!   It takes baseline, single-scan JPEGs with common subsamplings; ask
+//!   [`HwBatchDecoder::supported`] per image first.
+//! - [`HybridDecoder`]: nvJPEG's default backend (Huffman on the CPU, IDCT and colour
+//!   conversion on the GPU), one image per call, for what the engine refuses (progressive,
+//!   4:1:1 / 4:1:0 ...).
+//!
+//! Both write interleaved 8-bit RGB (NVJPEG_OUTPUT_RGBI) into device memory the caller owns
+//! (row pitch chosen by the caller), ordered on the caller's stream.
+//!
+//! Every nvJPEG failure becomes a [`CudaError`] naming the function and the status, e.g.
+//! "nvjpegDecodeBatched: NVJPEG_STATUS_BAD_JPEG"; a missing libnvjpeg is an error, never a
+//! panic.
+
+mod ffi;
+
+use std::os::raw::{c_int, c_uint};
+use std::sync::Arc;
+
+use cudarc::driver::{sys, CudaStream};
+
+use crate::device::GpuDevice;
+use crate::error::{self as cuda_error, CudaError, CudaResult};
+use ffi::{check, NvJpegLib};
+
+/// True when libnvjpeg (13, 12 or unversioned) can be loaded and has every function we use.
+/// Never panics.
+pub fn library_present() -> bool {
+    ffi::lib().is_ok()
+}
+
+/// Version of the loaded nvJPEG library as (major, minor, patch); needs no GPU.
+pub fn library_version() -> CudaResult<(u32, u32, u32)> {
+    let lib = ffi::lib()?;
+    let get = |p: ffi::libraryPropertyType| -> CudaResult<u32> {
+        let mut v: c_int = 0;
+        // SAFETY: plain query; the out-pointer outlives the call.
+        check("nvjpegGetProperty", unsafe { (lib.nvjpegGetProperty)(p, &mut v) })?;
+        Ok(v.max(0) as u32)
+    };
+    Ok((get(ffi::MAJOR_VERSION)?, get(ffi::MINOR_VERSION)?, get(ffi::PATCH_LEVEL)?))
+}
+
+/// Which nvJPEG backend a handle drives.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Backend {
+    /// NVJPEG_BACKEND_HARDWARE: the GPU's JPEG engine (batched decoding only).
+    Hardware,
+    /// NVJPEG_BACKEND_DEFAULT: CPU Huffman + GPU IDCT; takes any JPEG nvJPEG understands.
+    Hybrid,
+}
+
+/// Chroma subsampling of a JPEG, as nvJPEG classifies it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Subsampling {
+    S444,
+    S422,
+    S420,
+    S440,
+    S411,
+    S410,
+    /// One (luma) component.
+    Gray,
+    S410V,
+    /// Non-standard sampling factors, or a component count nvJPEG does not classify.
+    Unknown,
+}
+
+impl Subsampling {
+    fn from_raw(v: ffi::nvjpegChromaSubsampling_t) -> Subsampling {
+        match v {
+            ffi::NVJPEG_CSS_444 => Subsampling::S444,
+            ffi::NVJPEG_CSS_422 => Subsampling::S422,
+            ffi::NVJPEG_CSS_420 => Subsampling::S420,
+            ffi::NVJPEG_CSS_440 => Subsampling::S440,
+            ffi::NVJPEG_CSS_411 => Subsampling::S411,
+            ffi::NVJPEG_CSS_410 => Subsampling::S410,
+            ffi::NVJPEG_CSS_GRAY => Subsampling::Gray,
+            ffi::NVJPEG_CSS_410V => Subsampling::S410V,
+            _ => Subsampling::Unknown,
+        }
+    }
+}
+
+/// What a JPEG header says, read by nvJPEG on the CPU.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct JpegInfo {
+    /// Width of the full-resolution (luma) component, in pixels.
+    pub width: u32,
+    pub height: u32,
+    /// Encoded components: 1 (gray), 3 (YCbCr) or 4 (CMYK / YCCK).
+    pub components: u32,
+    pub subsampling: Subsampling,
+}
+
+impl JpegInfo {
+    /// Smallest row pitch, in bytes, of an interleaved RGB output of this image.
+    pub fn min_rgb_pitch(&self) -> usize {
+        self.width as usize * 3
+    }
+}
+
+/// One nvjpegHandle_t. Shared (Arc) by the [`NvJpeg`] clones and every decoder made from
+/// it, so the handle outlives the states created from it.
+struct Handle {
+    lib: &'static NvJpegLib,
+    raw: ffi::nvjpegHandle_t,
+    device: Arc<GpuDevice>,
+    backend: Backend,
+    version: (u32, u32, u32),
+    /// (engines, cores per engine) for the hardware backend, when nvJPEG can tell.
+    engines: Option<(u32, u32)>,
+}
+
+// SAFETY: nvJPEG's thread-safety rules ask for a separate JpegState / JpegStream per thread
+// but allow one library handle to be shared; nvjpegGetImageInfo is documented thread safe.
+// The handle is destroyed once, in Drop.
+unsafe impl Send for Handle {}
+unsafe impl Sync for Handle {}
+
+impl Drop for Handle {
+    fn drop(&mut self) {
+        // Nothing to report an error to; a dead context at exit takes nvJPEG's memory anyway.
+        if self.device.bind().is_ok() {
+            // SAFETY: created by nvjpegCreateEx; every state/stream holding an Arc to us is gone.
+            unsafe {
+                (self.lib.nvjpegDestroy)(self.raw);
+            }
+        }
+    }
+}
+
+impl Handle {
+    fn create(dev: &Arc<GpuDevice>, backend: Backend) -> CudaResult<Handle> {
+        let lib = ffi::lib()?;
+        let version = library_version()?;
+        // nvJPEG works through the CUDA runtime, which uses the thread's current context:
+        // make it this device's primary context (the one GpuDevice holds).
+        dev.bind()?;
+        let raw_backend = match backend {
+            Backend::Hardware => ffi::NVJPEG_BACKEND_HARDWARE,
+            Backend::Hybrid => ffi::NVJPEG_BACKEND_DEFAULT,
+        };
+        let mut raw: ffi::nvjpegHandle_t = std::ptr::null_mut();
+        // SAFETY: null allocators select nvJPEG's cudaMalloc/cudaHostAlloc defaults; flags 0.
+        check("nvjpegCreateEx", unsafe {
+            (lib.nvjpegCreateEx)(raw_backend, std::ptr::null_mut(), std::ptr::null_mut(), 0, &mut raw)
+        })
+        .map_err(|e| match backend {
+            Backend::Hardware => CudaError(format!("{e} (no hardware JPEG decoder on {}?)", dev.name())),
+            Backend::Hybrid => e,
+        })?;
+        Ok(Handle { lib, raw, device: dev.clone(), backend, version, engines: None })
+    }
+
+    fn info(&self, data: &[u8]) -> CudaResult<JpegInfo> {
+        if data.is_empty() {
+            return Err(CudaError("nvjpegGetImageInfo: empty data".into()));
+        }
+        let mut comps: c_int = 0;
+        let mut css: ffi::nvjpegChromaSubsampling_t = ffi::NVJPEG_CSS_UNKNOWN;
+        let mut widths = [0 as c_int; ffi::NVJPEG_MAX_COMPONENT];
+        let mut heights = [0 as c_int; ffi::NVJPEG_MAX_COMPONENT];
+        // SAFETY: `data` is valid for its length during this synchronous, CPU-only call; the
+        // out-arrays have NVJPEG_MAX_COMPONENT entries as the API requires.
+        check("nvjpegGetImageInfo", unsafe {
+            (self.lib.nvjpegGetImageInfo)(
+                self.raw,
+                data.as_ptr(),
+                data.len(),
+                &mut comps,
+                &mut css,
+                widths.as_mut_ptr(),
+                heights.as_mut_ptr(),
+            )
+        })?;
+        if widths[0] <= 0 || heights[0] <= 0 {
+            return Err(CudaError(format!("nvjpegGetImageInfo: bad image size {}x{}", widths[0], heights[0])));
+        }
+        Ok(JpegInfo {
+            width: widths[0] as u32,
+            height: heights[0] as u32,
+            components: comps.max(0) as u32,
+            subsampling: Subsampling::from_raw(css),
+        })
+    }
+
+    fn new_state(&self) -> CudaResult<ffi::nvjpegJpegState_t> {
+        let mut state: ffi::nvjpegJpegState_t = std::ptr::null_mut();
+        // SAFETY: live handle; out-pointer valid.
+        check("nvjpegJpegStateCreate", unsafe { (self.lib.nvjpegJpegStateCreate)(self.raw, &mut state) })?;
+        Ok(state)
+    }
+}
+
+/// An nvJPEG library handle for one backend on one GPU. Cheap to clone; Send + Sync (the
+/// decoders made from it are the per-thread parts).
+#[derive(Clone)]
+pub struct NvJpeg {
+    h: Arc<Handle>,
+}
+
+impl std::fmt::Debug for NvJpeg {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let (a, b, c) = self.h.version;
+        write!(f, "NvJpeg({:?} on GPU {}, nvJPEG {a}.{b}.{c} from {})", self.h.backend, self.h.device.ordinal(), self.h.lib.soname)
+    }
+}
+
+impl NvJpeg {
+    /// The hardware JPEG engine of `dev` (NVJPEG_BACKEND_HARDWARE). Errors when nvJPEG is
+    /// missing or the GPU has no JPEG engine (anything but A100/A30/H100/H200/B200-class
+    /// parts): nvJPEG refuses to create the handle there, or reports zero engines.
+    pub fn hardware(dev: &Arc<GpuDevice>) -> CudaResult<NvJpeg> {
+        let mut h = Handle::create(dev, Backend::Hardware)?;
+        // An unsupported GPU normally fails creation already; the engine count catches
+        // drivers that create the handle but have nothing to run it on. (`h` destroys the
+        // nvJPEG handle if we return early.)
+        if let Some(get_info) = h.lib.nvjpegGetHardwareDecoderInfo {
+            let (mut engines, mut cores): (c_uint, c_uint) = (0, 0);
+            // SAFETY: live handle; out-pointers valid.
+            check("nvjpegGetHardwareDecoderInfo", unsafe { get_info(h.raw, &mut engines, &mut cores) })?;
+            if engines == 0 {
+                return Err(CudaError(format!("{} has no hardware JPEG decoder", dev.name())));
+            }
+            h.engines = Some((engines, cores));
+        }
+        Ok(NvJpeg { h: Arc::new(h) })
+    }
+
+    /// nvJPEG's default (hybrid CPU + GPU) backend on `dev` (NVJPEG_BACKEND_DEFAULT), for
+    /// [`HybridDecoder`].
+    pub fn hybrid(dev: &Arc<GpuDevice>) -> CudaResult<NvJpeg> {
+        Ok(NvJpeg { h: Arc::new(Handle::create(dev, Backend::Hybrid)?) })
+    }
+
+    /// Which backend this handle drives.
+    pub fn backend(&self) -> Backend {
+        self.h.backend
+    }
+
+    /// The GPU this handle decodes on.
+    pub fn device(&self) -> &Arc<GpuDevice> {
+        &self.h.device
+    }
+
+    /// nvJPEG's version as (major, minor, patch), e.g. (13, 0, 2).
+    pub fn version(&self) -> (u32, u32, u32) {
+        self.h.version
+    }
+
+    /// Hardware backend: (JPEG engines, cores per engine) when nvJPEG reports them (>= 11.9).
+    pub fn hardware_engines(&self) -> Option<(u32, u32)> {
+        self.h.engines
+    }
+
+    /// Reads a JPEG header on the CPU (nvjpegGetImageInfo). Errors on data nvJPEG cannot
+    /// parse.
+    pub fn info(&self, data: &[u8]) -> CudaResult<JpegInfo> {
+        self.h.info(data)
+    }
+}
+
+/// A host-side fence on a stream: each decoder records one after its work, and waits for
+/// it before reusing its nvJPEG state, whose internal (pinned and device) buffers the
+/// previous decode may still be reading.
+struct Fence {
+    ev: sys::CUevent,
+}
+
+impl Fence {
+    fn new(dev: &GpuDevice) -> CudaResult<Fence> {
+        dev.bind()?;
+        let mut ev: sys::CUevent = std::ptr::null_mut();
+        // SAFETY: context bound; out-pointer valid.
+        cuda_error::check("cuEventCreate", unsafe {
+            sys::cuEventCreate(&mut ev, sys::CUevent_flags::CU_EVENT_DISABLE_TIMING as u32)
+        })?;
+        Ok(Fence { ev })
+    }
+
+    fn record(&self, stream: &CudaStream) -> CudaResult<()> {
+        // SAFETY: live event and stream of the same context.
+        cuda_error::check("cuEventRecord", unsafe { sys::cuEventRecord(self.ev, stream.cu_stream()) })
+    }
+
+    /// Blocks until the last recorded point has run (at once if never recorded).
+    fn wait(&self) -> CudaResult<()> {
+        // SAFETY: live event.
+        cuda_error::check("cuEventSynchronize", unsafe { sys::cuEventSynchronize(self.ev) })
+    }
+}
+
+impl Drop for Fence {
+    fn drop(&mut self) {
+        // SAFETY: created by cuEventCreate, destroyed once (the driver defers the actual
+        // release until pending records complete).
+        unsafe {
+            sys::cuEventDestroy_v2(self.ev);
+        }
+    }
+}
+
+fn stream_ptr(stream: &CudaStream) -> ffi::cudaStream_t {
+    stream.cu_stream() as ffi::cudaStream_t
+}
+
+/// Batched decoding on the hardware JPEG engine into interleaved RGB.
+///
+/// Owns one nvJPEG decode state and one parsed-stream object; Send but not Sync (nvJPEG
+/// wants those per thread). The state's buffers are reused from batch to batch, so
+/// [`decode`](Self::decode) first waits (on the host) for this decoder's previous batch to
+/// finish on the GPU; use one decoder per batch in flight to overlap batches.
+pub struct HwBatchDecoder {
+    h: Arc<Handle>,
+    state: ffi::nvjpegJpegState_t,
+    jstream: ffi::nvjpegJpegStream_t,
+    max_batch: usize,
+    /// Batch size nvjpegDecodeBatchedInitialize was last called with; None after a failure,
+    /// since nvJPEG documents re-initialising as the way to reset a failed batch.
+    initialized: Option<usize>,
+    fence: Fence,
+    // Scratch reused across calls so steady state allocates nothing.
+    ptrs: Vec<*const u8>,
+    lens: Vec<usize>,
+    dests: Vec<ffi::nvjpegImage_t>,
+}
+
+// SAFETY: the raw nvJPEG objects are used only through &mut self, so from one thread at a
+// time, which is all nvJPEG asks; the scratch pointers are cleared after each call.
+unsafe impl Send for HwBatchDecoder {}
+
+impl HwBatchDecoder {
+    /// A decoder for batches of up to `max_batch` images, on a handle from
+    /// [`NvJpeg::hardware`].
+    pub fn new(nv: &NvJpeg, max_batch: usize) -> CudaResult<HwBatchDecoder> {
+        if nv.backend() != Backend::Hardware {
+            return Err(CudaError("HwBatchDecoder needs an NvJpeg::hardware handle".into()));
+        }
+        if max_batch == 0 || max_batch > c_int::MAX as usize {
+            return Err(CudaError(format!("HwBatchDecoder: bad max_batch {max_batch}")));
+        }
+        let h = nv.h.clone();
+        h.device.bind()?;
+        let fence = Fence::new(&h.device)?;
+        let state = h.new_state()?;
+        let mut jstream: ffi::nvjpegJpegStream_t = std::ptr::null_mut();
+        // SAFETY: live handle; out-pointer valid.
+        let created = check("nvjpegJpegStreamCreate", unsafe { (h.lib.nvjpegJpegStreamCreate)(h.raw, &mut jstream) });
+        if let Err(e) = created {
+            // SAFETY: created just above and not shared.
+            unsafe { (h.lib.nvjpegJpegStateDestroy)(state) };
+            return Err(e);
+        }
+        let mut d = HwBatchDecoder {
+            h,
+            state,
+            jstream,
+            max_batch,
+            initialized: None,
+            fence,
+            ptrs: Vec::with_capacity(max_batch),
+            lens: Vec::with_capacity(max_batch),
+            dests: Vec::with_capacity(max_batch),
+        };
+        // Initialise for the full batch now: the common case then never re-initialises.
+        d.initialize(max_batch)?;
+        Ok(d)
+    }
+
+    /// The largest batch [`decode`](Self::decode) accepts.
+    pub fn max_batch(&self) -> usize {
+        self.max_batch
+    }
+
+    fn initialize(&mut self, n: usize) -> CudaResult<()> {
+        // One CPU thread: the hardware backend does its CPU work (header parsing, staging)
+        // inside nvjpegDecodeBatched on the calling thread.
+        // SAFETY: live handle and state; nothing of ours is in flight (callers waited).
+        check("nvjpegDecodeBatchedInitialize", unsafe {
+            (self.h.lib.nvjpegDecodeBatchedInitialize)(self.h.raw, self.state, n as c_int, 1, ffi::NVJPEG_OUTPUT_RGBI)
+        })?;
+        self.initialized = Some(n);
+        Ok(())
+    }
+
+    /// True when the hardware engine can decode `data`: it parses (on the CPU) and nvJPEG
+    /// accepts it for batched hardware decoding (baseline, single scan, 8-bit, supported
+    /// subsampling). False for anything unparsable. Does not touch the GPU.
+    pub fn supported(&mut self, data: &[u8]) -> bool {
+        if data.is_empty() {
+            return false;
+        }
+        let lib = self.h.lib;
+        // SAFETY: `data` is valid during these synchronous CPU-side calls; the JpegStream is
+        // ours alone (&mut self). Metadata and the stream body are not needed, so a header
+        // parse suffices where the library has it.
+        let parsed = unsafe {
+            match lib.nvjpegJpegStreamParseHeader {
+                Some(parse_header) => parse_header(self.h.raw, data.as_ptr(), data.len(), self.jstream),
+                None => (lib.nvjpegJpegStreamParse)(self.h.raw, data.as_ptr(), data.len(), 0, 0, self.jstream),
+            }
+        };
+        if parsed != ffi::NVJPEG_STATUS_SUCCESS {
+            return false;
+        }
+        let mut is_supported: c_int = -1;
+        // SAFETY: live handle and freshly parsed stream; out-pointer valid.
+        let st = unsafe { (lib.nvjpegDecodeBatchedSupported)(self.h.raw, self.jstream, &mut is_supported) };
+        // nvJPEG's convention: 0 means supported.
+        st == ffi::NVJPEG_STATUS_SUCCESS && is_supported == 0
+    }
+
+    /// Decodes `images` into interleaved RGB (3 bytes per pixel, row `i` of image `k` at
+    /// `outputs[k].0 + i * outputs[k].1`), queued on `stream`. Returns once the work is
+    /// queued; the outputs are ready when `stream` reaches this point.
+    ///
+    /// The whole batch shares one status: on error every output is undefined (decode the
+    /// images singly, or on the CPU, to find the bad one) and the decoder resets itself, so
+    /// the next call works normally. Each image's header is read first so that a pitch too
+    /// small for its width is an error rather than an overrun.
+    ///
+    /// # Safety
+    /// - `outputs[k].0` must be device memory of this decoder's GPU, writable for at least
+    ///   `outputs[k].1 * height_k` bytes and not used by anything else until `stream`
+    ///   reaches this point; `stream` must belong to the same GPU (context).
+    /// - Host data: nvJPEG reads `images` during this call and stages the bitstreams into
+    ///   its own pinned buffers (NVIDIA's nvImageCodec releases the encoded data as soon as
+    ///   nvjpegDecodeBatched returns), but the nvJPEG documentation does not promise it;
+    ///   keep `images` alive and unchanged until `stream` reaches this point.
+    pub unsafe fn decode(&mut self, images: &[&[u8]], outputs: &[(u64, usize)], stream: &CudaStream) -> CudaResult<()> {
+        let n = images.len();
+        if n != outputs.len() {
+            return Err(CudaError(format!("HwBatchDecoder::decode: {n} images but {} outputs", outputs.len())));
+        }
+        if n == 0 {
+            return Ok(());
+        }
+        if n > self.max_batch {
+            return Err(CudaError(format!("HwBatchDecoder::decode: batch of {n} exceeds max_batch {}", self.max_batch)));
+        }
+        for (k, (data, &(ptr, pitch))) in images.iter().zip(outputs).enumerate() {
+            let info = self.h.info(data).map_err(|e| CudaError(format!("{e} (image {k} of the batch)")))?;
+            if ptr == 0 || pitch < info.min_rgb_pitch() {
+                return Err(CudaError(format!(
+                    "HwBatchDecoder::decode: image {k} ({}x{}) needs a non-null output with pitch >= {} bytes, got ptr {ptr:#x} pitch {pitch}",
+                    info.width,
+                    info.height,
+                    info.min_rgb_pitch()
+                )));
+            }
+        }
+        self.h.device.bind()?;
+        // The state's buffers may still be in use by our previous batch.
+        self.fence.wait()?;
+        if self.initialized != Some(n) {
+            self.initialize(n)?;
+        }
+        self.ptrs.clear();
+        self.lens.clear();
+        self.dests.clear();
+        for (data, &(ptr, pitch)) in images.iter().zip(outputs) {
+            self.ptrs.push(data.as_ptr());
+            self.lens.push(data.len());
+            let mut img = ffi::nvjpegImage_t::default();
+            // Interleaved output uses plane 0 only.
+            img.channel[0] = ptr as *mut u8;
+            img.pitch[0] = pitch;
+            self.dests.push(img);
+        }
+        // SAFETY: arrays of length n == the initialised batch size; the host data and output
+        // memory are valid per this function's contract; live handle/state on a bound context.
+        let st = unsafe {
+            (self.h.lib.nvjpegDecodeBatched)(
+                self.h.raw,
+                self.state,
+                self.ptrs.as_ptr(),
+                self.lens.as_ptr(),
+                self.dests.as_mut_ptr(),
+                stream_ptr(stream),
+            )
+        };
+        self.ptrs.clear();
+        // Fence even on failure: nvJPEG may have queued part of the batch.
+        let fenced = self.fence.record(stream);
+        if st != ffi::NVJPEG_STATUS_SUCCESS {
+            self.initialized = None;
+        }
+        check("nvjpegDecodeBatched", st)?;
+        fenced
+    }
+}
+
+impl Drop for HwBatchDecoder {
+    fn drop(&mut self) {
+        if self.h.device.bind().is_ok() {
+            // Do not free buffers a queued decode still uses.
+            let _ = self.fence.wait();
+            // SAFETY: created in new(), destroyed once; nothing of ours is in flight.
+            unsafe {
+                (self.h.lib.nvjpegJpegStreamDestroy)(self.jstream);
+                (self.h.lib.nvjpegJpegStateDestroy)(self.state);
+            }
+        }
+    }
+}
+
+/// Single-image decoding on nvJPEG's hybrid backend (CPU Huffman decoding, GPU IDCT and
+/// colour conversion) into interleaved RGB, for JPEGs the hardware engine refuses
+/// (progressive, unusual subsampling). Send but not Sync; like [`HwBatchDecoder`], a call
+/// waits for this decoder's previous image before reusing its state.
+pub struct HybridDecoder {
+    h: Arc<Handle>,
+    state: ffi::nvjpegJpegState_t,
+    fence: Fence,
+}
+
+// SAFETY: the state is used only through &mut self (one thread at a time).
+unsafe impl Send for HybridDecoder {}
+
+impl HybridDecoder {
+    /// A decoder on a handle from [`NvJpeg::hybrid`].
+    pub fn new(nv: &NvJpeg) -> CudaResult<HybridDecoder> {
+        if nv.backend() != Backend::Hybrid {
+            return Err(CudaError("HybridDecoder needs an NvJpeg::hybrid handle".into()));
+        }
+        let h = nv.h.clone();
+        h.device.bind()?;
+        let fence = Fence::new(&h.device)?;
+        let state = h.new_state()?;
+        Ok(HybridDecoder { h, state, fence })
+    }
+
+    /// Reads a JPEG header (as [`NvJpeg::info`]).
+    pub fn info(&self, data: &[u8]) -> CudaResult<JpegInfo> {
+        self.h.info(data)
+    }
+
+    /// Decodes one JPEG into interleaved RGB at `out.0` with row pitch `out.1` bytes, queued
+    /// on `stream`. The Huffman decoding runs on the calling thread; the GPU part is ready
+    /// when `stream` reaches this point. On error the decoder replaces its state, so the
+    /// next call works normally.
+    ///
+    /// # Safety
+    /// - `out.0` must be device memory of this decoder's GPU, writable for at least
+    ///   `out.1 * height` bytes and not used by anything else until `stream` reaches this
+    ///   point; `stream` must belong to the same GPU (context).
+    /// - `data` is consumed on the CPU during the call (nvJPEG does not document whether any
+    ///   of it is read later): keep it alive and unchanged until `stream` reaches this point.
+    pub unsafe fn decode(&mut self, data: &[u8], out: (u64, usize), stream: &CudaStream) -> CudaResult<()> {
+        let info = self.h.info(data)?;
+        let (ptr, pitch) = out;
+        if ptr == 0 || pitch < info.min_rgb_pitch() {
+            return Err(CudaError(format!(
+                "HybridDecoder::decode: a {}x{} image needs a non-null output with pitch >= {} bytes, got ptr {ptr:#x} pitch {pitch}",
+                info.width,
+                info.height,
+                info.min_rgb_pitch()
+            )));
+        }
+        self.h.device.bind()?;
+        self.fence.wait()?;
+        let mut img = ffi::nvjpegImage_t::default();
+        img.channel[0] = ptr as *mut u8;
+        img.pitch[0] = pitch;
+        // SAFETY: output and data valid per this function's contract; live handle and state
+        // on a bound context.
+        let st = unsafe {
+            (self.h.lib.nvjpegDecode)(
+                self.h.raw,
+                self.state,
+                data.as_ptr(),
+                data.len(),
+                ffi::NVJPEG_OUTPUT_RGBI,
+                &mut img,
+                stream_ptr(stream),
+            )
+        };
+        let fenced = self.fence.record(stream);
+        if st != ffi::NVJPEG_STATUS_SUCCESS {
+            // A state that failed mid-image is not documented as reusable: start afresh.
+            self.reset_state();
+        }
+        check("nvjpegDecode", st)?;
+        fenced
+    }
+
+    fn reset_state(&mut self) {
+        let _ = self.fence.wait();
+        if let Ok(fresh) = self.h.new_state() {
+            // SAFETY: the old state is ours, and idle after the wait.
+            unsafe { (self.h.lib.nvjpegJpegStateDestroy)(self.state) };
+            self.state = fresh;
+        }
+    }
+}
+
+impl Drop for HybridDecoder {
+    fn drop(&mut self) {
+        if self.h.device.bind().is_ok() {
+            let _ = self.fence.wait();
+            // SAFETY: created in new() (or reset_state), destroyed once, idle.
+            unsafe {
+                (self.h.lib.nvjpegJpegStateDestroy)(self.state);
+            }
+        }
+    }
+}
