@@ -387,12 +387,21 @@ impl HwBatchDecoder {
         Ok(())
     }
 
-    /// True when the hardware engine can decode `data`: it parses (on the CPU) and nvJPEG
-    /// accepts it for batched hardware decoding (baseline, single scan, 8-bit, supported
-    /// subsampling). False for anything unparsable. Does not touch the GPU.
+    /// True when the hardware engine can decode `data`: it parses (on the CPU), has a
+    /// subsampling the engine takes (4:4:4, 4:2:2, 4:2:0, 4:4:0, gray) and nvJPEG accepts it
+    /// for batched hardware decoding (nvjpegDecodeBatchedSupported: baseline, single scan,
+    /// 8-bit). False for anything unparsable. Does not touch the GPU.
     pub fn supported(&mut self, data: &[u8]) -> bool {
-        if data.is_empty() {
-            return false;
+        // nvjpeg.h: the hardware backend takes no 4:1:1 / 4:1:0; NVIDIA's nvImageCodec also
+        // filters on the subsampling before asking nvJPEG, so we do the same.
+        match self.h.info(data) {
+            Ok(info) => {
+                use Subsampling::*;
+                if !matches!(info.subsampling, S444 | S422 | S420 | S440 | Gray) {
+                    return false;
+                }
+            }
+            Err(_) => return false,
         }
         let lib = self.h.lib;
         // SAFETY: `data` is valid during these synchronous CPU-side calls; the JpegStream is
@@ -607,5 +616,210 @@ impl Drop for HybridDecoder {
                 (self.h.lib.nvjpegJpegStateDestroy)(self.state);
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::{gpu_required, test_device, DeviceBuffer};
+
+    #[test]
+    fn library_presence_is_a_bool_never_a_panic() {
+        let present = library_present();
+        // Asking twice hits the cached result and must agree.
+        assert_eq!(present, library_present());
+        match library_version() {
+            Ok(v) => {
+                assert!(present);
+                eprintln!("nvJPEG {v:?} from {}", ffi::lib().unwrap().soname);
+            }
+            Err(e) => {
+                assert!(!present);
+                assert!(e.to_string().contains("nvJPEG"), "{e}");
+            }
+        }
+    }
+
+    #[test]
+    fn statuses_become_errors_naming_function_and_status() {
+        assert!(check("nvjpegDecode", ffi::NVJPEG_STATUS_SUCCESS).is_ok());
+        let e = check("nvjpegDecodeBatched", ffi::NVJPEG_STATUS_BAD_JPEG).unwrap_err();
+        assert_eq!(e.to_string(), "nvjpegDecodeBatched: NVJPEG_STATUS_BAD_JPEG");
+        let e = check("nvjpegCreateEx", 77).unwrap_err();
+        assert_eq!(e.to_string(), "nvjpegCreateEx: nvjpegStatus_t(77)");
+    }
+
+    /// A smooth synthetic RGB image (gradients plus a slow pattern), so JPEG loss is small
+    /// and decoder differences show up as upsampling / rounding only.
+    fn synthetic(w: usize, h: usize) -> Vec<u8> {
+        let mut px = Vec::with_capacity(w * h * 3);
+        for y in 0..h {
+            for x in 0..w {
+                let r = (x * 255 / w.max(2).saturating_sub(1).max(1)).min(255);
+                let g = (y * 255 / h.max(2).saturating_sub(1).max(1)).min(255);
+                let b = (128.0 + 100.0 * ((x as f32 / 13.0).sin() * (y as f32 / 17.0).cos())) as usize;
+                px.extend_from_slice(&[r as u8, g as u8, b.min(255) as u8]);
+            }
+        }
+        px
+    }
+
+    /// (jpeg bytes, libjpeg-turbo's decode, width, height)
+    fn test_image(w: usize, h: usize) -> (Vec<u8>, Vec<u8>, usize, usize) {
+        let jpeg = sluice_codecs::encode_jpeg(&synthetic(w, h), w, h, 3, 92).unwrap();
+        let (reference, shape) = sluice_codecs::decode(&jpeg, &sluice_codecs::DecodeParams::default()).unwrap();
+        assert_eq!(shape, (h, w, 3));
+        (jpeg, reference, w, h)
+    }
+
+    /// Device output -> dense host rows; asserts closeness to the CPU decode and prints it.
+    fn compare(label: &str, buf: &DeviceBuffer, pitch: usize, w: usize, h: usize, reference: &[u8]) {
+        let mut host = vec![0u8; pitch * h];
+        buf.copy_to_host(0, &mut host).unwrap();
+        let got: Vec<u8> = host.chunks(pitch).flat_map(|row| row[..w * 3].iter().copied()).collect();
+        assert_eq!(got.len(), reference.len(), "{label}: shape");
+        let (mut sum, mut max) = (0u64, 0u8);
+        for (a, b) in got.iter().zip(reference) {
+            let d = a.abs_diff(*b);
+            sum += d as u64;
+            max = max.max(d);
+        }
+        let mean = sum as f64 / got.len() as f64;
+        eprintln!("{label} {w}x{h}: mean abs diff {mean:.3}, max {max} vs libjpeg-turbo");
+        assert!(mean < 1.5, "{label} {w}x{h}: mean abs diff {mean}");
+        assert!(max <= 40, "{label} {w}x{h}: max diff {max}");
+    }
+
+    fn corrupt_inputs(good: &[u8]) -> Vec<Vec<u8>> {
+        let mut bad_sof = good.to_vec();
+        // Damage everything after SOI: the header no longer parses.
+        for b in bad_sof.iter_mut().skip(2).take(64) {
+            *b = 0x5a;
+        }
+        vec![vec![0x5a; 1000], good[..20].to_vec(), bad_sof]
+    }
+
+    fn nvjpeg_or_skip() -> bool {
+        if library_present() {
+            return true;
+        }
+        if gpu_required() {
+            panic!("SLUICE_REQUIRE_GPU=1 but nvJPEG is missing: {}", ffi::lib().err().unwrap());
+        }
+        false
+    }
+
+    #[test]
+    fn hardware_batch_decode_matches_libjpeg_turbo() {
+        let Some(dev) = test_device() else { return };
+        if !nvjpeg_or_skip() {
+            return;
+        }
+        let nv = match NvJpeg::hardware(&dev) {
+            Ok(nv) => nv,
+            // A100 (8.0), H100/H200 (9.0) and B200 (10.0) have JPEG engines; elsewhere
+            // having none is expected.
+            Err(e) if ![(8, 0), (9, 0), (10, 0)].contains(&dev.compute_capability()) => {
+                eprintln!("skipping: {e}");
+                return;
+            }
+            Err(e) => panic!("{dev:?} should have a hardware JPEG decoder: {e}"),
+        };
+        eprintln!("{nv:?}, engines {:?}", nv.hardware_engines());
+        let stream = dev.new_stream().unwrap();
+        let images = [test_image(320, 240), test_image(173, 97), test_image(640, 480)];
+        let mut dec = HwBatchDecoder::new(&nv, 4).unwrap();
+        for (jpeg, _, w, h) in &images {
+            let info = nv.info(jpeg).unwrap();
+            assert_eq!((info.width as usize, info.height as usize, info.components), (*w, *h, 3));
+            assert_eq!(info.subsampling, Subsampling::S420);
+            assert!(dec.supported(jpeg), "{w}x{h} 4:2:0 baseline should be hardware-decodable");
+        }
+        // One dense pitch, two padded ones, to check the pitch is honoured.
+        let pitches: Vec<usize> = images.iter().enumerate().map(|(k, (_, _, w, _))| w * 3 + [0, 64, 7][k]).collect();
+        let bufs: Vec<DeviceBuffer> = images
+            .iter()
+            .zip(&pitches)
+            .map(|((_, _, _, h), p)| DeviceBuffer::alloc(&dev, &stream, p * h).unwrap())
+            .collect();
+        let outs: Vec<(u64, usize)> = bufs.iter().zip(&pitches).map(|(b, &p)| (b.device_ptr(), p)).collect();
+        let data: Vec<&[u8]> = images.iter().map(|(j, ..)| j.as_slice()).collect();
+
+        let run = |dec: &mut HwBatchDecoder, label: &str| {
+            // SAFETY: buffers are pitch*height bytes on this device; data outlives the sync in
+            // copy_to_host below.
+            unsafe { dec.decode(&data, &outs, &stream).unwrap() };
+            for (((_, reference, w, h), buf), p) in images.iter().zip(&bufs).zip(&pitches) {
+                compare(label, buf, *p, *w, *h, reference);
+            }
+        };
+        run(&mut dec, "hardware");
+        // A smaller batch re-initialises; then the full batch again.
+        // SAFETY: as above.
+        unsafe { dec.decode(&data[..1], &outs[..1], &stream).unwrap() };
+        compare("hardware (batch of 1)", &bufs[0], pitches[0], images[0].2, images[0].3, &images[0].1);
+        run(&mut dec, "hardware (again)");
+
+        // Corrupt data: not supported, and the batch fails with an error...
+        for bad in corrupt_inputs(&images[0].0) {
+            assert!(!dec.supported(&bad));
+            assert!(nv.info(&bad).is_err());
+            let batch: Vec<&[u8]> = vec![&images[1].0, &bad];
+            // SAFETY: as above.
+            let e = unsafe { dec.decode(&batch, &outs[1..], &stream) }.unwrap_err();
+            eprintln!("corrupt batch: {e}");
+        }
+        // ...a too-small pitch is refused, and more images than max_batch too...
+        // SAFETY: rejected before any GPU work.
+        unsafe {
+            assert!(dec.decode(&data[..1], &[(outs[0].0, 10)], &stream).is_err());
+            assert!(dec.decode(&[data[0]; 5], &[outs[0]; 5], &stream).is_err());
+            assert!(dec.decode(&data[..2], &outs[..1], &stream).is_err());
+        }
+        // ...and the decoder still works afterwards.
+        run(&mut dec, "hardware (after errors)");
+        drop(dec);
+        stream.synchronize().unwrap();
+    }
+
+    #[test]
+    fn hybrid_decode_matches_libjpeg_turbo() {
+        let Some(dev) = test_device() else { return };
+        if !nvjpeg_or_skip() {
+            return;
+        }
+        let nv = NvJpeg::hybrid(&dev).unwrap();
+        assert!(HwBatchDecoder::new(&nv, 2).is_err(), "a hybrid handle cannot make a hardware decoder");
+        eprintln!("{nv:?}");
+        let (a, b, c) = nv.version();
+        assert!(a >= 11 && (a, b, c) == library_version().unwrap());
+        let stream = dev.new_stream().unwrap();
+        let mut dec = HybridDecoder::new(&nv).unwrap();
+        let images = [test_image(320, 240), test_image(173, 97), test_image(640, 480)];
+        let decode_all = |dec: &mut HybridDecoder, label: &str| {
+            for (k, (jpeg, reference, w, h)) in images.iter().enumerate() {
+                let pitch = w * 3 + [0, 64, 7][k];
+                let buf = DeviceBuffer::alloc(&dev, &stream, pitch * h).unwrap();
+                // SAFETY: buffer is pitch*height bytes on this device; jpeg outlives the sync.
+                unsafe { dec.decode(jpeg, (buf.device_ptr(), pitch), &stream).unwrap() };
+                compare(label, &buf, pitch, *w, *h, reference);
+            }
+        };
+        decode_all(&mut dec, "hybrid");
+        let buf = DeviceBuffer::alloc(&dev, &stream, 320 * 3 * 240).unwrap();
+        for bad in corrupt_inputs(&images[0].0) {
+            // SAFETY: buffer is large enough for the one valid size used in this test.
+            let e = unsafe { dec.decode(&bad, (buf.device_ptr(), 320 * 3), &stream) }.unwrap_err();
+            eprintln!("corrupt image: {e}");
+        }
+        // A JPEG whose entropy-coded data is cut short past the header: nvJPEG may decode it
+        // (with grey) or refuse it, but must not wedge the decoder.
+        let truncated = &images[0].0[..images[0].0.len() / 2];
+        // SAFETY: as above (320x240).
+        let r = unsafe { dec.decode(truncated, (buf.device_ptr(), 320 * 3), &stream) };
+        eprintln!("truncated image: {:?}", r.as_ref().map(|_| "decoded"));
+        stream.synchronize().unwrap();
+        decode_all(&mut dec, "hybrid (after errors)");
     }
 }
