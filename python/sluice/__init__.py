@@ -8,8 +8,8 @@ from .pipeline import DataNode, Pipeline, pipeline_def
 from . import types
 from . import fn
 from . import ops
-from .tensors import TensorCPU, TensorListCPU
+from .tensors import TensorCPU, TensorGPU, TensorListCPU, TensorListGPU
 
 __version__ = _core.__version__
 
-__all__ = ["DataNode", "Pipeline", "pipeline_def", "fn", "ops", "types", "TensorCPU", "TensorListCPU"]
+__all__ = ["DataNode", "Pipeline", "pipeline_def", "fn", "ops", "types", "TensorCPU", "TensorGPU", "TensorListCPU", "TensorListGPU"]

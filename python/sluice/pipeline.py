@@ -8,7 +8,7 @@ import os
 import threading
 
 from . import _core
-from .tensors import TensorListCPU
+from .tensors import TensorListCPU, TensorListGPU
 
 _op_ids = itertools.count()
 _local = threading.local()
@@ -244,7 +244,8 @@ class Pipeline:
             raise TypeError(f"run() got inputs {sorted(inputs)} but the pipeline has no external sources")
         self.build()
         self.iter_setup()
-        return tuple(TensorListCPU(t) for t in self._engine.run())
+        return tuple(TensorListCPU(t) if isinstance(t, _core.TensorList) else TensorListGPU(t)
+                     for t in self._engine.run())
 
     def schedule_run(self):
         """Batches are prepared ahead continuously (prefetch_queue_depth); nothing to schedule."""
@@ -300,8 +301,8 @@ class Pipeline:
 
 
 def _gpu_count():
-    """GPUs the engine can use; 0 until the CUDA runtime is part of this build."""
-    return 0
+    """CUDA devices the engine can use (0 without a driver or GPU)."""
+    return _core.gpu_count()
 
 
 def pipeline_def(fn=None, **pipeline_kwargs):

@@ -50,6 +50,9 @@ class TensorCPU:
     def as_array(self):
         return np.asarray(self)
 
+    def as_cpu(self):
+        return self
+
     def __repr__(self):
         return f"TensorCPU(shape={self.shape()}, dtype={self.dtype.name}, layout={self.layout()!r})"
 
@@ -127,8 +130,125 @@ class TensorListCPU:
             return [self._b.source_info(k) for k in range(len(self))]
         return self._b.source_info(i)
 
+    def as_cpu(self):
+        return self
+
     def as_reshaped_tensor(self, shape):
         return self.as_array().reshape(shape)
 
     def __repr__(self):
         return f"TensorListCPU(len={len(self)}, dtype={self.dtype.name}, layout={self.layout()!r})"
+
+
+class TensorGPU:
+    """One array on the GPU: a sample, or a dense batch from `TensorListGPU.as_tensor()`.
+    Hands its memory to PyTorch / CuPy / JAX without a copy (DLPack, CUDA array interface)."""
+
+    __slots__ = ("_batch", "_index")
+
+    def __init__(self, batch, index):
+        self._batch = batch  # _core.TensorListGpu; keeps the device memory alive
+        self._index = index
+
+    def __dlpack__(self, stream=None, max_version=None, dl_device=None, copy=None):
+        # `stream` is the consumer's stream: it is made to wait for our work, and our memory
+        # is recycled only after what it queues. -1 means "do not synchronize".
+        if stream == -1:
+            stream = None
+        return self._batch.dlpack(self._index, stream)
+
+    def __dlpack_device__(self):
+        return (2, self._batch.device_id())  # kDLCUDA
+
+    @property
+    def __cuda_array_interface__(self):
+        return self._batch.cuda_interface(self._index)
+
+    def shape(self):
+        if self._index is None:
+            shapes = self._batch.shapes()
+            return [len(shapes)] + (list(shapes[0]) if shapes else [])
+        return self._batch.shape(self._index)
+
+    @property
+    def dtype(self):
+        return DALIDataType(self._batch.dtype_id())
+
+    def layout(self):
+        return self._batch.layout()
+
+    def source_info(self):
+        return "" if self._index is None else self._batch.source_info(self._index)
+
+    def as_cpu(self):
+        """A host copy (TensorCPU)."""
+        return TensorCPU(self._batch.as_cpu(), self._index)
+
+    def __repr__(self):
+        return f"TensorGPU(shape={self.shape()}, dtype={self.dtype.name}, layout={self.layout()!r})"
+
+
+class TensorListGPU:
+    """A batch on the GPU: one array per sample, each with its own shape."""
+
+    def __init__(self, core_batch):
+        self._b = core_batch
+
+    def __len__(self):
+        return len(self._b)
+
+    def __getitem__(self, i):
+        n = len(self._b)
+        if i < 0:
+            i += n
+        if not 0 <= i < n:
+            raise IndexError(f"sample index {i} out of range for a batch of {n}")
+        return TensorGPU(self._b, i)
+
+    def __iter__(self):
+        return (self[i] for i in range(len(self)))
+
+    def as_tensor(self):
+        """The batch as one TensorGPU of shape (N, ...); all samples must share a shape."""
+        if not self._b.is_dense_tensor():
+            raise RuntimeError("the batch is not a dense tensor: samples have different shapes; "
+                               "index samples one by one or make them one shape (resize / crop)")
+        return TensorGPU(self._b, None)
+
+    def as_cpu(self):
+        """A host copy of the batch (TensorListCPU); waits for the GPU work."""
+        return TensorListCPU(self._b.as_cpu())
+
+    def __dlpack__(self, stream=None, max_version=None, dl_device=None, copy=None):
+        return self.as_tensor().__dlpack__(stream)
+
+    def __dlpack_device__(self):
+        return (2, self._b.device_id())
+
+    @property
+    def __cuda_array_interface__(self):
+        return self.as_tensor().__cuda_array_interface__
+
+    def is_dense_tensor(self):
+        return self._b.is_dense_tensor()
+
+    def layout(self):
+        return self._b.layout()
+
+    def shape(self):
+        return [tuple(s) for s in self._b.shapes()]
+
+    @property
+    def dtype(self):
+        return DALIDataType(self._b.dtype_id())
+
+    def device_id(self):
+        return self._b.device_id()
+
+    def source_info(self, i=None):
+        if i is None:
+            return [self._b.source_info(k) for k in range(len(self))]
+        return self._b.source_info(i)
+
+    def __repr__(self):
+        return f"TensorListGPU(len={len(self)}, dtype={self.dtype.name}, layout={self.layout()!r})"

@@ -7,7 +7,7 @@ use std::sync::Arc;
 use pyo3::ffi;
 use pyo3::prelude::*;
 
-use sluice::tensor::TensorList;
+use sluice::tensor::{RawStream, TensorList, TensorListGpu};
 
 #[repr(C)]
 struct DLDevice {
@@ -42,8 +42,24 @@ struct DLManagedTensor {
 
 /// What the managed tensor keeps alive: the batch and the shape array it points into.
 struct Owner {
-    _batch: Arc<TensorList>,
+    _batch: Kept,
     shape: Vec<i64>,
+}
+
+enum Kept {
+    Host(#[allow(dead_code)] Arc<TensorList>),
+    /// A GPU batch and the consumer's stream, which its memory's reuse must wait for.
+    Device(Arc<TensorListGpu>, Option<RawStream>),
+}
+
+impl Drop for Kept {
+    fn drop(&mut self) {
+        if let Kept::Device(batch, Some(stream)) = self {
+            // The consumer may still have work on its stream that reads this memory: queue
+            // the free after it. Failure here only means the context is gone already.
+            let _ = batch.buffer().order_free_after(*stream);
+        }
+    }
 }
 
 unsafe extern "C" fn delete_managed(m: *mut DLManagedTensor) {
@@ -79,13 +95,39 @@ unsafe extern "C" fn capsule_destructor(capsule: *mut ffi::PyObject) {
 pub fn host_capsule<'py>(py: Python<'py>, batch: Arc<TensorList>, offset: usize, shape: Vec<usize>) -> PyResult<Bound<'py, PyAny>> {
     let (code, bits) = batch.dtype().dlpack();
     let data = batch.buffer().as_ptr() as *mut c_void;
-    let mut owner = Box::new(Owner { _batch: batch, shape: shape.iter().map(|&d| d as i64).collect() });
+    let owner = Box::new(Owner { _batch: Kept::Host(batch), shape: shape.iter().map(|&d| d as i64).collect() });
+    make_capsule(py, owner, data, (1, 0), (code, bits), offset)
+}
+
+/// A "dltensor" capsule (kDLCUDA) viewing `shape` elements of a GPU batch at byte `offset`.
+pub fn device_capsule<'py>(
+    py: Python<'py>,
+    batch: Arc<TensorListGpu>,
+    offset: usize,
+    shape: Vec<usize>,
+    consumer: Option<RawStream>,
+) -> PyResult<Bound<'py, PyAny>> {
+    let (code, bits) = batch.dtype().dlpack();
+    let data = batch.buffer().device_ptr() as *mut c_void;
+    let device_id = batch.buffer().device().ordinal() as i32;
+    let owner = Box::new(Owner { _batch: Kept::Device(batch, consumer), shape: shape.iter().map(|&d| d as i64).collect() });
+    make_capsule(py, owner, data, (2, device_id), (code, bits), offset)
+}
+
+fn make_capsule<'py>(
+    py: Python<'py>,
+    mut owner: Box<Owner>,
+    data: *mut c_void,
+    (device_type, device_id): (i32, i32),
+    (code, bits): (u8, u8),
+    offset: usize,
+) -> PyResult<Bound<'py, PyAny>> {
     let ndim = owner.shape.len() as i32;
     let shape_ptr = owner.shape.as_mut_ptr();
     let managed = Box::new(DLManagedTensor {
         dl_tensor: DLTensor {
             data,
-            device: DLDevice { device_type: 1, device_id: 0 },
+            device: DLDevice { device_type, device_id },
             ndim,
             dtype: DLDataType { code, bits, lanes: 1 },
             shape: shape_ptr,

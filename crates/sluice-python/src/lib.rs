@@ -13,7 +13,7 @@ use pyo3::types::{PyDict, PyList, PyTuple};
 use sluice::exec::Executor;
 use sluice::graph::{Edge, OpSpec, PipelineSpec};
 use sluice::ops::{self, ArgDefault, ArgValue, Device};
-use sluice::tensor::TensorList as EngineTensorList;
+use sluice::tensor::{Batch, TensorList as EngineTensorList, TensorListGpu as EngineTensorListGpu};
 use sluice::Error;
 
 /// Engine error -> Python exception of the matching kind.
@@ -129,9 +129,14 @@ impl PyPipeline {
     }
 
     /// The next batch, one TensorList per output. Waits without holding the GIL.
-    fn run(&self, py: Python<'_>) -> PyResult<Vec<PyTensorList>> {
+    fn run<'py>(&self, py: Python<'py>) -> PyResult<Vec<Bound<'py, PyAny>>> {
         let out = py.detach(|| self.exec().next_batch()).map_err(to_py)?;
-        Ok(out.into_iter().map(|t| PyTensorList { inner: Arc::new(t) }).collect())
+        out.into_iter()
+            .map(|b| match b {
+                Batch::Cpu(t) => Ok(Bound::new(py, PyTensorList { inner: Arc::new(t) })?.into_any()),
+                Batch::Gpu(t) => Ok(Bound::new(py, PyTensorListGpu { inner: Arc::new(t) })?.into_any()),
+            })
+            .collect()
     }
 
     /// {reader name: {epoch_size, epoch_size_padded, number_of_shards, shard_id, pad_last_batch, stick_to_shard}}.
@@ -261,14 +266,122 @@ impl PyTensorList {
 
 impl PyTensorList {
     fn check(&self, i: usize) -> PyResult<()> {
-        if i >= self.inner.len() {
-            return Err(pyo3::exceptions::PyIndexError::new_err(format!(
-                "sample index {i} out of range for a batch of {}",
-                self.inner.len()
-            )));
-        }
-        Ok(())
+        check_index(i, self.inner.len())
     }
+}
+
+/// A batch on the GPU. Python's TensorListGPU wraps it.
+#[pyclass(module = "sluice._core", name = "TensorListGpu", frozen)]
+struct PyTensorListGpu {
+    inner: Arc<EngineTensorListGpu>,
+}
+
+#[pymethods]
+impl PyTensorListGpu {
+    fn __len__(&self) -> usize {
+        self.inner.len()
+    }
+
+    fn dtype_id(&self) -> i32 {
+        self.inner.dtype() as i32
+    }
+
+    fn layout(&self) -> String {
+        self.inner.layout().to_string()
+    }
+
+    fn shape(&self, i: usize) -> PyResult<Vec<usize>> {
+        check_index(i, self.inner.len())?;
+        Ok(self.inner.shape(i).to_vec())
+    }
+
+    fn shapes(&self) -> Vec<Vec<usize>> {
+        (0..self.inner.len()).map(|i| self.inner.shape(i).to_vec()).collect()
+    }
+
+    fn is_dense_tensor(&self) -> bool {
+        self.inner.is_dense_tensor()
+    }
+
+    fn source_info(&self, i: usize) -> PyResult<String> {
+        check_index(i, self.inner.len())?;
+        Ok(self.inner.source_info(i).to_string())
+    }
+
+    fn device_id(&self) -> usize {
+        self.inner.buffer().device().ordinal()
+    }
+
+    /// Downloads the batch (waits for the GPU work that produces it).
+    fn as_cpu(&self, py: Python<'_>) -> PyResult<PyTensorList> {
+        let t = self.inner.clone();
+        let host = py.detach(move || t.to_host()).map_err(to_py)?;
+        Ok(PyTensorList { inner: Arc::new(host) })
+    }
+
+    /// `__cuda_array_interface__` of sample `i` or of the dense batch. Waits for the data
+    /// first, so the consumer needs no stream synchronisation.
+    #[pyo3(signature = (i=None))]
+    fn cuda_interface<'py>(&self, py: Python<'py>, i: Option<usize>) -> PyResult<Bound<'py, PyDict>> {
+        let (offset, shape) = self.view(i)?;
+        if let Some(ev) = self.inner.ready() {
+            let ev = ev.clone();
+            py.detach(move || ev.synchronize()).map_err(to_py)?;
+        }
+        let d = interface(py, self.inner.buffer().device_ptr() as usize + offset, shape, self.inner.dtype().typestr())?;
+        d.set_item("stream", py.None())?;
+        Ok(d)
+    }
+
+    /// A DLPack capsule (kDLCUDA) of sample `i` or of the dense batch. `stream` is the
+    /// consumer's CUDA stream handle: it is made to wait for the data, and the memory is
+    /// recycled only after the work the consumer queued on it.
+    #[pyo3(signature = (i=None, stream=None))]
+    fn dlpack<'py>(&self, py: Python<'py>, i: Option<usize>, stream: Option<usize>) -> PyResult<Bound<'py, PyAny>> {
+        let (offset, shape) = self.view(i)?;
+        let consumer = stream.map(|s| s as sluice::tensor::RawStream);
+        match (self.inner.ready(), consumer) {
+            (Some(ev), Some(s)) => ev.wait_on(s).map_err(to_py)?,
+            (Some(ev), None) => {
+                let ev = ev.clone();
+                py.detach(move || ev.synchronize()).map_err(to_py)?
+            }
+            (None, _) => {}
+        }
+        dlpack::device_capsule(py, self.inner.clone(), offset, shape, consumer)
+    }
+}
+
+impl PyTensorListGpu {
+    fn view(&self, i: Option<usize>) -> PyResult<(usize, Vec<usize>)> {
+        let t = &self.inner;
+        match i {
+            Some(i) => {
+                check_index(i, t.len())?;
+                Ok((t.offset(i), t.shape(i).to_vec()))
+            }
+            None => {
+                if !t.is_dense_tensor() {
+                    return Err(PyRuntimeError::new_err(format!(
+                        "the batch is not a dense tensor: samples have different shapes ({:?} ...); export samples one by one",
+                        (0..t.len().min(3)).map(|i| t.shape(i).to_vec()).collect::<Vec<_>>()
+                    )));
+                }
+                let mut s = vec![t.len()];
+                if t.len() > 0 {
+                    s.extend_from_slice(t.shape(0));
+                }
+                Ok((if t.is_empty() { 0 } else { t.offset(0) }, s))
+            }
+        }
+    }
+}
+
+fn check_index(i: usize, len: usize) -> PyResult<()> {
+    if i >= len {
+        return Err(pyo3::exceptions::PyIndexError::new_err(format!("sample index {i} out of range for a batch of {len}")));
+    }
+    Ok(())
 }
 
 fn interface<'py>(py: Python<'py>, ptr: usize, shape: Vec<usize>, typestr: &str) -> PyResult<Bound<'py, PyDict>> {
@@ -332,6 +445,16 @@ fn schemas(py: Python<'_>) -> PyResult<Vec<Bound<'_, PyDict>>> {
     Ok(out)
 }
 
+/// Number of CUDA devices Sluice can use (0 without a driver or GPU).
+#[pyfunction]
+fn gpu_count() -> usize {
+    sluice_cuda_count()
+}
+
+fn sluice_cuda_count() -> usize {
+    sluice::gpu_device_count()
+}
+
 /// Writes the built-in sample dataset (JPEGs in one folder per class); returns bytes written.
 #[pyfunction]
 #[pyo3(signature = (root, count=256, classes=8, seed=0))]
@@ -343,6 +466,8 @@ fn write_sample_dataset(py: Python<'_>, root: std::path::PathBuf, count: usize, 
 fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<PyPipeline>()?;
     m.add_class::<PyTensorList>()?;
+    m.add_class::<PyTensorListGpu>()?;
+    m.add_function(wrap_pyfunction!(gpu_count, m)?)?;
     m.add_function(wrap_pyfunction!(schemas, m)?)?;
     m.add_function(wrap_pyfunction!(write_sample_dataset, m)?)?;
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;

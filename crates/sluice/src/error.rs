@@ -54,6 +54,9 @@ pub enum Error {
     /// The pipeline has no more data (an external source ended).
     #[error("end of data")]
     EndOfData,
+    /// A CUDA, NVRTC or nvJPEG call failed, or no GPU is usable.
+    #[error("CUDA error: {0}")]
+    Cuda(String),
     /// The engine was asked for something it does not support on this machine.
     #[error("{0}")]
     Unsupported(String),
@@ -82,3 +85,9 @@ impl Error {
 
 /// The engine's result type.
 pub type Result<T, E = Error> = std::result::Result<T, E>;
+
+impl From<sluice_cuda::CudaError> for Error {
+    fn from(e: sluice_cuda::CudaError) -> Self {
+        Error::Cuda(e.0)
+    }
+}

@@ -13,3 +13,8 @@ pub mod sample;
 pub mod tensor;
 
 pub use error::{Error, Result};
+
+/// Number of CUDA devices the engine can use (0 without a driver or GPU). Never panics.
+pub fn gpu_device_count() -> usize {
+    sluice_cuda::device_count()
+}

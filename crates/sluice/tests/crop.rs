@@ -187,7 +187,7 @@ fn per_sample_mirror_from_coin_flip_through_the_executor() {
     let (mean, std) = ([10f32, 20., 30.], [2f32, 4., 8.]);
     let mut seen = [false; 2];
     for _ in 0..4 {
-        let out = ex.next_batch().unwrap();
+        let out = ex.next_cpu_batch().unwrap();
         for i in 0..6 {
             let src = out[0].sample::<u8>(i);
             let m = out[1].sample::<i32>(i)[0] != 0;
@@ -218,7 +218,7 @@ fn per_sample_crop_arguments_through_the_executor() {
     crop.arg_inputs = vec![("crop_pos_x".into(), e(1))];
     let spec = PipelineSpec { batch_size: 4, num_threads: 2, device_id: None, seed: 3, prefetch_queue_depth: 2, exec_async: true, exec_pipelined: true, ops: vec![img, pos, crop], outputs: vec![e(0), e(1), e(2)] };
     let mut ex = Executor::new(&spec).unwrap();
-    let out = ex.next_batch().unwrap();
+    let out = ex.next_cpu_batch().unwrap();
     for i in 0..4 {
         let px = out[1].sample::<f32>(i)[0];
         let ax = (px * 5.0).round() as usize;

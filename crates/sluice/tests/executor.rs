@@ -35,7 +35,7 @@ fn uniform_batches(threads: usize, exec_async: bool) -> Vec<Vec<f32>> {
     let mut ex = Executor::new(&spec(ops, vec![Edge { op: 0, output: 0 }], threads, exec_async)).unwrap();
     (0..4)
         .map(|_| {
-            let out = ex.next_batch().unwrap();
+            let out = ex.next_cpu_batch().unwrap();
             (0..out[0].len()).flat_map(|i| out[0].sample::<f32>(i).to_vec()).collect()
         })
         .collect()
@@ -60,7 +60,7 @@ fn coin_flip_takes_a_per_sample_probability_from_an_argument_input() {
     ops.push(flip);
     let mut ex = Executor::new(&spec(ops, vec![Edge { op: 0, output: 0 }, Edge { op: 1, output: 0 }], 2, true)).unwrap();
     for _ in 0..3 {
-        let out = ex.next_batch().unwrap();
+        let out = ex.next_cpu_batch().unwrap();
         for i in 0..16 {
             let p = out[0].sample::<f32>(i)[0];
             let c = out[1].sample::<i32>(i)[0];

@@ -54,7 +54,7 @@ fn build_err(args: Vec<(&str, ArgValue)>) -> String {
 
 /// One batch as (source info, label, bytes) per sample.
 fn batch(ex: &mut Executor) -> Vec<(String, i32, Vec<u8>)> {
-    let out = ex.next_batch().unwrap();
+    let out = ex.next_cpu_batch().unwrap();
     let (data, labels) = (&out[0], &out[1]);
     assert_eq!(data.dtype(), DType::U8);
     assert_eq!(data.ndim(), 1);
@@ -324,7 +324,7 @@ fn a_missing_file_fails_its_batch_and_the_next_batch_reads_on() {
     for exec_async in [false, true] {
         let mut ex = Executor::new(&spec(args.clone(), 2, 2, exec_async)).unwrap();
         assert_eq!(batch(&mut ex)[1].2, vec![1, 1]);
-        let err = ex.next_batch().expect_err("batch with the missing file fails").to_string();
+        let err = ex.next_cpu_batch().expect_err("batch with the missing file fails").to_string();
         assert!(err.contains("readers.file") && err.contains("gone.jpg"), "{err}");
         let next = batch(&mut ex);
         assert_eq!(next.iter().map(|g| g.1).collect::<Vec<_>>(), vec![0, 1]);
@@ -341,7 +341,7 @@ fn a_file_that_changes_size_after_listing_is_an_error_not_garbage() {
     // for a later read to see it and check that the batch is either right or an error.
     fs::write(dir.path().join("001.jpg"), vec![1u8; 50]).unwrap();
     for _ in 0..6 {
-        match ex.next_batch() {
+        match ex.next_cpu_batch() {
             Ok(out) => {
                 let b = out[0].bytes(0);
                 assert!(b == [0] || b == [1, 1] || b == vec![1u8; 50].as_slice(), "{b:?}");

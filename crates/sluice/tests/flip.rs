@@ -98,7 +98,7 @@ fn per_sample_flags_flip_each_sample_as_asked() {
     let mut ex = Executor::new(&spec(ops, vec![e(0), e(1), e(2)])).unwrap();
     let mut seen = [false; 2];
     for _ in 0..4 {
-        let out = ex.next_batch().unwrap();
+        let out = ex.next_cpu_batch().unwrap();
         for i in 0..6 {
             let src = out[0].sample::<u8>(i);
             let hflip = out[1].sample::<i32>(i)[0] != 0;
@@ -123,7 +123,7 @@ fn any_dtype_and_sequences_flip() {
     flip.inputs = vec![e(0)];
     let ops = vec![image_source(&[2, 3, 4, 2], 7), flip];
     let mut ex = Executor::new(&spec(ops, vec![e(0), e(1)])).unwrap();
-    let out = ex.next_batch().unwrap();
+    let out = ex.next_cpu_batch().unwrap();
     for i in 0..6 {
         let (src, got) = (out[0].sample::<i64>(i), out[1].sample::<i64>(i));
         for f in 0..2 {
@@ -143,6 +143,6 @@ fn inputs_without_h_and_w_are_errors_naming_the_operator_and_sample() {
     let mut flip = op("Flip", "flip", vec![]);
     flip.inputs = vec![e(0)];
     let mut ex = Executor::new(&spec(vec![image_source(&[4, 6], 0), flip], vec![e(1)])).unwrap();
-    let err = ex.next_batch().expect_err("2-D input without layout must fail").to_string();
+    let err = ex.next_cpu_batch().expect_err("2-D input without layout must fail").to_string();
     assert!(err.contains("flip") && err.contains("sample 0") && err.contains("layout"), "{err}");
 }

@@ -112,7 +112,7 @@ fn operator_rotates_each_sample_by_its_own_angle_from_an_argument_input() {
     let ops = vec![image_source(&[20, 30, 3], UINT8), angle, rot];
     let mut ex = Executor::new(&spec(ops, vec![E(0), E(1), E(2)], 4)).unwrap();
     for _ in 0..2 {
-        let out = ex.next_batch().unwrap();
+        let out = ex.next_cpu_batch().unwrap();
         let (img, ang, rot) = (&out[0], &out[1], &out[2]);
         assert_eq!(rot.dtype(), img.dtype());
         let mut sizes = std::collections::HashSet::new();
@@ -144,7 +144,7 @@ fn operator_keep_size_size_fill_and_dtype() {
     sized.inputs = vec![E(0)];
     let ops = vec![image_source(&[4, 6, 1], UINT8), rot, sized];
     let mut ex = Executor::new(&spec(ops, vec![E(0), E(1), E(2)], 2)).unwrap();
-    let out = ex.next_batch().unwrap();
+    let out = ex.next_cpu_batch().unwrap();
     for i in 0..2 {
         let src = out[0].sample::<u8>(i);
         // 90 degrees CCW on a kept 4x6 canvas: the middle 4x4 square is the rotated centre of
@@ -176,7 +176,7 @@ fn bad_inputs_are_errors_naming_the_operator() {
         let mut rot = op("Rotate", "rot", args);
         rot.inputs = vec![E(0)];
         let mut ex = Executor::new(&spec(vec![image_source(&shape, dtype), rot], vec![E(1)], 2)).unwrap();
-        let err = ex.next_batch().expect_err("must fail").to_string();
+        let err = ex.next_cpu_batch().expect_err("must fail").to_string();
         assert!(err.contains("rotate") && err.contains("sample 0") && err.contains(needle), "{err}");
     }
     // Build-time argument errors.

@@ -11,10 +11,12 @@ use std::time::{Duration, Instant};
 
 use crossbeam_channel::{bounded, Receiver, RecvTimeoutError};
 
+use sluice_cuda::{CudaStream, GpuDevice};
+
 use crate::error::{Error, Result};
 use crate::graph::{Edge, Graph, PipelineSpec};
-use crate::ops::{OpContext, Operator, ReaderMeta, Workspace};
-use crate::tensor::TensorList;
+use crate::ops::{Device, GpuOperator, GpuWorkspace, OpContext, Operator, ReaderMeta, Workspace};
+use crate::tensor::{Batch, ReadyEvent};
 
 /// Time spent in one operator since the pipeline was built.
 #[derive(Debug, Clone, Default)]
@@ -24,11 +26,23 @@ pub struct OpStats {
     pub total: Duration,
 }
 
+enum Backend {
+    Cpu(Box<dyn Operator>),
+    /// Mixed (host in, device out) or GPU.
+    Gpu(Box<dyn GpuOperator>, Device),
+}
+
 struct Instance {
     ctx: OpContext,
-    op: Box<dyn Operator>,
+    backend: Backend,
     inputs: Vec<Edge>,
     arg_inputs: Vec<(String, Edge)>,
+}
+
+/// The GPU the pipeline runs on and its stream.
+struct GpuStage {
+    device: Arc<GpuDevice>,
+    stream: Arc<CudaStream>,
 }
 
 /// Owns the built operators and runs one iteration at a time.
@@ -36,27 +50,52 @@ struct Runner {
     ops: Vec<Instance>,
     outputs: Vec<Edge>,
     pool: rayon::ThreadPool,
+    gpu: Option<GpuStage>,
     batch_size: usize,
     iteration: u64,
     stats: Arc<Mutex<Vec<OpStats>>>,
 }
 
 impl Runner {
-    fn run_iteration(&mut self) -> Result<Vec<TensorList>> {
+    fn run_iteration(&mut self) -> Result<Vec<Batch>> {
         let iteration = self.iteration;
         self.iteration += 1;
-        let mut results: Vec<Vec<TensorList>> = Vec::with_capacity(self.ops.len());
+        let mut results: Vec<Vec<Batch>> = Vec::with_capacity(self.ops.len());
         for (k, inst) in self.ops.iter_mut().enumerate() {
-            let ws = Workspace {
-                inputs: inst.inputs.iter().map(|e| &results[e.op][e.output]).collect(),
-                arg_inputs: inst.arg_inputs.iter().map(|(n, e)| (n.as_str(), &results[e.op][e.output])).collect(),
-                iteration,
-                batch_size: self.batch_size,
-                pool: &self.pool,
-            };
+            let arg_inputs = inst.arg_inputs.iter().map(|(n, e)| (n.as_str(), results[e.op][e.output].cpu())).collect();
             let start = Instant::now();
+            let (pool, gpu, batch_size) = (&self.pool, &self.gpu, self.batch_size);
             // A panic in an operator is a bug, but it must not take the user's process down.
-            let out = catch_unwind(AssertUnwindSafe(|| inst.op.run(&ws))).unwrap_or_else(|p| {
+            let out = catch_unwind(AssertUnwindSafe(|| -> Result<Vec<Batch>> {
+                match &mut inst.backend {
+                    Backend::Cpu(op) => {
+                        let ws = Workspace {
+                            inputs: inst.inputs.iter().map(|e| results[e.op][e.output].cpu()).collect(),
+                            arg_inputs,
+                            iteration,
+                            batch_size,
+                            pool,
+                        };
+                        Ok(op.run(&ws)?.into_iter().map(Batch::Cpu).collect())
+                    }
+                    Backend::Gpu(op, device) => {
+                        let stage = gpu.as_ref().expect("GPU stage exists when the graph has GPU operators");
+                        let inputs = inst.inputs.iter().map(|e| &results[e.op][e.output]);
+                        let ws = GpuWorkspace {
+                            cpu_inputs: if *device == Device::Mixed { inputs.clone().map(Batch::cpu).collect() } else { Vec::new() },
+                            gpu_inputs: if *device == Device::Gpu { inputs.map(Batch::gpu).collect() } else { Vec::new() },
+                            arg_inputs,
+                            iteration,
+                            batch_size,
+                            pool,
+                            device: &stage.device,
+                            stream: &stage.stream,
+                        };
+                        Ok(op.run(&ws)?.into_iter().map(Batch::Gpu).collect())
+                    }
+                }
+            }))
+            .unwrap_or_else(|p| {
                 let msg = p
                     .downcast_ref::<String>()
                     .cloned()
@@ -71,10 +110,22 @@ impl Runner {
                 s[k].calls += 1;
                 s[k].total += start.elapsed();
             }
-            drop(ws);
             results.push(out);
         }
-        Ok(self.outputs.iter().map(|e| results[e.op][e.output].clone()).collect())
+        let mut outputs: Vec<Batch> = self.outputs.iter().map(|e| results[e.op][e.output].clone()).collect();
+        if let Some(stage) = &self.gpu {
+            if outputs.iter().any(|b| matches!(b, Batch::Gpu(_))) {
+                // One event marks the end of the iteration's GPU work; consumers wait on it
+                // (on their own stream), never on the whole device.
+                let ev = Arc::new(ReadyEvent::record(&stage.device, &stage.stream)?);
+                for b in &mut outputs {
+                    if let Batch::Gpu(t) = b {
+                        t.set_ready(ev.clone());
+                    }
+                }
+            }
+        }
+        Ok(outputs)
     }
 }
 
@@ -82,7 +133,7 @@ enum Mode {
     /// Iterations run inside `run()` (exec_async=False or exec_pipelined=False).
     Sync(Box<Runner>),
     /// Iterations run ahead on a producer thread into a bounded queue.
-    Async { rx: Receiver<Result<Vec<TensorList>>>, stop: Arc<AtomicBool>, handle: Option<JoinHandle<()>> },
+    Async { rx: Receiver<Result<Vec<Batch>>>, stop: Arc<AtomicBool>, handle: Option<JoinHandle<()>> },
 }
 
 /// A built, running pipeline.
@@ -104,6 +155,14 @@ impl Executor {
             .thread_name(|i| format!("sluice-cpu-{i}"))
             .build()
             .map_err(|e| Error::Unsupported(format!("cannot start {num_threads} worker threads: {e}")))?;
+        let gpu = if graph.nodes.iter().any(|n| n.device != Device::Cpu) {
+            let ordinal = spec.device_id.expect("graph checks keep GPU operators out of CPU-only pipelines");
+            let device = GpuDevice::open(ordinal as usize)?;
+            let stream = device.new_stream()?;
+            Some(GpuStage { device, stream })
+        } else {
+            None
+        };
         let mut ops = Vec::with_capacity(graph.nodes.len());
         let mut readers = Vec::new();
         for node in &graph.nodes {
@@ -126,12 +185,21 @@ impl Executor {
                 device_id: spec.device_id,
                 arg_input_names: node.arg_inputs.iter().map(|(k, _)| k.clone()).collect(),
             };
-            let factory = node.def.factory(node.device).expect("device checked at build");
-            let op = factory(&ctx)?;
-            if let Some(meta) = op.reader_meta() {
-                readers.push((node.name.clone(), meta));
-            }
-            ops.push(Instance { ctx, op, inputs: node.inputs.clone(), arg_inputs: node.arg_inputs.clone() });
+            let backend = match node.device {
+                Device::Cpu => {
+                    let op = (node.def.cpu.expect("backend checked at build"))(&ctx)?;
+                    if let Some(meta) = op.reader_meta() {
+                        readers.push((node.name.clone(), meta));
+                    }
+                    Backend::Cpu(op)
+                }
+                d => {
+                    let factory = if d == Device::Mixed { node.def.mixed } else { node.def.gpu };
+                    let device = &gpu.as_ref().expect("GPU stage opened above").device;
+                    Backend::Gpu((factory.expect("backend checked at build"))(&ctx, device)?, d)
+                }
+            };
+            ops.push(Instance { ctx, backend, inputs: node.inputs.clone(), arg_inputs: node.arg_inputs.clone() });
         }
         let stats = Arc::new(Mutex::new(
             graph.nodes.iter().map(|n| OpStats { name: n.name.clone(), ..Default::default() }).collect(),
@@ -140,6 +208,7 @@ impl Executor {
             ops,
             outputs: graph.outputs.clone(),
             pool,
+            gpu,
             batch_size: spec.batch_size,
             iteration: 0,
             stats: stats.clone(),
@@ -153,7 +222,7 @@ impl Executor {
     }
 
     /// The next batch: one TensorList per pipeline output. Blocks until it is ready.
-    pub fn next_batch(&mut self) -> Result<Vec<TensorList>> {
+    pub fn next_batch(&mut self) -> Result<Vec<Batch>> {
         match &mut self.mode {
             Mode::Sync(runner) => runner.run_iteration(),
             Mode::Async { rx, .. } => loop {
@@ -166,6 +235,17 @@ impl Executor {
                 }
             },
         }
+    }
+
+    /// The next batch when every output is on the host (CPU pipelines, tests).
+    pub fn next_cpu_batch(&mut self) -> Result<Vec<crate::tensor::TensorList>> {
+        self.next_batch()?
+            .into_iter()
+            .map(|b| match b {
+                Batch::Cpu(t) => Ok(t),
+                Batch::Gpu(_) => Err(Error::Unsupported("a pipeline output is on the GPU; use next_batch()".into())),
+            })
+            .collect()
     }
 
     /// Facts of every reader, by instance name, in graph order.

@@ -117,7 +117,7 @@ impl Graph {
                     if def.schema.name == "MakeContiguous" { ", from `.gpu()`" } else { "" }
                 )));
             }
-            if def.factory(device).is_none() {
+            if !def.has_backend(device) {
                 let have: Vec<&str> = schema.devices.iter().map(|d| d.name()).collect();
                 return Err(Error::Graph(format!(
                     "{display}: no '{}' backend; available: {}",

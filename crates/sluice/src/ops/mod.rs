@@ -6,6 +6,7 @@ pub mod args;
 pub mod crop;
 pub mod decoders;
 pub mod flip;
+pub mod gpu_params;
 pub mod random;
 pub mod readers;
 pub mod rotate;
@@ -17,9 +18,13 @@ use std::collections::HashMap;
 pub use args::{ArgValue, Args, PerSample};
 pub use schema::{arg, tensor_arg, ArgDefault, ArgSchema, ArgType, Device, OpSchema};
 
+use std::sync::Arc;
+
+use sluice_cuda::{CudaStream, GpuDevice};
+
 use crate::error::{Error, Location, Result};
 use crate::rng::SampleRng;
-use crate::tensor::TensorList;
+use crate::tensor::{TensorList, TensorListGpu};
 
 /// Everything an operator backend needs to be built.
 #[derive(Debug, Clone)]
@@ -112,24 +117,82 @@ pub trait Operator: Send {
     }
 }
 
-/// Builds a backend from its context.
+/// The data of one mixed or GPU operator invocation. Mixed operators read `cpu_inputs`
+/// and write GPU batches; GPU operators read `gpu_inputs`. Work is queued on `stream`;
+/// nothing here waits for the GPU unless it must.
+pub struct GpuWorkspace<'a> {
+    pub cpu_inputs: Vec<&'a TensorList>,
+    pub gpu_inputs: Vec<&'a TensorListGpu>,
+    /// Argument inputs (always on the host) by argument name.
+    pub arg_inputs: HashMap<&'a str, &'a TensorList>,
+    pub iteration: u64,
+    pub batch_size: usize,
+    /// The pipeline's CPU workers, for host-side parts (parsing, CPU fallback decoding).
+    pub pool: &'a rayon::ThreadPool,
+    pub device: &'a Arc<GpuDevice>,
+    /// The pipeline's GPU stream: every kernel and copy of the iteration goes here.
+    pub stream: &'a Arc<CudaStream>,
+}
+
+impl<'a> GpuWorkspace<'a> {
+    /// See [`Workspace::per_sample`].
+    pub fn per_sample(&self, ctx: &OpContext, name: &'static str) -> PerSample<'a> {
+        if let Some(b) = self.arg_inputs.get(name) {
+            PerSample::Input { name, batch: b }
+        } else if ctx.args.has(name) {
+            PerSample::Constant(
+                ctx.args.numeric(name).unwrap_or_else(|| panic!("{}: '{name}' is not numeric", ctx.display_name)),
+            )
+        } else {
+            PerSample::Unset
+        }
+    }
+
+    /// The random stream of sample `i` for this operator and iteration.
+    pub fn rng(&self, ctx: &OpContext, i: usize) -> SampleRng {
+        SampleRng::new(ctx.seed, ctx.op_id, self.iteration, i as u64)
+    }
+
+    /// A host workspace with this invocation's argument inputs and CPU inputs, for the
+    /// planning code GPU backends share with their cpu twins.
+    pub fn host_view(&self) -> Workspace<'a> {
+        Workspace {
+            inputs: self.cpu_inputs.clone(),
+            arg_inputs: self.arg_inputs.clone(),
+            iteration: self.iteration,
+            batch_size: self.batch_size,
+            pool: self.pool,
+        }
+    }
+}
+
+/// A built mixed or GPU backend.
+pub trait GpuOperator: Send {
+    /// Queues one batch's work on `ws.stream`; returns `num_outputs` GPU batches.
+    fn run(&mut self, ws: &GpuWorkspace<'_>) -> Result<Vec<TensorListGpu>>;
+}
+
+/// Builds a CPU backend from its context.
 pub type Factory = fn(&OpContext) -> Result<Box<dyn Operator>>;
+
+/// Builds a mixed or GPU backend for a device.
+pub type GpuFactory = fn(&OpContext, &Arc<GpuDevice>) -> Result<Box<dyn GpuOperator>>;
 
 /// One registry entry: the schema and a factory per device.
 pub struct OpDef {
     pub schema: OpSchema,
     pub cpu: Option<Factory>,
-    pub mixed: Option<Factory>,
-    pub gpu: Option<Factory>,
+    pub mixed: Option<GpuFactory>,
+    pub gpu: Option<GpuFactory>,
 }
 
 impl OpDef {
-    /// The factory for `device`, if the operator has that backend.
-    pub fn factory(&self, device: Device) -> Option<Factory> {
+    /// True when the operator has a backend for `device`.
+    pub fn has_backend(&self, device: Device) -> bool {
         match device {
-            Device::Cpu => self.cpu,
-            Device::Mixed => self.mixed,
-            Device::Gpu => self.gpu,
+            Device::Cpu => self.cpu.is_some(),
+            Device::Mixed => self.mixed.is_some(),
+            Device::Gpu => self.gpu.is_some(),
         }
     }
 }
@@ -191,7 +254,7 @@ mod tests {
             for d in [Device::Cpu, Device::Mixed, Device::Gpu] {
                 assert_eq!(
                     def.schema.devices.contains(&d),
-                    def.factory(d).is_some(),
+                    def.has_backend(d),
                     "{}: schema devices and factories disagree on {}",
                     def.schema.name,
                     d.name()

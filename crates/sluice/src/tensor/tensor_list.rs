@@ -41,6 +41,12 @@ impl TensorList {
         TensorList { meta, data }
     }
 
+    /// A zeroed batch laid out as `meta` says (shapes, layout, source info).
+    pub fn from_meta(meta: BatchMeta) -> TensorList {
+        let data = Arc::new(HostBuffer::zeroed(meta.total_bytes()));
+        TensorList { meta, data }
+    }
+
     /// A batch of `len` samples of the same shape.
     pub fn uniform(dtype: DType, shape: &[usize], len: usize) -> TensorList {
         TensorList::new(dtype, shape.len(), std::iter::repeat_n(shape, len))

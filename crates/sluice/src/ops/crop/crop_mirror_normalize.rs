@@ -9,14 +9,14 @@
 use super::window::{fill_per_channel, CropSpec, OobPolicy, Span, CROP_ARGS};
 use crate::error::{Error, Result};
 use crate::ops::{arg, for_each_sample, tensor_arg, ArgDefault as D, ArgType as T, Device, OpContext, OpDef, OpSchema, Operator, Workspace};
-use crate::tensor::{DType, Layout, TensorList};
+use crate::tensor::{BatchMeta, DType, Layout, TensorList};
 
 /// Schema and backends.
 pub static CROP_MIRROR_NORMALIZE: OpDef = OpDef {
     schema: OpSchema {
         name: "CropMirrorNormalize",
         doc: "Performs fused cropping, normalization, format conversion (HWC to CHW) and mirroring. out = (in - mean) / std * scale + shift.",
-        devices: &[Device::Cpu],
+        devices: &[Device::Cpu, Device::Gpu],
         min_inputs: 1,
         max_inputs: 1,
         num_outputs: 1,
@@ -37,10 +37,10 @@ pub static CROP_MIRROR_NORMALIZE: OpDef = OpDef {
     },
     cpu: Some(|ctx| Ok(Box::new(Cmn::new(ctx)?))),
     mixed: None,
-    gpu: None,
+    gpu: Some(|ctx, dev| Ok(Box::new(super::crop_mirror_normalize_gpu::CmnGpu::new(ctx, dev)?))),
 };
 
-struct Cmn {
+pub(crate) struct Cmn {
     ctx: OpContext,
     mean: Vec<f64>,
     std: Vec<f64>,
@@ -166,9 +166,46 @@ fn run_typed<I: In, O: Out>(dst: &mut [u8], src: &[u8], frames: usize, p: &Plan<
     }
 }
 
-impl Operator for Cmn {
-    fn run(&mut self, ws: &Workspace<'_>) -> Result<Vec<TensorList>> {
-        let input = ws.inputs[0];
+/// Everything a batch needs before any pixel moves: output shapes and layout, per-channel
+/// constants and fill values. Shared by the cpu and gpu backends.
+pub(crate) struct CmnBatch {
+    pub meta: BatchMeta,
+    /// Input is a sequence (FHWC): frame count is the first extent.
+    pub seq: bool,
+    pub input_dtype: DType,
+    pub mean: Vec<f32>,
+    pub mul: Vec<f32>,
+    pub fill: Vec<f32>,
+}
+
+impl Cmn {
+    pub(crate) fn from_ctx(ctx: &OpContext) -> Result<Cmn> {
+        Cmn::new(ctx)
+    }
+
+    pub(crate) fn display_name(&self) -> &str {
+        &self.ctx.display_name
+    }
+
+    pub(crate) fn dtype(&self) -> DType {
+        self.dtype
+    }
+
+    pub(crate) fn chw(&self) -> bool {
+        self.chw
+    }
+
+    pub(crate) fn pad(&self) -> bool {
+        self.pad
+    }
+
+    /// Per-sample (window h, window w, mirror) of the last planned batch.
+    pub(crate) fn windows(&self) -> &[(Span, Span, bool)] {
+        &self.plan
+    }
+
+    /// Checks the input and plans the batch: windows, mirror flags, output metadata.
+    pub(crate) fn plan_batch(&mut self, ws: &Workspace<'_>, input: &BatchMeta) -> Result<CmnBatch> {
         let ctx = &self.ctx;
         let op = &ctx.display_name;
         let n = input.len();
@@ -204,10 +241,10 @@ impl Operator for Cmn {
             shapes.push(if self.chw { [sh[0], oc, oh, ow] } else { [sh[0], oh, ow, oc] });
         }
         let nd = input.ndim();
-        let mut out = TensorList::new(self.dtype, nd, shapes.iter().map(|s| &s[4 - nd..]));
+        let mut meta = BatchMeta::new(self.dtype, nd, shapes.iter().map(|s| &s[4 - nd..]));
         let ol = match (seq, self.chw) { (false, true) => "CHW", (false, false) => "HWC", (true, true) => "FCHW", (true, false) => "FHWC" };
-        out.set_layout(Layout::from(ol));
-        out.inherit_source_info(input);
+        meta.set_layout(Layout::from(ol));
+        meta.inherit_source_info(input);
         // Per-channel constants, once per batch (they do not depend on the sample).
         let maxc = (0..n).map(|i| input.shape(i)[off + 2]).max().unwrap_or(0).max(4);
         let mut mean = vec![0f32; maxc];
@@ -221,13 +258,24 @@ impl Operator for Cmn {
         }
         let fill_raw: Vec<f64> = if spec.policy == OobPolicy::Pad { ctx.args.floats("fill_values").to_vec() } else { vec![0.0] };
         let fill: Vec<f32> = fill_per_channel(op, &fill_raw, if fill_raw.len() > 1 { fill_raw.len().min(16) } else { 1 })?.iter().map(|&v| v as f32).collect();
+        Ok(CmnBatch { meta, seq, input_dtype: it, mean, mul, fill })
+    }
+}
+
+impl Operator for Cmn {
+    fn run(&mut self, ws: &Workspace<'_>) -> Result<Vec<TensorList>> {
+        let input = ws.inputs[0];
+        let b = self.plan_batch(ws, input.meta())?;
+        let (seq, off, it) = (b.seq, b.seq as usize, b.input_dtype);
+        let mut out = TensorList::from_meta(b.meta.clone());
+        let (mean, mul, fill) = (&b.mean, &b.mul, &b.fill);
         let (dtype, chw, pad, plan) = (self.dtype, self.chw, self.pad, &self.plan);
         for_each_sample(ws.pool, &mut out, |i, dst| {
             let sh = input.shape(i);
             let (h, w, c) = (sh[off], sh[off + 1], sh[off + 2]);
             let frames = if seq { sh[0] } else { 1 };
             let (win_h, win_w, mirror) = plan[i];
-            let p = Plan { h, w, c, win_h, win_w, mirror, oc: if pad { c.max(4) } else { c }, chw, mean: &mean, mul: &mul, fill: &fill };
+            let p = Plan { h, w, c, win_h, win_w, mirror, oc: if pad { c.max(4) } else { c }, chw, mean, mul, fill };
             let src = input.bytes(i);
             macro_rules! go {
                 ($i:ty) => {

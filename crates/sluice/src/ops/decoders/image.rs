@@ -13,7 +13,7 @@ pub static IMAGE: OpDef = OpDef {
     schema: OpSchema {
         name: "decoders__Image",
         doc: "Decodes images (JPEG, PNG, BMP, TIFF, WebP, PNM) into HWC arrays. The format is detected from the data, not the file name. JPEG EXIF orientation is applied unless adjust_orientation=False.",
-        devices: &[Device::Cpu],
+        devices: &[Device::Cpu, Device::Mixed],
         min_inputs: 1,
         max_inputs: 1,
         num_outputs: 1,
@@ -32,7 +32,7 @@ pub static IMAGE: OpDef = OpDef {
         is_random: false,
     },
     cpu: Some(|ctx| Ok(Box::new(ImageDecoderCpu::new(ctx)?))),
-    mixed: None,
+    mixed: Some(|ctx, dev| Ok(Box::new(super::image_mixed::ImageDecoderMixed::new(ctx, dev)?))),
     gpu: None,
 };
 

@@ -2,6 +2,7 @@
 //! PNG, BMP, TIFF, WebP, PNM). The mixed (nvJPEG) backend arrives with the CUDA runtime.
 
 mod image;
+mod image_mixed;
 
 pub use self::image::IMAGE;
 

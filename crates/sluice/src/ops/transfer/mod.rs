@@ -1,17 +1,17 @@
 //! `MakeContiguous`: what `DataNode.gpu()` inserts. On the cpu it hands its input on
-//! unchanged (batches are already contiguous and shared, not copied); the mixed backend,
-//! which uploads to the GPU, arrives with the CUDA runtime.
+//! unchanged (batches are already contiguous and shared, not copied); on the mixed stage it
+//! uploads the batch to the GPU in one copy.
 
 use crate::error::Result;
-use crate::ops::{Device, OpDef, OpSchema, Operator, Workspace};
-use crate::tensor::TensorList;
+use crate::ops::{Device, GpuOperator, GpuWorkspace, OpDef, OpSchema, Operator, Workspace};
+use crate::tensor::{TensorList, TensorListGpu};
 
 /// Schema and backends.
 pub static MAKE_CONTIGUOUS: OpDef = OpDef {
     schema: OpSchema {
         name: "MakeContiguous",
         doc: "Makes its input one contiguous batch; with device='mixed' copies it to the GPU.",
-        devices: &[Device::Cpu],
+        devices: &[Device::Cpu, Device::Mixed],
         min_inputs: 1,
         max_inputs: 1,
         num_outputs: 1,
@@ -22,7 +22,7 @@ pub static MAKE_CONTIGUOUS: OpDef = OpDef {
         is_random: false,
     },
     cpu: Some(|_| Ok(Box::new(PassThrough))),
-    mixed: None,
+    mixed: Some(|_, _| Ok(Box::new(Upload))),
     gpu: None,
 };
 
@@ -32,5 +32,19 @@ impl Operator for PassThrough {
     fn run(&mut self, ws: &Workspace<'_>) -> Result<Vec<TensorList>> {
         // Clones share the batch's memory: no bytes move.
         Ok(vec![ws.inputs[0].clone()])
+    }
+}
+
+struct Upload;
+
+impl GpuOperator for Upload {
+    fn run(&mut self, ws: &GpuWorkspace<'_>) -> Result<Vec<TensorListGpu>> {
+        let input = ws.cpu_inputs[0];
+        let out = TensorListGpu::alloc(input.meta().clone(), ws.device, ws.stream)?;
+        let bytes = &input.buffer().as_slice()[..input.total_bytes()];
+        // SAFETY: from pageable memory the driver stages the copy before returning, so the
+        // host batch may go away afterwards.
+        unsafe { out.buffer().copy_from_host_async(0, bytes)? };
+        Ok(vec![out])
     }
 }

@@ -1,0 +1,91 @@
+//! GPU backend of `crop_mirror_normalize`: the planning is the cpu backend's (same
+//! windows, constants and errors); the pixels move in one fused kernel launch per batch.
+
+use std::sync::Arc;
+
+use sluice_cuda::{GpuDevice, LaunchConfig, PushKernelArg};
+
+use super::crop_mirror_normalize::Cmn;
+use crate::error::{Error, Result};
+use crate::ops::gpu_params::{push, ParamUpload};
+use crate::ops::{GpuOperator, GpuWorkspace, OpContext};
+use crate::tensor::{DType, TensorListGpu};
+
+const SRC: &str = include_str!("crop_mirror_normalize.cu");
+
+pub(super) struct CmnGpu {
+    cmn: Cmn,
+    params: ParamUpload,
+}
+
+impl CmnGpu {
+    pub(super) fn new(ctx: &OpContext, _device: &Arc<GpuDevice>) -> Result<CmnGpu> {
+        Ok(CmnGpu { cmn: Cmn::from_ctx(ctx)?, params: ParamUpload::default() })
+    }
+}
+
+impl GpuOperator for CmnGpu {
+    fn run(&mut self, ws: &GpuWorkspace<'_>) -> Result<Vec<TensorListGpu>> {
+        let input = ws.gpu_inputs[0];
+        let b = self.cmn.plan_batch(&ws.host_view(), input.meta())?;
+        if b.seq {
+            return Err(Error::Unsupported(format!("{}: sequences (FHWC) are not supported on the GPU yet", ws_name(&self.cmn))));
+        }
+        let kernel = match (b.input_dtype, self.cmn.dtype()) {
+            (DType::U8, DType::F32) => "cmn_u8_f32",
+            (DType::U8, DType::F16) => "cmn_u8_f16",
+            (DType::U8, DType::U8) => "cmn_u8_u8",
+            (DType::U8, DType::I8) => "cmn_u8_i8",
+            (DType::F32, DType::F32) => "cmn_f32_f32",
+            (DType::F32, DType::F16) => "cmn_f32_f16",
+            (DType::F32, DType::U8) => "cmn_f32_u8",
+            (DType::F32, DType::I8) => "cmn_f32_i8",
+            (i, o) => {
+                return Err(Error::Unsupported(format!("{}: {i} -> {o} is not supported on the GPU; use UINT8 or FLOAT input", ws_name(&self.cmn))))
+            }
+        };
+        let out = TensorListGpu::alloc(b.meta.clone(), ws.device, ws.stream)?;
+        let n = input.len();
+        if n == 0 {
+            return Ok(vec![out]);
+        }
+        // Parameter block: n sample descriptors (56 bytes, as `struct Sample` in the .cu),
+        // then the per-channel constants.
+        let mut block = Vec::with_capacity(n * 56 + 192);
+        let mut max_pix = 1usize;
+        for (i, &(wh, ww, mirror)) in self.cmn.windows().iter().enumerate() {
+            let sh = input.shape(i);
+            let c = sh[2];
+            let oc = if self.cmn.pad() { c.max(4) } else { c };
+            push(&mut block, input.sample_ptr(i));
+            push(&mut block, out.sample_ptr(i));
+            for v in [sh[0] as i32, sh[1] as i32, c as i32, wh.anchor as i32, ww.anchor as i32, wh.len as i32, ww.len as i32, oc as i32, mirror as i32, self.cmn.pad() as i32] {
+                push(&mut block, v);
+            }
+            max_pix = max_pix.max(wh.len * ww.len);
+        }
+        let consts_at = block.len();
+        for arr in [&b.mean, &b.mul, &b.fill] {
+            for k in 0..16 {
+                push(&mut block, arr[k.min(arr.len() - 1)]);
+            }
+        }
+        let params = self.params.upload(ws, &block)?;
+        let (samples_ptr, consts_ptr) = (params, params + consts_at as u64);
+        let f = ws.device.kernels().function(ws.device.context(), ws.device.compute_capability(), "crop_mirror_normalize", SRC, kernel)?;
+        let chw = self.cmn.chw() as i32;
+        let threads = 256u32;
+        let blocks_x = (max_pix as u32).div_ceil(threads).min(1024);
+        let cfg = LaunchConfig { grid_dim: (blocks_x, n as u32, 1), block_dim: (threads, 1, 1), shared_mem_bytes: 0 };
+        // SAFETY: descriptors point into `input` and `out`, both alive on this stream; the
+        // kernel writes exactly each sample's output extent.
+        unsafe {
+            ws.stream.launch_builder(&f).arg(&samples_ptr).arg(&consts_ptr).arg(&chw).launch(cfg).map_err(sluice_cuda::CudaError::from)?;
+        }
+        Ok(vec![out])
+    }
+}
+
+fn ws_name(cmn: &Cmn) -> &str {
+    cmn.display_name()
+}

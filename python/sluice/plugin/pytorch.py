@@ -1,0 +1,136 @@
+"""PyTorch iterators with DALI's API: `DALIGenericIterator`, `DALIClassificationIterator`,
+`LastBatchPolicy`. Batches reach PyTorch without a copy: GPU outputs through DLPack on
+PyTorch's current stream (which waits for Sluice's work; Sluice recycles the memory only
+after what PyTorch queued on it), CPU outputs as views of Sluice's host memory."""
+
+import math
+from enum import Enum
+
+import torch
+
+from ..tensors import TensorListCPU, TensorListGPU
+
+
+class LastBatchPolicy(Enum):
+    """What to do with the last, incomplete batch of an epoch."""
+
+    FILL = 0     # return a full batch: the reader fills it (padding or next-epoch samples)
+    DROP = 1     # skip it
+    PARTIAL = 2  # return only the samples that belong to the epoch
+
+
+def _to_torch(tl):
+    if isinstance(tl, TensorListGPU):
+        return torch.from_dlpack(tl.as_tensor())
+    if isinstance(tl, TensorListCPU):
+        return torch.from_dlpack(tl.as_tensor())
+    raise TypeError(f"unexpected pipeline output {type(tl).__name__}")
+
+
+class DALIGenericIterator:
+    """Iterates over one or more pipelines (one per GPU/shard), yielding a list with one
+    `{output name: torch.Tensor}` dict per pipeline.
+
+    Epoch length comes from `reader_name` (the reader's `name=`) or from `size` (samples per
+    shard). Pipelines must produce dense outputs (same shape per sample), as in DALI.
+    """
+
+    def __init__(self, pipelines, output_map, size=-1, reader_name=None, auto_reset=False,
+                 fill_last_batch=None, dynamic_shape=False, last_batch_padded=False,
+                 last_batch_policy=LastBatchPolicy.FILL, prepare_first_batch=True):
+        self._pipes = pipelines if isinstance(pipelines, (list, tuple)) else [pipelines]
+        if not self._pipes:
+            raise ValueError("DALIGenericIterator needs at least one pipeline")
+        if len(set(output_map)) != len(output_map):
+            raise ValueError(f"output_map has duplicate names: {output_map}")
+        if (size > 0) == (reader_name is not None):
+            if reader_name is not None:
+                raise ValueError("give either size or reader_name, not both")
+            raise ValueError("give reader_name (the reader's name=) or size (samples per shard)")
+        if fill_last_batch is not None:  # DALI's deprecated flag
+            last_batch_policy = LastBatchPolicy.FILL if fill_last_batch else LastBatchPolicy.PARTIAL
+        self._output_map = list(output_map)
+        self._policy = last_batch_policy
+        self._last_batch_padded = last_batch_padded
+        self._auto_reset = auto_reset in (True, "yes")
+        self._batch_size = self._pipes[0].batch_size
+        for p in self._pipes:
+            p.build()
+        if reader_name is not None:
+            meta = self._pipes[0].reader_meta(reader_name)
+            n, shards, shard = meta["epoch_size"], meta["number_of_shards"], meta["shard_id"]
+            # Samples of this pipeline's shard, as the reader splits them.
+            self._shard_size = math.floor((shard + 1) * n / shards) - math.floor(shard * n / shards)
+            self._size_all = n
+            self._pad_last_batch = meta["pad_last_batch"]
+        else:
+            self._shard_size = size
+            self._size_all = size * len(self._pipes)
+            self._pad_last_batch = last_batch_padded
+        self._counter = 0
+        self._pending = None
+        if prepare_first_batch:
+            self._pending = self._fetch()
+
+    def _fetch(self):
+        outs = []
+        for p in self._pipes:
+            res = p.run()
+            if len(res) != len(self._output_map):
+                raise ValueError(f"the pipeline has {len(res)} outputs but output_map names {len(self._output_map)}")
+            outs.append({name: _to_torch(t) for name, t in zip(self._output_map, res)})
+        return outs
+
+    def __len__(self):
+        per_epoch = self._shard_size / self._batch_size
+        return math.floor(per_epoch) if self._policy == LastBatchPolicy.DROP else math.ceil(per_epoch)
+
+    def __iter__(self):
+        return self
+
+    def __next__(self):
+        remaining = self._shard_size - self._counter
+        if remaining <= 0 or (self._policy == LastBatchPolicy.DROP and remaining < self._batch_size):
+            if self._auto_reset:
+                self.reset()
+            raise StopIteration
+        batch = self._pending if self._pending is not None else self._fetch()
+        self._pending = None
+        self._counter += self._batch_size
+        if self._policy == LastBatchPolicy.PARTIAL and remaining < self._batch_size:
+            batch = [{k: v[:remaining] for k, v in d.items()} for d in batch]
+        return batch
+
+    next = __next__
+
+    def reset(self):
+        """Starts the next epoch (ignored before the current one ends, as in DALI). Readers
+        never rewind: with FILL and no padding the last batch already held samples of the next
+        epoch, so the count carries over; with pad_last_batch the reader starts the new epoch
+        on a batch boundary."""
+        if self._counter < self._shard_size:
+            return
+        if self._policy == LastBatchPolicy.FILL and not self._pad_last_batch:
+            self._counter -= self._shard_size
+        else:
+            self._counter = 0
+
+    @property
+    def size(self):
+        return self._size_all
+
+
+class DALIClassificationIterator(DALIGenericIterator):
+    """`DALIGenericIterator` with `output_map=["data", "label"]`."""
+
+    def __init__(self, pipelines, size=-1, reader_name=None, auto_reset=False, fill_last_batch=None,
+                 dynamic_shape=False, last_batch_padded=False, last_batch_policy=LastBatchPolicy.FILL,
+                 prepare_first_batch=True):
+        super().__init__(pipelines, ["data", "label"], size=size, reader_name=reader_name,
+                         auto_reset=auto_reset, fill_last_batch=fill_last_batch, dynamic_shape=dynamic_shape,
+                         last_batch_padded=last_batch_padded, last_batch_policy=last_batch_policy,
+                         prepare_first_batch=prepare_first_batch)
+
+
+GenericIterator = DALIGenericIterator
+ClassificationIterator = DALIClassificationIterator
