@@ -285,6 +285,13 @@ pub(crate) struct Plan {
     pub out_channels: usize,
 }
 
+/// True when a JPEG's entropy-coded data is followed by an EOI marker. Decoders that do not
+/// detect truncation themselves (the GPU's hardware engine decodes a cut file into garbage
+/// without an error) must only get JPEGs that pass this.
+pub fn jpeg_is_complete(bytes: &[u8]) -> bool {
+    exif::has_eoi_after_sos(bytes)
+}
+
 /// Decodes into a caller-owned HWC u8 buffer of exactly `info.output_shape(p)`'s size.
 ///
 /// Nothing of the output is allocated here; JPEG uses a per-thread TurboJPEG handle and a

@@ -2,7 +2,7 @@
 // blockIdx.y selects the sample; threads stride over its output pixels. The arithmetic is
 // (in - mean') * mul with explicit rounding intrinsics, so no fused multiply-add changes the
 // result: GPU output equals the CPU backend's bit for bit.
-#include <cuda_fp16.h>
+// No headers: NVRTC runs without the CUDA toolkit's include folder on user machines.
 
 struct Sample {
     unsigned long long in, out;
@@ -16,7 +16,29 @@ struct Consts { float mean[16]; float mul[16]; float fill[16]; };
 
 template <typename O> __device__ __forceinline__ O conv(float v);
 template <> __device__ __forceinline__ float conv<float>(float v) { return v; }
-template <> __device__ __forceinline__ __half conv<__half>(float v) { return __float2half_rn(v); }
+// float -> IEEE half bits, round to nearest even (as the cpu backend's f32_to_f16).
+struct half_bits { unsigned short b; };
+template <> __device__ __forceinline__ half_bits conv<half_bits>(float v) {
+    unsigned int x = __float_as_uint(v);
+    unsigned short sign = (x >> 16) & 0x8000;
+    int exp = (x >> 23) & 0xff;
+    unsigned int man = x & 0x7fffff;
+    if (exp == 0xff) return {(unsigned short)(sign | 0x7c00 | (man ? 0x200 : 0))};
+    int e = exp - 127 + 15;
+    if (e >= 31) return {(unsigned short)(sign | 0x7c00)};
+    if (e <= 0) {
+        if (e < -10) return {sign};
+        unsigned int m = man | 0x800000;
+        unsigned int shift = 14 - e, half = 1u << (shift - 1);
+        unsigned int r = m >> shift, rem = m & ((1u << shift) - 1);
+        if (rem > half || (rem == half && (r & 1))) r += 1;
+        return {(unsigned short)(sign | r)};
+    }
+    unsigned int r = ((unsigned int)e << 10) | (man >> 13);
+    unsigned int rem = man & 0x1fff;
+    if (rem > 0x1000 || (rem == 0x1000 && (r & 1))) r += 1;
+    return {(unsigned short)(sign | r)};
+}
 template <> __device__ __forceinline__ unsigned char conv<unsigned char>(float v) {
     return v != v ? 0 : (unsigned char)fminf(fmaxf(roundf(v), 0.f), 255.f);
 }
@@ -52,10 +74,10 @@ __device__ void cmn(const Sample* samples, const Consts* k, int chw) {
 #define CMN(NAME, I, O) \
     extern "C" __global__ void NAME(const Sample* s, const Consts* k, int chw) { cmn<I, O>(s, k, chw); }
 CMN(cmn_u8_f32, unsigned char, float)
-CMN(cmn_u8_f16, unsigned char, __half)
+CMN(cmn_u8_f16, unsigned char, half_bits)
 CMN(cmn_u8_u8, unsigned char, unsigned char)
 CMN(cmn_u8_i8, unsigned char, signed char)
 CMN(cmn_f32_f32, float, float)
-CMN(cmn_f32_f16, float, __half)
+CMN(cmn_f32_f16, float, half_bits)
 CMN(cmn_f32_u8, float, unsigned char)
 CMN(cmn_f32_i8, float, signed char)

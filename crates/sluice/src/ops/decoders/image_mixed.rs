@@ -77,7 +77,9 @@ impl ImageDecoderMixed {
                 break;
             }
             let upright = !self.params.adjust_orientation || info.orientation.to_exif() == 1;
-            if info.format == ImageFormat::Jpeg && upright && hw.supported(data[i]) {
+            // The engine decodes a truncated file into garbage without an error: only complete
+            // files go there; libjpeg-turbo reports the rest properly.
+            if info.format == ImageFormat::Jpeg && upright && sluice_codecs::jpeg_is_complete(data[i]) && hw.supported(data[i]) {
                 on_hw[i] = true;
                 taken += 1;
             }
