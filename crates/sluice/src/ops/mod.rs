@@ -7,6 +7,7 @@ pub mod decoders;
 pub mod flip;
 pub mod random;
 pub mod readers;
+pub mod resize;
 pub mod rotate;
 pub mod schema;
 pub mod transfer;
@@ -146,6 +147,7 @@ static REGISTRY: &[&OpDef] = &[
     &readers::FILE,
     &flip::FLIP,
     &rotate::ROTATE,
+    &resize::RESIZE,
     &transfer::MAKE_CONTIGUOUS,
 ];
 
