@@ -16,6 +16,7 @@
 //! horizontally filtered rows; the vertical-first order blends input rows into one f32 row
 //! and filters it horizontally. Scratch lives in a thread-local and is reused.
 
+use std::any::TypeId;
 use std::cell::RefCell;
 use std::sync::OnceLock;
 
@@ -176,18 +177,29 @@ pub fn axis_filter(min: FilterKind, mag: FilterKind, antialias: bool, in_size: f
 }
 
 /// Per-output-pixel taps along one axis: first source index and `support` weights each.
+/// Outputs in `regular` read only in-range sources and skip the clamping.
 #[derive(Debug, Default, Clone)]
 pub struct Taps {
     pub first: Vec<i32>,
     pub weights: Vec<f32>,
     pub support: usize,
+    pub regular: std::ops::Range<usize>,
 }
 
 impl Taps {
     /// `InitializeResamplingFilter`; a `None` filter gives one-tap nearest-neighbour taps.
-    pub fn compute(&mut self, out_size: usize, origin: f32, scale: f32, filter: Option<&Filter>) {
+    pub fn compute(&mut self, in_size: usize, out_size: usize, origin: f32, scale: f32, filter: Option<&Filter>) {
         self.first.clear();
         self.weights.clear();
+        self.fill(out_size, origin, scale, filter);
+        // `first` is monotonic (either direction), so the in-range outputs are contiguous.
+        let ok = |x: &usize| self.first[*x] >= 0 && self.first[*x] as usize + self.support <= in_size;
+        let start = (0..out_size).find(ok).unwrap_or(out_size);
+        let end = (start..out_size).rev().find(ok).map_or(start, |x| x + 1);
+        self.regular = start..end;
+    }
+
+    fn fill(&mut self, out_size: usize, origin: f32, scale: f32, filter: Option<&Filter>) {
         let Some(f) = filter else {
             self.support = 1;
             for x in 0..out_size {
@@ -281,30 +293,77 @@ fn clampi(v: i32, n: usize) -> usize {
     v.clamp(0, n as i32 - 1) as usize
 }
 
-/// Horizontal pass of one row: `out[x*c + ch] = sum_k w[x,k] * row[clamp(first[x]+k)*c + ch]`.
-#[inline]
-fn horz_row<T: Channel>(out: &mut [f32], row: &[T], w: usize, c: usize, t: &Taps) {
+/// One output pixel of the horizontal pass: `o[ch] = sum_k w[k] * row[(x0+k)*C + ch]`, sources
+/// clamped to the row when `CLAMP` (edge pixels only). The sum runs over `L >= C` lanes so that
+/// 3 channels become one 4-wide vector operation per tap; the extra lane reads the next pixel
+/// (or the row's padding) and lands where the next output pixel (or the padding) is written
+/// afterwards. The kept lanes are computed exactly as with `L == C`.
+#[inline(always)]
+fn horz_px<const C: usize, const L: usize, const CLAMP: bool>(o: &mut [f32; L], row: &[f32], w: usize, x0: i32, wts: &[f32]) {
+    let mut acc = [0f32; L];
+    for (k, &wk) in wts.iter().enumerate() {
+        let px = if CLAMP { clampi(x0 + k as i32, w) } else { x0 as usize + k };
+        let p: &[f32; L] = row[px * C..][..L].try_into().unwrap();
+        for l in 0..L {
+            acc[l] += wk * p[l];
+        }
+    }
+    *o = acc;
+}
+
+/// Horizontal pass of one row with `C` channels summed in `L` lanes (see [`horz_px`]).
+fn horz_row_c<const C: usize, const L: usize>(out: &mut [f32], row: &[f32], w: usize, t: &Taps) {
     let s = t.support;
-    for (x, o) in out.chunks_exact_mut(c).enumerate() {
-        let x0 = t.first[x];
+    for x in 0..t.first.len() {
+        let o: &mut [f32; L] = (&mut out[x * C..][..L]).try_into().unwrap();
         let wts = &t.weights[x * s..(x + 1) * s];
-        if c <= 4 {
-            let mut acc = [0f32; 4];
-            for (k, &wk) in wts.iter().enumerate() {
-                let p = &row[clampi(x0 + k as i32, w) * c..][..c];
-                for ch in 0..c {
-                    acc[ch] += wk * p[ch].to_f32();
-                }
-            }
-            o.copy_from_slice(&acc[..c]);
+        if t.regular.contains(&x) {
+            horz_px::<C, L, false>(o, row, w, t.first[x], wts);
         } else {
-            o.fill(0.0);
-            for (k, &wk) in wts.iter().enumerate() {
-                let p = &row[clampi(x0 + k as i32, w) * c..][..c];
-                for ch in 0..c {
-                    o[ch] += wk * p[ch].to_f32();
+            horz_px::<C, L, true>(o, row, w, t.first[x], wts);
+        }
+    }
+}
+
+/// Padding after the rows [`horz_row`] reads and writes (the spare lane of 3-channel pixels).
+const ROW_PAD: usize = 1;
+
+/// Horizontal pass of one row: `out[x*c + ch] = sum_k w[x,k] * row[clamp(first[x]+k)*c + ch]`;
+/// `row` holds `w * c` values and `out` `t.first.len() * c`, each followed by [`ROW_PAD`].
+fn horz_row(out: &mut [f32], row: &[f32], w: usize, c: usize, t: &Taps) {
+    match c {
+        1 => horz_row_c::<1, 1>(out, row, w, t),
+        2 => horz_row_c::<2, 2>(out, row, w, t),
+        3 => horz_row_c::<3, 4>(out, row, w, t),
+        4 => horz_row_c::<4, 4>(out, row, w, t),
+        _ => {
+            let s = t.support;
+            for (x, o) in out.chunks_exact_mut(c).enumerate().take(t.first.len()) {
+                o.fill(0.0);
+                for (k, &wk) in t.weights[x * s..(x + 1) * s].iter().enumerate() {
+                    let p = &row[clampi(t.first[x] + k as i32, w) * c..][..c];
+                    for (a, v) in o.iter_mut().zip(p) {
+                        *a += wk * v;
+                    }
                 }
             }
+        }
+    }
+}
+
+/// Stores filtered values with DALI's conversion (`sat_f32`: round half away from zero,
+/// saturate). For u8, the common case, an equivalent form the compiler vectorizes.
+fn store_row<O: Channel>(dst: &mut [O], src: &[f32]) {
+    if TypeId::of::<O>() == TypeId::of::<u8>() {
+        let dst: &mut [u8] = bytemuck::cast_slice_mut(dst);
+        for (d, &v) in dst.iter_mut().zip(src) {
+            // On [0, 255], adding the largest f32 below 0.5 and truncating rounds half away
+            // from zero exactly (a tie reaches the next integer, anything below does not).
+            *d = (v.clamp(0.0, 255.0) + 0.49999997) as u8;
+        }
+    } else {
+        for (d, &v) in dst.iter_mut().zip(src) {
+            *d = O::sat_f32(v);
         }
     }
 }
@@ -330,61 +389,64 @@ pub fn resample<I: Channel, O: Channel>(dst: &mut [O], src: &[I], p: &Plan) {
             [fk(&p.filter[0]), fk(&p.filter[1])],
         );
         if s.key != Some(key) {
-            s.ty.compute(p.out_h, p.origin[0], p.scale[0], p.filter[0].as_ref());
-            s.tx.compute(p.out_w, p.origin[1], p.scale[1], p.filter[1].as_ref());
+            s.ty.compute(p.in_h, p.out_h, p.origin[0], p.scale[0], p.filter[0].as_ref());
+            s.tx.compute(p.in_w, p.out_w, p.origin[1], p.scale[1], p.filter[1].as_ref());
             s.key = Some(key);
         }
         let (ty, tx) = (&s.ty, &s.tx);
         let sy = ty.support;
         let out_row = p.out_w * c;
+        let in_row = in_w * c;
         if p.vertical_first() {
             // Blend input rows into one f32 row of the full input width, then filter it.
-            let in_row = in_w * c;
             s.acc.clear();
-            s.acc.resize(in_row, 0.0);
+            s.acc.resize(in_row + ROW_PAD, 0.0);
             s.row.clear();
-            s.row.resize(out_row, 0.0);
+            s.row.resize(out_row + ROW_PAD, 0.0);
             for (y, drow) in dst.chunks_exact_mut(out_row).enumerate() {
                 s.acc.fill(0.0);
                 for k in 0..sy {
                     let wk = ty.weights[y * sy + k];
                     let r = clampi(ty.first[y] + k as i32, in_h);
                     for (a, v) in s.acc.iter_mut().zip(&src[r * in_row..(r + 1) * in_row]) {
-                        *a += v.to_f32() * wk;
+                        *a += wk * v.to_f32();
                     }
                 }
                 horz_row(&mut s.row, &s.acc, in_w, c, tx);
-                for (d, v) in drow.iter_mut().zip(&s.row) {
-                    *d = O::sat_f32(*v);
-                }
+                store_row(drow, &s.row);
             }
         } else {
-            // Ring of `sy` horizontally filtered rows, tagged with their source row.
+            // Ring of `sy` horizontally filtered rows, tagged with their source row; the rows
+            // an output row needs are contiguous, so they never evict each other.
+            let stride = out_row + ROW_PAD;
             s.ring.clear();
-            s.ring.resize(sy * out_row, 0.0);
+            s.ring.resize(sy * stride, 0.0);
             s.tags.clear();
             s.tags.resize(sy, -1);
             s.acc.clear();
             s.acc.resize(out_row, 0.0);
-            let in_row = in_w * c;
+            s.row.clear();
+            s.row.resize(in_row + ROW_PAD, 0.0);
             for (y, drow) in dst.chunks_exact_mut(out_row).enumerate() {
                 s.acc.fill(0.0);
                 for k in 0..sy {
                     let r = clampi(ty.first[y] + k as i32, in_h);
                     let slot = r % sy;
-                    let ring_row = &mut s.ring[slot * out_row..(slot + 1) * out_row];
+                    let ring_row = &mut s.ring[slot * stride..(slot + 1) * stride];
                     if s.tags[slot] != r as i64 {
-                        horz_row(ring_row, &src[r * in_row..(r + 1) * in_row], in_w, c, tx);
+                        // Convert the row once (vectorized): each source pixel feeds several taps.
+                        for (d, v) in s.row.iter_mut().zip(&src[r * in_row..(r + 1) * in_row]) {
+                            *d = v.to_f32();
+                        }
+                        horz_row(ring_row, &s.row, in_w, c, tx);
                         s.tags[slot] = r as i64;
                     }
                     let wk = ty.weights[y * sy + k];
                     for (a, v) in s.acc.iter_mut().zip(ring_row.iter()) {
-                        *a += *v * wk;
+                        *a += wk * *v;
                     }
                 }
-                for (d, v) in drow.iter_mut().zip(&s.acc) {
-                    *d = O::sat_f32(*v);
-                }
+                store_row(drow, &s.acc);
             }
         }
     })
@@ -407,9 +469,63 @@ fn resample_nn<I: Channel, O: Channel>(dst: &mut [O], src: &[I], p: &Plan) {
         let srow = &src[r * in_w * c..(r + 1) * in_w * c];
         for (d, &sx) in drow.chunks_exact_mut(c).zip(&cols) {
             for (o, i) in d.iter_mut().zip(&srow[sx * c..(sx + 1) * c]) {
-                *o = O::sat_f32(i.to_f32());
+                *o = O::sat_f64(i.to_f64());
             }
         }
         sy += scy;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn regular_range_is_exactly_the_unclamped_outputs() {
+        for (in_size, out_size, kind, aa) in [
+            (500, 224, FilterKind::Linear, true),
+            (75, 224, FilterKind::Lanczos3, true),
+            (7, 3, FilterKind::Cubic, false),
+            (3, 1, FilterKind::Gaussian, true),
+        ] {
+            for (origin, scale) in [(0.0, in_size as f32 / out_size as f32), (in_size as f32, -(in_size as f32) / out_size as f32)] {
+                let f = axis_filter(kind, kind, aa, in_size as f32, out_size);
+                let mut t = Taps::default();
+                t.compute(in_size, out_size, origin, scale, f.as_ref());
+                for x in 0..out_size {
+                    let inside = t.first[x] >= 0 && t.first[x] as usize + t.support <= in_size;
+                    assert_eq!(t.regular.contains(&x), inside, "{kind:?} {in_size}->{out_size} scale {scale}, x {x}");
+                    let sum: f32 = t.weights[x * t.support..(x + 1) * t.support].iter().sum();
+                    assert!((sum - 1.0).abs() < 1e-5, "weights of x {x} sum to {sum}");
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn same_size_linear_is_identity_for_every_channel_count() {
+        for c in 1..=5 {
+            let (h, w) = (6, 9);
+            let src: Vec<u8> = (0..h * w * c).map(|i| (i * 97 % 251) as u8).collect();
+            let f = axis_filter(FilterKind::Triangular, FilterKind::Linear, true, 6.0, 6);
+            let g = axis_filter(FilterKind::Triangular, FilterKind::Linear, true, 9.0, 9);
+            let p = Plan { in_h: h, in_w: w, c, out_h: h, out_w: w, origin: [0.0; 2], scale: [1.0; 2], filter: [f, g] };
+            let mut dst = vec![0u8; src.len()];
+            resample(&mut dst, &src, &p);
+            assert_eq!(dst, src, "{c} channels");
+        }
+    }
+
+    #[test]
+    fn tables_peak_at_the_centre() {
+        let t = tables();
+        for table in [&t.tri, &t.gauss, &t.lanczos, &t.cubic] {
+            assert_eq!(table[(table.len() - 1) / 2], 1.0);
+        }
+        // Lanczos3 and cubic are 0 at their support's ends; the Gaussian is cut at exp(-4).
+        for table in [&t.lanczos, &t.cubic] {
+            assert!(table[0].abs() < 1e-6 && table[table.len() - 1].abs() < 1e-6);
+        }
+        assert!((t.gauss[0] - (-4f32).exp()).abs() < 1e-6);
     }
 }
