@@ -9,6 +9,7 @@ pub mod flip;
 pub mod gpu_params;
 pub mod random;
 pub mod readers;
+pub mod resize;
 pub mod rotate;
 pub mod schema;
 pub mod transfer;
@@ -212,6 +213,7 @@ static REGISTRY: &[&OpDef] = &[
     &rotate::ROTATE,
     &crop::CROP,
     &crop::CROP_MIRROR_NORMALIZE,
+    &resize::RESIZE,
     &transfer::MAKE_CONTIGUOUS,
 ];
 
