@@ -3,13 +3,17 @@
 //! side by side.
 
 pub mod args;
+pub mod cast;
 pub mod decoders;
 pub mod flip;
+pub mod normalize;
+pub mod pad;
 pub mod random;
 pub mod readers;
 pub mod rotate;
 pub mod schema;
 pub mod transfer;
+pub mod transpose;
 
 use std::collections::HashMap;
 
@@ -147,6 +151,12 @@ static REGISTRY: &[&OpDef] = &[
     &flip::FLIP,
     &rotate::ROTATE,
     &transfer::MAKE_CONTIGUOUS,
+    &transpose::TRANSPOSE,
+    &cast::CAST,
+    &normalize::NORMALIZE,
+    &pad::PAD,
+    &random::NORMAL,
+    &random::CHOICE,
 ];
 
 /// Runs `f(sample_index, sample_bytes)` for every sample of `out` on the worker pool. When
