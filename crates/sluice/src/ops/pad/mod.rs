@@ -127,8 +127,6 @@ impl Operator for Pad {
             }
         }
         let fill = ws.per_sample(&self.ctx, "fill_value");
-        let mut fills = [0u8; 8];
-        let _ = &mut fills;
         let mut out = TensorList::new(input.dtype(), ndim, (0..n).map(|i| &self.shapes[i * ndim..(i + 1) * ndim]));
         out.set_layout(input.layout().clone());
         out.inherit_source_info(input);

@@ -172,7 +172,6 @@ fn tr<const N: usize>(dst: &mut [u8], src: &[u8], shape: &[usize], perm: &[usize
                 dst[o..o + N].copy_from_slice(&px[ch * N..ch * N + N]);
             }
         }
-        let _ = w;
         return;
     }
     if ndim == 3 && perm == [1, 2, 0] {
