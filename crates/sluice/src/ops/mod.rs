@@ -7,12 +7,18 @@ pub mod crop;
 pub mod decoders;
 pub mod flip;
 pub mod gpu_params;
+pub mod cast;
+pub mod decoders;
+pub mod flip;
+pub mod normalize;
+pub mod pad;
 pub mod random;
 pub mod readers;
 pub mod resize;
 pub mod rotate;
 pub mod schema;
 pub mod transfer;
+pub mod transpose;
 
 use std::collections::HashMap;
 
@@ -215,6 +221,12 @@ static REGISTRY: &[&OpDef] = &[
     &crop::CROP_MIRROR_NORMALIZE,
     &resize::RESIZE,
     &transfer::MAKE_CONTIGUOUS,
+    &transpose::TRANSPOSE,
+    &cast::CAST,
+    &normalize::NORMALIZE,
+    &pad::PAD,
+    &random::NORMAL,
+    &random::CHOICE,
 ];
 
 /// Runs `f(sample_index, sample_bytes)` for every sample of `out` on the worker pool. When

@@ -2,10 +2,14 @@
 //! counter-based stream of (seed, operator, iteration, sample), so results do not depend on
 //! the thread count.
 
+mod choice;
 mod coin_flip;
+mod normal;
 mod uniform;
 
+pub use choice::CHOICE;
 pub use coin_flip::COIN_FLIP;
+pub use normal::NORMAL;
 pub use uniform::UNIFORM;
 
 use crate::error::{Error, Result};

@@ -1,0 +1,207 @@
+//! `fn.pad`: pads samples with `fill_value` at the end of the chosen axes, by default to the
+//! largest extent in the batch (DALI's behaviour), or to `shape` (-1 = batch maximum; a
+//! smaller extent than the sample's keeps the sample's), rounded up to `align`. Matches DALI
+//! 2.4, including how the fill value is converted (C-style truncation, integers wrap).
+
+use crate::error::{Error, Result};
+use crate::ops::{arg, for_each_sample, tensor_arg, ArgDefault as D, ArgType as T, Device, OpContext, OpDef, OpSchema, Operator, Workspace};
+use crate::tensor::{DType, TensorList};
+
+/// Most dimensions a padded tensor may have.
+pub const MAX_NDIM: usize = 16;
+
+/// Schema and backends.
+pub static PAD: OpDef = OpDef {
+    schema: OpSchema {
+        name: "Pad",
+        doc: "Pads all samples with `fill_value` in the specified axes to match the biggest extent in the batch for those axes, or to a minimum `shape`, optionally aligned to a multiple of `align`.",
+        devices: &[Device::Cpu],
+        min_inputs: 1,
+        max_inputs: 1,
+        num_outputs: 1,
+        args: &[&[
+            arg("axes", T::IntList, D::Optional, "Indices of the axes to pad (negative counts from the back). All axes when neither `axes` nor `axis_names` is given."),
+            arg("axis_names", T::Str, D::Optional, "Names of the axes to pad, from the input layout. Excludes `axes`."),
+            tensor_arg("fill_value", T::Float, D::Float(0.0), "The value to pad the batch with."),
+            arg("shape", T::IntList, D::Optional, "Output extents in the padded axes; -1 pads to the batch's largest (aligned) extent."),
+            arg("align", T::IntList, D::Optional, "Extents in the padded axes are rounded up to a multiple of this (one value for all axes, or one per axis)."),
+        ]],
+        arg_aliases: &[],
+        legacy_names: &[],
+        is_reader: false,
+        is_random: false,
+    },
+    cpu: Some(|ctx| Ok(Box::new(Pad::new(ctx)?))),
+    mixed: None,
+    gpu: None,
+};
+
+struct Pad {
+    ctx: OpContext,
+    /// Output shapes, reused between iterations.
+    shapes: Vec<usize>,
+}
+
+impl Pad {
+    fn new(ctx: &OpContext) -> Result<Pad> {
+        let name = &ctx.display_name;
+        if ctx.args.has("axes") && ctx.args.has("axis_names") {
+            return Err(Error::arg(name, "axis_names", "`axes` and `axis_names` are mutually exclusive"));
+        }
+        for (a, what) in [("shape", "-1 or >= 1"), ("align", ">= 1")] {
+            if ctx.args.has(a) {
+                for &v in ctx.args.ints(a) {
+                    if (a == "shape" && v != -1 && v < 1) || (a == "align" && v < 1) {
+                        return Err(Error::arg(name, a, format!("values must be {what}, got {v}")));
+                    }
+                }
+            }
+        }
+        Ok(Pad { ctx: ctx.clone(), shapes: Vec::new() })
+    }
+
+    /// The padded axes for an input of `ndim` dimensions with `layout`.
+    fn axes(&self, ndim: usize, layout: &str, iteration: u64) -> Result<([bool; MAX_NDIM], Vec<usize>)> {
+        let name = &self.ctx.display_name;
+        let mut list = Vec::new();
+        if let Some(names) = self.ctx.args.opt_str("axis_names").filter(|s| !s.is_empty()) {
+            for c in names.chars() {
+                let a = layout.find(c).ok_or_else(|| {
+                    Error::data(self.ctx.at(iteration, 0, ""), format!("argument 'axis_names': axis '{c}' is not in the input layout '{layout}'"))
+                })?;
+                list.push(a);
+            }
+        } else if self.ctx.args.has("axes") && !self.ctx.args.ints("axes").is_empty() {
+            for &a in self.ctx.args.ints("axes") {
+                let r = if a < 0 { a + ndim as i64 } else { a };
+                if r < 0 || r >= ndim as i64 {
+                    return Err(Error::data(
+                        self.ctx.at(iteration, 0, ""),
+                        format!("argument 'axes': axis {a} is out of range [-{ndim}, {}]", ndim as i64 - 1),
+                    ));
+                }
+                list.push(r as usize);
+            }
+        } else {
+            list.extend(0..ndim);
+        }
+        let mut mask = [false; MAX_NDIM];
+        for &a in &list {
+            mask[a] = true;
+        }
+        for a in ["shape", "align"] {
+            if self.ctx.args.has(a) {
+                let l = self.ctx.args.ints(a).len();
+                if l != list.len() && !(a == "align" && l == 1) {
+                    return Err(Error::arg(name, a, format!("has {l} values but {} axes are padded", list.len())));
+                }
+            }
+        }
+        Ok((mask, list))
+    }
+}
+
+impl Operator for Pad {
+    fn run(&mut self, ws: &Workspace<'_>) -> Result<Vec<TensorList>> {
+        let input = ws.inputs[0];
+        let ndim = input.ndim();
+        let n = input.len();
+        if ndim > MAX_NDIM {
+            return Err(Error::data(self.ctx.at(ws.iteration, 0, ""), format!("at most {MAX_NDIM} dimensions are supported, got {ndim}")));
+        }
+        let (_, list) = self.axes(ndim, input.layout().as_str(), ws.iteration)?;
+        let shape_arg = self.ctx.args.has("shape").then(|| self.ctx.args.ints("shape"));
+        let align_arg = self.ctx.args.has("align").then(|| self.ctx.args.ints("align"));
+        self.shapes.clear();
+        for i in 0..n {
+            self.shapes.extend_from_slice(input.shape(i));
+        }
+        for (j, &a) in list.iter().enumerate() {
+            let batch_max = (0..n).map(|i| input.shape(i)[a]).max().unwrap_or(0);
+            let want = shape_arg.map_or(-1, |s| s[j]);
+            let align = align_arg.map_or(1, |l| if l.len() == 1 { l[0] } else { l[j] }) as usize;
+            for i in 0..n {
+                let ext = &mut self.shapes[i * ndim + a];
+                let target = if want < 0 { batch_max } else { (*ext).max(want as usize) };
+                *ext = target.div_ceil(align) * align;
+            }
+        }
+        let fill = ws.per_sample(&self.ctx, "fill_value");
+        let mut out = TensorList::new(input.dtype(), ndim, (0..n).map(|i| &self.shapes[i * ndim..(i + 1) * ndim]));
+        out.set_layout(input.layout().clone());
+        out.inherit_source_info(input);
+        let dtype = input.dtype();
+        let elem = dtype.size();
+        let name = &self.ctx.display_name;
+        for_each_sample(ws.pool, &mut out, |i, dst| {
+            let v = fill.get(name, i)?.unwrap_or(0.0);
+            let pattern = fill_bytes(dtype, v);
+            let out_shape = &self.shapes[i * ndim..(i + 1) * ndim];
+            pad_bytes(dst, input.bytes(i), input.shape(i), out_shape, &pattern[..elem]);
+            Ok(())
+        })?;
+        Ok(vec![out])
+    }
+}
+
+/// The fill value as DALI stores it: `static_cast<T>(float)`: floats convert, integers
+/// truncate toward zero and wrap (as x86 does: 300 -> UINT8 44, -1.6 -> UINT8 255).
+pub fn fill_bytes(dtype: DType, v: f64) -> [u8; 8] {
+    let mut b = [0u8; 8];
+    let v32 = v as f32; // the argument is a float in DALI
+    let t = v32 as i64;
+    match dtype {
+        DType::U8 | DType::I8 => b[0] = t as u8,
+        DType::Bool => b[0] = (v32 != 0.0) as u8,
+        DType::U16 | DType::I16 => b[..2].copy_from_slice(&(t as u16).to_le_bytes()),
+        DType::U32 | DType::I32 => b[..4].copy_from_slice(&(t as u32).to_le_bytes()),
+        DType::I64 => b.copy_from_slice(&t.to_le_bytes()),
+        DType::U64 => b.copy_from_slice(&(if v32 >= 0.0 { v32 as u64 } else { t as u64 }).to_le_bytes()),
+        DType::F16 => b[..2].copy_from_slice(&crate::ops::cast::f64_to_f16(v32 as f64).to_le_bytes()),
+        DType::F32 => b[..4].copy_from_slice(&v32.to_le_bytes()),
+        DType::F64 => b.copy_from_slice(&(v32 as f64).to_le_bytes()),
+    }
+    b
+}
+
+/// Copies `src` (dense, `in_shape`) into the leading corner of `dst` (dense, `out_shape`,
+/// every extent >= the input's) and fills the rest with `fill` (one element's bytes).
+pub fn pad_bytes(dst: &mut [u8], src: &[u8], in_shape: &[usize], out_shape: &[usize], fill: &[u8]) {
+    let elem = fill.len();
+    let ndim = in_shape.len();
+    if fill.iter().all(|&b| b == 0) {
+        dst.fill(0);
+    } else {
+        for d in dst.chunks_exact_mut(elem) {
+            d.copy_from_slice(fill);
+        }
+    }
+    if src.is_empty() {
+        return;
+    }
+    if ndim == 0 {
+        dst.copy_from_slice(src);
+        return;
+    }
+    let row_in = in_shape[ndim - 1] * elem;
+    let mut out_stride = [0usize; MAX_NDIM];
+    let mut s = elem;
+    for a in (0..ndim).rev() {
+        out_stride[a] = s;
+        s *= out_shape[a];
+    }
+    let mut idx = [0usize; MAX_NDIM];
+    let mut off = 0usize;
+    for row in src.chunks_exact(row_in) {
+        dst[off..off + row_in].copy_from_slice(row);
+        for a in (0..ndim - 1).rev() {
+            idx[a] += 1;
+            off += out_stride[a];
+            if idx[a] < in_shape[a] {
+                break;
+            }
+            off -= idx[a] * out_stride[a];
+            idx[a] = 0;
+        }
+    }
+}

@@ -1,0 +1,80 @@
+//! `random.normal`: values from N(mean, stddev²), converted to `dtype` with rounding and
+//! saturation (as DALI). With an input, each output sample takes that sample's shape.
+
+use super::sample_shape;
+use crate::error::{Error, Result};
+use crate::ops::cast::{require_dtype, store_f64};
+use crate::ops::{arg, for_each_sample, tensor_arg, ArgDefault as D, ArgType as T, Device, OpContext, OpDef, OpSchema, Operator, Workspace};
+use crate::tensor::{DType, TensorList};
+
+/// Schema and backends.
+pub static NORMAL: OpDef = OpDef {
+    schema: OpSchema {
+        name: "random__Normal",
+        doc: "Generates random numbers following a normal distribution. The shape comes from `shape`, or from the input (`shape_like`) when one is given; a scalar otherwise.",
+        devices: &[Device::Cpu],
+        min_inputs: 0,
+        max_inputs: 1,
+        num_outputs: 1,
+        args: &[&[
+            tensor_arg("mean", T::Float, D::Float(0.0), "Mean of the distribution."),
+            tensor_arg("stddev", T::Float, D::Float(1.0), "Standard deviation of the distribution."),
+            arg("shape", T::IntList, D::Optional, "Shape of the output data."),
+            arg("dtype", T::DType, D::Optional, "Output data type (FLOAT by default); values are rounded and clamped to it."),
+        ]],
+        arg_aliases: &[],
+        legacy_names: &[("NormalDistribution", None)],
+        is_reader: false,
+        is_random: true,
+    },
+    cpu: Some(|ctx| Ok(Box::new(Normal::new(ctx)?))),
+    mixed: None,
+    gpu: None,
+};
+
+struct Normal {
+    ctx: OpContext,
+    shape: Vec<usize>,
+    dtype: DType,
+}
+
+impl Normal {
+    fn new(ctx: &OpContext) -> Result<Normal> {
+        let dtype = super::dtype_or(&ctx.args, DType::F32);
+        require_dtype(&ctx.display_name, "dtype", dtype, &[
+            DType::U8, DType::I8, DType::U16, DType::I16, DType::U32, DType::I32,
+            DType::U64, DType::I64, DType::F16, DType::F32, DType::F64,
+        ])?;
+        Ok(Normal { ctx: ctx.clone(), shape: sample_shape(ctx)?, dtype })
+    }
+}
+
+impl Operator for Normal {
+    fn run(&mut self, ws: &Workspace<'_>) -> Result<Vec<TensorList>> {
+        let mut out = match ws.inputs.first() {
+            Some(like) if !self.ctx.args.has("shape") => {
+                let mut o = TensorList::new(self.dtype, like.ndim(), (0..like.len()).map(|i| like.shape(i)));
+                o.inherit_source_info(like);
+                o
+            }
+            _ => TensorList::uniform(self.dtype, &self.shape, ws.batch_size),
+        };
+        let name = &self.ctx.display_name;
+        let mean = ws.per_sample(&self.ctx, "mean");
+        let stddev = ws.per_sample(&self.ctx, "stddev");
+        let dtype = self.dtype;
+        for_each_sample(ws.pool, &mut out, |i, bytes| {
+            let m = mean.get(name, i)?.unwrap_or(0.0);
+            let s = stddev.get(name, i)?.unwrap_or(1.0);
+            if !(s >= 0.0) {
+                return Err(Error::arg(name, "stddev", format!("must be >= 0; sample {i} has {s}")));
+            }
+            let mut rng = ws.rng(&self.ctx, i);
+            for k in 0..bytes.len() / dtype.size() {
+                store_f64(dtype, bytes, k, m + s * rng.normal());
+            }
+            Ok(())
+        })?;
+        Ok(vec![out])
+    }
+}
