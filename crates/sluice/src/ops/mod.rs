@@ -3,12 +3,14 @@
 //! side by side.
 
 pub mod args;
+pub mod arithmetic;
 pub mod decoders;
 pub mod flip;
 pub mod random;
 pub mod readers;
 pub mod rotate;
 pub mod schema;
+pub mod subscript;
 pub mod transfer;
 
 use std::collections::HashMap;
@@ -147,6 +149,8 @@ static REGISTRY: &[&OpDef] = &[
     &flip::FLIP,
     &rotate::ROTATE,
     &transfer::MAKE_CONTIGUOUS,
+    &arithmetic::ARITHMETIC_GENERIC,
+    &subscript::TENSOR_SUBSCRIPT,
 ];
 
 /// Runs `f(sample_index, sample_bytes)` for every sample of `out` on the worker pool. When
