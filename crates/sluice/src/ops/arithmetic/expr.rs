@@ -277,8 +277,7 @@ fn compile_at(ast: &Ast, tys: &[DType], ints: &[i64], reals: &[f64], nodes: &mut
                 wrap_one(*dtype, v.to_bits())
             } else {
                 let v = *ints.get(*index).ok_or_else(|| format!("integer constant {index} is missing"))?;
-                let bits = if cls(*dtype) == Cls::S { v as u64 } else { v as u64 };
-                let w = wrap_one(*dtype, bits);
+                let w = wrap_one(*dtype, v as u64);
                 if (cls(*dtype) == Cls::S && w as i64 != v) || (cls(*dtype) == Cls::U && (v < 0 || w != v as u64)) {
                     return Err(format!("integer constant {v} out of range for {}", dtype.dali_name()));
                 }
@@ -696,9 +695,8 @@ pub fn eval(prog: &Program, operands: &[Option<Operand<'_>>], shape: &[usize], o
                         if !apply(op, cls(node.compute), dst, ta, tb, tz) {
                             return Err(());
                         }
-                        if node.dtype == DType::Bool || node.dtype != node.compute || cls(node.dtype) != Cls::F || node.dtype == DType::F32 {
-                            wrap_all(node.dtype, dst);
-                        }
+                        // Integer results wrap to their width, FLOAT rounds to f32 (no-op for 64-bit).
+                        wrap_all(node.dtype, dst);
                     }
                 }
             }
