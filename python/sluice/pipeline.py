@@ -23,13 +23,16 @@ def _stack():
 class DataNode:
     """An output of an operator: what operators take as inputs and pipelines return."""
 
-    __slots__ = ("_op", "_index", "name", "device")
+    __slots__ = ("_op", "_index", "name", "device", "_expr")
 
     def __init__(self, op, index, device):
         self._op = op
         self._index = index
         self.device = device
         self.name = f"{op.name}[{index}]"
+        # For outputs of arithmetic expressions: the expression tree, so that nested
+        # expressions fuse into one operator (see _arith).
+        self._expr = None
 
     def gpu(self):
         """This node copied to the GPU (a transfer operator on the 'mixed' stage)."""
@@ -50,6 +53,183 @@ class DataNode:
             "a DataNode has no truth value at graph-definition time; "
             "per-sample conditions need enable_conditionals=True"
         )
+
+    __hash__ = object.__hash__
+
+    # -- arithmetic (one fused _ArithmeticGenericOp per expression, as DALI)
+    def __add__(self, other):
+        return _arith("add", self, other)
+
+    def __radd__(self, other):
+        return _arith("add", other, self)
+
+    def __sub__(self, other):
+        return _arith("sub", self, other)
+
+    def __rsub__(self, other):
+        return _arith("sub", other, self)
+
+    def __mul__(self, other):
+        return _arith("mul", self, other)
+
+    def __rmul__(self, other):
+        return _arith("mul", other, self)
+
+    def __truediv__(self, other):
+        return _arith("fdiv", self, other)
+
+    def __rtruediv__(self, other):
+        return _arith("fdiv", other, self)
+
+    def __floordiv__(self, other):
+        return _arith("div", self, other)
+
+    def __rfloordiv__(self, other):
+        return _arith("div", other, self)
+
+    def __mod__(self, other):
+        return _arith("mod", self, other)
+
+    def __rmod__(self, other):
+        return _arith("mod", other, self)
+
+    def __pow__(self, other):
+        return _arith("pow", self, other)
+
+    def __rpow__(self, other):
+        return _arith("pow", other, self)
+
+    def __neg__(self):
+        return _arith("minus", self)
+
+    def __pos__(self):
+        return self  # as DALI: unary + is a no-op
+
+    def __abs__(self):
+        return _arith("abs", self)
+
+    def __eq__(self, other):
+        return _arith("eq", self, other)
+
+    def __ne__(self, other):
+        return _arith("neq", self, other)
+
+    def __lt__(self, other):
+        return _arith("lt", self, other)
+
+    def __le__(self, other):
+        return _arith("leq", self, other)
+
+    def __gt__(self, other):
+        return _arith("gt", self, other)
+
+    def __ge__(self, other):
+        return _arith("geq", self, other)
+
+    def __and__(self, other):
+        return _arith("bitand", self, other)
+
+    def __rand__(self, other):
+        return _arith("bitand", other, self)
+
+    def __or__(self, other):
+        return _arith("bitor", self, other)
+
+    def __ror__(self, other):
+        return _arith("bitor", other, self)
+
+    def __xor__(self, other):
+        return _arith("bitxor", self, other)
+
+    def __rxor__(self, other):
+        return _arith("bitxor", other, self)
+
+    # -- indexing (DALI's TensorSubscript)
+    def __getitem__(self, val):
+        """`node[1:3, :, 0]`: integer indices remove their axis, slices (with steps, negative
+        bounds) keep it; `None` is a full slice, as in DALI. Indices may be DataNodes."""
+        from .ops_gen import make_node
+
+        if not isinstance(val, tuple):
+            val = (val,)
+        args = {}
+        for i, idx in enumerate(val):
+            if idx is None:
+                continue
+            if idx is Ellipsis:
+                raise NotImplementedError("Ellipsis in indexing is not implemented")
+            if isinstance(idx, slice):
+                for key, v in (("lo", idx.start), ("hi", idx.stop), ("step", idx.step)):
+                    if v is not None:
+                        args[f"{key}_{i}"] = _index_value(v)
+            else:
+                args[f"at_{i}"] = _index_value(idx)
+        return make_node("_TensorSubscript", [self], dict(args, num_subscripts=len(val)))
+
+
+def _index_value(v):
+    if isinstance(v, DataNode):
+        return v
+    if isinstance(v, (float, str)) or not hasattr(v, "__index__"):
+        raise TypeError(f"invalid type for an index: {type(v).__name__}")
+    return int(v.__index__())
+
+
+_INT32 = (-(1 << 31), (1 << 31) - 1)
+
+
+def _operand(x):
+    """An expression operand: a DataNode (fused when it is itself an expression) or a Python
+    scalar constant, typed as DALI types them (bool -> BOOL, int -> INT32, float -> FLOAT)."""
+    if isinstance(x, DataNode):
+        return x._expr if x._expr is not None else ("in", x)
+    if hasattr(x, "dtype") and hasattr(x, "item") and getattr(x, "shape", None) == ():
+        x = x.item()  # NumPy scalar
+    if isinstance(x, bool):
+        return ("const", int(x), "bool")
+    if isinstance(x, int):
+        if not _INT32[0] <= x <= _INT32[1]:
+            raise OverflowError(f"integer constant {x} out of range for int32")
+        return ("const", x, "int32")
+    if isinstance(x, float):
+        return ("const", x, "float32")
+    raise TypeError(f"unsupported operand type for an arithmetic expression: {type(x).__name__}")
+
+
+def _arith(op, *operands):
+    """One arithmetic operation; nested expressions are fused into a single
+    `_ArithmeticGenericOp` whose `expression_desc` holds the whole tree."""
+    from .ops_gen import make_node
+
+    tree = (op,) + tuple(_operand(x) for x in operands)
+    inputs, index, ints, reals = [], {}, [], []
+
+    def emit(t):
+        kind = t[0]
+        if kind == "in":
+            node = t[1]
+            if id(node) not in index:
+                index[id(node)] = len(inputs)
+                inputs.append(node)
+            return f"&{index[id(node)]}"
+        if kind == "const":
+            _, v, ty = t
+            lst = reals if ty.startswith("float") else ints
+            lst.append(v)
+            return f"${len(lst) - 1}:{ty}"
+        return f"{kind}({' '.join(emit(c) for c in t[1:])})"
+
+    desc = emit(tree)
+    if not inputs:
+        raise TypeError(f"arithmetic operation '{op}' needs at least one DataNode operand")
+    kwargs = {"expression_desc": desc}
+    if ints:
+        kwargs["integer_constants"] = ints
+    if reals:
+        kwargs["real_constants"] = [float(r) for r in reals]
+    out = make_node("_ArithmeticGenericOp", inputs, kwargs)
+    out._expr = tree
+    return out
 
 
 class _OpNode:

@@ -4,6 +4,7 @@
 
 pub mod args;
 pub mod crop;
+pub mod arithmetic;
 pub mod decoders;
 pub mod flip;
 pub mod gpu_params;
@@ -17,6 +18,7 @@ pub mod readers;
 pub mod resize;
 pub mod rotate;
 pub mod schema;
+pub mod subscript;
 pub mod transfer;
 pub mod transpose;
 
@@ -227,6 +229,8 @@ static REGISTRY: &[&OpDef] = &[
     &pad::PAD,
     &random::NORMAL,
     &random::CHOICE,
+    &arithmetic::ARITHMETIC_GENERIC,
+    &subscript::TENSOR_SUBSCRIPT,
 ];
 
 /// Runs `f(sample_index, sample_bytes)` for every sample of `out` on the worker pool. When
