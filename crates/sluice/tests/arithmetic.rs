@@ -45,7 +45,7 @@ fn fused_expression_with_broadcasting_matches_a_scalar_reference() {
         ]),
     ];
     let mut ex = Executor::new(&spec(ops, vec![Edge { op: 0, output: 0 }, Edge { op: 1, output: 0 }, Edge { op: 2, output: 0 }])).unwrap();
-    let out = ex.next_batch().unwrap();
+    let out = ex.next_cpu_batch().unwrap();
     for i in 0..4 {
         let a = out[0].sample::<u8>(i);
         let b = out[1].sample::<i16>(i);
@@ -67,7 +67,7 @@ fn shape_mismatch_names_the_operator_and_sample() {
         op("_ArithmeticGenericOp", vec![Edge { op: 0, output: 0 }, Edge { op: 1, output: 0 }], vec![("expression_desc", ArgValue::Str("add(&0 &1)".into()))]),
     ];
     let mut ex = Executor::new(&spec(ops, vec![Edge { op: 2, output: 0 }])).unwrap();
-    let err = ex.next_batch().err().unwrap().to_string();
+    let err = ex.next_cpu_batch().err().unwrap().to_string();
     assert!(err.contains("arithmetic") && err.contains("sample 0") && err.contains("broadcast") && err.contains("[3, 4]"), "{err}");
 }
 
@@ -77,13 +77,13 @@ fn bool_arithmetic_and_division_by_zero_are_clear_errors() {
         uniform(&[2], 11, &[1.0]),
         op("_ArithmeticGenericOp", vec![Edge { op: 0, output: 0 }], vec![("expression_desc", ArgValue::Str("sub(&0 &0)".into()))]),
     ];
-    let err = Executor::new(&spec(ops, vec![Edge { op: 1, output: 0 }])).and_then(|mut e| e.next_batch()).err().unwrap().to_string();
+    let err = Executor::new(&spec(ops, vec![Edge { op: 1, output: 0 }])).and_then(|mut e| e.next_cpu_batch()).err().unwrap().to_string();
     assert!(err.contains("cannot be booleans"), "{err}");
     let ops = vec![
         uniform(&[2], U8, &[0.0]),
         op("_ArithmeticGenericOp", vec![Edge { op: 0, output: 0 }], vec![("expression_desc", ArgValue::Str("div($0:int32 &0)".into())), ("integer_constants", ArgValue::IntList(vec![5]))]),
     ];
-    let err = Executor::new(&spec(ops, vec![Edge { op: 1, output: 0 }])).and_then(|mut e| e.next_batch()).err().unwrap().to_string();
+    let err = Executor::new(&spec(ops, vec![Edge { op: 1, output: 0 }])).and_then(|mut e| e.next_cpu_batch()).err().unwrap().to_string();
     assert!(err.contains("division by zero") && err.contains("sample 0"), "{err}");
 }
 
@@ -99,7 +99,7 @@ fn subscript_removes_indexed_axes_and_keeps_slices() {
         ]),
     ];
     let mut ex = Executor::new(&spec(ops, vec![Edge { op: 0, output: 0 }, Edge { op: 1, output: 0 }])).unwrap();
-    let out = ex.next_batch().unwrap();
+    let out = ex.next_cpu_batch().unwrap();
     for i in 0..4 {
         let x = out[0].sample::<u8>(i);
         let y = out[1].sample::<u8>(i);

@@ -133,7 +133,7 @@ fn normal_and_choice_are_deterministic_across_thread_counts() {
         ];
         let mut ex = pipeline(ops, vec![e(0), e(1)], threads);
         (0..3).flat_map(|_| {
-            let out = ex.next_batch().unwrap();
+            let out = ex.next_cpu_batch().unwrap();
             out.into_iter().flat_map(|t| (0..t.len()).map(move |i| t.bytes(i).to_vec()).collect::<Vec<_>>()).collect::<Vec<_>>()
         }).collect()
     };

@@ -39,7 +39,7 @@ fn out_shape(h: usize, w: usize, args: Vec<(&str, ArgValue)>) -> Result<(usize, 
     let mut rz = op("Resize", "rz", args);
     rz.inputs = vec![E(0)];
     let mut ex = Executor::new(&spec(vec![image_source(&[h as i64, w as i64, 1]), rz], vec![E(1)], 1)).map_err(|e| e.to_string())?;
-    let out = ex.next_batch().map_err(|e| e.to_string())?;
+    let out = ex.next_cpu_batch().map_err(|e| e.to_string())?;
     let s = out[0].shape(0);
     Ok((s[0], s[1]))
 }
@@ -214,7 +214,7 @@ fn per_sample_resize_shorter_from_an_argument_input() {
     let mut ex = Executor::new(&spec(ops, vec![E(0), E(1), E(2)], 4)).unwrap();
     let sizing = Sizing { mode: Mode::NotSmaller, max_size: None, subpixel_scale: true };
     for _ in 0..2 {
-        let out = ex.next_batch().unwrap();
+        let out = ex.next_cpu_batch().unwrap();
         let mut seen = std::collections::HashSet::new();
         for i in 0..4 {
             let v = out[1].sample::<f32>(i)[0];

@@ -191,7 +191,7 @@ fn in_a_pipeline_hwc_images_become_chw_whatever_the_thread_count() {
             outputs: vec![Edge { op: 0, output: 0 }, Edge { op: 1, output: 0 }],
         };
         let mut ex = Executor::new(&spec).unwrap();
-        ex.next_batch().unwrap()
+        ex.next_cpu_batch().unwrap()
     };
     let (a, b) = (run(1), run(3));
     for i in 0..4 {

@@ -3,14 +3,12 @@
 //! side by side.
 
 pub mod args;
-pub mod crop;
 pub mod arithmetic;
+pub mod cast;
+pub mod crop;
 pub mod decoders;
 pub mod flip;
 pub mod gpu_params;
-pub mod cast;
-pub mod decoders;
-pub mod flip;
 pub mod normalize;
 pub mod pad;
 pub mod random;
