@@ -8,6 +8,7 @@ from .pipeline import DataNode, Pipeline, pipeline_def
 from . import types
 from . import fn
 from . import ops
+from . import math
 from .tensors import TensorCPU, TensorGPU, TensorListCPU, TensorListGPU
 
 __version__ = _core.__version__
