@@ -329,6 +329,8 @@ impl PyTensorListGpu {
             py.detach(move || ev.synchronize()).map_err(to_py)?;
         }
         let d = interface(py, self.inner.buffer().device_ptr() as usize + offset, shape, self.inner.dtype().typestr())?;
+        // Consumers (PyTorch) refuse read-only device memory; nothing else writes this batch.
+        d.set_item("data", (self.inner.buffer().device_ptr() as usize + offset, false))?;
         d.set_item("stream", py.None())?;
         Ok(d)
     }

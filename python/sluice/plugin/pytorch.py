@@ -62,11 +62,11 @@ class DALIGenericIterator:
             # Samples of this pipeline's shard, as the reader splits them.
             self._shard_size = math.floor((shard + 1) * n / shards) - math.floor(shard * n / shards)
             self._size_all = n
-            self._pad_last_batch = meta["pad_last_batch"]
         else:
             self._shard_size = size
             self._size_all = size * len(self._pipes)
-            self._pad_last_batch = last_batch_padded
+        # As in DALI, the caller says whether the reader pads its last batch.
+        self._pad_last_batch = last_batch_padded
         self._counter = 0
         self._pending = None
         if prepare_first_batch:
@@ -90,7 +90,15 @@ class DALIGenericIterator:
 
     def __next__(self):
         remaining = self._shard_size - self._counter
-        if remaining <= 0 or (self._policy == LastBatchPolicy.DROP and remaining < self._batch_size):
+        if 0 < remaining < self._batch_size and self._policy == LastBatchPolicy.DROP:
+            # Like DALI: pull the incomplete batch out of the pipeline and drop it, so the
+            # next epoch starts where the reader really is.
+            if self._pending is None:
+                self._fetch()
+            self._pending = None
+            self._counter = self._shard_size
+            remaining = 0
+        if remaining <= 0:
             if self._auto_reset:
                 self.reset()
             raise StopIteration

@@ -79,7 +79,10 @@ impl ImageDecoderMixed {
             let upright = !self.params.adjust_orientation || info.orientation.to_exif() == 1;
             // The engine decodes a truncated file into garbage without an error: only complete
             // files go there; libjpeg-turbo reports the rest properly.
-            if info.format == ImageFormat::Jpeg && upright && sluice_codecs::jpeg_is_complete(data[i]) && hw.supported(data[i]) {
+            // Grayscale JPEGs come out wrong from the engine with interleaved RGB output
+            // (seen on an H200 with nvJPEG 13): they take the CPU path too.
+            let color = info.channels == 3;
+            if info.format == ImageFormat::Jpeg && color && upright && sluice_codecs::jpeg_is_complete(data[i]) && hw.supported(data[i]) {
                 on_hw[i] = true;
                 taken += 1;
             }
