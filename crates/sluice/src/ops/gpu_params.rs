@@ -23,15 +23,7 @@ impl ParamUpload {
     /// address. Kernels queued after this on the same stream see the data; the next upload is
     /// ordered after them, so the device side is never overwritten while in use.
     pub fn upload(&mut self, ws: &GpuWorkspace<'_>, bytes: &[u8]) -> Result<u64> {
-        if let Some(ev) = self.copied.take() {
-            ev.synchronize()?;
-        }
-        let need = bytes.len().max(16);
-        if self.host.as_ref().is_none_or(|h| h.len() < need) {
-            let cap = need.next_power_of_two();
-            self.host = Some(PinnedBuffer::alloc(ws.device, cap)?);
-            self.device = Some(Arc::new(DeviceBuffer::alloc(ws.device, ws.stream, cap)?));
-        }
+        self.reserve(ws, bytes.len())?;
         let host = self.host.as_mut().expect("allocated above");
         host.as_mut_slice()[..bytes.len()].copy_from_slice(bytes);
         let dev = self.device.as_ref().expect("allocated above");
@@ -39,6 +31,23 @@ impl ParamUpload {
         unsafe { dev.copy_from_host_async(0, &host.as_slice()[..bytes.len()])? };
         self.copied = Some(ReadyEvent::record(ws.device, ws.stream)?);
         Ok(dev.device_ptr())
+    }
+}
+
+impl ParamUpload {
+    /// Makes room for `len` bytes and returns the device address the next upload will land
+    /// at (parameter blocks that point into themselves need it before they are written).
+    pub fn reserve(&mut self, ws: &GpuWorkspace<'_>, len: usize) -> Result<u64> {
+        if let Some(ev) = self.copied.take() {
+            ev.synchronize()?;
+        }
+        let need = len.max(16);
+        if self.host.as_ref().is_none_or(|h| h.len() < need) {
+            let cap = need.next_power_of_two();
+            self.host = Some(PinnedBuffer::alloc(ws.device, cap)?);
+            self.device = Some(Arc::new(DeviceBuffer::alloc(ws.device, ws.stream, cap)?));
+        }
+        Ok(self.device.as_ref().expect("allocated above").device_ptr())
     }
 }
 

@@ -8,20 +8,21 @@
 //! `subpixel_scale` a fractional extent keeps the scale and shrinks/grows the source ROI
 //! about its centre instead. Negative extents flip the axis (as in DALI).
 
+mod gpu;
 pub mod kernel;
 
 use kernel::{axis_filter, FilterKind, Plan};
 
 use crate::error::{Error, Result};
 use crate::ops::{arg, for_each_sample, tensor_arg, ArgDefault as D, ArgType as T, Device, OpContext, OpDef, OpSchema, Operator, Workspace};
-use crate::tensor::{DType, Layout, TensorList};
+use crate::tensor::{BatchMeta, DType, Layout, TensorList};
 
 /// Schema and backends.
 pub static RESIZE: OpDef = OpDef {
     schema: OpSchema {
         name: "Resize",
         doc: "Resizes images (HWC; uint8, int16, int32 or float) with separable resampling filters, reproducing DALI's sizing modes and filters.",
-        devices: &[Device::Cpu],
+        devices: &[Device::Cpu, Device::Gpu],
         min_inputs: 1,
         max_inputs: 1,
         num_outputs: 1,
@@ -52,7 +53,7 @@ pub static RESIZE: OpDef = OpDef {
     },
     cpu: Some(|ctx| Ok(Box::new(Resize::new(ctx)?))),
     mixed: None,
-    gpu: None,
+    gpu: Some(|ctx, dev| Ok(Box::new(gpu::ResizeGpu::new(ctx, dev)?))),
 };
 
 /// DALI's `ResizeMode`.
@@ -307,9 +308,30 @@ impl Resize {
     }
 }
 
-impl Operator for Resize {
-    fn run(&mut self, ws: &Workspace<'_>) -> Result<Vec<TensorList>> {
-        let input = ws.inputs[0];
+/// A planned batch: output metadata and element types (the per-sample plans stay in
+/// `Resize::plans`). Shared by the cpu and gpu backends.
+pub(crate) struct ResizeBatch {
+    pub meta: BatchMeta,
+    pub in_type: DType,
+    pub out_type: DType,
+}
+
+impl Resize {
+    pub(crate) fn from_ctx(ctx: &OpContext) -> Result<Resize> {
+        Resize::new(ctx)
+    }
+
+    pub(crate) fn ctx(&self) -> &OpContext {
+        &self.ctx
+    }
+
+    /// Per-sample geometry and filters of the last planned batch.
+    pub(crate) fn plans(&self) -> &[Plan] {
+        &self.plans
+    }
+
+    /// Checks the input and computes every sample's output size, source window and filters.
+    pub(crate) fn plan_batch(&mut self, ws: &Workspace<'_>, input: &BatchMeta) -> Result<ResizeBatch> {
         let name = self.ctx.display_name.clone();
         let n = input.len();
         let batch_err = |m: String| Error::data(self.ctx.at(ws.iteration, 0, input.source_info(0)), m);
@@ -380,9 +402,18 @@ impl Operator for Resize {
             self.plans.push(plan);
         }
         let shapes: Vec<[usize; 3]> = self.plans.iter().map(|p| [p.out_h, p.out_w, p.c]).collect();
-        let mut out = TensorList::new(out_type, 3, shapes.iter().map(|s| &s[..]));
-        out.set_layout(if layout.is_empty() { Layout::empty() } else { layout.clone() });
-        out.inherit_source_info(input);
+        let mut meta = BatchMeta::new(out_type, 3, shapes.iter().map(|s| &s[..]));
+        meta.set_layout(if layout.is_empty() { Layout::empty() } else { layout.clone() });
+        meta.inherit_source_info(input);
+        Ok(ResizeBatch { meta, in_type, out_type })
+    }
+}
+
+impl Operator for Resize {
+    fn run(&mut self, ws: &Workspace<'_>) -> Result<Vec<TensorList>> {
+        let input = ws.inputs[0];
+        let ResizeBatch { meta, in_type, out_type } = self.plan_batch(ws, input.meta())?;
+        let mut out = TensorList::from_meta(meta);
         let (plans, ctx) = (&self.plans, &self.ctx);
         for_each_sample(ws.pool, &mut out, |i, dst| {
             let p = &plans[i];

@@ -1,0 +1,121 @@
+//! GPU backend of `resize`: the cpu backend plans the batch (sizes, windows, filters) and
+//! computes the filter taps; one kernel launch resamples every sample.
+
+use std::sync::Arc;
+
+use sluice_cuda::{GpuDevice, LaunchConfig, PushKernelArg};
+
+use super::kernel::Taps;
+use super::{Resize, ResizeBatch};
+use crate::error::{Error, Result};
+use crate::ops::gpu_params::{push, ParamUpload};
+use crate::ops::{GpuOperator, GpuWorkspace, OpContext};
+use crate::tensor::{DType, TensorListGpu};
+
+const SRC: &str = include_str!("resize.cu");
+
+pub(super) struct ResizeGpu {
+    resize: Resize,
+    params: ParamUpload,
+    taps: (Taps, Taps),
+    block: Vec<u8>,
+    tables: Vec<u8>,
+}
+
+impl ResizeGpu {
+    pub(super) fn new(ctx: &OpContext, _device: &Arc<GpuDevice>) -> Result<ResizeGpu> {
+        Ok(ResizeGpu { resize: Resize::from_ctx(ctx)?, params: ParamUpload::default(), taps: Default::default(), block: Vec::new(), tables: Vec::new() })
+    }
+}
+
+/// Appends a tap table to `tables`, returning its offset there.
+fn table(tables: &mut Vec<u8>, t: &Taps) -> (usize, usize) {
+    while tables.len() % 16 != 0 {
+        tables.push(0);
+    }
+    let first = tables.len();
+    tables.extend_from_slice(bytemuck::cast_slice(&t.first));
+    while tables.len() % 16 != 0 {
+        tables.push(0);
+    }
+    let weights = tables.len();
+    tables.extend_from_slice(bytemuck::cast_slice(&t.weights));
+    (first, weights)
+}
+
+impl GpuOperator for ResizeGpu {
+    fn run(&mut self, ws: &GpuWorkspace<'_>) -> Result<Vec<TensorListGpu>> {
+        let input = ws.gpu_inputs[0];
+        let ResizeBatch { meta, in_type, out_type } = self.resize.plan_batch(&ws.host_view(), input.meta())?;
+        let kernel = match (in_type, out_type) {
+            (DType::U8, DType::U8) => "resize_u8_u8",
+            (DType::U8, DType::F32) => "resize_u8_f32",
+            (DType::F32, DType::F32) => "resize_f32_f32",
+            (i, o) => return Err(Error::Unsupported(format!("resize: {i} -> {o} is not supported on the GPU yet; use UINT8 or FLOAT"))),
+        };
+        let out = TensorListGpu::alloc(meta, ws.device, ws.stream)?;
+        let n = input.len();
+        if n == 0 {
+            return Ok(vec![out]);
+        }
+        // Block layout: n descriptors (80 bytes, `struct Sample` in resize.cu), then the tap
+        // tables; descriptors hold absolute device addresses, so tables are placed first in
+        // a scratch vector and their offsets patched in once the upload address is known.
+        const DESC: usize = 80;
+        self.tables.clear();
+        let mut offsets = Vec::with_capacity(n);
+        let mut max_pix = 1usize;
+        for (i, p) in self.resize.plans().iter().enumerate() {
+            if p.c > 4 {
+                return Err(Error::data(
+                    self.resize_ctx_at(ws, input, i),
+                    format!("{} channels: the GPU resize handles up to 4", p.c),
+                ));
+            }
+            let (ty, tx) = &mut self.taps;
+            ty.compute(p.in_h, p.out_h, p.origin[0], p.scale[0], p.filter[0].as_ref());
+            tx.compute(p.in_w, p.out_w, p.origin[1], p.scale[1], p.filter[1].as_ref());
+            let (fy, wy) = table(&mut self.tables, ty);
+            let (fx, wx) = table(&mut self.tables, tx);
+            offsets.push((fy, wy, fx, wx, ty.support, tx.support));
+            max_pix = max_pix.max(p.out_h * p.out_w);
+        }
+        let tables_at = (n * DESC).next_multiple_of(16);
+        // The upload address is the same buffer every time unless it has to grow; upload the
+        // tables first to learn it, then the descriptors pointing into them.
+        self.block.clear();
+        self.block.resize(tables_at, 0);
+        self.block.extend_from_slice(&self.tables);
+        let base = self.params.reserve(ws, self.block.len())?;
+        let mut desc = Vec::with_capacity(tables_at);
+        for (i, p) in self.resize.plans().iter().enumerate() {
+            let (fy, wy, fx, wx, sy, sx) = offsets[i];
+            push(&mut desc, input.sample_ptr(i));
+            push(&mut desc, out.sample_ptr(i));
+            for off in [fy, wy, fx, wx] {
+                push(&mut desc, base + (tables_at + off) as u64);
+            }
+            for v in [p.in_h, p.in_w, p.c, p.out_h, p.out_w, sy, sx, 0] {
+                push(&mut desc, v as i32);
+            }
+        }
+        self.block[..desc.len()].copy_from_slice(&desc);
+        let at = self.params.upload(ws, &self.block)?;
+        debug_assert_eq!(at, base);
+        let f = ws.device.kernels().function(ws.device.context(), ws.device.compute_capability(), "resize", SRC, kernel)?;
+        let threads = 256u32;
+        let cfg = LaunchConfig { grid_dim: ((max_pix as u32).div_ceil(threads).min(1024), n as u32, 1), block_dim: (threads, 1, 1), shared_mem_bytes: 0 };
+        // SAFETY: descriptors point into `input`, `out` and the uploaded tables, all alive and
+        // ordered on this stream; each thread writes inside its sample's output.
+        unsafe {
+            ws.stream.launch_builder(&f).arg(&at).launch(cfg).map_err(sluice_cuda::CudaError::from)?;
+        }
+        Ok(vec![out])
+    }
+}
+
+impl ResizeGpu {
+    fn resize_ctx_at(&self, ws: &GpuWorkspace<'_>, input: &TensorListGpu, i: usize) -> crate::error::Location {
+        self.resize.ctx().at(ws.iteration, i, input.source_info(i))
+    }
+}
