@@ -78,7 +78,10 @@ def child(lib, kind, root, batch, threads, iters):
     # Make sure the last batch's GPU work is done before stopping the clock.
     out[0].as_cpu() if hasattr(out[0], "as_cpu") else None
     rate = iters * batch / (time.perf_counter() - t)
-    print(json.dumps({"rate": rate, "first": first, "mem": (peak - base) / 2**30}))
+    res = {"rate": rate, "first": first, "mem": (peak - base) / 2**30}
+    if lib == "sluice":  # where the executor's time went (host time per operator call, ms)
+        res["ops"] = {k: round(1e3 * v["seconds"] / max(v["calls"], 1), 2) for k, v in p.executor_statistics().items()}
+    print(json.dumps(res))
 
 
 def main():
@@ -111,6 +114,8 @@ def main():
                 print(f"{kind:<10} {lib:<7} error: {r['error']}")
             else:
                 print(f"{kind:<10} {lib:<7} {r['rate']:>9.0f} {r['first']:>14.2f} {r['mem']:>12.2f}")
+                if "ops" in r:
+                    print(f"{'':<10} ms/call: " + ", ".join(f"{k}={v}" for k, v in r["ops"].items()))
         if all("rate" in r for r in res.values()) and len(res) == 2:
             s, d = res["sluice"], res["dali"]
             print(f"{kind:<10} ratio   {s['rate'] / d['rate']:>9.2f}x  first {s['first'] / d['first']:.2f}x  mem {s['mem'] / max(d['mem'], 1e-9):.2f}x")

@@ -285,11 +285,14 @@ pub(crate) struct Plan {
     pub out_channels: usize,
 }
 
-/// True when a JPEG's entropy-coded data is followed by an EOI marker. Decoders that do not
-/// detect truncation themselves (the GPU's hardware engine decodes a cut file into garbage
-/// without an error) must only get JPEGs that pass this.
+/// True when a JPEG ends with its EOI marker (trailing zero padding allowed). Decoders that
+/// do not detect truncation themselves (the GPU's hardware engine decodes a cut file into
+/// garbage without an error) must only get JPEGs that pass this. It looks at the tail only,
+/// so it is cheap on the hot path; files with other trailing bytes simply fail it (and go to
+/// a decoder that checks for itself).
 pub fn jpeg_is_complete(bytes: &[u8]) -> bool {
-    exif::has_eoi_after_sos(bytes)
+    let end = bytes.len() - bytes.iter().rev().take(64).take_while(|&&b| b == 0).count();
+    end >= 4 && bytes[end - 2..end] == [0xFF, 0xD9] && exif::scan_jpeg(bytes).sos.is_some_and(|sos| sos + 2 < end - 2)
 }
 
 /// Decodes into a caller-owned HWC u8 buffer of exactly `info.output_shape(p)`'s size.

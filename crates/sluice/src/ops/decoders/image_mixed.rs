@@ -62,27 +62,38 @@ impl ImageDecoderMixed {
         Ok(ImageDecoderMixed { ctx: ctx.clone(), params, hw, hw_load, staging, turn: 0 })
     }
 
-    /// Which samples the hardware engine takes: baseline JPEGs it supports, stored upright,
-    /// decoded to RGB, up to `hw_decoder_load` of the batch.
-    fn plan_hw(&mut self, data: &[&[u8]], infos: &[ImageInfo]) -> Vec<bool> {
+    /// Which samples the hardware engine takes: complete baseline colour JPEGs it supports,
+    /// stored upright, decoded to RGB, up to `hw_decoder_load` of the batch. The cheap checks
+    /// run on all workers; nvJPEG's own header check only on the candidates it needs.
+    fn plan_hw(&mut self, ws: &GpuWorkspace<'_>, data: &[&[u8]], infos: &[ImageInfo]) -> Vec<bool> {
         let mut on_hw = vec![false; data.len()];
         let Some(hw) = self.hw.as_mut() else { return on_hw };
         if self.params.color != ColorSpace::Rgb {
             return on_hw;
         }
+        let adjust = self.params.adjust_orientation;
+        let candidate: Vec<bool> = ws.pool.install(|| {
+            (0..data.len())
+                .into_par_iter()
+                .map(|i| {
+                    let info = &infos[i];
+                    // Grayscale JPEGs come out wrong from the engine with interleaved RGB
+                    // output (seen on an H200 with nvJPEG 13), and a truncated file decodes
+                    // into garbage without an error: both stay on the CPU path.
+                    info.format == ImageFormat::Jpeg
+                        && info.channels == 3
+                        && (!adjust || info.orientation.to_exif() == 1)
+                        && sluice_codecs::jpeg_is_complete(data[i])
+                })
+                .collect()
+        });
         let quota = (self.hw_load * data.len() as f64).round() as usize;
         let mut taken = 0;
-        for (i, info) in infos.iter().enumerate() {
+        for i in 0..data.len() {
             if taken == quota {
                 break;
             }
-            let upright = !self.params.adjust_orientation || info.orientation.to_exif() == 1;
-            // The engine decodes a truncated file into garbage without an error: only complete
-            // files go there; libjpeg-turbo reports the rest properly.
-            // Grayscale JPEGs come out wrong from the engine with interleaved RGB output
-            // (seen on an H200 with nvJPEG 13): they take the CPU path too.
-            let color = info.channels == 3;
-            if info.format == ImageFormat::Jpeg && color && upright && sluice_codecs::jpeg_is_complete(data[i]) && hw.supported(data[i]) {
+            if candidate[i] && hw.supported(data[i]) {
                 on_hw[i] = true;
                 taken += 1;
             }
@@ -108,7 +119,7 @@ impl GpuOperator for ImageDecoderMixed {
         let out = TensorListGpu::alloc(meta, ws.device, ws.stream)?;
 
         let data: Vec<&[u8]> = (0..input.len()).map(|i| input.bytes(i)).collect();
-        let on_hw = self.plan_hw(&data, &infos);
+        let on_hw = self.plan_hw(ws, &data, &infos);
 
         // 1. Queue the hardware decode first: the engine works while the CPU decodes the rest.
         if let Some(hw) = self.hw.as_mut() {

@@ -73,8 +73,19 @@ impl GpuOperator for ResizeGpu {
                 ));
             }
             let (ty, tx) = &mut self.taps;
-            ty.compute(p.in_h, p.out_h, p.origin[0], p.scale[0], p.filter[0].as_ref());
-            tx.compute(p.in_w, p.out_w, p.origin[1], p.scale[1], p.filter[1].as_ref());
+            if p.filter[0].is_none() && p.filter[1].is_none() {
+                // Nearest neighbour on both axes: the cpu picks rows by accumulation; use its
+                // exact indices as one-tap filters.
+                let (rows, cols) = super::kernel::nn_indices(p);
+                for (t, idx) in [(&mut *ty, rows), (&mut *tx, cols)] {
+                    t.support = 1;
+                    t.first = idx.iter().map(|&v| v as i32).collect();
+                    t.weights = vec![1.0; idx.len()];
+                }
+            } else {
+                ty.compute(p.in_h, p.out_h, p.origin[0], p.scale[0], p.filter[0].as_ref());
+                tx.compute(p.in_w, p.out_w, p.origin[1], p.scale[1], p.filter[1].as_ref());
+            }
             let (fy, wy) = table(&mut self.tables, ty);
             let (fx, wx) = table(&mut self.tables, tx);
             offsets.push((fy, wy, fx, wx, ty.support, tx.support));

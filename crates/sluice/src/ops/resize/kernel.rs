@@ -452,27 +452,40 @@ pub fn resample<I: Channel, O: Channel>(dst: &mut [O], src: &[I], p: &Plan) {
     })
 }
 
-/// DALI's `ResampleNN` for HWC.
-fn resample_nn<I: Channel, O: Channel>(dst: &mut [O], src: &[I], p: &Plan) {
-    let (c, in_w, in_h) = (p.c, p.in_w, p.in_h);
+/// Source rows and columns of nearest-neighbour resampling, as DALI's `ResampleNN` picks
+/// them (columns directly, rows by accumulating the step). The GPU backend uses the same
+/// indices, so both backends agree exactly.
+pub fn nn_indices(p: &Plan) -> (Vec<usize>, Vec<usize>) {
     let [oy, ox] = p.origin;
     let [scy, scx] = p.scale;
     let cols: Vec<usize> = if scx == 1.0 {
         let sx0 = (ox + 0.5).floor() as i64;
-        (0..p.out_w).map(|x| (sx0 + x as i64).clamp(0, in_w as i64 - 1) as usize).collect()
+        (0..p.out_w).map(|x| (sx0 + x as i64).clamp(0, p.in_w as i64 - 1) as usize).collect()
     } else {
-        (0..p.out_w).map(|x| clampi((ox + (x as f32 + 0.5) * scx).floor() as i32, in_w)).collect()
+        (0..p.out_w).map(|x| clampi((ox + (x as f32 + 0.5) * scx).floor() as i32, p.in_w)).collect()
     };
     let mut sy = oy + 0.5 * scy;
-    for drow in dst.chunks_exact_mut(p.out_w * c) {
-        let r = clampi(sy.floor() as i32, in_h);
+    let rows = (0..p.out_h)
+        .map(|_| {
+            let r = clampi(sy.floor() as i32, p.in_h);
+            sy += scy;
+            r
+        })
+        .collect();
+    (rows, cols)
+}
+
+/// DALI's `ResampleNN` for HWC.
+fn resample_nn<I: Channel, O: Channel>(dst: &mut [O], src: &[I], p: &Plan) {
+    let (c, in_w) = (p.c, p.in_w);
+    let (rows, cols) = nn_indices(p);
+    for (drow, &r) in dst.chunks_exact_mut(p.out_w * c).zip(&rows) {
         let srow = &src[r * in_w * c..(r + 1) * in_w * c];
         for (d, &sx) in drow.chunks_exact_mut(c).zip(&cols) {
             for (o, i) in d.iter_mut().zip(&srow[sx * c..(sx + 1) * c]) {
                 *o = O::sat_f64(i.to_f64());
             }
         }
-        sy += scy;
     }
 }
 
