@@ -212,6 +212,9 @@ pub fn registry() -> &'static [&'static OpDef] {
 
 static REGISTRY: &[&OpDef] = &[
     &decoders::IMAGE,
+    &decoders::IMAGE_CROP,
+    &decoders::IMAGE_RANDOM_CROP,
+    &decoders::IMAGE_SLICE,
     &random::UNIFORM,
     &random::COIN_FLIP,
     &readers::FILE,
