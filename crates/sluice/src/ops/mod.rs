@@ -12,6 +12,7 @@ pub mod gpu_params;
 pub mod normalize;
 pub mod pad;
 pub mod random;
+pub mod random_resized_crop;
 pub mod readers;
 pub mod resize;
 pub mod rotate;
@@ -232,6 +233,7 @@ static REGISTRY: &[&OpDef] = &[
     &random::CHOICE,
     &arithmetic::ARITHMETIC_GENERIC,
     &subscript::TENSOR_SUBSCRIPT,
+    &random_resized_crop::RANDOM_RESIZED_CROP,
 ];
 
 /// Runs `f(sample_index, sample_bytes)` for every sample of `out` on the worker pool. When

@@ -20,7 +20,7 @@ use crate::ops::{arg, ArgDefault as D, ArgSchema, ArgType as T, OpContext};
 use crate::rng::SampleRng;
 
 /// The random-window arguments, with DALI's defaults.
-pub(crate) const RANDOM_CROP_ARGS: &[ArgSchema] = &[
+pub const RANDOM_CROP_ARGS: &[ArgSchema] = &[
     arg("random_area", T::FloatList, D::FloatList(&[0.08, 1.0]), "Range [min, max] of the window's area as a fraction of the image area."),
     arg("random_aspect_ratio", T::FloatList, D::FloatList(&[0.75, 1.333333]), "Range [min, max] of the window's aspect ratio (width / height), sampled log-uniformly."),
     arg("num_attempts", T::Int, D::Int(10), "Attempts at a window that fits before falling back to a centred-size window."),
