@@ -32,7 +32,7 @@ pub static RANDOM_RESIZED_CROP: OpDef = OpDef {
             RANDOM_CROP_ARGS,
         ],
         arg_aliases: &[],
-        legacy_names: &[("RandomResizedCrop", None)],
+        legacy_names: &[],
         is_reader: false,
         is_random: true,
     },
