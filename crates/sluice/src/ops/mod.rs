@@ -17,6 +17,7 @@ pub mod readers;
 pub mod resize;
 pub mod rotate;
 pub mod schema;
+pub mod slice;
 pub mod subscript;
 pub mod transfer;
 pub mod transpose;
@@ -234,6 +235,7 @@ static REGISTRY: &[&OpDef] = &[
     &arithmetic::ARITHMETIC_GENERIC,
     &subscript::TENSOR_SUBSCRIPT,
     &random_resized_crop::RANDOM_RESIZED_CROP,
+    &slice::SLICE,
 ];
 
 /// Runs `f(sample_index, sample_bytes)` for every sample of `out` on the worker pool. When
