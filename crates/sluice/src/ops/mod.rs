@@ -12,10 +12,12 @@ pub mod gpu_params;
 pub mod normalize;
 pub mod pad;
 pub mod random;
+pub mod random_resized_crop;
 pub mod readers;
 pub mod resize;
 pub mod rotate;
 pub mod schema;
+pub mod slice;
 pub mod subscript;
 pub mod transfer;
 pub mod transpose;
@@ -212,6 +214,9 @@ pub fn registry() -> &'static [&'static OpDef] {
 
 static REGISTRY: &[&OpDef] = &[
     &decoders::IMAGE,
+    &decoders::IMAGE_CROP,
+    &decoders::IMAGE_RANDOM_CROP,
+    &decoders::IMAGE_SLICE,
     &random::UNIFORM,
     &random::COIN_FLIP,
     &readers::FILE,
@@ -229,6 +234,8 @@ static REGISTRY: &[&OpDef] = &[
     &random::CHOICE,
     &arithmetic::ARITHMETIC_GENERIC,
     &subscript::TENSOR_SUBSCRIPT,
+    &random_resized_crop::RANDOM_RESIZED_CROP,
+    &slice::SLICE,
 ];
 
 /// Runs `f(sample_index, sample_bytes)` for every sample of `out` on the worker pool. When

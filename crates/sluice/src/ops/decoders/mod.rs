@@ -2,9 +2,16 @@
 //! PNG, BMP, TIFF, WebP, PNM). The mixed (nvJPEG) backend arrives with the CUDA runtime.
 
 mod image;
+mod image_crop;
 mod image_mixed;
+mod image_random_crop;
+mod image_slice;
+pub mod random_crop_window;
 
 pub use self::image::IMAGE;
+pub use self::image_crop::IMAGE_CROP;
+pub use self::image_random_crop::IMAGE_RANDOM_CROP;
+pub use self::image_slice::IMAGE_SLICE;
 
 use sluice_codecs::ColorSpace;
 

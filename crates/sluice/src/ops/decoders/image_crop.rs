@@ -1,0 +1,217 @@
+//! `decoders.image_crop` (legacy `ImageDecoderCrop`): decodes only a crop window of each
+//! image. The window is placed as DALI 2.4 places it (`crop` / `crop_h` / `crop_w` sizes
+//! truncated to integers, anchor `round(pos * (extent - crop))`, or
+//! truncated with `rounding="truncate"`; see [`crop_anchor`]); a window that leaves the image is an error, as in
+//! DALI. JPEGs decode only the window's rows and columns (libjpeg-turbo cropping); other
+//! formats decode fully inside the codec and are cropped there. The output equals
+//! `crop(decode(x))` bit for bit.
+//!
+//! This file also holds the ROI-decoding core shared by `image_slice` and
+//! `image_random_crop`: [`decode_windows`].
+
+use sluice_codecs::{DecodeParams, ImageInfo, Roi};
+
+use super::image::read_headers;
+use super::{color_space, MIXED_ONLY_ARGS};
+use crate::error::{Error, Location, Result};
+use crate::ops::crop::window::crop_size;
+use crate::ops::{arg, tensor_arg, ArgDefault as D, ArgSchema, ArgType as T, Device, OpContext, OpDef, OpSchema, Operator, Workspace};
+use crate::tensor::{DType, TensorList};
+
+/// The arguments every ROI decoder shares with `decoders.image`.
+pub(crate) const DECODE_ARGS: &[ArgSchema] = &[
+    arg("output_type", T::ImageType, D::Int(0), "Color space of the output: RGB, BGR, GRAY, YCbCr or ANY_DATA (the stored channels)."),
+    arg("dtype", T::DType, D::Int(0), "Output type: UINT8, or FLOAT (values scaled to [0, 1])."),
+    arg("adjust_orientation", T::Bool, D::Bool(true), "Apply the EXIF orientation of JPEG files; the window is in oriented coordinates."),
+    arg("use_fast_idct", T::Bool, D::Bool(false), "Use libjpeg-turbo's faster, less accurate integer IDCT."),
+];
+
+/// Crop-window arguments of `decoders.image_crop` (DALI's CropAttr; no padding policy).
+const IMAGE_CROP_ARGS: &[ArgSchema] = &[
+    arg("crop", T::FloatList, D::Optional, "Crop window shape [H, W] in pixels; non-integer sizes are truncated."),
+    tensor_arg("crop_h", T::Float, D::Optional, "Crop window height in pixels (given together with crop_w)."),
+    tensor_arg("crop_w", T::Float, D::Optional, "Crop window width in pixels (given together with crop_h)."),
+    tensor_arg("crop_d", T::Float, D::Optional, "Accepted for DALI compatibility; images have no depth, so it must not be given."),
+    tensor_arg("crop_pos_x", T::Float, D::Float(0.5), "Normalized (0.0 - 1.0) horizontal position of the crop window."),
+    tensor_arg("crop_pos_y", T::Float, D::Float(0.5), "Normalized (0.0 - 1.0) vertical position of the crop window."),
+    tensor_arg("crop_pos_z", T::Float, D::Float(0.5), "Accepted for DALI compatibility; no effect on images."),
+    arg("rounding", T::Str, D::Str("round"), "How the window's start becomes an integer: \"round\" (half away from zero) or \"truncate\"."),
+];
+
+/// Schema and backends.
+pub static IMAGE_CROP: OpDef = OpDef {
+    schema: OpSchema {
+        name: "decoders__ImageCrop",
+        doc: "Decodes images and crops them to a window: only the window is decoded where the format allows (JPEG). The window is given by crop (or crop_h/crop_w) and crop_pos_x/crop_pos_y as in fn.crop; it must lie inside the (oriented) image.",
+        devices: &[Device::Cpu],
+        min_inputs: 1,
+        max_inputs: 1,
+        num_outputs: 1,
+        args: &[DECODE_ARGS, IMAGE_CROP_ARGS, MIXED_ONLY_ARGS],
+        arg_aliases: &[("output_dtype", "dtype"), ("image_type", "output_type")],
+        legacy_names: &[("ImageDecoderCrop", None)],
+        is_reader: false,
+        is_random: false,
+    },
+    cpu: Some(|ctx| Ok(Box::new(ImageCropCpu::new(ctx)?))),
+    mixed: None,
+    gpu: None,
+};
+
+/// Decode parameters and output type of a ROI decoder, from the shared arguments.
+pub(crate) fn decode_setup(ctx: &OpContext) -> Result<(DecodeParams, DType)> {
+    let op = &ctx.display_name;
+    let color = color_space(op, ctx.args.int("output_type"))?;
+    let dtype = ctx.args.dtype("dtype");
+    if !matches!(dtype, DType::U8 | DType::F32) {
+        return Err(Error::arg(op, "dtype", format!("{dtype} is not supported; use UINT8 or FLOAT")));
+    }
+    let params = DecodeParams {
+        color,
+        adjust_orientation: ctx.args.bool("adjust_orientation"),
+        fast_idct: ctx.args.bool("use_fast_idct"),
+        ..DecodeParams::default()
+    };
+    Ok((params, dtype))
+}
+
+/// Decodes the window `window(i, info, (height, width))` of every sample, `(height, width)`
+/// being the full oriented image size. Headers are read in parallel, the batch is allocated
+/// once, and every sample decodes only its window straight into its output slot.
+pub(crate) fn decode_windows<F>(ctx: &OpContext, ws: &Workspace<'_>, params: &DecodeParams, dtype: DType, window: F) -> Result<TensorList>
+where
+    F: Fn(usize, &ImageInfo, (usize, usize)) -> Result<Roi>,
+{
+    let input = ws.inputs[0];
+    let infos = read_headers(ctx, ws, input)?;
+    let mut rois = Vec::with_capacity(infos.len());
+    let mut shapes = Vec::with_capacity(infos.len());
+    for (i, info) in infos.iter().enumerate() {
+        let (h, w, c) = info.output_shape(params);
+        let r = window(i, info, (h, w))?;
+        if r.width == 0 || r.height == 0 || r.x + r.width > w || r.y + r.height > h {
+            return Err(Error::data(
+                ctx.at(ws.iteration, i, input.source_info(i)),
+                format!("window {}x{} at (x {}, y {}) does not fit the {w}x{h} image", r.width, r.height, r.x, r.y),
+            ));
+        }
+        rois.push(r);
+        shapes.push([r.height, r.width, c]);
+    }
+    let mut out = TensorList::new(dtype, 3, shapes.iter().map(|s| &s[..]));
+    out.set_layout("HWC".into());
+    out.inherit_source_info(input);
+    let to_float = dtype == DType::F32;
+    crate::ops::for_each_sample(ws.pool, &mut out, |i, dst| {
+        let at = || ctx.at(ws.iteration, i, input.source_info(i));
+        let p = DecodeParams { roi: Some(rois[i]), ..*params };
+        if to_float {
+            // Decode into the last quarter of the float storage, then widen front to back.
+            let n = dst.len() / 4;
+            sluice_codecs::decode_into(input.bytes(i), &infos[i], &p, &mut dst[3 * n..]).map_err(|e| Error::data(at(), e.to_string()))?;
+            for k in 0..n {
+                let v = dst[3 * n + k] as f32 * (1.0 / 255.0);
+                dst[4 * k..4 * k + 4].copy_from_slice(&v.to_le_bytes());
+            }
+            Ok(())
+        } else {
+            sluice_codecs::decode_into(input.bytes(i), &infos[i], &p, dst).map_err(|e| Error::data(at(), e.to_string()))
+        }
+    })?;
+    Ok(out)
+}
+
+struct ImageCropCpu {
+    ctx: OpContext,
+    params: DecodeParams,
+    dtype: DType,
+    crop: Option<[f64; 2]>,
+    truncate: bool,
+}
+
+impl ImageCropCpu {
+    fn new(ctx: &OpContext) -> Result<ImageCropCpu> {
+        let op = &ctx.display_name;
+        let (params, dtype) = decode_setup(ctx)?;
+        let crop = if ctx.args.has("crop") {
+            let c = ctx.args.floats("crop");
+            if c.len() != 2 {
+                return Err(Error::arg(op, "crop", format!("must be [H, W] for images, got {c:?}")));
+            }
+            Some([c[0], c[1]])
+        } else {
+            None
+        };
+        let given = |n: &str| ctx.args.has(n) || ctx.arg_input_names.iter().any(|a| a == n);
+        if given("crop_d") {
+            return Err(Error::arg(op, "crop_d", "images have no depth dimension; give crop or crop_h/crop_w"));
+        }
+        if crop.is_some() && (given("crop_h") || given("crop_w")) {
+            return Err(Error::arg(op, "crop", "give either crop or crop_h/crop_w, not both"));
+        }
+        if crop.is_none() && (given("crop_h") != given("crop_w")) {
+            return Err(Error::arg(op, if given("crop_h") { "crop_w" } else { "crop_h" }, "crop_h and crop_w must be given together"));
+        }
+        if crop.is_none() && !given("crop_h") {
+            return Err(Error::arg(op, "crop", "no crop window: give crop=[H, W] or crop_h and crop_w"));
+        }
+        let truncate = match ctx.args.str("rounding") {
+            "round" => false,
+            "truncate" => true,
+            s => return Err(Error::arg(op, "rounding", format!("must be \"round\" or \"truncate\", got \"{s}\""))),
+        };
+        Ok(ImageCropCpu { ctx: ctx.clone(), params, dtype, crop, truncate })
+    }
+}
+
+/// DALI 2.4's window start along one dimension: `pos * (extent - crop)` with `pos` a
+/// single-precision argument but the product in double precision, rounded half away from
+/// zero or truncated. (Verified on DALI 2.4: pos 0.7 over 428 - 33 gives 276 — the f32
+/// product would be exactly 276.5 and round to 277.)
+pub(crate) fn crop_anchor(extent: usize, crop: usize, pos: f64, truncate: bool) -> i64 {
+    let a = pos as f32 as f64 * (extent as f64 - crop as f64);
+    if truncate { a.trunc() as i64 } else { a.round() as i64 }
+}
+
+impl Operator for ImageCropCpu {
+    fn run(&mut self, ws: &Workspace<'_>) -> Result<Vec<TensorList>> {
+        let ctx = &self.ctx;
+        let op = ctx.display_name.as_str();
+        let input = ws.inputs[0];
+        let (ph, pw) = (ws.per_sample(ctx, "crop_h"), ws.per_sample(ctx, "crop_w"));
+        let (px, py) = (ws.per_sample(ctx, "crop_pos_x"), ws.per_sample(ctx, "crop_pos_y"));
+        let out = decode_windows(ctx, ws, &self.params, self.dtype, |i, _, (h, w)| {
+            let at = || -> Location { ctx.at(ws.iteration, i, input.source_info(i)) };
+            let in_sample = |name: &str, e: Error| match e {
+                Error::InvalidArgument { message, .. } => Error::data(at(), format!("argument '{name}': {message}")),
+                e => e,
+            };
+            let (ch, cw) = match self.crop {
+                Some([a, b]) => (("crop", a), ("crop", b)),
+                None => (("crop_h", ph.get(op, i)?.unwrap_or(0.0)), ("crop_w", pw.get(op, i)?.unwrap_or(0.0))),
+            };
+            let sh = crop_size(op, ch.0, ch.1).map_err(|e| in_sample(ch.0, e))?;
+            let sw = crop_size(op, cw.0, cw.1).map_err(|e| in_sample(cw.0, e))?;
+            let pos = |p: &crate::ops::PerSample, name: &str| -> Result<f64> {
+                let v = p.get(op, i)?.unwrap_or(0.5);
+                if !(0.0..=1.0).contains(&v) {
+                    return Err(Error::data(at(), format!("argument '{name}' must be in [0, 1], got {v}")));
+                }
+                Ok(v)
+            };
+            let y = crop_anchor(h, sh, pos(&py, "crop_pos_y")?, self.truncate);
+            let x = crop_anchor(w, sw, pos(&px, "crop_pos_x")?, self.truncate);
+            if y < 0 || x < 0 || y as usize + sh > h || x as usize + sw > w {
+                return Err(Error::data(
+                    at(),
+                    format!(
+                        "crop window (argument '{}' = [{sh}, {sw}], anchor y {y} x {x}) does not fit the {h}x{w} (HxW) image",
+                        if self.crop.is_some() { "crop" } else { "crop_h/crop_w" }
+                    ),
+                ));
+            }
+            Ok(Roi { x: x as usize, y: y as usize, width: sw, height: sh })
+        })?;
+        Ok(vec![out])
+    }
+}

@@ -1,0 +1,144 @@
+//! `fn.random_resized_crop` (cpu): a random window per sample, drawn as DALI's
+//! `RandomCropGenerator` (shared with `decoders.image_random_crop`, see
+//! [`crate::ops::decoders::random_crop_window`]), resized to `size` in one pass by the resize
+//! operator's kernel with the window as its region of interest — no intermediate crop.
+
+use crate::error::{Error, Result};
+use crate::ops::decoders::random_crop_window::{CropWindow, RandomCropParams, RANDOM_CROP_ARGS};
+use crate::ops::resize::kernel::{self, axis_filter, FilterKind, Plan};
+use crate::ops::{arg, for_each_sample, ArgDefault as D, ArgType as T, Device, OpContext, OpDef, OpSchema, Operator, Workspace};
+use crate::tensor::{DType, TensorList};
+
+/// Schema and backends.
+pub static RANDOM_RESIZED_CROP: OpDef = OpDef {
+    schema: OpSchema {
+        name: "RandomResizedCrop",
+        doc: "Crops a random window (area in random_area of the image, aspect ratio in random_aspect_ratio) and resizes it to size [H, W], in one resampling pass. HWC input.",
+        devices: &[Device::Cpu],
+        min_inputs: 1,
+        max_inputs: 1,
+        num_outputs: 1,
+        args: &[
+            &[
+                arg("size", T::FloatList, D::Required, "Output size [H, W], or one value for both."),
+                arg("interp_type", T::InterpType, D::Int(1), "Interpolation for scaling up and down (default INTERP_LINEAR)."),
+                arg("min_filter", T::InterpType, D::Optional, "Filter used when scaling down; interp_type when not given."),
+                arg("mag_filter", T::InterpType, D::Optional, "Filter used when scaling up; interp_type when not given."),
+                arg("minibatch_size", T::Int, D::Int(32), "Ignored on CPU."),
+                arg("antialias", T::Bool, D::Bool(true), "Widen the filter when scaling down (not for INTERP_NN)."),
+                arg("dtype", T::DType, D::Optional, "Output type: the input type (default) or FLOAT."),
+                arg("temp_buffer_hint", T::Int, D::Int(0), "Ignored on CPU."),
+            ],
+            RANDOM_CROP_ARGS,
+        ],
+        arg_aliases: &[],
+        legacy_names: &[],
+        is_reader: false,
+        is_random: true,
+    },
+    cpu: Some(|ctx| Ok(Box::new(RandomResizedCrop::new(ctx)?))),
+    mixed: None,
+    gpu: None,
+};
+
+struct RandomResizedCrop {
+    ctx: OpContext,
+    size: [usize; 2],
+    min: FilterKind,
+    mag: FilterKind,
+    antialias: bool,
+    dtype: Option<DType>,
+    gen: RandomCropParams,
+}
+
+impl RandomResizedCrop {
+    fn new(ctx: &OpContext) -> Result<RandomResizedCrop> {
+        let op = &ctx.display_name;
+        let s = ctx.args.floats("size");
+        let size = match s.len() {
+            1 => [s[0], s[0]],
+            2 => [s[0], s[1]],
+            _ => return Err(Error::arg(op, "size", format!("must be [H, W] or one value, got {s:?}"))),
+        };
+        if size.iter().any(|v| !(v.is_finite() && v.round() >= 1.0)) {
+            return Err(Error::arg(op, "size", format!("extents must be at least 1, got {s:?}")));
+        }
+        let filter = |a: &str| -> Result<FilterKind> {
+            let id = ctx.args.opt_int(a).unwrap_or_else(|| ctx.args.int("interp_type"));
+            FilterKind::from_interp(id).ok_or_else(|| Error::arg(op, a, format!("unknown interpolation type {id}")))
+        };
+        filter("interp_type")?;
+        let (min, mag) = (filter("min_filter")?, filter("mag_filter")?);
+        let dtype = if ctx.args.has("dtype") { Some(ctx.args.dtype("dtype")) } else { None };
+        Ok(RandomResizedCrop {
+            ctx: ctx.clone(),
+            size: [size[0].round() as usize, size[1].round() as usize],
+            min,
+            mag,
+            antialias: ctx.args.bool("antialias"),
+            dtype,
+            gen: RandomCropParams::from_args(ctx)?,
+        })
+    }
+}
+
+#[allow(clippy::too_many_arguments)]
+/// The resampling plan that maps window `w` of an `h` x `wd` x `c` image onto `size`.
+pub fn window_plan(h: usize, wd: usize, c: usize, w: CropWindow, size: [usize; 2], min: FilterKind, mag: FilterKind, antialias: bool) -> Plan {
+    let mut p = Plan { in_h: h, in_w: wd, c, out_h: size[0], out_w: size[1], origin: [w.y as f32, w.x as f32], scale: [0.0; 2], filter: [None, None] };
+    let len = [w.h as f32, w.w as f32];
+    for d in 0..2 {
+        p.scale[d] = len[d] / size[d] as f32;
+        p.filter[d] = axis_filter(min, mag, antialias, len[d], size[d]);
+    }
+    p
+}
+
+impl Operator for RandomResizedCrop {
+    fn run(&mut self, ws: &Workspace<'_>) -> Result<Vec<TensorList>> {
+        let ctx = &self.ctx;
+        let input = ws.inputs[0];
+        let in_type = input.dtype();
+        let out_type = self.dtype.unwrap_or(in_type);
+        if input.ndim() != 3 || !(input.layout().is_empty() || input.layout().to_string() == "HWC") {
+            return Err(Error::data(ctx.at(ws.iteration, 0, input.source_info(0)), format!("input must be HWC images, got {}-D layout '{}'", input.ndim(), input.layout())));
+        }
+        let plans: Vec<Plan> = (0..input.len())
+            .map(|i| {
+                let s = input.shape(i);
+                let w = self.gen.window(&mut ws.rng(ctx, i), s[0], s[1]);
+                window_plan(s[0], s[1], s[2], w, self.size, self.min, self.mag, self.antialias)
+            })
+            .collect();
+        let shapes: Vec<[usize; 3]> = plans.iter().map(|p| [p.out_h, p.out_w, p.c]).collect();
+        let mut out = TensorList::new(out_type, 3, shapes.iter().map(|s| &s[..]));
+        out.set_layout("HWC".into());
+        out.inherit_source_info(input);
+        for_each_sample(ws.pool, &mut out, |i, dst| {
+            let p = &plans[i];
+            if p.in_h == 0 || p.in_w == 0 {
+                return Err(Error::data(ctx.at(ws.iteration, i, input.source_info(i)), "empty image: nothing to crop"));
+            }
+            let src = input.bytes(i);
+            let res = match (in_type, out_type) {
+                (DType::U8, DType::U8) => run::<u8, u8>(dst, src, p),
+                (DType::U8, DType::F32) => run::<u8, f32>(dst, src, p),
+                (DType::I16, DType::I16) => run::<i16, i16>(dst, src, p),
+                (DType::I16, DType::F32) => run::<i16, f32>(dst, src, p),
+                (DType::I32, DType::I32) => run::<i32, i32>(dst, src, p),
+                (DType::I32, DType::F32) => run::<i32, f32>(dst, src, p),
+                (DType::F32, DType::F32) => run::<f32, f32>(dst, src, p),
+                _ => Err(format!("argument 'dtype': cannot convert {in_type} to {out_type}; use the input type or FLOAT")),
+            };
+            res.map_err(|m| Error::data(ctx.at(ws.iteration, i, input.source_info(i)), m))
+        })?;
+        Ok(vec![out])
+    }
+}
+
+fn run<I: kernel::Channel, O: kernel::Channel>(dst: &mut [u8], src: &[u8], p: &Plan) -> std::result::Result<(), String> {
+    let src: &[I] = bytemuck::try_cast_slice(src).map_err(|e| format!("misaligned input sample: {e:?}"))?;
+    let dst: &mut [O] = bytemuck::try_cast_slice_mut(dst).map_err(|e| format!("misaligned output sample: {e:?}"))?;
+    kernel::resample(dst, src, p);
+    Ok(())
+}
