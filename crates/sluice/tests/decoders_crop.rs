@@ -141,11 +141,9 @@ fn dataset() -> Option<Vec<(String, Vec<u8>)>> {
 }
 
 #[test]
+#[ignore = "needs the mixed set in /tmp/mixed_chk (python3 tests/data_gen/make_dataset.py /tmp/mixed_chk --count 120 --profile mixed --jobs 2); tests/test_crop_decoders_parity.py runs the same DALI comparison in CI"]
 fn image_crop_matches_dali() {
-    let Some(files) = dataset() else {
-        eprintln!("skipped: /tmp/mixed_chk is not on this machine");
-        return;
-    };
+    let files = dataset().expect("/tmp/mixed_chk (see the ignore reason)");
     let input = encoded(&files);
     let full = run("decoders__Image", &[&input], vec![], 1, 0).unwrap();
     let full_ref: [(&[usize], u64); 4] = [(&[400, 361, 3], 0xe3688a68ad3c19b9), (&[326, 435, 3], 0xe1424267ebf722ba), (&[428, 510, 3], 0xb344e6d18bc303f4), (&[629, 456, 3], 0x9fbe01b0051c2110)];
@@ -181,11 +179,9 @@ fn consts(n: usize, v: &[f32]) -> TensorList {
 }
 
 #[test]
+#[ignore = "needs the mixed set in /tmp/mixed_chk (python3 tests/data_gen/make_dataset.py /tmp/mixed_chk --count 120 --profile mixed --jobs 2); tests/test_crop_decoders_parity.py runs the same DALI comparison in CI"]
 fn image_slice_matches_dali_and_full_decode() {
-    let Some(files) = dataset() else {
-        eprintln!("skipped: /tmp/mixed_chk is not on this machine");
-        return;
-    };
+    let files = dataset().expect("/tmp/mixed_chk (see the ignore reason)");
     let input = encoded(&files);
     let full = run("decoders__Image", &[&input], vec![], 1, 0).unwrap();
     let raw = |b: bool| ArgValue::Bool(b);

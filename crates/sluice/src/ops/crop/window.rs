@@ -65,9 +65,11 @@ impl Span {
     }
 }
 
-/// DALI's anchor: `roundf(pos * (extent - crop))` in single precision.
+/// DALI's anchor: `round(pos * (extent - crop))`, computed in double precision.
 pub fn anchor(extent: usize, crop: usize, pos: f32) -> i64 {
-    (pos * (extent as f32 - crop as f32)).round() as i64
+    // DALI widens to double before multiplying: with pos 0.7, extent 428 and crop 33 the f32
+    // product rounds up to 276.5 (anchor 277) where DALI anchors at 276.
+    (pos as f64 * (extent as f64 - crop as f64)).round() as i64
 }
 
 /// A crop size from its (float) argument value: truncated, at least 1.
@@ -221,6 +223,8 @@ mod tests {
             (7, 1, 0.25, 2), (6, 4, 0.25, 1), (10, 3, 0.75, 5), (9, 4, 0.3, 2), (10, 1, 0.3, 3),
             // larger than the input (pad policy): -0.5 -> -1, -1.5 -> -2, -2.5 -> -3, -0.25 -> 0.
             (5, 6, 0.5, -1), (5, 8, 0.5, -2), (4, 9, 0.5, -3), (5, 6, 0.25, 0), (5, 9, 1.0, -4),
+            // DALI widens to double: 0.7 * (428 - 33) = 276.4999.. -> 276 (an f32 product gives 277).
+            (428, 33, 0.7, 276),
         ] {
             assert_eq!(anchor(h, ch, pos), want, "H {h} crop {ch} pos {pos}");
         }
