@@ -5,6 +5,10 @@ size, same threads, same pipeline, one process. Prints images/s and the ratio.
 
 Without --data it writes an ImageNet-like JPEG set with tests/data_gen/make_dataset.py.
 Pipelines:
+  train    ResNet-50 training: readers.file -> decoders.image_random_crop -> resize 224x224 ->
+           crop_mirror_normalize (random mirror, CHW float)
+  val      ResNet-50 validation: decoders.image -> resize_shorter 256 -> crop_mirror_normalize
+           (center crop 224, CHW float)
   decode   readers.file -> decoders.image (RGB)
   augment  readers.file -> decoders.image -> rotate(random angle, linear) -> flip(random)
 """
@@ -21,10 +25,26 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 def build(lib, kind, root, batch, threads):
     fn, types, pipeline_def = lib.fn, lib.types, lib.pipeline_def
 
+    mean = [0.485 * 255, 0.456 * 255, 0.406 * 255]
+    std = [0.229 * 255, 0.224 * 255, 0.225 * 255]
+
     @pipeline_def(batch_size=batch, num_threads=threads, device_id=None, seed=7, prefetch_queue_depth=2)
     def pipe():
         jpegs, labels = fn.readers.file(file_root=root, random_shuffle=True, name="Reader")
+        if kind == "train":
+            images = fn.decoders.image_random_crop(jpegs, device="cpu", output_type=types.RGB,
+                                                   random_aspect_ratio=[0.75, 4.0 / 3.0], random_area=[0.08, 1.0],
+                                                   num_attempts=100)
+            images = fn.resize(images, resize_x=224, resize_y=224)
+            images = fn.crop_mirror_normalize(images, dtype=types.FLOAT, output_layout="CHW", crop=(224, 224),
+                                              mean=mean, std=std, mirror=fn.random.coin_flip(probability=0.5))
+            return images, labels
         images = fn.decoders.image(jpegs, device="cpu", output_type=types.RGB)
+        if kind == "val":
+            images = fn.resize(images, resize_shorter=256)
+            images = fn.crop_mirror_normalize(images, dtype=types.FLOAT, output_layout="CHW", crop=(224, 224),
+                                              mean=mean, std=std)
+            return images, labels
         if kind == "augment":
             images = fn.rotate(images, angle=fn.random.uniform(range=(-15.0, 15.0)), fill_value=0,
                                interp_type=types.INTERP_LINEAR)
@@ -71,7 +91,7 @@ def main():
     ap.add_argument("--threads", type=int, default=os.cpu_count())
     ap.add_argument("--batch", type=int, default=64)
     ap.add_argument("--epochs", type=int, default=1)
-    ap.add_argument("--pipelines", default="decode,augment")
+    ap.add_argument("--pipelines", default="train,val,decode,augment")
     a = ap.parse_args()
     root = a.data or f"/tmp/sluice-bench-imagenet-{a.count}"
     if not os.path.isdir(root):
