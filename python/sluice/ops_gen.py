@@ -100,6 +100,8 @@ def make_node(schema_name, inputs, kwargs, device=None, name=None):
 def _doc(schema):
     lines = [schema["doc"], "", f"Devices: {', '.join(schema['devices'])}.", "", "Keyword args:"]
     for a in schema["args"]:
+        if a["name"].startswith("_"):  # set by the engine's graph passes, not by users
+            continue
         default = "required" if a["required"] else ("optional" if a["default"] is None else f"default {a['default']!r}")
         per_sample = ", per-sample input allowed" if a["per_sample"] else ""
         lines.append(f"    {a['name']} ({a['type']}, {default}{per_sample}): {a['doc']}")
@@ -113,6 +115,8 @@ def _signature(schema):
     params.append(inspect.Parameter("device", inspect.Parameter.KEYWORD_ONLY, default=None))
     params.append(inspect.Parameter("name", inspect.Parameter.KEYWORD_ONLY, default=None))
     for a in schema["args"]:
+        if a["name"].startswith("_"):
+            continue
         default = inspect.Parameter.empty if a["required"] else a["default"]
         params.append(inspect.Parameter(a["name"], inspect.Parameter.KEYWORD_ONLY, default=default))
     return inspect.Signature(params)

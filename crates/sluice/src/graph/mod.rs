@@ -210,7 +210,47 @@ impl Graph {
             });
         }
         let outputs = spec.outputs.iter().map(|e| Edge { op: new_index[e.op], output: e.output }).collect();
-        Ok(Graph { nodes, outputs })
+        let mut graph = Graph { nodes, outputs };
+        graph.fuse_random_crop_decode_with_resize();
+        Ok(graph)
+    }
+
+    /// A cpu `decoders.image_random_crop` whose only consumer is a cpu `resize` to a fixed
+    /// size gets that size as a hint, so large windows decode at a DCT-domain scale (1/2,
+    /// 1/4, 1/8) no smaller than the resize output: the ResNet-50 training pipeline then
+    /// decodes a fraction of the pixels. Pixels differ from decoding at full scale by what
+    /// the DCT downscale does instead of the resize filter (a fraction of a grey level on
+    /// photos); the output shape does not change.
+    fn fuse_random_crop_decode_with_resize(&mut self) {
+        for i in 0..self.nodes.len() {
+            let n = &self.nodes[i];
+            if n.def.schema.name != "decoders__ImageRandomCrop" || n.device != Device::Cpu {
+                continue;
+            }
+            let edge = Edge { op: i, output: 0 };
+            let consumers: Vec<usize> = (0..self.nodes.len())
+                .filter(|&k| self.nodes[k].inputs.contains(&edge) || self.nodes[k].arg_inputs.iter().any(|(_, e)| *e == edge))
+                .collect();
+            if consumers.len() != 1 || self.outputs.contains(&edge) {
+                continue;
+            }
+            let r = &self.nodes[consumers[0]];
+            let fixed = |name: &str| r.args.has(name) && !r.arg_inputs.iter().any(|(a, _)| a == name);
+            let target = if r.def.schema.name != "Resize" || r.device != Device::Cpu || r.args.has("roi_start") {
+                None
+            } else if fixed("resize_x") && fixed("resize_y") {
+                Some([r.args.float("resize_y"), r.args.float("resize_x")])
+            } else if fixed("size") {
+                let s = r.args.floats("size");
+                Some(if s.len() == 2 { [s[0], s[1]] } else { [s[0], s[0]] })
+            } else {
+                None
+            };
+            if let Some([h, w]) = target.filter(|t| t.iter().all(|&v| v >= 1.0)) {
+                let schema = self.nodes[i].def.schema;
+                self.nodes[i].args.set(&schema, "_downscale_to", ArgValue::IntList(vec![h.ceil() as i64, w.ceil() as i64]));
+            }
+        }
     }
 }
 

@@ -126,6 +126,13 @@ impl Args {
         Ok(Args { op: display.to_string(), values })
     }
 
+    /// Sets an argument the schema declares (graph passes use it for hidden arguments).
+    /// Panics on a name the schema does not have: a programming error.
+    pub fn set(&mut self, schema: &OpSchema, name: &str, value: ArgValue) {
+        let a = schema.find_arg(name).unwrap_or_else(|| panic!("{}: no argument '{name}'", self.op));
+        self.values.insert(a.name, value);
+    }
+
     /// The operator's display name (for error messages).
     pub fn op(&self) -> &str {
         &self.op

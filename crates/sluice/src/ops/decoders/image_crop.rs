@@ -78,13 +78,26 @@ pub(crate) fn decode_setup(ctx: &OpContext) -> Result<(DecodeParams, DType)> {
 /// Decodes the window `window(i, info, (height, width))` of every sample, `(height, width)`
 /// being the full oriented image size. Headers are read in parallel, the batch is allocated
 /// once, and every sample decodes only its window straight into its output slot.
-pub(crate) fn decode_windows<F>(ctx: &OpContext, ws: &Workspace<'_>, params: &DecodeParams, dtype: DType, window: F) -> Result<TensorList>
+///
+/// With `downscale_to = Some([h, w])` (set by the graph when a fixed-size resize follows),
+/// a JPEG window at least 2, 4 or 8 times larger than that in both dimensions is decoded at
+/// 1/2, 1/4 or 1/8 scale in the DCT domain (libjpeg-turbo): far less work, and the resize
+/// that follows starts from an image still at least as large as its output.
+pub(crate) fn decode_windows<F>(
+    ctx: &OpContext,
+    ws: &Workspace<'_>,
+    params: &DecodeParams,
+    dtype: DType,
+    downscale_to: Option<[usize; 2]>,
+    window: F,
+) -> Result<TensorList>
 where
     F: Fn(usize, &ImageInfo, (usize, usize)) -> Result<Roi>,
 {
     let input = ws.inputs[0];
     let infos = read_headers(ctx, ws, input)?;
     let mut rois = Vec::with_capacity(infos.len());
+    let mut denoms = Vec::with_capacity(infos.len());
     let mut shapes = Vec::with_capacity(infos.len());
     for (i, info) in infos.iter().enumerate() {
         let (h, w, c) = info.output_shape(params);
@@ -95,7 +108,12 @@ where
                 format!("window {}x{} at (x {}, y {}) does not fit the {w}x{h} image", r.width, r.height, r.x, r.y),
             ));
         }
+        let (r, d) = match downscale_to {
+            Some(target) if info.format == sluice_codecs::ImageFormat::Jpeg => dct_scaled(info, params, r, target),
+            _ => (r, 1),
+        };
         rois.push(r);
+        denoms.push(d);
         shapes.push([r.height, r.width, c]);
     }
     let mut out = TensorList::new(dtype, 3, shapes.iter().map(|s| &s[..]));
@@ -104,7 +122,7 @@ where
     let to_float = dtype == DType::F32;
     crate::ops::for_each_sample(ws.pool, &mut out, |i, dst| {
         let at = || ctx.at(ws.iteration, i, input.source_info(i));
-        let p = DecodeParams { roi: Some(rois[i]), ..*params };
+        let p = DecodeParams { roi: Some(rois[i]), scale_denom: denoms[i], ..*params };
         if to_float {
             // Decode into the last quarter of the float storage, then widen front to back.
             let n = dst.len() / 4;
@@ -164,6 +182,21 @@ impl ImageCropCpu {
     }
 }
 
+/// The largest DCT scale (1/8, 1/4, 1/2) that keeps window `r` at least `target` large, and
+/// the window in the scaled image's coordinates (edges rounded outwards).
+fn dct_scaled(info: &ImageInfo, params: &DecodeParams, r: Roi, target: [usize; 2]) -> (Roi, u32) {
+    for d in [8u32, 4, 2] {
+        let du = d as usize;
+        if r.height / du >= target[0] && r.width / du >= target[1] {
+            let (sh, sw, _) = info.output_shape(&DecodeParams { scale_denom: d, roi: None, ..*params });
+            let (y0, x0) = (r.y / du, r.x / du);
+            let (y1, x1) = ((r.y + r.height).div_ceil(du).min(sh), (r.x + r.width).div_ceil(du).min(sw));
+            return (Roi { x: x0, y: y0, width: x1 - x0, height: y1 - y0 }, d);
+        }
+    }
+    (r, 1)
+}
+
 /// DALI 2.4's window start along one dimension: `pos * (extent - crop)` with `pos` a
 /// single-precision argument but the product in double precision, rounded half away from
 /// zero or truncated. (Verified on DALI 2.4: pos 0.7 over 428 - 33 gives 276 — the f32
@@ -180,7 +213,7 @@ impl Operator for ImageCropCpu {
         let input = ws.inputs[0];
         let (ph, pw) = (ws.per_sample(ctx, "crop_h"), ws.per_sample(ctx, "crop_w"));
         let (px, py) = (ws.per_sample(ctx, "crop_pos_x"), ws.per_sample(ctx, "crop_pos_y"));
-        let out = decode_windows(ctx, ws, &self.params, self.dtype, |i, _, (h, w)| {
+        let out = decode_windows(ctx, ws, &self.params, self.dtype, None, |i, _, (h, w)| {
             let at = || -> Location { ctx.at(ws.iteration, i, input.source_info(i)) };
             let in_sample = |name: &str, e: Error| match e {
                 Error::InvalidArgument { message, .. } => Error::data(at(), format!("argument '{name}': {message}")),

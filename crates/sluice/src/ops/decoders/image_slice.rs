@@ -103,7 +103,7 @@ impl Operator for ImageSliceCpu {
         let ctx = &self.ctx;
         let (data, anchors, shapes) = (ws.inputs[0], ws.inputs[1], ws.inputs[2]);
         let n_ax = self.axes.len();
-        let out = decode_windows(ctx, ws, &self.params, self.dtype, |i, _, (h, w)| {
+        let out = decode_windows(ctx, ws, &self.params, self.dtype, None, |i, _, (h, w)| {
             let at = || ctx.at(ws.iteration, i, data.source_info(i));
             let read = |t: &TensorList, name: &str| -> Result<Vec<f64>> {
                 if t.numel(i) != n_ax {
