@@ -17,14 +17,15 @@ const SRC: &str = include_str!("resize.cu");
 pub(super) struct ResizeGpu {
     resize: Resize,
     params: ParamUpload,
-    taps: (Taps, Taps),
+    /// Per-sample (rows, columns) taps, kept between batches so their vectors are reused.
+    taps: Vec<(Taps, Taps)>,
     block: Vec<u8>,
     tables: Vec<u8>,
 }
 
 impl ResizeGpu {
     pub(super) fn new(ctx: &OpContext, _device: &Arc<GpuDevice>) -> Result<ResizeGpu> {
-        Ok(ResizeGpu { resize: Resize::from_ctx(ctx)?, params: ParamUpload::default(), taps: Default::default(), block: Vec::new(), tables: Vec::new() })
+        Ok(ResizeGpu { resize: Resize::from_ctx(ctx)?, params: ParamUpload::default(), taps: Vec::new(), block: Vec::new(), tables: Vec::new() })
     }
 }
 
@@ -62,30 +63,36 @@ impl GpuOperator for ResizeGpu {
         // tables; descriptors hold absolute device addresses, so tables are placed first in
         // a scratch vector and their offsets patched in once the upload address is known.
         const DESC: usize = 80;
+        if let Some((i, p)) = self.resize.plans().iter().enumerate().find(|(_, p)| p.c > 4) {
+            return Err(Error::data(self.resize_ctx_at(ws, input, i), format!("{} channels: the GPU resize handles up to 4", p.c)));
+        }
+        // Taps of every sample on the CPU workers (the host side of this operator).
+        self.taps.resize_with(n, Default::default);
+        let plans = self.resize.plans();
+        ws.pool.install(|| {
+            use rayon::prelude::*;
+            self.taps.par_iter_mut().zip(plans.par_iter()).for_each(|((ty, tx), p)| {
+                if p.filter[0].is_none() && p.filter[1].is_none() {
+                    // Nearest neighbour on both axes: the cpu picks rows by accumulation; use
+                    // its exact indices as one-tap filters.
+                    let (rows, cols) = super::kernel::nn_indices(p);
+                    for (t, idx) in [(&mut *ty, rows), (&mut *tx, cols)] {
+                        t.support = 1;
+                        t.first.clear();
+                        t.first.extend(idx.iter().map(|&v| v as i32));
+                        t.weights.clear();
+                        t.weights.resize(idx.len(), 1.0);
+                    }
+                } else {
+                    ty.compute(p.in_h, p.out_h, p.origin[0], p.scale[0], p.filter[0].as_ref());
+                    tx.compute(p.in_w, p.out_w, p.origin[1], p.scale[1], p.filter[1].as_ref());
+                }
+            });
+        });
         self.tables.clear();
         let mut offsets = Vec::with_capacity(n);
         let mut max_pix = 1usize;
-        for (i, p) in self.resize.plans().iter().enumerate() {
-            if p.c > 4 {
-                return Err(Error::data(
-                    self.resize_ctx_at(ws, input, i),
-                    format!("{} channels: the GPU resize handles up to 4", p.c),
-                ));
-            }
-            let (ty, tx) = &mut self.taps;
-            if p.filter[0].is_none() && p.filter[1].is_none() {
-                // Nearest neighbour on both axes: the cpu picks rows by accumulation; use its
-                // exact indices as one-tap filters.
-                let (rows, cols) = super::kernel::nn_indices(p);
-                for (t, idx) in [(&mut *ty, rows), (&mut *tx, cols)] {
-                    t.support = 1;
-                    t.first = idx.iter().map(|&v| v as i32).collect();
-                    t.weights = vec![1.0; idx.len()];
-                }
-            } else {
-                ty.compute(p.in_h, p.out_h, p.origin[0], p.scale[0], p.filter[0].as_ref());
-                tx.compute(p.in_w, p.out_w, p.origin[1], p.scale[1], p.filter[1].as_ref());
-            }
+        for (p, (ty, tx)) in plans.iter().zip(&self.taps) {
             let (fy, wy) = table(&mut self.tables, ty);
             let (fx, wx) = table(&mut self.tables, tx);
             offsets.push((fy, wy, fx, wx, ty.support, tx.support));
