@@ -16,13 +16,19 @@ from ._png import write_png
 
 @pipeline_def
 def training_pipeline(file_root, shard_id=0, num_shards=1):
+    """ResNet-50 training augmentation: random-area crop decoded straight from the JPEG,
+    resized to 224x224, a small random rotation, random mirror, normalized to CHW float."""
     jpegs, labels = fn.readers.file(file_root=file_root, random_shuffle=True, initial_fill=512,
                                     shard_id=shard_id, num_shards=num_shards, name="Reader")
-    images = fn.decoders.image(jpegs, output_type=types.RGB)
-    images = fn.rotate(images, angle=fn.random.uniform(range=(-15.0, 15.0)), fill_value=0,
-                       interp_type=types.INTERP_LINEAR)
-    images = fn.flip(images, horizontal=fn.random.coin_flip(probability=0.5))
-    return images, labels
+    images = fn.decoders.image_random_crop(jpegs, output_type=types.RGB, random_area=[0.08, 1.0],
+                                           random_aspect_ratio=[0.75, 4.0 / 3.0], num_attempts=100)
+    images = fn.resize(images, resize_x=224, resize_y=224)
+    images = fn.rotate(images, angle=fn.random.uniform(range=(-10.0, 10.0)), keep_size=True, fill_value=0)
+    tensors = fn.crop_mirror_normalize(images, dtype=types.FLOAT, output_layout="CHW",
+                                       mean=[0.485 * 255, 0.456 * 255, 0.406 * 255],
+                                       std=[0.229 * 255, 0.224 * 255, 0.225 * 255],
+                                       mirror=fn.random.coin_flip(probability=0.5))
+    return images, tensors, labels
 
 
 def _thumbnail(img, size):
@@ -76,10 +82,10 @@ def demo(argv):
     pipe = training_pipeline(root, batch_size=a.batch_size, num_threads=a.threads, device_id=None, seed=a.seed)
     pipe.build()
     epoch = pipe.epoch_size("Reader")
-    images, labels = pipe.run()
+    images, tensors, labels = pipe.run()
     first = time.perf_counter() - t0
-    print(f"pipeline: readers.file -> decoders.image -> rotate(+-15 deg) -> flip | {epoch} images, "
-          f"batch {a.batch_size}, {a.threads} threads, CPU")
+    print(f"pipeline: readers.file -> decoders.image_random_crop -> resize 224x224 -> rotate(+-10 deg) -> "
+          f"crop_mirror_normalize(mirror, CHW float) | {epoch} images, batch {a.batch_size}, {a.threads} threads, CPU")
     print(f"time to first batch: {first:.2f} s")
 
     write_png(a.preview, _grid([images.at(i) for i in range(min(16, len(images)))]))
@@ -87,7 +93,7 @@ def demo(argv):
     iters = a.iterations or max(1, 2 * epoch // a.batch_size)
     start = time.perf_counter()
     for k in range(iters):
-        images, labels = pipe.run()
+        images, tensors, labels = pipe.run()
         done = k + 1
         if done % max(1, iters // 20) == 0 or done == iters:
             rate = done * a.batch_size / (time.perf_counter() - start)
