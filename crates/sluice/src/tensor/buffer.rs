@@ -1,15 +1,51 @@
-//! Host memory for batches: one aligned allocation per batch, never one per sample.
+//! Host memory for batches: one aligned allocation per batch, never one per sample, and
+//! large blocks recycled through a process-wide pool. Fresh multi-megabyte allocations come
+//! from the kernel as untouched pages, and faulting them in on every batch serializes the
+//! worker threads on the kernel's memory lock (seen on a 16-core VM: the CPU pipeline stopped
+//! scaling past a few threads); reused blocks are already mapped.
 
 use std::alloc::{self, Layout as AllocLayout};
 use std::ptr::NonNull;
+use std::sync::Mutex;
 
 /// Alignment of every host buffer: enough for any element type and for SIMD loads.
 pub const ALIGN: usize = 64;
 
-/// An aligned, zero-initialised block of host memory.
+/// Blocks at least this large go back to the pool when dropped.
+const POOL_MIN: usize = 1 << 20;
+/// The pool keeps at most this many bytes of free blocks.
+const POOL_MAX_BYTES: usize = 2 << 30;
+
+struct Pool {
+    free: Vec<(NonNull<u8>, usize)>,
+    bytes: usize,
+}
+
+// SAFETY: the pool owns the free blocks exclusively; access goes through the mutex.
+unsafe impl Send for Pool {}
+
+static POOL: Mutex<Pool> = Mutex::new(Pool { free: Vec::new(), bytes: 0 });
+
+/// A free pooled block of at least `len` bytes and at most twice that, if any.
+fn take_pooled(len: usize) -> Option<(NonNull<u8>, usize)> {
+    if len < POOL_MIN {
+        return None;
+    }
+    let mut pool = POOL.lock().unwrap_or_else(|p| p.into_inner());
+    let best = (0..pool.free.len())
+        .filter(|&k| pool.free[k].1 >= len && pool.free[k].1 <= 2 * len)
+        .min_by_key(|&k| pool.free[k].1)?;
+    let block = pool.free.swap_remove(best);
+    pool.bytes -= block.1;
+    Some(block)
+}
+
+/// An aligned block of host memory whose bytes are always initialised (zeroed when new).
 pub struct HostBuffer {
     ptr: NonNull<u8>,
     len: usize,
+    /// Size of the allocation (>= len when the block came from the pool).
+    cap: usize,
 }
 
 // SAFETY: HostBuffer owns its memory exclusively; access goes through & / &mut.
@@ -19,16 +55,38 @@ unsafe impl Sync for HostBuffer {}
 impl HostBuffer {
     /// Allocates `len` zeroed bytes aligned to [`ALIGN`].
     pub fn zeroed(len: usize) -> HostBuffer {
+        if let Some((ptr, cap)) = take_pooled(len) {
+            let mut b = HostBuffer { ptr, len, cap };
+            b.as_mut_slice().fill(0); // a recycled block holds old data
+            return b;
+        }
+        HostBuffer::fresh(len)
+    }
+
+    /// `len` bytes whose content is unspecified (old data of a recycled block, or zeros):
+    /// for producers that write every byte, such as decoders and resamplers.
+    pub fn for_overwrite(len: usize) -> HostBuffer {
         if len == 0 {
             // A dangling but aligned pointer: never dereferenced for zero-length slices.
             let ptr = NonNull::new(ALIGN as *mut u8).expect("non-null");
-            return HostBuffer { ptr, len };
+            return HostBuffer { ptr, len, cap: 0 };
+        }
+        if let Some((ptr, cap)) = take_pooled(len) {
+            return HostBuffer { ptr, len, cap };
+        }
+        HostBuffer::fresh(len)
+    }
+
+    fn fresh(len: usize) -> HostBuffer {
+        if len == 0 {
+            let ptr = NonNull::new(ALIGN as *mut u8).expect("non-null");
+            return HostBuffer { ptr, len, cap: 0 };
         }
         let layout = AllocLayout::from_size_align(len, ALIGN).expect("buffer size overflow");
-        // SAFETY: layout has non-zero size.
+        // SAFETY: layout has non-zero size. Zeroed so every byte is initialised.
         let raw = unsafe { alloc::alloc_zeroed(layout) };
         let ptr = NonNull::new(raw).unwrap_or_else(|| alloc::handle_alloc_error(layout));
-        HostBuffer { ptr, len }
+        HostBuffer { ptr, len, cap: len }
     }
 
     /// Size in bytes.
@@ -61,16 +119,49 @@ impl HostBuffer {
 
 impl Drop for HostBuffer {
     fn drop(&mut self) {
-        if self.len != 0 {
-            let layout = AllocLayout::from_size_align(self.len, ALIGN).expect("layout");
-            // SAFETY: allocated in `zeroed` with this very layout.
-            unsafe { alloc::dealloc(self.ptr.as_ptr(), layout) };
+        if self.cap == 0 {
+            return;
         }
+        if self.cap >= POOL_MIN {
+            let mut pool = POOL.lock().unwrap_or_else(|p| p.into_inner());
+            if pool.bytes + self.cap <= POOL_MAX_BYTES {
+                pool.bytes += self.cap;
+                pool.free.push((self.ptr, self.cap));
+                return;
+            }
+        }
+        let layout = AllocLayout::from_size_align(self.cap, ALIGN).expect("layout");
+        // SAFETY: allocated in `for_overwrite` with this very layout.
+        unsafe { alloc::dealloc(self.ptr.as_ptr(), layout) };
     }
 }
 
 impl std::fmt::Debug for HostBuffer {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         write!(f, "HostBuffer({} bytes)", self.len)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn large_blocks_are_recycled_and_zeroed_only_when_asked() {
+        let len = 3 << 20;
+        let mut a = HostBuffer::for_overwrite(len);
+        a.as_mut_slice().fill(0xAB);
+        let addr = a.as_ptr() as usize;
+        drop(a);
+        // Other tests may take the block concurrently; if we get it back, it holds old data.
+        let b = HostBuffer::for_overwrite(len);
+        if b.as_ptr() as usize == addr {
+            assert!(b.as_slice().iter().all(|&v| v == 0xAB));
+        }
+        assert_eq!(b.as_ptr() as usize % ALIGN, 0);
+        drop(b);
+        let z = HostBuffer::zeroed(len);
+        assert!(z.as_slice().iter().all(|&v| v == 0), "zeroed must be zero even when recycled");
+        assert_eq!(z.len(), len);
     }
 }

@@ -47,6 +47,14 @@ impl TensorList {
         TensorList { meta, data }
     }
 
+    /// A batch laid out as `meta` whose bytes the caller overwrites entirely (decoders,
+    /// resamplers): the memory may hold an earlier batch's data, so no time goes into zeroing
+    /// a recycled block.
+    pub fn for_overwrite(meta: BatchMeta) -> TensorList {
+        let data = Arc::new(HostBuffer::for_overwrite(meta.total_bytes()));
+        TensorList { meta, data }
+    }
+
     /// A batch of `len` samples of the same shape.
     pub fn uniform(dtype: DType, shape: &[usize], len: usize) -> TensorList {
         TensorList::new(dtype, shape.len(), std::iter::repeat_n(shape, len))

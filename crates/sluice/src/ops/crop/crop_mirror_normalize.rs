@@ -267,7 +267,7 @@ impl Operator for Cmn {
         let input = ws.inputs[0];
         let b = self.plan_batch(ws, input.meta())?;
         let (seq, off, it) = (b.seq, b.seq as usize, b.input_dtype);
-        let mut out = TensorList::from_meta(b.meta.clone());
+        let mut out = TensorList::for_overwrite(b.meta.clone()); // every element is written
         let (mean, mul, fill) = (&b.mean, &b.mul, &b.fill);
         let (dtype, chw, pad, plan) = (self.dtype, self.chw, self.pad, &self.plan);
         for_each_sample(ws.pool, &mut out, |i, dst| {

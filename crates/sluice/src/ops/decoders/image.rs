@@ -6,7 +6,7 @@ use sluice_codecs::{read_info, DecodeParams, ImageInfo};
 use super::{color_space, MIXED_ONLY_ARGS};
 use crate::error::{Error, Result};
 use crate::ops::{arg, ArgDefault as D, ArgType as T, Device, OpContext, OpDef, OpSchema, Operator, Workspace};
-use crate::tensor::{DType, TensorList};
+use crate::tensor::{BatchMeta, DType, TensorList};
 
 /// Schema and backends.
 pub static IMAGE: OpDef = OpDef {
@@ -99,7 +99,8 @@ impl Operator for ImageDecoderCpu {
                 [h, w, c]
             })
             .collect();
-        let mut out = TensorList::new(self.dtype, 3, shapes.iter().map(|s| &s[..]));
+        // Every pixel is decoded into place; a failed sample fails the whole batch.
+        let mut out = TensorList::for_overwrite(BatchMeta::new(self.dtype, 3, shapes.iter().map(|s| &s[..])));
         out.set_layout("HWC".into());
         out.inherit_source_info(input);
         let params = self.params;

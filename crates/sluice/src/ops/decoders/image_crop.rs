@@ -16,7 +16,7 @@ use super::{color_space, MIXED_ONLY_ARGS};
 use crate::error::{Error, Location, Result};
 use crate::ops::crop::window::crop_size;
 use crate::ops::{arg, tensor_arg, ArgDefault as D, ArgSchema, ArgType as T, Device, OpContext, OpDef, OpSchema, Operator, Workspace};
-use crate::tensor::{DType, TensorList};
+use crate::tensor::{BatchMeta, DType, TensorList};
 
 /// The arguments every ROI decoder shares with `decoders.image`.
 pub(crate) const DECODE_ARGS: &[ArgSchema] = &[
@@ -116,7 +116,8 @@ where
         denoms.push(d);
         shapes.push([r.height, r.width, c]);
     }
-    let mut out = TensorList::new(dtype, 3, shapes.iter().map(|s| &s[..]));
+    // Every pixel is decoded into place; a failed sample fails the whole batch.
+    let mut out = TensorList::for_overwrite(BatchMeta::new(dtype, 3, shapes.iter().map(|s| &s[..])));
     out.set_layout("HWC".into());
     out.inherit_source_info(input);
     let to_float = dtype == DType::F32;

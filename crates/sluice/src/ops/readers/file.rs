@@ -32,7 +32,7 @@ use super::loader::{Sequencer, SequencerConfig};
 use super::READER_ARGS;
 use crate::error::{Error, Location, Result};
 use crate::ops::{arg, ArgDefault as D, ArgType as T, Device, OpContext, OpDef, OpSchema, Operator, ReaderMeta, Workspace};
-use crate::tensor::{DType, TensorList};
+use crate::tensor::{BatchMeta, DType, TensorList};
 
 /// DALI 2.4's default `file_filters`.
 pub const DEFAULT_FILE_FILTERS: &[&str] = &[
@@ -391,7 +391,8 @@ fn read_batch(op: &str, ds: &Dataset, idx: &[usize], sizes: &mut Vec<usize>, bat
         let len = usize::try_from(meta.len()).map_err(|_| Error::data(loc(i, k), "file too large"))?;
         sizes.push(len);
     }
-    let mut data = TensorList::new(DType::U8, 1, sizes.chunks(1));
+    // Every file is read whole into its slot; a failed read fails the batch.
+    let mut data = TensorList::for_overwrite(BatchMeta::new(DType::U8, 1, sizes.chunks(1)));
     {
         let slices = data.samples_mut();
         for (i, (dst, &k)) in slices.into_iter().zip(idx).enumerate() {

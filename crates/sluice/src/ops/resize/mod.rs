@@ -413,7 +413,7 @@ impl Operator for Resize {
     fn run(&mut self, ws: &Workspace<'_>) -> Result<Vec<TensorList>> {
         let input = ws.inputs[0];
         let ResizeBatch { meta, in_type, out_type } = self.plan_batch(ws, input.meta())?;
-        let mut out = TensorList::from_meta(meta);
+        let mut out = TensorList::for_overwrite(meta); // every output pixel is written
         let (plans, ctx) = (&self.plans, &self.ctx);
         for_each_sample(ws.pool, &mut out, |i, dst| {
             let p = &plans[i];
