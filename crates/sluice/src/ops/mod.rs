@@ -85,20 +85,23 @@ impl<'a> Workspace<'a> {
     /// A numeric argument that may come per sample: the argument input when one was wired,
     /// else the constant (or `Unset`).
     pub fn per_sample(&self, ctx: &OpContext, name: &'static str) -> PerSample<'a> {
-        if let Some(b) = self.arg_inputs.get(name) {
-            PerSample::Input { name, batch: b }
-        } else if ctx.args.has(name) {
-            PerSample::Constant(
-                ctx.args.numeric(name).unwrap_or_else(|| panic!("{}: '{name}' is not numeric", ctx.display_name)),
-            )
-        } else {
-            PerSample::Unset
-        }
+        per_sample(&self.arg_inputs, ctx, name)
     }
 
     /// The random stream of sample `i` for this operator and iteration.
     pub fn rng(&self, ctx: &OpContext, i: usize) -> SampleRng {
         SampleRng::new(ctx.seed, ctx.op_id, self.iteration, i as u64)
+    }
+}
+
+/// The argument input wired to `name`, else its constant, else `Unset`.
+fn per_sample<'a>(arg_inputs: &HashMap<&'a str, &'a TensorList>, ctx: &OpContext, name: &'static str) -> PerSample<'a> {
+    if let Some(b) = arg_inputs.get(name) {
+        PerSample::Input { name, batch: b }
+    } else if ctx.args.has(name) {
+        PerSample::Constant(ctx.args.numeric(name).unwrap_or_else(|| panic!("{}: '{name}' is not numeric", ctx.display_name)))
+    } else {
+        PerSample::Unset
     }
 }
 
@@ -146,15 +149,7 @@ pub struct GpuWorkspace<'a> {
 impl<'a> GpuWorkspace<'a> {
     /// See [`Workspace::per_sample`].
     pub fn per_sample(&self, ctx: &OpContext, name: &'static str) -> PerSample<'a> {
-        if let Some(b) = self.arg_inputs.get(name) {
-            PerSample::Input { name, batch: b }
-        } else if ctx.args.has(name) {
-            PerSample::Constant(
-                ctx.args.numeric(name).unwrap_or_else(|| panic!("{}: '{name}' is not numeric", ctx.display_name)),
-            )
-        } else {
-            PerSample::Unset
-        }
+        per_sample(&self.arg_inputs, ctx, name)
     }
 
     /// The random stream of sample `i` for this operator and iteration.

@@ -3,7 +3,7 @@
 use rayon::prelude::*;
 use sluice_codecs::{read_info, DecodeParams, ImageInfo};
 
-use super::{color_space, MIXED_ONLY_ARGS};
+use super::MIXED_ONLY_ARGS;
 use crate::error::{Error, Result};
 use crate::ops::{arg, ArgDefault as D, ArgType as T, Device, OpContext, OpDef, OpSchema, Operator, Workspace};
 use crate::tensor::{BatchMeta, DType, TensorList};
@@ -44,18 +44,7 @@ struct ImageDecoderCpu {
 
 impl ImageDecoderCpu {
     fn new(ctx: &OpContext) -> Result<ImageDecoderCpu> {
-        let op = &ctx.display_name;
-        let color = color_space(op, ctx.args.int("output_type"))?;
-        let dtype = ctx.args.dtype("dtype");
-        if !matches!(dtype, DType::U8 | DType::F32) {
-            return Err(Error::arg(op, "dtype", format!("{dtype} is not supported; use UINT8 or FLOAT")));
-        }
-        let params = DecodeParams {
-            color,
-            adjust_orientation: ctx.args.bool("adjust_orientation"),
-            fast_idct: ctx.args.bool("use_fast_idct"),
-            ..DecodeParams::default()
-        };
+        let (params, dtype) = super::image_crop::decode_setup(ctx)?;
         Ok(ImageDecoderCpu { ctx: ctx.clone(), params, dtype })
     }
 }

@@ -5,7 +5,7 @@
 
 use crate::error::{Error, Result};
 use crate::ops::decoders::random_crop_window::{CropWindow, RandomCropParams, RANDOM_CROP_ARGS};
-use crate::ops::resize::kernel::{self, axis_filter, FilterKind, Plan};
+use crate::ops::resize::kernel::{axis_filter, FilterKind, Plan};
 use crate::ops::{arg, for_each_sample, ArgDefault as D, ArgType as T, Device, OpContext, OpDef, OpSchema, Operator, Workspace};
 use crate::tensor::{DType, TensorList};
 
@@ -120,25 +120,10 @@ impl Operator for RandomResizedCrop {
                 return Err(Error::data(ctx.at(ws.iteration, i, input.source_info(i)), "empty image: nothing to crop"));
             }
             let src = input.bytes(i);
-            let res = match (in_type, out_type) {
-                (DType::U8, DType::U8) => run::<u8, u8>(dst, src, p),
-                (DType::U8, DType::F32) => run::<u8, f32>(dst, src, p),
-                (DType::I16, DType::I16) => run::<i16, i16>(dst, src, p),
-                (DType::I16, DType::F32) => run::<i16, f32>(dst, src, p),
-                (DType::I32, DType::I32) => run::<i32, i32>(dst, src, p),
-                (DType::I32, DType::F32) => run::<i32, f32>(dst, src, p),
-                (DType::F32, DType::F32) => run::<f32, f32>(dst, src, p),
-                _ => Err(format!("argument 'dtype': cannot convert {in_type} to {out_type}; use the input type or FLOAT")),
-            };
+            let res = crate::ops::resize::resample_sample(in_type, out_type, dst, src, p);
             res.map_err(|m| Error::data(ctx.at(ws.iteration, i, input.source_info(i)), m))
         })?;
         Ok(vec![out])
     }
 }
 
-fn run<I: kernel::Channel, O: kernel::Channel>(dst: &mut [u8], src: &[u8], p: &Plan) -> std::result::Result<(), String> {
-    let src: &[I] = bytemuck::try_cast_slice(src).map_err(|e| format!("misaligned input sample: {e:?}"))?;
-    let dst: &mut [O] = bytemuck::try_cast_slice_mut(dst).map_err(|e| format!("misaligned output sample: {e:?}"))?;
-    kernel::resample(dst, src, p);
-    Ok(())
-}

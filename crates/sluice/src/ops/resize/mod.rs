@@ -418,19 +418,25 @@ impl Operator for Resize {
         for_each_sample(ws.pool, &mut out, |i, dst| {
             let p = &plans[i];
             let src = input.bytes(i);
-            let res = match (in_type, out_type) {
-                (DType::U8, DType::U8) => run::<u8, u8>(dst, src, p),
-                (DType::U8, DType::F32) => run::<u8, f32>(dst, src, p),
-                (DType::I16, DType::I16) => run::<i16, i16>(dst, src, p),
-                (DType::I16, DType::F32) => run::<i16, f32>(dst, src, p),
-                (DType::I32, DType::I32) => run::<i32, i32>(dst, src, p),
-                (DType::I32, DType::F32) => run::<i32, f32>(dst, src, p),
-                (DType::F32, DType::F32) => run::<f32, f32>(dst, src, p),
-                _ => Err(format!("cannot convert {in_type} to {out_type}")),
-            };
+            let res = resample_sample(in_type, out_type, dst, src, p);
             res.map_err(|m| Error::data(ctx.at(ws.iteration, i, input.source_info(i)), m))
         })?;
         Ok(vec![out])
+    }
+}
+
+/// Resamples one sample, dispatching on the (input, output) element types the operator
+/// supports. Shared with `random_resized_crop`.
+pub(crate) fn resample_sample(in_type: DType, out_type: DType, dst: &mut [u8], src: &[u8], p: &Plan) -> std::result::Result<(), String> {
+    match (in_type, out_type) {
+        (DType::U8, DType::U8) => run::<u8, u8>(dst, src, p),
+        (DType::U8, DType::F32) => run::<u8, f32>(dst, src, p),
+        (DType::I16, DType::I16) => run::<i16, i16>(dst, src, p),
+        (DType::I16, DType::F32) => run::<i16, f32>(dst, src, p),
+        (DType::I32, DType::I32) => run::<i32, i32>(dst, src, p),
+        (DType::I32, DType::F32) => run::<i32, f32>(dst, src, p),
+        (DType::F32, DType::F32) => run::<f32, f32>(dst, src, p),
+        _ => Err(format!("argument 'dtype': cannot convert {in_type} to {out_type}; use the input type or FLOAT")),
     }
 }
 
