@@ -67,9 +67,16 @@ impl Span {
 
 /// DALI's anchor: `round(pos * (extent - crop))`, computed in double precision.
 pub fn anchor(extent: usize, crop: usize, pos: f32) -> i64 {
-    // DALI widens to double before multiplying: with pos 0.7, extent 428 and crop 33 the f32
-    // product rounds up to 276.5 (anchor 277) where DALI anchors at 276.
-    (pos as f64 * (extent as f64 - crop as f64)).round() as i64
+    anchor_with_rounding(extent, crop, pos as f64, false)
+}
+
+/// The window start `pos * (extent - crop)`, rounded half away from zero or truncated.
+/// `pos` is a single-precision argument in DALI but the product is taken in double
+/// precision: with pos 0.7, extent 428 and crop 33 an f32 product would round up to 276.5
+/// (anchor 277) where DALI anchors at 276.
+pub fn anchor_with_rounding(extent: usize, crop: usize, pos: f64, truncate: bool) -> i64 {
+    let a = pos as f32 as f64 * (extent as f64 - crop as f64);
+    if truncate { a.trunc() as i64 } else { a.round() as i64 }
 }
 
 /// A crop size from its (float) argument value: truncated, at least 1.

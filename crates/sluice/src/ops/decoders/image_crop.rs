@@ -1,7 +1,7 @@
 //! `decoders.image_crop` (legacy `ImageDecoderCrop`): decodes only a crop window of each
 //! image. The window is placed as DALI 2.4 places it (`crop` / `crop_h` / `crop_w` sizes
 //! truncated to integers, anchor `round(pos * (extent - crop))`, or
-//! truncated with `rounding="truncate"`; see [`crop_anchor`]); a window that leaves the image is an error, as in
+//! truncated with `rounding="truncate"`; see [`anchor_with_rounding`]); a window that leaves the image is an error, as in
 //! DALI. JPEGs decode only the window's rows and columns (libjpeg-turbo cropping); other
 //! formats decode fully inside the codec and are cropped there. The output equals
 //! `crop(decode(x))` bit for bit.
@@ -14,7 +14,7 @@ use sluice_codecs::{DecodeParams, ImageInfo, Roi};
 use super::image::read_headers;
 use super::{color_space, MIXED_ONLY_ARGS};
 use crate::error::{Error, Location, Result};
-use crate::ops::crop::window::crop_size;
+use crate::ops::crop::window::{anchor_with_rounding, crop_size};
 use crate::ops::{arg, tensor_arg, ArgDefault as D, ArgSchema, ArgType as T, Device, OpContext, OpDef, OpSchema, Operator, Workspace};
 use crate::tensor::{BatchMeta, DType, TensorList};
 
@@ -198,15 +198,6 @@ fn dct_scaled(info: &ImageInfo, params: &DecodeParams, r: Roi, target: [usize; 2
     (r, 1)
 }
 
-/// DALI 2.4's window start along one dimension: `pos * (extent - crop)` with `pos` a
-/// single-precision argument but the product in double precision, rounded half away from
-/// zero or truncated. (Verified on DALI 2.4: pos 0.7 over 428 - 33 gives 276 — the f32
-/// product would be exactly 276.5 and round to 277.)
-pub(crate) fn crop_anchor(extent: usize, crop: usize, pos: f64, truncate: bool) -> i64 {
-    let a = pos as f32 as f64 * (extent as f64 - crop as f64);
-    if truncate { a.trunc() as i64 } else { a.round() as i64 }
-}
-
 impl Operator for ImageCropCpu {
     fn run(&mut self, ws: &Workspace<'_>) -> Result<Vec<TensorList>> {
         let ctx = &self.ctx;
@@ -233,8 +224,8 @@ impl Operator for ImageCropCpu {
                 }
                 Ok(v)
             };
-            let y = crop_anchor(h, sh, pos(&py, "crop_pos_y")?, self.truncate);
-            let x = crop_anchor(w, sw, pos(&px, "crop_pos_x")?, self.truncate);
+            let y = anchor_with_rounding(h, sh, pos(&py, "crop_pos_y")?, self.truncate);
+            let x = anchor_with_rounding(w, sw, pos(&px, "crop_pos_x")?, self.truncate);
             if y < 0 || x < 0 || y as usize + sh > h || x as usize + sw > w {
                 return Err(Error::data(
                     at(),
