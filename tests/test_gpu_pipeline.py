@@ -186,7 +186,8 @@ def test_resnet50_training_pipeline_on_gpu(small_images):
     @pipeline_def(batch_size=8, num_threads=4, device_id=0, seed=5)
     def p():
         jpegs, labels = fn.readers.file(file_root=str(small_images), random_shuffle=True, name="Reader")
-        images = fn.decoders.image(jpegs, device="mixed", output_type=types.RGB)
+        images = fn.decoders.image_random_crop(jpegs, device="mixed", output_type=types.RGB,
+                                               random_aspect_ratio=[0.75, 4.0 / 3.0], random_area=[0.08, 1.0])
         images = fn.resize(images, resize_x=224, resize_y=224)
         images = fn.crop_mirror_normalize(images, dtype=types.FLOAT, output_layout="CHW", crop=(224, 224),
                                           mean=[0.485 * 255, 0.456 * 255, 0.406 * 255],
@@ -200,3 +201,59 @@ def test_resnet50_training_pipeline_on_gpu(small_images):
     x = batches[0][0]["data"]
     assert x.is_cuda and x.shape == (8, 3, 224, 224) and x.dtype == torch.float32
     assert torch.isfinite(x).all() and x.std() > 0.1
+
+
+def _roi_pipe(files, device, kind, **dec_args):
+    @pipeline_def(batch_size=BATCH, num_threads=4, device_id=0, seed=3)
+    def p():
+        data, _ = fn.readers.file(files=files, name="Reader")
+        if kind == "random_crop":
+            return fn.decoders.image_random_crop(data, device=device, random_area=[0.1, 1.0], **dec_args)
+        if kind == "crop":
+            return fn.decoders.image_crop(data, device=device, crop=(64, 80), crop_pos_x=0.3, crop_pos_y=0.7, **dec_args)
+        anchor = fn.random.uniform(range=(0.0, 0.4), shape=[2], seed=5)
+        shape = fn.random.uniform(range=(0.3, 0.6), shape=[2], seed=6)
+        return fn.decoders.image_slice(data, anchor, shape, device=device, **dec_args)
+
+    return p()
+
+
+@pytest.mark.parametrize("kind", ["random_crop", "crop", "slice"])
+def test_mixed_window_decoders_cut_the_cpu_windows(mixed_root, kind):
+    """Same windows as the cpu backend: bit-exact through the CPU path, close through the
+    hardware engine (which decodes whole images; the window is cut out afterwards)."""
+    require_gpu()
+    files = _files(mixed_root)
+    cpu = _epoch(_roi_pipe(files, "cpu", kind), len(files))
+    exact = _epoch(_roi_pipe(files, "mixed", kind, hw_decoder_load=0.0), len(files))
+    hw = _epoch(_roi_pipe(files, "mixed", kind, hw_decoder_load=1.0), len(files))
+    worst = 0.0
+    for f, a, b, c in zip(files, cpu, exact, hw):
+        assert a.shape == b.shape == c.shape, f
+        assert np.array_equal(a, b), f
+        worst = max(worst, np.abs(a.astype(np.int16) - c.astype(np.int16)).mean())
+    print(f"{kind}: worst mean abs diff hw vs libjpeg-turbo: {worst:.3f}")
+    assert 0 < worst < 2.5  # > 0: the engine really decoded some of them
+
+
+def test_mixed_random_crop_feeding_resize_matches_cpu_pipeline(mixed_root):
+    """The graph's DCT-scale hint reaches the mixed decoder's CPU share: with the engine off,
+    the GPU pipeline equals the cpu pipeline up to the resize's +-1."""
+    require_gpu()
+    files = _files(mixed_root)
+
+    def pipe(dev):
+        @pipeline_def(batch_size=BATCH, num_threads=4, device_id=0, seed=9)
+        def p():
+            data, _ = fn.readers.file(files=files, name="Reader")
+            img = fn.decoders.image_random_crop(data, device="mixed" if dev == "gpu" else "cpu", hw_decoder_load=0.0)
+            return fn.resize(img, device=dev, resize_x=56, resize_y=48)
+
+        return p()
+
+    cpu = _epoch(pipe("cpu"), len(files))
+    gpu = _epoch(pipe("gpu"), len(files))
+    for f, a, b in zip(files, cpu, gpu):
+        assert a.shape == b.shape == (48, 56, 3), f
+        d = np.abs(a.astype(np.int16) - b.astype(np.int16))
+        assert d.max() <= 1, (f, d.max())

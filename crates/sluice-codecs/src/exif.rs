@@ -135,6 +135,12 @@ pub(crate) struct JpegMarkers {
     pub progressive: bool,
     /// Offset of the first SOS marker.
     pub sos: Option<usize>,
+    /// The first SOFn marker (0xC0 baseline, 0xC1 extended, 0xC2 progressive, ...).
+    pub sof: Option<u8>,
+    /// Sample precision in bits, from the SOF.
+    pub precision: u8,
+    /// (component id, sampling factors H<<4|V) of the first three components.
+    pub components: [(u8, u8); 3],
 }
 
 /// Whether an EOI marker follows the first SOS. Entropy-coded data cannot contain 0xFF 0xD9
@@ -194,6 +200,13 @@ pub(crate) fn scan_jpeg(bytes: &[u8]) -> JpegMarkers {
                     let w = u16::from_be_bytes([seg[3], seg[4]]) as usize;
                     m.frame = Some((w, h, seg[5] as usize));
                     m.progressive = matches!(marker, 0xC2 | 0xC6 | 0xCA | 0xCE);
+                    m.sof = Some(marker);
+                    m.precision = seg[0];
+                    for (k, c) in m.components.iter_mut().enumerate().take((seg[5] as usize).min(3)) {
+                        if let Some(d) = seg.get(6 + 3 * k..8 + 3 * k) {
+                            *c = (d[0], d[1]);
+                        }
+                    }
                 }
             }
             _ => {}

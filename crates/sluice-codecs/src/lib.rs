@@ -291,8 +291,39 @@ pub(crate) struct Plan {
 /// so it is cheap on the hot path; files with other trailing bytes simply fail it (and go to
 /// a decoder that checks for itself).
 pub fn jpeg_is_complete(bytes: &[u8]) -> bool {
+    ends_after_scan(bytes, exif::scan_jpeg(bytes).sos)
+}
+
+/// EOI at the tail (zero padding allowed), after the first scan's header at `sos`.
+fn ends_after_scan(bytes: &[u8], sos: Option<usize>) -> bool {
     let end = bytes.len() - bytes.iter().rev().take(64).take_while(|&&b| b == 0).count();
-    end >= 4 && bytes[end - 2..end] == [0xFF, 0xD9] && exif::scan_jpeg(bytes).sos.is_some_and(|sos| sos + 2 < end - 2)
+    end >= 4 && bytes[end - 2..end] == [0xFF, 0xD9] && sos.is_some_and(|sos| sos + 2 < end - 2)
+}
+
+/// True when a JPEG is what GPU hardware JPEG engines (A100/H100/H200 NVJPG) decode
+/// correctly: baseline (SOF0) 8-bit YCbCr with three components, chroma sampled 1x1 and
+/// luma 1x1, 2x1, 1x2 or 2x2 (4:4:4, 4:2:2, 4:4:0, 4:2:0), no Adobe colour transform
+/// marker, and complete (see [`jpeg_is_complete`]). One walk over the markers, no decoding:
+/// cheap enough to run on every sample, on every worker, which the library's own check
+/// (nvjpegJpegStreamParse + nvjpegDecodeBatchedSupported, serial per handle) is not.
+/// Grayscale is excluded on purpose: the engine decodes it wrongly to interleaved RGB.
+pub fn jpeg_suits_hardware_decoder(bytes: &[u8]) -> bool {
+    if bytes.len() < 4 || bytes[..2] != [0xFF, 0xD8] {
+        return false;
+    }
+    let m = exif::scan_jpeg(bytes);
+    let Some((w, h, 3)) = m.frame else { return false };
+    let [(id0, y), (_, cb), (_, cr)] = m.components;
+    m.sof == Some(0xC0)
+        && m.precision == 8
+        && w > 0
+        && h > 0
+        && !m.adobe
+        && id0 != b'R' // components named R, G, B are stored as RGB, not YCbCr
+        && matches!(y, 0x11 | 0x21 | 0x12 | 0x22)
+        && cb == 0x11
+        && cr == 0x11
+        && ends_after_scan(bytes, m.sos)
 }
 
 /// Decodes into a caller-owned HWC u8 buffer of exactly `info.output_shape(p)`'s size.

@@ -728,3 +728,24 @@ fn a_corrupt_jpeg_does_not_poison_later_decodes_on_the_same_thread() {
         assert_eq!(out, want);
     }
 }
+
+#[test]
+fn hardware_decoder_eligibility() {
+    let (w, h) = (64, 48);
+    let px = synth(w, h);
+    for (name, e) in [("420", enc(S420)), ("422", enc(S422)), ("444", enc(S444)), ("restarts", Enc { restart_blocks: 2, ..enc(S420) })] {
+        let data = jpeg(&px, w, h, 3, e);
+        assert!(jpeg_suits_hardware_decoder(&data), "{name}: baseline colour JPEG must qualify");
+        // A cut file never does: the engine would decode it into garbage without an error.
+        assert!(!jpeg_suits_hardware_decoder(&data[..data.len() - 40]), "{name}: truncated");
+        assert!(!jpeg_suits_hardware_decoder(&data[..data.len() / 2]), "{name}: half");
+    }
+    let gray = jpeg(&gray_of(&px), w, h, 1, enc(tj::TJSAMP_TJSAMP_GRAY));
+    assert!(!jpeg_suits_hardware_decoder(&gray), "grayscale");
+    let prog = jpeg(&px, w, h, 3, Enc { progressive: true, ..enc(S420) });
+    assert!(!jpeg_suits_hardware_decoder(&prog), "progressive");
+    let s411 = jpeg(&px, w, h, 3, enc(tj::TJSAMP_TJSAMP_411));
+    assert!(!jpeg_suits_hardware_decoder(&s411), "4:1:1");
+    assert!(!jpeg_suits_hardware_decoder(b"\xFF\xD8\xFF\xD9"), "no frame");
+    assert!(!jpeg_suits_hardware_decoder(&encode_rgb(&px, w, h, image::ImageFormat::Png)), "PNG");
+}

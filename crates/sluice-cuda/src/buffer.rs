@@ -92,6 +92,50 @@ impl DeviceBuffer {
         })
     }
 
+    /// Copies a `rows` x `row_bytes` rectangle from `src` (starting at `src_offset`, rows
+    /// `src_pitch` apart) into this buffer (at `dst_offset`, rows `dst_pitch` apart), ordered
+    /// on this buffer's stream; `src` must be usable there (same stream, or ordered before).
+    /// Crops a window out of a decoded image in one call.
+    #[allow(clippy::too_many_arguments)]
+    pub fn copy_rect_from(
+        &self,
+        dst_offset: usize,
+        dst_pitch: usize,
+        src: &DeviceBuffer,
+        src_offset: usize,
+        src_pitch: usize,
+        row_bytes: usize,
+        rows: usize,
+    ) -> CudaResult<()> {
+        if rows == 0 || row_bytes == 0 {
+            return Ok(());
+        }
+        let span = |off: usize, pitch: usize| off + (rows - 1) * pitch + row_bytes;
+        assert!(row_bytes <= dst_pitch && row_bytes <= src_pitch, "rectangle wider than its pitch");
+        assert!(span(dst_offset, dst_pitch) <= self.len && span(src_offset, src_pitch) <= src.len, "rectangle copy out of bounds");
+        self.device.bind()?;
+        let copy = sys::CUDA_MEMCPY2D {
+            srcXInBytes: 0,
+            srcY: 0,
+            srcMemoryType: sys::CUmemorytype::CU_MEMORYTYPE_DEVICE,
+            srcHost: std::ptr::null(),
+            srcDevice: src.ptr + src_offset as u64,
+            srcArray: std::ptr::null_mut(),
+            srcPitch: src_pitch,
+            dstXInBytes: 0,
+            dstY: 0,
+            dstMemoryType: sys::CUmemorytype::CU_MEMORYTYPE_DEVICE,
+            dstHost: std::ptr::null_mut(),
+            dstDevice: self.ptr + dst_offset as u64,
+            dstArray: std::ptr::null_mut(),
+            dstPitch: dst_pitch,
+            WidthInBytes: row_bytes,
+            Height: rows,
+        };
+        // SAFETY: both rectangles lie inside live device buffers (checked above).
+        check("cuMemcpy2DAsync", unsafe { sys::cuMemcpy2DAsync_v2(&copy, self.stream.cu_stream()) })
+    }
+
     /// Copies the buffer (from `offset`) to host memory and waits for the copy.
     pub fn copy_to_host(&self, offset: usize, dst: &mut [u8]) -> CudaResult<()> {
         assert!(offset + dst.len() <= self.len, "copy past the end of a device buffer");

@@ -264,37 +264,50 @@ impl NvJpeg {
     }
 }
 
-/// A host-side fence on a stream: each decoder records one after its work, and waits for
-/// it before reusing its nvJPEG state, whose internal (pinned and device) buffers the
-/// previous decode may still be reading.
-struct Fence {
+/// A CUDA event: a point on a stream that the host can wait for ([`wait`](Self::wait)) and
+/// other streams can be made to wait for ([`make_wait`](Self::make_wait)). Decoders record one
+/// after their work and wait for it before reusing their nvJPEG state, whose internal
+/// (pinned and device) buffers the previous decode may still be reading.
+pub struct GpuEvent {
     ev: sys::CUevent,
 }
 
-impl Fence {
-    fn new(dev: &GpuDevice) -> CudaResult<Fence> {
+// SAFETY: a CUDA event handle may be used from any thread of the process.
+unsafe impl Send for GpuEvent {}
+unsafe impl Sync for GpuEvent {}
+
+impl GpuEvent {
+    pub fn new(dev: &GpuDevice) -> CudaResult<GpuEvent> {
         dev.bind()?;
         let mut ev: sys::CUevent = std::ptr::null_mut();
         // SAFETY: context bound; out-pointer valid.
         cuda_error::check("cuEventCreate", unsafe {
             sys::cuEventCreate(&mut ev, sys::CUevent_flags::CU_EVENT_DISABLE_TIMING as u32)
         })?;
-        Ok(Fence { ev })
+        Ok(GpuEvent { ev })
     }
 
-    fn record(&self, stream: &CudaStream) -> CudaResult<()> {
+    /// Marks the current end of `stream`'s queue.
+    pub fn record(&self, stream: &CudaStream) -> CudaResult<()> {
         // SAFETY: live event and stream of the same context.
         cuda_error::check("cuEventRecord", unsafe { sys::cuEventRecord(self.ev, stream.cu_stream()) })
     }
 
     /// Blocks until the last recorded point has run (at once if never recorded).
-    fn wait(&self) -> CudaResult<()> {
+    pub fn wait(&self) -> CudaResult<()> {
         // SAFETY: live event.
         cuda_error::check("cuEventSynchronize", unsafe { sys::cuEventSynchronize(self.ev) })
     }
+
+    /// Makes work queued on `stream` from now on wait for the last recorded point (later
+    /// records do not affect this wait).
+    pub fn make_wait(&self, stream: &CudaStream) -> CudaResult<()> {
+        // SAFETY: live event and stream of the same context.
+        cuda_error::check("cuStreamWaitEvent", unsafe { sys::cuStreamWaitEvent(stream.cu_stream(), self.ev, 0) })
+    }
 }
 
-impl Drop for Fence {
+impl Drop for GpuEvent {
     fn drop(&mut self) {
         // SAFETY: created by cuEventCreate, destroyed once (the driver defers the actual
         // release until pending records complete).
@@ -322,7 +335,11 @@ pub struct HwBatchDecoder {
     /// Batch size nvjpegDecodeBatchedInitialize was last called with; None after a failure,
     /// since nvJPEG documents re-initialising as the way to reset a failed batch.
     initialized: Option<usize>,
-    fence: Fence,
+    /// Our own stream: decoders of one batch run side by side, each joined to the caller's.
+    stream: Arc<CudaStream>,
+    /// Where the caller's stream stood when [`decode`](Self::decode) was called.
+    start: GpuEvent,
+    fence: GpuEvent,
     // Scratch reused across calls so steady state allocates nothing.
     ptrs: Vec<*const u8>,
     lens: Vec<usize>,
@@ -345,7 +362,9 @@ impl HwBatchDecoder {
         }
         let h = nv.h.clone();
         h.device.bind()?;
-        let fence = Fence::new(&h.device)?;
+        let fence = GpuEvent::new(&h.device)?;
+        let start = GpuEvent::new(&h.device)?;
+        let stream = h.device.new_stream()?;
         let state = h.new_state()?;
         let mut jstream: ffi::nvjpegJpegStream_t = std::ptr::null_mut();
         // SAFETY: live handle; out-pointer valid.
@@ -361,6 +380,8 @@ impl HwBatchDecoder {
             jstream,
             max_batch,
             initialized: None,
+            stream,
+            start,
             fence,
             ptrs: Vec::with_capacity(max_batch),
             lens: Vec::with_capacity(max_batch),
@@ -424,45 +445,88 @@ impl HwBatchDecoder {
     }
 
     /// Decodes `images` into interleaved RGB (3 bytes per pixel, row `i` of image `k` at
-    /// `outputs[k].0 + i * outputs[k].1`), queued on `stream`. Returns once the work is
-    /// queued; the outputs are ready when `stream` reaches this point.
+    /// `outputs[k].0 + i * outputs[k].1`), ordered on `stream`: the decode starts after the
+    /// work queued there so far and work queued there later sees its results. Returns once
+    /// the work is queued. Reads each header with nvJPEG first to check the pitches; callers
+    /// that know the widths already use [`submit`](Self::submit) and [`join`](Self::join).
     ///
     /// The whole batch shares one status: on error every output is undefined (decode the
     /// images singly, or on the CPU, to find the bad one) and the decoder resets itself, so
-    /// the next call works normally. Each image's header is read first so that a pitch too
-    /// small for its width is an error rather than an overrun.
+    /// the next call works normally.
+    ///
+    /// # Safety
+    /// As [`submit`](Self::submit), with `stream` in place of `start`.
+    pub unsafe fn decode(&mut self, images: &[&[u8]], outputs: &[(u64, usize)], stream: &CudaStream) -> CudaResult<()> {
+        let mut widths = Vec::with_capacity(images.len());
+        for (k, data) in images.iter().enumerate() {
+            let info = self.h.info(data).map_err(|e| CudaError(format!("{e} (image {k} of the batch)")))?;
+            widths.push(info.width as usize);
+        }
+        self.h.device.bind()?;
+        self.start.record(stream)?;
+        // SAFETY: forwarded contract; `start` marks the caller's stream position.
+        unsafe { self.submit_after_own_start(images, outputs, &widths) }?;
+        self.join(stream)
+    }
+
+    /// Queues the decode of `images` (`widths[k]` pixels wide, as their headers say) on this
+    /// decoder's own stream, to start once `start` (recorded by the caller on its stream,
+    /// after allocating the outputs there) is reached. Several decoders can thus work on one
+    /// batch at once, each called from its own thread. Afterwards [`join`](Self::join) the
+    /// caller's stream. Waits on the host only when this decoder's previous batch has not
+    /// finished yet (its nvJPEG buffers are reused).
     ///
     /// # Safety
     /// - `outputs[k].0` must be device memory of this decoder's GPU, writable for at least
-    ///   `outputs[k].1 * height_k` bytes and not used by anything else until `stream`
-    ///   reaches this point; `stream` must belong to the same GPU (context).
+    ///   `outputs[k].1 * height_k` bytes, and not used by anything else until the joined
+    ///   stream reaches the join point; `start` must be an event of the same GPU.
     /// - Host data: nvJPEG reads `images` during this call and stages the bitstreams into
     ///   its own pinned buffers (NVIDIA's nvImageCodec releases the encoded data as soon as
     ///   nvjpegDecodeBatched returns), but the nvJPEG documentation does not promise it;
-    ///   keep `images` alive and unchanged until `stream` reaches this point.
-    pub unsafe fn decode(&mut self, images: &[&[u8]], outputs: &[(u64, usize)], stream: &CudaStream) -> CudaResult<()> {
+    ///   keep `images` alive and unchanged until the joined stream reaches the join point.
+    pub unsafe fn submit(&mut self, images: &[&[u8]], outputs: &[(u64, usize)], widths: &[usize], start: &GpuEvent) -> CudaResult<()> {
+        self.h.device.bind()?;
+        if widths.len() != images.len() {
+            return Err(CudaError(format!("HwBatchDecoder::submit: {} images but {} widths", images.len(), widths.len())));
+        }
+        start.make_wait(&self.stream)?;
+        // SAFETY: forwarded contract; our stream now waits for `start`.
+        unsafe { self.queue(images, outputs, widths) }
+    }
+
+    /// Makes `stream` wait for this decoder's last submitted batch.
+    pub fn join(&self, stream: &CudaStream) -> CudaResult<()> {
+        self.fence.make_wait(stream)
+    }
+
+    /// [`submit`](Self::submit) after `self.start` (already recorded by the caller).
+    unsafe fn submit_after_own_start(&mut self, images: &[&[u8]], outputs: &[(u64, usize)], widths: &[usize]) -> CudaResult<()> {
+        self.start.make_wait(&self.stream)?;
+        // SAFETY: forwarded contract.
+        unsafe { self.queue(images, outputs, widths) }
+    }
+
+    /// Checks the arguments and queues nvjpegDecodeBatched on our own stream.
+    unsafe fn queue(&mut self, images: &[&[u8]], outputs: &[(u64, usize)], widths: &[usize]) -> CudaResult<()> {
         let n = images.len();
         if n != outputs.len() {
             return Err(CudaError(format!("HwBatchDecoder::decode: {n} images but {} outputs", outputs.len())));
         }
         if n == 0 {
-            return Ok(());
+            // Nothing to decode: the fence must still mean "after start".
+            return self.fence.record(&self.stream);
         }
         if n > self.max_batch {
             return Err(CudaError(format!("HwBatchDecoder::decode: batch of {n} exceeds max_batch {}", self.max_batch)));
         }
-        for (k, (data, &(ptr, pitch))) in images.iter().zip(outputs).enumerate() {
-            let info = self.h.info(data).map_err(|e| CudaError(format!("{e} (image {k} of the batch)")))?;
-            if ptr == 0 || pitch < info.min_rgb_pitch() {
+        for (k, (&(ptr, pitch), &w)) in outputs.iter().zip(widths).enumerate() {
+            if ptr == 0 || pitch < w * 3 {
                 return Err(CudaError(format!(
-                    "HwBatchDecoder::decode: image {k} ({}x{}) needs a non-null output with pitch >= {} bytes, got ptr {ptr:#x} pitch {pitch}",
-                    info.width,
-                    info.height,
-                    info.min_rgb_pitch()
+                    "HwBatchDecoder::decode: image {k} ({w} pixels wide) needs a non-null output with pitch >= {} bytes, got ptr {ptr:#x} pitch {pitch}",
+                    w * 3
                 )));
             }
         }
-        self.h.device.bind()?;
         // The state's buffers may still be in use by our previous batch.
         self.fence.wait()?;
         if self.initialized != Some(n) {
@@ -489,12 +553,12 @@ impl HwBatchDecoder {
                 self.ptrs.as_ptr(),
                 self.lens.as_ptr(),
                 self.dests.as_mut_ptr(),
-                stream_ptr(stream),
+                stream_ptr(&self.stream),
             )
         };
         self.ptrs.clear();
         // Fence even on failure: nvJPEG may have queued part of the batch.
-        let fenced = self.fence.record(stream);
+        let fenced = self.fence.record(&self.stream);
         if st != ffi::NVJPEG_STATUS_SUCCESS {
             self.initialized = None;
         }
@@ -524,7 +588,7 @@ impl Drop for HwBatchDecoder {
 pub struct HybridDecoder {
     h: Arc<Handle>,
     state: ffi::nvjpegJpegState_t,
-    fence: Fence,
+    fence: GpuEvent,
 }
 
 // SAFETY: the state is used only through &mut self (one thread at a time).
@@ -538,7 +602,7 @@ impl HybridDecoder {
         }
         let h = nv.h.clone();
         h.device.bind()?;
-        let fence = Fence::new(&h.device)?;
+        let fence = GpuEvent::new(&h.device)?;
         let state = h.new_state()?;
         Ok(HybridDecoder { h, state, fence })
     }
@@ -780,6 +844,31 @@ mod tests {
         }
         // ...and the decoder still works afterwards.
         run(&mut dec, "hardware (after errors)");
+
+        // Two decoders sharing one batch side by side, each on its own stream after one start
+        // point, joined back (as the mixed decoder runs them). Outputs are cleared first so
+        // stale results cannot pass.
+        let zeros: Vec<Vec<u8>> = bufs.iter().map(|b| vec![0u8; b.len()]).collect();
+        for (b, z) in bufs.iter().zip(&zeros) {
+            // SAFETY: `zeros` outlive the synchronize below.
+            unsafe { b.copy_from_host_async(0, z).unwrap() };
+        }
+        let mut dec2 = HwBatchDecoder::new(&nv, 4).unwrap();
+        let start = GpuEvent::new(&dev).unwrap();
+        start.record(&stream).unwrap();
+        let widths: Vec<usize> = images.iter().map(|i| i.2).collect();
+        // SAFETY: as above; both join `stream` before the copies back.
+        unsafe {
+            dec.submit(&data[..2], &outs[..2], &widths[..2], &start).unwrap();
+            dec2.submit(&data[2..], &outs[2..], &widths[2..], &start).unwrap();
+        }
+        dec.join(&stream).unwrap();
+        dec2.join(&stream).unwrap();
+        for (((_, reference, w, h), buf), p) in images.iter().zip(&bufs).zip(&pitches) {
+            compare("two decoders side by side", buf, *p, *w, *h, reference);
+        }
+        stream.synchronize().unwrap();
+        drop(dec2);
         drop(dec);
         stream.synchronize().unwrap();
     }

@@ -215,16 +215,22 @@ impl Graph {
         Ok(graph)
     }
 
-    /// A cpu `decoders.image_random_crop` whose only consumer is a cpu `resize` to a fixed
-    /// size gets that size as a hint, so large windows decode at a DCT-domain scale (1/2,
-    /// 1/4, 1/8) no smaller than the resize output: the ResNet-50 training pipeline then
-    /// decodes a fraction of the pixels. Pixels differ from decoding at full scale by what
+    /// A `decoders.image_random_crop` whose only consumer is a `resize` to a fixed size (cpu
+    /// after cpu, gpu after mixed) gets that size as a hint, so large windows decode at a
+    /// DCT-domain scale (1/2, 1/4, 1/8) no smaller than the resize output: the ResNet-50
+    /// training pipeline then decodes a fraction of the pixels (the mixed decoder does so for
+    /// its CPU share; the hardware engine decodes at full scale). Pixels differ from decoding at full scale by what
     /// the DCT downscale does instead of the resize filter (a fraction of a grey level on
     /// photos); the output shape does not change.
     fn fuse_random_crop_decode_with_resize(&mut self) {
         for i in 0..self.nodes.len() {
             let n = &self.nodes[i];
-            if n.def.schema.name != "decoders__ImageRandomCrop" || n.device != Device::Cpu {
+            let resize_device = match n.device {
+                Device::Cpu => Device::Cpu,
+                Device::Mixed => Device::Gpu,
+                Device::Gpu => continue,
+            };
+            if n.def.schema.name != "decoders__ImageRandomCrop" {
                 continue;
             }
             let edge = Edge { op: i, output: 0 };
@@ -236,7 +242,7 @@ impl Graph {
             }
             let r = &self.nodes[consumers[0]];
             let fixed = |name: &str| r.args.has(name) && !r.arg_inputs.iter().any(|(a, _)| a == name);
-            let target = if r.def.schema.name != "Resize" || r.device != Device::Cpu || r.args.has("roi_start") {
+            let target = if r.def.schema.name != "Resize" || r.device != resize_device || r.args.has("roi_start") {
                 None
             } else if fixed("resize_x") && fixed("resize_y") {
                 Some([r.args.float("resize_y"), r.args.float("resize_x")])

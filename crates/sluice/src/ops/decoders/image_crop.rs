@@ -9,14 +9,18 @@
 //! This file also holds the ROI-decoding core shared by `image_slice` and
 //! `image_random_crop`: [`decode_windows`].
 
+use std::sync::Arc;
+
 use sluice_codecs::{DecodeParams, ImageInfo, Roi};
+use sluice_cuda::GpuDevice;
 
 use super::image::read_headers;
+use super::image_mixed::MixedDecoder;
 use super::{color_space, MIXED_ONLY_ARGS};
 use crate::error::{Error, Location, Result};
 use crate::ops::crop::window::{anchor_with_rounding, crop_size};
-use crate::ops::{arg, tensor_arg, ArgDefault as D, ArgSchema, ArgType as T, Device, OpContext, OpDef, OpSchema, Operator, Workspace};
-use crate::tensor::{BatchMeta, DType, TensorList};
+use crate::ops::{arg, tensor_arg, ArgDefault as D, ArgSchema, ArgType as T, Device, GpuOperator, GpuWorkspace, OpContext, OpDef, OpSchema, Operator, Workspace};
+use crate::tensor::{BatchMeta, DType, TensorList, TensorListGpu};
 
 /// The arguments every ROI decoder shares with `decoders.image`.
 pub(crate) const DECODE_ARGS: &[ArgSchema] = &[
@@ -43,7 +47,7 @@ pub static IMAGE_CROP: OpDef = OpDef {
     schema: OpSchema {
         name: "decoders__ImageCrop",
         doc: "Decodes images and crops them to a window: only the window is decoded where the format allows (JPEG). The window is given by crop (or crop_h/crop_w) and crop_pos_x/crop_pos_y as in fn.crop; it must lie inside the (oriented) image.",
-        devices: &[Device::Cpu],
+        devices: &[Device::Cpu, Device::Mixed],
         min_inputs: 1,
         max_inputs: 1,
         num_outputs: 1,
@@ -53,8 +57,8 @@ pub static IMAGE_CROP: OpDef = OpDef {
         is_reader: false,
         is_random: false,
     },
-    cpu: Some(|ctx| Ok(Box::new(ImageCropCpu::new(ctx)?))),
-    mixed: None,
+    cpu: Some(|ctx| Ok(Box::new(WindowDecoderCpu::new(ctx, CropWindow::new(ctx)?)?))),
+    mixed: Some(|ctx, dev| Ok(Box::new(WindowDecoderMixed::new(ctx, dev, CropWindow::new(ctx)?)?))),
     gpu: None,
 };
 
@@ -75,9 +79,34 @@ pub(crate) fn decode_setup(ctx: &OpContext) -> Result<(DecodeParams, DType)> {
     Ok((params, dtype))
 }
 
-/// Decodes the window `window(i, info, (height, width))` of every sample, `(height, width)`
-/// being the full oriented image size. Headers are read in parallel, the batch is allocated
-/// once, and every sample decodes only its window straight into its output slot.
+/// Reads every header (in parallel) and places every sample's window with
+/// `window(i, info, (height, width))`, `(height, width)` being the full oriented image size;
+/// a window outside its image is an error naming the sample. Shared by the cpu and mixed
+/// ROI decoders, so both decode the same windows.
+pub(crate) fn plan_windows<F>(ctx: &OpContext, ws: &Workspace<'_>, params: &DecodeParams, window: F) -> Result<(Vec<ImageInfo>, Vec<Roi>)>
+where
+    F: Fn(usize, &ImageInfo, (usize, usize)) -> Result<Roi>,
+{
+    let input = ws.inputs[0];
+    let infos = read_headers(ctx, ws, input)?;
+    let mut rois = Vec::with_capacity(infos.len());
+    for (i, info) in infos.iter().enumerate() {
+        let (h, w, _) = info.output_shape(params);
+        let r = window(i, info, (h, w))?;
+        if r.width == 0 || r.height == 0 || r.x + r.width > w || r.y + r.height > h {
+            return Err(Error::data(
+                ctx.at(ws.iteration, i, input.source_info(i)),
+                format!("window {}x{} at (x {}, y {}) does not fit the {w}x{h} image", r.width, r.height, r.x, r.y),
+            ));
+        }
+        rois.push(r);
+    }
+    Ok((infos, rois))
+}
+
+/// Decodes the window `window(i, info, (height, width))` of every sample (see
+/// [`plan_windows`]). The batch is allocated once, and every sample decodes only its window
+/// straight into its output slot.
 ///
 /// With `downscale_to = Some([h, w])` (set by the graph when a fixed-size resize follows),
 /// a JPEG window at least 2, 4 or 8 times larger than that in both dimensions is decoded at
@@ -95,26 +124,15 @@ where
     F: Fn(usize, &ImageInfo, (usize, usize)) -> Result<Roi>,
 {
     let input = ws.inputs[0];
-    let infos = read_headers(ctx, ws, input)?;
+    let (infos, windows) = plan_windows(ctx, ws, params, window)?;
     let mut rois = Vec::with_capacity(infos.len());
     let mut denoms = Vec::with_capacity(infos.len());
     let mut shapes = Vec::with_capacity(infos.len());
-    for (i, info) in infos.iter().enumerate() {
-        let (h, w, c) = info.output_shape(params);
-        let r = window(i, info, (h, w))?;
-        if r.width == 0 || r.height == 0 || r.x + r.width > w || r.y + r.height > h {
-            return Err(Error::data(
-                ctx.at(ws.iteration, i, input.source_info(i)),
-                format!("window {}x{} at (x {}, y {}) does not fit the {w}x{h} image", r.width, r.height, r.x, r.y),
-            ));
-        }
-        let (r, d) = match downscale_to {
-            Some(target) if info.format == sluice_codecs::ImageFormat::Jpeg => dct_scaled(info, params, r, target),
-            _ => (r, 1),
-        };
+    for (info, &r) in infos.iter().zip(&windows) {
+        let (r, d) = scaled_window(info, params, r, downscale_to);
         rois.push(r);
         denoms.push(d);
-        shapes.push([r.height, r.width, c]);
+        shapes.push([r.height, r.width, info.output_channels(params.color)]);
     }
     // Every pixel is decoded into place; a failed sample fails the whole batch.
     let mut out = TensorList::for_overwrite(BatchMeta::new(dtype, 3, shapes.iter().map(|s| &s[..])));
@@ -140,18 +158,15 @@ where
     Ok(out)
 }
 
-struct ImageCropCpu {
-    ctx: OpContext,
-    params: DecodeParams,
-    dtype: DType,
+/// `image_crop`'s window: fixed size, placed at crop_pos_x / crop_pos_y.
+struct CropWindow {
     crop: Option<[f64; 2]>,
     truncate: bool,
 }
 
-impl ImageCropCpu {
-    fn new(ctx: &OpContext) -> Result<ImageCropCpu> {
+impl CropWindow {
+    fn new(ctx: &OpContext) -> Result<CropWindow> {
         let op = &ctx.display_name;
-        let (params, dtype) = decode_setup(ctx)?;
         let crop = if ctx.args.has("crop") {
             let c = ctx.args.floats("crop");
             if c.len() != 2 {
@@ -179,13 +194,15 @@ impl ImageCropCpu {
             "truncate" => true,
             s => return Err(Error::arg(op, "rounding", format!("must be \"round\" or \"truncate\", got \"{s}\""))),
         };
-        Ok(ImageCropCpu { ctx: ctx.clone(), params, dtype, crop, truncate })
+        Ok(CropWindow { crop, truncate })
     }
 }
 
-/// The largest DCT scale (1/8, 1/4, 1/2) that keeps window `r` at least `target` large, and
-/// the window in the scaled image's coordinates (edges rounded outwards).
-fn dct_scaled(info: &ImageInfo, params: &DecodeParams, r: Roi, target: [usize; 2]) -> (Roi, u32) {
+/// The window to decode and its DCT scale denominator: with a `downscale_to` hint, the
+/// largest DCT scale (1/8, 1/4, 1/2) that keeps JPEG window `r` at least that large, and the
+/// window in the scaled image's coordinates (edges rounded outwards); else `(r, 1)`.
+pub(crate) fn scaled_window(info: &ImageInfo, params: &DecodeParams, r: Roi, downscale_to: Option<[usize; 2]>) -> (Roi, u32) {
+    let Some(target) = downscale_to.filter(|_| info.format == sluice_codecs::ImageFormat::Jpeg) else { return (r, 1) };
     for d in [8u32, 4, 2] {
         let du = d as usize;
         if r.height / du >= target[0] && r.width / du >= target[1] {
@@ -198,14 +215,76 @@ fn dct_scaled(info: &ImageInfo, params: &DecodeParams, r: Roi, target: [usize; 2
     (r, 1)
 }
 
-impl Operator for ImageCropCpu {
+/// Where a ROI decoder's window goes in each sample: the one thing `image_crop`,
+/// `image_slice` and `image_random_crop` differ in. Shared by their cpu and mixed backends,
+/// so both cut the same windows.
+pub(crate) trait PlaceWindow: Send + 'static {
+    /// The window of sample `i`, whose oriented image is `(height, width)`.
+    fn place(&self, ctx: &OpContext, ws: &Workspace<'_>, i: usize, hw: (usize, usize)) -> Result<Roi>;
+}
+
+/// The cpu backend of a ROI decoder.
+pub(crate) struct WindowDecoderCpu<P> {
+    ctx: OpContext,
+    params: DecodeParams,
+    dtype: DType,
+    place: P,
+    downscale_to: Option<[usize; 2]>,
+}
+
+impl<P: PlaceWindow> WindowDecoderCpu<P> {
+    pub(crate) fn new(ctx: &OpContext, place: P) -> Result<WindowDecoderCpu<P>> {
+        let (params, dtype) = decode_setup(ctx)?;
+        Ok(WindowDecoderCpu { ctx: ctx.clone(), params, dtype, place, downscale_to: downscale_hint(ctx) })
+    }
+}
+
+impl<P: PlaceWindow> Operator for WindowDecoderCpu<P> {
     fn run(&mut self, ws: &Workspace<'_>) -> Result<Vec<TensorList>> {
         let ctx = &self.ctx;
+        let out = decode_windows(ctx, ws, &self.params, self.dtype, self.downscale_to, |i, _, hw| self.place.place(ctx, ws, i, hw))?;
+        Ok(vec![out])
+    }
+}
+
+/// The mixed backend of a ROI decoder.
+pub(crate) struct WindowDecoderMixed<P> {
+    dec: MixedDecoder,
+    place: P,
+    downscale_to: Option<[usize; 2]>,
+}
+
+impl<P: PlaceWindow> WindowDecoderMixed<P> {
+    pub(crate) fn new(ctx: &OpContext, dev: &Arc<GpuDevice>, place: P) -> Result<WindowDecoderMixed<P>> {
+        decode_setup(ctx)?;
+        Ok(WindowDecoderMixed { dec: MixedDecoder::new(ctx, dev)?, place, downscale_to: downscale_hint(ctx) })
+    }
+}
+
+impl<P: PlaceWindow> GpuOperator for WindowDecoderMixed<P> {
+    fn run(&mut self, ws: &GpuWorkspace<'_>) -> Result<Vec<TensorListGpu>> {
+        let ctx = self.dec.ctx();
+        let host = ws.host_view();
+        let (infos, windows) = plan_windows(ctx, &host, self.dec.params(), |i, _, hw| self.place.place(ctx, &host, i, hw))?;
+        Ok(vec![self.dec.decode(ws, &infos, Some(&windows), self.downscale_to)?])
+    }
+}
+
+/// The graph's `_downscale_to` hint (see `graph::fuse_random_crop_decode_with_resize`).
+fn downscale_hint(ctx: &OpContext) -> Option<[usize; 2]> {
+    ctx.args.has("_downscale_to").then(|| {
+        let t = ctx.args.ints("_downscale_to");
+        [t[0].max(1) as usize, t[1].max(1) as usize]
+    })
+}
+
+impl PlaceWindow for CropWindow {
+    fn place(&self, ctx: &OpContext, ws: &Workspace<'_>, i: usize, (h, w): (usize, usize)) -> Result<Roi> {
         let op = ctx.display_name.as_str();
         let input = ws.inputs[0];
         let (ph, pw) = (ws.per_sample(ctx, "crop_h"), ws.per_sample(ctx, "crop_w"));
         let (px, py) = (ws.per_sample(ctx, "crop_pos_x"), ws.per_sample(ctx, "crop_pos_y"));
-        let out = decode_windows(ctx, ws, &self.params, self.dtype, None, |i, _, (h, w)| {
+        {
             let at = || -> Location { ctx.at(ws.iteration, i, input.source_info(i)) };
             let in_sample = |name: &str, e: Error| match e {
                 Error::InvalidArgument { message, .. } => Error::data(at(), format!("argument '{name}': {message}")),
@@ -236,7 +315,6 @@ impl Operator for ImageCropCpu {
                 ));
             }
             Ok(Roi { x: x as usize, y: y as usize, width: sw, height: sh })
-        })?;
-        Ok(vec![out])
+        }
     }
 }

@@ -1,21 +1,42 @@
-//! `decoders.image` with device="mixed": encoded bytes on the host in, HWC uint8 images on
-//! the GPU out. Baseline JPEGs go to the GPU's hardware JPEG engine in one batched call
-//! (`hw_decoder_load` of them); the rest (progressive files, other formats, EXIF-rotated or
-//! non-RGB outputs, and the share kept off the engine) are decoded by libjpeg-turbo on the
-//! pipeline's CPU workers while the engine runs, into pinned memory, and uploaded.
+//! The mixed (nvJPEG) image decoders: encoded bytes on the host in, HWC uint8 images on the
+//! GPU out. `decoders.image` decodes whole images; `image_random_crop`, `image_crop` and
+//! `image_slice` decode a window of each (placed by the same code as their cpu twins, so
+//! both backends cut the same windows).
+//!
+//! One batch runs three ways at once:
+//! - Baseline colour JPEGs (`hw_decoder_load` of the batch) go to the GPU's hardware JPEG
+//!   engine, split into [`HW_SPLIT`] sub-batches submitted from worker threads side by side,
+//!   each on its own nvJPEG state and stream. nvJPEG's host part of a batched decode
+//!   (parsing, staging the bitstreams) is single-threaded per call, so one call per batch
+//!   would leave the engine waiting on one core. Two sets of states alternate between
+//!   batches, so batch n+1 never waits for batch n's engine work to finish.
+//! - Everything else (progressive files, other formats, EXIF-rotated or non-RGB outputs,
+//!   and the share kept off the engine) is decoded by libjpeg-turbo on the remaining
+//!   workers into pinned memory and uploaded; windows decode only their rows and columns,
+//!   and at a DCT scale when the graph says a fixed-size resize follows.
+//! - The engine decodes whole images: windows of engine-decoded samples are decoded into
+//!   one scratch buffer and cut out with one 2-D copy each.
+//!
+//! A sub-batch the engine rejects is decoded on the CPU instead, so one odd file costs
+//! time, not the batch; a file the CPU cannot decode either is an error naming the sample.
 
 use std::sync::Arc;
 
 use rayon::prelude::*;
-use sluice_codecs::{ColorSpace, DecodeParams, ImageFormat, ImageInfo};
-use sluice_cuda::nvjpeg::{self, HwBatchDecoder, NvJpeg};
-use sluice_cuda::{GpuDevice, PinnedBuffer};
+use sluice_codecs::{ColorSpace, DecodeParams, ImageFormat, ImageInfo, Roi};
+use sluice_cuda::nvjpeg::{self, GpuEvent, HwBatchDecoder, NvJpeg};
+use sluice_cuda::{DeviceBuffer, GpuDevice, PinnedBuffer};
 
 use super::color_space;
 use super::image::read_headers;
+use super::image_crop::scaled_window;
 use crate::error::{Error, Result};
 use crate::ops::{GpuOperator, GpuWorkspace, OpContext};
 use crate::tensor::{BatchMeta, DType, ReadyEvent, TensorListGpu};
+
+/// Hardware sub-batches per batch (see the module docs). Enough to keep the engine fed
+/// from the host side; each costs one nvJPEG state (and its buffers) per set.
+const HW_SPLIT: usize = 4;
 
 /// Pinned staging for CPU-decoded samples, with the event after which its last upload
 /// finished (so it can be overwritten).
@@ -24,18 +45,35 @@ struct Staging {
     done: Option<ReadyEvent>,
 }
 
-pub(super) struct ImageDecoderMixed {
+/// Where one sample is decoded and what lands in its output slot.
+#[derive(Clone, Copy)]
+enum Route {
+    /// Hardware engine, whole image straight into the output.
+    Hw,
+    /// Hardware engine into scratch at this offset (full image), then the window is copied.
+    HwWindow { scratch: usize, window: Roi },
+    /// libjpeg-turbo / image-rs on a worker: this window (None: whole image) at this DCT scale.
+    Cpu { window: Option<Roi>, denom: u32 },
+}
+
+/// The decoding machinery shared by the mixed decoders.
+pub(super) struct MixedDecoder {
     ctx: OpContext,
     params: DecodeParams,
-    hw: Option<HwBatchDecoder>,
+    /// Two sets of [`HW_SPLIT`] hardware decoders, used alternately batch by batch.
+    hw: Vec<HwBatchDecoder>,
+    hw_set: usize,
     hw_load: f64,
+    /// Where the pipeline stream stood once the batch's outputs were allocated: the engine's
+    /// streams start from here.
+    start: Option<GpuEvent>,
     /// Two staging buffers used alternately, so decoding batch n+1 overlaps batch n's upload.
     staging: [Staging; 2],
     turn: usize,
 }
 
-impl ImageDecoderMixed {
-    pub(super) fn new(ctx: &OpContext, device: &Arc<GpuDevice>) -> Result<ImageDecoderMixed> {
+impl MixedDecoder {
+    pub(super) fn new(ctx: &OpContext, device: &Arc<GpuDevice>) -> Result<MixedDecoder> {
         let op = &ctx.display_name;
         let color = color_space(op, ctx.args.int("output_type"))?;
         if ctx.args.dtype("dtype") != DType::U8 {
@@ -47,11 +85,15 @@ impl ImageDecoderMixed {
         }
         // The hardware engine is optional: GPUs without one (and machines without nvJPEG)
         // decode everything on the CPU path.
-        let hw = if hw_load > 0.0 && nvjpeg::library_present() {
-            NvJpeg::hardware(device).and_then(|nv| HwBatchDecoder::new(&nv, ctx.batch_size)).ok()
+        let per_state = ctx.batch_size.div_ceil(HW_SPLIT).max(1);
+        let hw: Vec<HwBatchDecoder> = if hw_load > 0.0 && nvjpeg::library_present() {
+            NvJpeg::hardware(device)
+                .and_then(|nv| (0..2 * HW_SPLIT).map(|_| HwBatchDecoder::new(&nv, per_state)).collect())
+                .unwrap_or_default()
         } else {
-            None
+            Vec::new()
         };
+        let start = if hw.is_empty() { None } else { Some(GpuEvent::new(device)?) };
         let params = DecodeParams {
             color,
             adjust_orientation: ctx.args.bool("adjust_orientation"),
@@ -59,17 +101,24 @@ impl ImageDecoderMixed {
             ..DecodeParams::default()
         };
         let staging = [Staging { buf: None, done: None }, Staging { buf: None, done: None }];
-        Ok(ImageDecoderMixed { ctx: ctx.clone(), params, hw, hw_load, staging, turn: 0 })
+        Ok(MixedDecoder { ctx: ctx.clone(), params, hw, hw_set: 0, hw_load, start, staging, turn: 0 })
     }
 
-    /// Which samples the hardware engine takes: complete baseline colour JPEGs it supports,
-    /// stored upright, decoded to RGB, up to `hw_decoder_load` of the batch. The cheap checks
-    /// run on all workers; nvJPEG's own header check only on the candidates it needs.
-    fn plan_hw(&mut self, ws: &GpuWorkspace<'_>, data: &[&[u8]], infos: &[ImageInfo]) -> Vec<bool> {
-        let mut on_hw = vec![false; data.len()];
-        let Some(hw) = self.hw.as_mut() else { return on_hw };
-        if self.params.color != ColorSpace::Rgb {
-            return on_hw;
+    pub(super) fn ctx(&self) -> &OpContext {
+        &self.ctx
+    }
+
+    pub(super) fn params(&self) -> &DecodeParams {
+        &self.params
+    }
+
+    /// Which samples the hardware engine takes: baseline colour JPEGs it decodes correctly
+    /// (see [`sluice_codecs::jpeg_suits_hardware_decoder`]: no grayscale, which it gets
+    /// wrong, and no truncated files, which it turns into garbage without an error), stored
+    /// upright, decoded to RGB, up to `hw_decoder_load` of the batch.
+    fn plan_hw(&self, ws: &GpuWorkspace<'_>, data: &[&[u8]], infos: &[ImageInfo]) -> Vec<bool> {
+        if self.hw.is_empty() || self.params.color != ColorSpace::Rgb {
+            return vec![false; data.len()];
         }
         let adjust = self.params.adjust_orientation;
         let candidate: Vec<bool> = ws.pool.install(|| {
@@ -77,73 +126,92 @@ impl ImageDecoderMixed {
                 .into_par_iter()
                 .map(|i| {
                     let info = &infos[i];
-                    // Grayscale JPEGs come out wrong from the engine with interleaved RGB
-                    // output (seen on an H200 with nvJPEG 13), and a truncated file decodes
-                    // into garbage without an error: both stay on the CPU path.
                     info.format == ImageFormat::Jpeg
                         && info.channels == 3
                         && (!adjust || info.orientation.to_exif() == 1)
-                        && sluice_codecs::jpeg_is_complete(data[i])
+                        && sluice_codecs::jpeg_suits_hardware_decoder(data[i])
                 })
                 .collect()
         });
-        let quota = (self.hw_load * data.len() as f64).round() as usize;
-        let mut taken = 0;
-        for i in 0..data.len() {
-            if taken == quota {
-                break;
-            }
-            if candidate[i] && hw.supported(data[i]) {
-                on_hw[i] = true;
-                taken += 1;
-            }
-        }
-        on_hw
-    }
-}
-
-impl GpuOperator for ImageDecoderMixed {
-    fn run(&mut self, ws: &GpuWorkspace<'_>) -> Result<Vec<TensorListGpu>> {
-        let input = ws.cpu_inputs[0];
-        let infos = read_headers(&self.ctx, &ws.host_view(), input)?;
-        let shapes: Vec<[usize; 3]> = infos
-            .iter()
-            .map(|info| {
-                let (h, w, c) = info.output_shape(&self.params);
-                [h, w, c]
+        let mut quota = (self.hw_load * data.len() as f64).round() as usize;
+        candidate
+            .into_iter()
+            .map(|c| {
+                let take = c && quota > 0;
+                quota -= take as usize;
+                take
             })
-            .collect();
+            .collect()
+    }
+
+    /// Decodes the batch in `ws.cpu_inputs[0]`: whole images (`windows` None) or the given
+    /// window of each (oriented coordinates, inside the image). `downscale_to` lets the
+    /// CPU share decode large windows at a DCT scale (see `image_crop::scaled_window`).
+    pub(super) fn decode(
+        &mut self,
+        ws: &GpuWorkspace<'_>,
+        infos: &[ImageInfo],
+        windows: Option<&[Roi]>,
+        downscale_to: Option<[usize; 2]>,
+    ) -> Result<TensorListGpu> {
+        let input = ws.cpu_inputs[0];
+        let n = input.len();
+        let data: Vec<&[u8]> = (0..n).map(|i| input.bytes(i)).collect();
+        let on_hw = self.plan_hw(ws, &data, infos);
+
+        // Route every sample and size its output.
+        let mut routes = Vec::with_capacity(n);
+        let mut shapes: Vec<[usize; 3]> = Vec::with_capacity(n);
+        let mut scratch_len = 0usize;
+        for i in 0..n {
+            let (h, w, c) = infos[i].output_shape(&self.params);
+            let window = windows.map(|w| w[i]);
+            let (route, (oh, ow)) = match (on_hw[i], window) {
+                (true, None) => (Route::Hw, (h, w)),
+                (true, Some(r)) => {
+                    let route = Route::HwWindow { scratch: scratch_len, window: r };
+                    scratch_len += h * w * 3;
+                    (route, (r.height, r.width))
+                }
+                (false, None) => (Route::Cpu { window: None, denom: 1 }, (h, w)),
+                (false, Some(r)) => {
+                    let (r, denom) = scaled_window(&infos[i], &self.params, r, downscale_to);
+                    (Route::Cpu { window: Some(r), denom }, (r.height, r.width))
+                }
+            };
+            routes.push(route);
+            shapes.push([oh, ow, c]);
+        }
         let mut meta = BatchMeta::new(DType::U8, 3, shapes.iter().map(|s| &s[..]));
         meta.set_layout("HWC".into());
         meta.inherit_source_info(input.meta());
         let out = TensorListGpu::alloc(meta, ws.device, ws.stream)?;
+        let scratch = if scratch_len > 0 { Some(DeviceBuffer::alloc(ws.device, ws.stream, scratch_len)?) } else { None };
 
-        let data: Vec<&[u8]> = (0..input.len()).map(|i| input.bytes(i)).collect();
-        let on_hw = self.plan_hw(ws, &data, &infos);
-
-        // 1. Queue the hardware decode first: the engine works while the CPU decodes the rest.
-        if let Some(hw) = self.hw.as_mut() {
-            let idx: Vec<usize> = (0..data.len()).filter(|&i| on_hw[i]).collect();
-            if !idx.is_empty() {
-                let images: Vec<&[u8]> = idx.iter().map(|&i| data[i]).collect();
-                let outputs: Vec<(u64, usize)> = idx.iter().map(|&i| (out.sample_ptr(i), shapes[i][1] * 3)).collect();
-                // SAFETY: every output pointer addresses a sample of `out`, allocated on this
-                // stream with room for h * w * 3 bytes at pitch w * 3; `data` outlives the call.
-                unsafe { hw.decode(&images, &outputs, ws.stream) }.map_err(|e| {
-                    let first = idx[0];
-                    Error::data(
-                        self.ctx.at(ws.iteration, first, input.source_info(first)),
-                        format!("hardware JPEG decoding of {} images failed: {e}", idx.len()),
-                    )
-                })?;
+        // Hardware sub-batches: (sample, output pointer, pitch, width).
+        let hw_idx: Vec<usize> = (0..n).filter(|&i| on_hw[i]).collect();
+        let target = |i: usize| -> (u64, usize) {
+            let w = infos[i].width;
+            match routes[i] {
+                Route::HwWindow { scratch: off, .. } => (scratch.as_ref().expect("sized above").device_ptr() + off as u64, w * 3),
+                _ => (out.sample_ptr(i), w * 3),
             }
-        }
+        };
+        let set = self.hw_set;
+        self.hw_set ^= 1;
+        let chunk = hw_idx.len().div_ceil(HW_SPLIT).max(1);
+        let hw_jobs: Vec<(&mut HwBatchDecoder, &[usize])> = if hw_idx.is_empty() {
+            Vec::new()
+        } else {
+            self.start.as_ref().expect("present with hardware decoders").record(ws.stream)?;
+            self.hw[set * HW_SPLIT..(set + 1) * HW_SPLIT].iter_mut().zip(hw_idx.chunks(chunk)).collect()
+        };
 
-        // 2. Everything else: libjpeg-turbo / image-rs on the CPU workers, into pinned memory.
-        let cpu_idx: Vec<usize> = (0..data.len()).filter(|&i| !on_hw[i]).collect();
+        // CPU share: one slice of pinned staging per sample.
+        let cpu_idx: Vec<usize> = (0..n).filter(|&i| !on_hw[i]).collect();
+        let total: usize = cpu_idx.iter().map(|&i| out.meta().byte_range(i).len()).sum();
+        let slot = &mut self.staging[self.turn];
         if !cpu_idx.is_empty() {
-            let total: usize = cpu_idx.iter().map(|&i| out.meta().byte_range(i).len()).sum();
-            let slot = &mut self.staging[self.turn];
             self.turn ^= 1;
             if let Some(done) = slot.done.take() {
                 done.synchronize()?; // its previous upload must have left before we overwrite it
@@ -152,25 +220,60 @@ impl GpuOperator for ImageDecoderMixed {
                 slot.buf = None;
                 slot.buf = Some(PinnedBuffer::alloc(ws.device, total + total / 4)?);
             }
-            let staging = slot.buf.as_mut().expect("allocated above");
-            let mut chunks: Vec<(usize, &mut [u8])> = Vec::with_capacity(cpu_idx.len());
-            let mut rest = &mut staging.as_mut_slice()[..total];
+        }
+        let mut chunks: Vec<(usize, &mut [u8])> = Vec::with_capacity(cpu_idx.len());
+        if let Some(buf) = slot.buf.as_mut().filter(|_| !cpu_idx.is_empty()) {
+            let mut rest = &mut buf.as_mut_slice()[..total];
             for &i in &cpu_idx {
                 let (c, r) = rest.split_at_mut(out.meta().byte_range(i).len());
                 chunks.push((i, c));
                 rest = r;
             }
-            let (ctx, params, iteration) = (&self.ctx, self.params, ws.iteration);
-            let results: Vec<Result<()>> = ws.pool.install(|| {
-                chunks
+        }
+
+        // Run both at once: the sub-batch submissions as tasks, the CPU share on the rest.
+        let (ctx, params, iteration) = (&self.ctx, self.params, ws.iteration);
+        let start = self.start.as_ref();
+        let at = |i: usize| ctx.at(iteration, i, input.source_info(i));
+        let mut hw_results: Vec<Option<String>> = vec![None; hw_jobs.len()];
+        let mut cpu_results: Vec<Result<()>> = Vec::new();
+        ws.pool.install(|| {
+            rayon::scope(|s| {
+                for ((dec, idx), res) in hw_jobs.into_iter().zip(hw_results.iter_mut()) {
+                    let (data, infos, target) = (&data, infos, &target);
+                    s.spawn(move |_| {
+                        let images: Vec<&[u8]> = idx.iter().map(|&i| data[i]).collect();
+                        let outputs: Vec<(u64, usize)> = idx.iter().map(|&i| target(i)).collect();
+                        let widths: Vec<usize> = idx.iter().map(|&i| infos[i].width).collect();
+                        // SAFETY: every target is a slot of `out` or `scratch` (allocated on the
+                        // pipeline stream before `start` was recorded) with room for the image
+                        // at pitch width * 3; `data` (the input batch) outlives the iteration;
+                        // the pipeline stream joins this decoder below before anything reads.
+                        let r = unsafe { dec.submit(&images, &outputs, &widths, start.expect("recorded above")) };
+                        *res = r.err().map(|e| e.to_string());
+                    });
+                }
+                cpu_results = chunks
                     .par_iter_mut()
                     .map(|(i, dst)| {
-                        sluice_codecs::decode_into(data[*i], &infos[*i], &params, dst)
-                            .map_err(|e| Error::data(ctx.at(iteration, *i, input.source_info(*i)), e.to_string()))
+                        let (window, denom) = match routes[*i] {
+                            Route::Cpu { window, denom } => (window, denom),
+                            _ => unreachable!("only CPU-routed samples have staging"),
+                        };
+                        let p = DecodeParams { roi: window, scale_denom: denom, ..params };
+                        sluice_codecs::decode_into(data[*i], &infos[*i], &p, dst).map_err(|e| Error::data(at(*i), e.to_string()))
                     })
-                    .collect()
-            });
-            results.into_iter().collect::<Result<()>>()?;
+                    .collect();
+            })
+        });
+        for dec in &self.hw[set * HW_SPLIT..(set + 1) * HW_SPLIT] {
+            dec.join(ws.stream)?;
+        }
+        cpu_results.into_iter().collect::<Result<()>>()?;
+
+        // Uploads of the CPU share.
+        if !cpu_idx.is_empty() {
+            let staging = slot.buf.as_ref().expect("allocated above");
             let mut offset = 0;
             for &i in &cpu_idx {
                 let len = out.meta().byte_range(i).len();
@@ -181,6 +284,77 @@ impl GpuOperator for ImageDecoderMixed {
             }
             slot.done = Some(ReadyEvent::record(ws.device, ws.stream)?);
         }
-        Ok(vec![out])
+
+        // Sub-batches the engine refused: decode those samples on the CPU instead.
+        let failed: Vec<usize> = hw_results
+            .iter()
+            .zip(hw_idx.chunks(chunk))
+            .filter(|(r, _)| r.is_some())
+            .flat_map(|(_, idx)| idx.iter().copied())
+            .collect();
+        if !failed.is_empty() {
+            self.redecode_on_cpu(ws, &failed, &routes, infos, &out)?;
+        }
+
+        // Windows of engine-decoded samples: cut out of the scratch images.
+        if let Some(scratch) = &scratch {
+            for &i in &hw_idx {
+                if let Route::HwWindow { scratch: off, window: r } = routes[i] {
+                    if failed.contains(&i) {
+                        continue;
+                    }
+                    let pitch = infos[i].width * 3;
+                    out.buffer().copy_rect_from(out.offset(i), r.width * 3, scratch, off + r.y * pitch + r.x * 3, pitch, r.width * 3, r.height)?;
+                }
+            }
+        }
+        Ok(out)
+    }
+
+    /// The slow path for samples of a failed hardware sub-batch: decode each on the workers
+    /// and upload, waiting for the copies (rare: the engine's vetting happens beforehand).
+    fn redecode_on_cpu(&self, ws: &GpuWorkspace<'_>, idx: &[usize], routes: &[Route], infos: &[ImageInfo], out: &TensorListGpu) -> Result<()> {
+        let input = ws.cpu_inputs[0];
+        let (ctx, params) = (&self.ctx, self.params);
+        let decoded: Vec<Result<Vec<u8>>> = ws.pool.install(|| {
+            idx.par_iter()
+                .map(|&i| {
+                    let roi = match routes[i] {
+                        Route::HwWindow { window, .. } => Some(window),
+                        _ => None,
+                    };
+                    let p = DecodeParams { roi, ..params };
+                    let mut px = vec![0u8; out.meta().byte_range(i).len()];
+                    sluice_codecs::decode_into(input.bytes(i), &infos[i], &p, &mut px)
+                        .map_err(|e| Error::data(ctx.at(ws.iteration, i, input.source_info(i)), e.to_string()))?;
+                    Ok(px)
+                })
+                .collect()
+        });
+        let decoded = decoded.into_iter().collect::<Result<Vec<_>>>()?;
+        for (&i, px) in idx.iter().zip(&decoded) {
+            // SAFETY: `decoded` outlives the synchronize below.
+            unsafe { out.buffer().copy_from_host_async(out.offset(i), px)? };
+        }
+        ws.stream.synchronize().map_err(|e| Error::data(self.ctx.at(ws.iteration, idx[0], input.source_info(idx[0])), e.to_string()))?;
+        Ok(())
+    }
+}
+
+/// `decoders.image` with device="mixed".
+pub(super) struct ImageDecoderMixed {
+    dec: MixedDecoder,
+}
+
+impl ImageDecoderMixed {
+    pub(super) fn new(ctx: &OpContext, device: &Arc<GpuDevice>) -> Result<ImageDecoderMixed> {
+        Ok(ImageDecoderMixed { dec: MixedDecoder::new(ctx, device)? })
+    }
+}
+
+impl GpuOperator for ImageDecoderMixed {
+    fn run(&mut self, ws: &GpuWorkspace<'_>) -> Result<Vec<TensorListGpu>> {
+        let infos = read_headers(self.dec.ctx(), &ws.host_view(), ws.cpu_inputs[0])?;
+        Ok(vec![self.dec.decode(ws, &infos, None, None)?])
     }
 }

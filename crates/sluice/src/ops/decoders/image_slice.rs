@@ -5,14 +5,14 @@
 //! `[round(anchor), round(anchor + shape))` per axis (half away from zero); it must lie
 //! inside the (oriented) image.
 
-use sluice_codecs::{DecodeParams, Roi};
+use sluice_codecs::Roi;
 
-use super::image_crop::{decode_setup, decode_windows, DECODE_ARGS};
+use super::image_crop::{PlaceWindow, WindowDecoderCpu, WindowDecoderMixed, DECODE_ARGS};
 use super::MIXED_ONLY_ARGS;
 use crate::error::{Error, Result};
 use crate::ops::crop::crop::read_elem;
-use crate::ops::{arg, ArgDefault as D, ArgSchema, ArgType as T, Device, OpContext, OpDef, OpSchema, Operator, Workspace};
-use crate::tensor::{DType, TensorList};
+use crate::ops::{arg, ArgDefault as D, ArgSchema, ArgType as T, Device, OpContext, OpDef, OpSchema, Workspace};
+use crate::tensor::TensorList;
 
 const SLICE_ARGS: &[ArgSchema] = &[
     arg("axes", T::IntList, D::Optional, "Dimension indices (of HWC) that anchor and shape describe, in their order; default [1, 0] (W, H). Used instead of axis_names when given."),
@@ -26,7 +26,7 @@ pub static IMAGE_SLICE: OpDef = OpDef {
     schema: OpSchema {
         name: "decoders__ImageSlice",
         doc: "Decodes images and slices them: inputs (data, anchor, shape), anchor and shape holding one value per sliced axis (default axes \"WH\"), normalized by default. Only the slice is decoded where the format allows (JPEG).",
-        devices: &[Device::Cpu],
+        devices: &[Device::Cpu, Device::Mixed],
         min_inputs: 3,
         max_inputs: 3,
         num_outputs: 1,
@@ -36,25 +36,22 @@ pub static IMAGE_SLICE: OpDef = OpDef {
         is_reader: false,
         is_random: false,
     },
-    cpu: Some(|ctx| Ok(Box::new(ImageSliceCpu::new(ctx)?))),
-    mixed: None,
+    cpu: Some(|ctx| Ok(Box::new(WindowDecoderCpu::new(ctx, SliceWindow::new(ctx)?)?))),
+    mixed: Some(|ctx, dev| Ok(Box::new(WindowDecoderMixed::new(ctx, dev, SliceWindow::new(ctx)?)?))),
     gpu: None,
 };
 
-struct ImageSliceCpu {
-    ctx: OpContext,
-    params: DecodeParams,
-    dtype: DType,
+/// `image_slice`'s window: from the anchor and shape inputs.
+struct SliceWindow {
     /// For each value of anchor/shape: 0 = H, 1 = W.
     axes: Vec<usize>,
     norm_anchor: bool,
     norm_shape: bool,
 }
 
-impl ImageSliceCpu {
-    fn new(ctx: &OpContext) -> Result<ImageSliceCpu> {
+impl SliceWindow {
+    fn new(ctx: &OpContext) -> Result<SliceWindow> {
         let op = &ctx.display_name;
-        let (params, dtype) = decode_setup(ctx)?;
         let axes: Vec<usize> = if ctx.args.has("axes") {
             ctx.args
                 .ints("axes")
@@ -78,10 +75,7 @@ impl ImageSliceCpu {
         if axes.is_empty() || axes.len() > 2 || (axes.len() == 2 && axes[0] == axes[1]) {
             return Err(Error::arg(op, if ctx.args.has("axes") { "axes" } else { "axis_names" }, format!("must name H and/or W once each, got {axes:?}")));
         }
-        Ok(ImageSliceCpu {
-            ctx: ctx.clone(),
-            params,
-            dtype,
+        Ok(SliceWindow {
             axes,
             norm_anchor: ctx.args.bool("normalized_anchor"),
             norm_shape: ctx.args.bool("normalized_shape"),
@@ -98,12 +92,11 @@ pub(crate) fn slice_span(extent: usize, anchor: f64, shape: f64, norm_anchor: bo
     (start, end - start)
 }
 
-impl Operator for ImageSliceCpu {
-    fn run(&mut self, ws: &Workspace<'_>) -> Result<Vec<TensorList>> {
-        let ctx = &self.ctx;
+impl PlaceWindow for SliceWindow {
+    fn place(&self, ctx: &OpContext, ws: &Workspace<'_>, i: usize, (h, w): (usize, usize)) -> Result<Roi> {
         let (data, anchors, shapes) = (ws.inputs[0], ws.inputs[1], ws.inputs[2]);
         let n_ax = self.axes.len();
-        let out = decode_windows(ctx, ws, &self.params, self.dtype, None, |i, _, (h, w)| {
+        {
             let at = || ctx.at(ws.iteration, i, data.source_info(i));
             let read = |t: &TensorList, name: &str| -> Result<Vec<f64>> {
                 if t.numel(i) != n_ax {
@@ -124,7 +117,6 @@ impl Operator for ImageSliceCpu {
                 ));
             }
             Ok(Roi { x: x as usize, y: y as usize, width: sw as usize, height: sh as usize })
-        })?;
-        Ok(vec![out])
+        }
     }
 }
