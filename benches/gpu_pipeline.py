@@ -6,8 +6,7 @@ threads and pipeline; each run in its own process (clean GPU memory accounting).
 Pipelines (ResNet-50 training style, output NCHW float):
   rn50-full    readers.file -> decoders.image(mixed) -> resize(224x224) -> crop_mirror_normalize(mirror)
   rn50-crop    readers.file -> decoders.image_random_crop(mixed) -> resize(224x224) -> cmn(mirror)
-               (DALI's reference training pipeline; Sluice runs it once image_random_crop has a
-               mixed backend)
+               (DALI's reference ResNet-50 training pipeline)
   decode       readers.file -> decoders.image(mixed)
 Per run: steady-state img/s (after warm-up, over whole epochs), time to first batch from
 process start (import + build + first batch), peak GPU memory the process took.
@@ -38,7 +37,7 @@ def gpu_used_bytes():
     return total.value - free.value
 
 
-def child(lib, kind, root, batch, threads, iters):
+def child(lib, kind, root, batch, threads, iters, dec_args):
     base = gpu_used_bytes()
     if lib == "sluice":
         from sluice import fn, pipeline_def, types
@@ -53,9 +52,9 @@ def child(lib, kind, root, batch, threads, iters):
         if kind == "rn50-crop":
             images = fn.decoders.image_random_crop(jpegs, device="mixed", output_type=types.RGB,
                                                    random_aspect_ratio=[0.75, 4.0 / 3.0], random_area=[0.08, 1.0],
-                                                   num_attempts=100)
+                                                   num_attempts=100, **dec_args)
         else:
-            images = fn.decoders.image(jpegs, device="mixed", output_type=types.RGB)
+            images = fn.decoders.image(jpegs, device="mixed", output_type=types.RGB, **dec_args)
         if kind == "decode":
             return images, labels
         images = fn.resize(images, device="gpu", resize_x=224, resize_y=224)
@@ -92,21 +91,24 @@ def main():
     ap.add_argument("--iters", type=int, default=60)
     ap.add_argument("--pipelines", default="rn50-full,decode,rn50-crop")
     ap.add_argument("--libs", default="sluice,dali")
+    ap.add_argument("--hw-load", type=float, help="hw_decoder_load for both libraries (default: theirs, 0.65)")
     ap.add_argument("--child", nargs=2)
     a = ap.parse_args()
     if a.child:
-        child(a.child[0], a.child[1], a.data, a.batch, a.threads, a.iters)
+        dec_args = {} if a.hw_load is None else {"hw_decoder_load": a.hw_load}
+        child(a.child[0], a.child[1], a.data, a.batch, a.threads, a.iters, dec_args)
         return
     rows = []
     for kind in a.pipelines.split(","):
         res = {}
         for lib in a.libs.split(","):
             r = subprocess.run([sys.executable, __file__, a.data, "--batch", str(a.batch), "--threads", str(a.threads),
-                                "--iters", str(a.iters), "--child", lib, kind], capture_output=True, text=True)
+                                "--iters", str(a.iters), "--child", lib, kind]
+                               + ([] if a.hw_load is None else ["--hw-load", str(a.hw_load)]), capture_output=True, text=True)
             line = [l for l in r.stdout.splitlines() if l.startswith("{")]
             res[lib] = json.loads(line[-1]) if line else {"error": (r.stderr.strip().splitlines() or ["?"])[-1][:120]}
         rows.append((kind, res))
-    print(f"\nbatch {a.batch}, {a.threads} threads, data {a.data}")
+    print(f"\nbatch {a.batch}, {a.threads} threads, hw_decoder_load {a.hw_load or 'default'}, data {a.data}")
     print(f"{'pipeline':<10} {'lib':<7} {'img/s':>9} {'first batch s':>14} {'GPU mem GiB':>12}")
     for kind, res in rows:
         for lib, r in res.items():

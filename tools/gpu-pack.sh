@@ -15,7 +15,7 @@ for l in sys.stdin:
     if m.get("reason")=="compiler-artifact" and m.get("profile",{}).get("test") and m.get("executable"):
         print(m["executable"])' | while read -r exe; do cp "$exe" .gpu/bin/; done
 strip .gpu/bin/* 2>/dev/null || true
-python3 -m maturin build --release -o .gpu/wheels >/dev/null
+maturin build --release -o .gpu/wheels >/dev/null
 cp tests/data_gen/make_dataset.py .gpu/
 printf '%s\n' "$*" > .gpu/pytest-args
 cat > .gpu/run.sh <<'RUN'

@@ -130,6 +130,11 @@ pub struct nvjpegJpegState {
 pub struct nvjpegJpegStream {
     _opaque: [u8; 0],
 }
+#[repr(C)]
+pub struct nvjpegDecodeParams {
+    _opaque: [u8; 0],
+}
+pub type nvjpegDecodeParams_t = *mut nvjpegDecodeParams;
 pub type nvjpegHandle_t = *mut nvjpegHandle;
 pub type nvjpegJpegState_t = *mut nvjpegJpegState;
 pub type nvjpegJpegStream_t = *mut nvjpegJpegStream;
@@ -189,6 +194,25 @@ pub struct NvJpegLib {
     /// Number of hardware JPEG engines; optional (nvJPEG >= 11.9).
     pub nvjpegGetHardwareDecoderInfo:
         Option<unsafe extern "C" fn(nvjpegHandle_t, *mut c_uint, *mut c_uint) -> nvjpegStatus_t>,
+    /// Reserves the hardware decoder's buffers up front.
+    pub nvjpegDecodeBatchedPreAllocate: Option<
+        unsafe extern "C" fn(nvjpegHandle_t, nvjpegJpegState_t, c_int, c_int, c_int, nvjpegChromaSubsampling_t, nvjpegOutputFormat_t) -> nvjpegStatus_t,
+    >,
+    /// Batched decoding with per-image parameters (ROI).
+    pub nvjpegDecodeBatchedEx: Option<
+        unsafe extern "C" fn(
+            nvjpegHandle_t,
+            nvjpegJpegState_t,
+            *const *const c_uchar,
+            *const usize,
+            *mut nvjpegImage_t,
+            *mut nvjpegDecodeParams_t,
+            cudaStream_t,
+        ) -> nvjpegStatus_t,
+    >,
+    pub nvjpegDecodeParamsCreate: Option<unsafe extern "C" fn(nvjpegHandle_t, *mut nvjpegDecodeParams_t) -> nvjpegStatus_t>,
+    pub nvjpegDecodeParamsDestroy: Option<unsafe extern "C" fn(nvjpegDecodeParams_t) -> nvjpegStatus_t>,
+    pub nvjpegDecodeParamsSetROI: Option<unsafe extern "C" fn(nvjpegDecodeParams_t, c_int, c_int, c_int, c_int) -> nvjpegStatus_t>,
     /// Which file was loaded, for messages.
     pub soname: &'static str,
     /// Keeps the code the pointers above point into mapped for the life of the process.
@@ -255,6 +279,11 @@ fn resolve(lib: Library, soname: &'static str) -> Result<NvJpegLib, String> {
             nvjpegJpegStreamParse: req!(nvjpegJpegStreamParse),
             nvjpegJpegStreamParseHeader: opt!(nvjpegJpegStreamParseHeader),
             nvjpegGetHardwareDecoderInfo: opt!(nvjpegGetHardwareDecoderInfo),
+            nvjpegDecodeBatchedPreAllocate: opt!(nvjpegDecodeBatchedPreAllocate),
+            nvjpegDecodeBatchedEx: opt!(nvjpegDecodeBatchedEx),
+            nvjpegDecodeParamsCreate: opt!(nvjpegDecodeParamsCreate),
+            nvjpegDecodeParamsDestroy: opt!(nvjpegDecodeParamsDestroy),
+            nvjpegDecodeParamsSetROI: opt!(nvjpegDecodeParamsSetROI),
             soname,
             _lib: lib,
         })

@@ -265,7 +265,9 @@ impl<P: PlaceWindow> GpuOperator for WindowDecoderMixed<P> {
     fn run(&mut self, ws: &GpuWorkspace<'_>) -> Result<Vec<TensorListGpu>> {
         let ctx = self.dec.ctx();
         let host = ws.host_view();
+        let t = std::time::Instant::now();
         let (infos, windows) = plan_windows(ctx, &host, self.dec.params(), |i, _, hw| self.place.place(ctx, &host, i, hw))?;
+        super::image_mixed::trace_headers(ctx, ws.iteration, t);
         Ok(vec![self.dec.decode(ws, &infos, Some(&windows), self.downscale_to)?])
     }
 }

@@ -14,8 +14,9 @@
 //!   and the share kept off the engine) is decoded by libjpeg-turbo on the remaining
 //!   workers into pinned memory and uploaded; windows decode only their rows and columns,
 //!   and at a DCT scale when the graph says a fixed-size resize follows.
-//! - The engine decodes whole images: windows of engine-decoded samples are decoded into
-//!   one scratch buffer and cut out with one 2-D copy each.
+//! - Windows of engine-decoded samples are decoded on the engine (nvjpegDecodeBatchedEx
+//!   with a ROI); where nvJPEG lacks that, whole images are decoded into one scratch buffer
+//!   and the windows cut out with one 2-D copy each.
 //!
 //! A sub-batch the engine rejects is decoded on the CPU instead, so one odd file costs
 //! time, not the batch; a file the CPU cannot decode either is an error naming the sample.
@@ -24,7 +25,7 @@ use std::sync::Arc;
 
 use rayon::prelude::*;
 use sluice_codecs::{ColorSpace, DecodeParams, ImageFormat, ImageInfo, Roi};
-use sluice_cuda::nvjpeg::{self, GpuEvent, HwBatchDecoder, NvJpeg};
+use sluice_cuda::nvjpeg::{self, GpuEvent, HwBatchDecoder, HwTarget, HwWindow, NvJpeg};
 use sluice_cuda::{DeviceBuffer, GpuDevice, PinnedBuffer};
 
 use super::color_space;
@@ -38,6 +39,19 @@ use crate::tensor::{BatchMeta, DType, ReadyEvent, TensorListGpu};
 /// from the host side; each costs one nvJPEG state (and its buffers) per set.
 const HW_SPLIT: usize = 4;
 
+/// `SLUICE_TRACE_DECODER=1` prints where each batch's host time goes (stderr).
+fn trace() -> bool {
+    static ON: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+    *ON.get_or_init(|| std::env::var_os("SLUICE_TRACE_DECODER").is_some_and(|v| v != "0"))
+}
+
+/// With tracing on, how long reading the headers (and placing windows) took.
+pub(super) fn trace_headers(ctx: &OpContext, iteration: u64, since: std::time::Instant) {
+    if trace() {
+        eprintln!("[{}] it {iteration} headers {:.2} ms", ctx.display_name, since.elapsed().as_secs_f64() * 1e3);
+    }
+}
+
 /// Pinned staging for CPU-decoded samples, with the event after which its last upload
 /// finished (so it can be overwritten).
 struct Staging {
@@ -48,9 +62,10 @@ struct Staging {
 /// Where one sample is decoded and what lands in its output slot.
 #[derive(Clone, Copy)]
 enum Route {
-    /// Hardware engine, whole image straight into the output.
-    Hw,
-    /// Hardware engine into scratch at this offset (full image), then the window is copied.
+    /// Hardware engine straight into the output: the whole image, or only a window.
+    Hw { window: Option<Roi> },
+    /// Hardware engine into scratch at this offset (whole image), then the window is copied
+    /// out (for an nvJPEG that cannot decode windows on the engine).
     HwWindow { scratch: usize, window: Roi },
     /// libjpeg-turbo / image-rs on a worker: this window (None: whole image) at this DCT scale.
     Cpu { window: Option<Roi>, denom: u32 },
@@ -63,6 +78,10 @@ pub(super) struct MixedDecoder {
     /// Two sets of [`HW_SPLIT`] hardware decoders, used alternately batch by batch.
     hw: Vec<HwBatchDecoder>,
     hw_set: usize,
+    /// Threads that submit the sub-batches: nvJPEG's batched call blocks while the engine
+    /// takes the work, so it must not occupy the pipeline's CPU workers, which decode the
+    /// CPU share meanwhile.
+    hw_threads: Option<rayon::ThreadPool>,
     hw_load: f64,
     /// Where the pipeline stream stood once the batch's outputs were allocated: the engine's
     /// streams start from here.
@@ -94,6 +113,12 @@ impl MixedDecoder {
             Vec::new()
         };
         let start = if hw.is_empty() { None } else { Some(GpuEvent::new(device)?) };
+        let hw_threads = if hw.is_empty() {
+            None
+        } else {
+            let pool = rayon::ThreadPoolBuilder::new().num_threads(HW_SPLIT).thread_name(|i| format!("sluice-nvjpeg-{i}")).build();
+            Some(pool.map_err(|e| Error::Unsupported(format!("{op}: cannot start the hardware decoder's threads: {e}")))?)
+        };
         let params = DecodeParams {
             color,
             adjust_orientation: ctx.args.bool("adjust_orientation"),
@@ -101,7 +126,7 @@ impl MixedDecoder {
             ..DecodeParams::default()
         };
         let staging = [Staging { buf: None, done: None }, Staging { buf: None, done: None }];
-        Ok(MixedDecoder { ctx: ctx.clone(), params, hw, hw_set: 0, hw_load, start, staging, turn: 0 })
+        Ok(MixedDecoder { ctx: ctx.clone(), params, hw, hw_set: 0, hw_threads, hw_load, start, staging, turn: 0 })
     }
 
     pub(super) fn ctx(&self) -> &OpContext {
@@ -154,20 +179,24 @@ impl MixedDecoder {
         windows: Option<&[Roi]>,
         downscale_to: Option<[usize; 2]>,
     ) -> Result<TensorListGpu> {
+        let t0 = std::time::Instant::now();
         let input = ws.cpu_inputs[0];
         let n = input.len();
         let data: Vec<&[u8]> = (0..n).map(|i| input.bytes(i)).collect();
         let on_hw = self.plan_hw(ws, &data, infos);
+        let t_plan = t0.elapsed();
 
         // Route every sample and size its output.
         let mut routes = Vec::with_capacity(n);
         let mut shapes: Vec<[usize; 3]> = Vec::with_capacity(n);
         let mut scratch_len = 0usize;
+        let engine_windows = self.hw.first().is_some_and(|d| d.decodes_windows());
         for i in 0..n {
             let (h, w, c) = infos[i].output_shape(&self.params);
             let window = windows.map(|w| w[i]);
             let (route, (oh, ow)) = match (on_hw[i], window) {
-                (true, None) => (Route::Hw, (h, w)),
+                (true, None) => (Route::Hw { window: None }, (h, w)),
+                (true, Some(r)) if engine_windows => (Route::Hw { window: Some(r) }, (r.height, r.width)),
                 (true, Some(r)) => {
                     let route = Route::HwWindow { scratch: scratch_len, window: r };
                     scratch_len += h * w * 3;
@@ -188,13 +217,21 @@ impl MixedDecoder {
         let out = TensorListGpu::alloc(meta, ws.device, ws.stream)?;
         let scratch = if scratch_len > 0 { Some(DeviceBuffer::alloc(ws.device, ws.stream, scratch_len)?) } else { None };
 
-        // Hardware sub-batches: (sample, output pointer, pitch, width).
+        // Hardware sub-batches: where each sample goes.
         let hw_idx: Vec<usize> = (0..n).filter(|&i| on_hw[i]).collect();
-        let target = |i: usize| -> (u64, usize) {
-            let w = infos[i].width;
+        let target = |i: usize| -> HwTarget {
+            let width = infos[i].width;
             match routes[i] {
-                Route::HwWindow { scratch: off, .. } => (scratch.as_ref().expect("sized above").device_ptr() + off as u64, w * 3),
-                _ => (out.sample_ptr(i), w * 3),
+                Route::HwWindow { scratch: off, .. } => {
+                    HwTarget { ptr: scratch.as_ref().expect("sized above").device_ptr() + off as u64, pitch: width * 3, width, window: None }
+                }
+                Route::Hw { window } => HwTarget {
+                    ptr: out.sample_ptr(i),
+                    pitch: window.map_or(width, |r| r.width) * 3,
+                    width,
+                    window: window.map(|r| HwWindow { x: r.x, y: r.y, width: r.width, height: r.height }),
+                },
+                Route::Cpu { .. } => unreachable!("only engine-routed samples have targets"),
             }
         };
         let set = self.hw_set;
@@ -204,7 +241,7 @@ impl MixedDecoder {
             Vec::new()
         } else {
             self.start.as_ref().expect("present with hardware decoders").record(ws.stream)?;
-            self.hw[set * HW_SPLIT..(set + 1) * HW_SPLIT].iter_mut().zip(hw_idx.chunks(chunk)).collect()
+            self.hw.iter_mut().skip(set * HW_SPLIT).take(HW_SPLIT).zip(hw_idx.chunks(chunk)).collect()
         };
 
         // CPU share: one slice of pinned staging per sample.
@@ -236,24 +273,13 @@ impl MixedDecoder {
         let start = self.start.as_ref();
         let at = |i: usize| ctx.at(iteration, i, input.source_info(i));
         let mut hw_results: Vec<Option<String>> = vec![None; hw_jobs.len()];
+        let mut hw_busy = vec![std::time::Duration::ZERO; hw_jobs.len()];
         let mut cpu_results: Vec<Result<()>> = Vec::new();
-        ws.pool.install(|| {
-            rayon::scope(|s| {
-                for ((dec, idx), res) in hw_jobs.into_iter().zip(hw_results.iter_mut()) {
-                    let (data, infos, target) = (&data, infos, &target);
-                    s.spawn(move |_| {
-                        let images: Vec<&[u8]> = idx.iter().map(|&i| data[i]).collect();
-                        let outputs: Vec<(u64, usize)> = idx.iter().map(|&i| target(i)).collect();
-                        let widths: Vec<usize> = idx.iter().map(|&i| infos[i].width).collect();
-                        // SAFETY: every target is a slot of `out` or `scratch` (allocated on the
-                        // pipeline stream before `start` was recorded) with room for the image
-                        // at pitch width * 3; `data` (the input batch) outlives the iteration;
-                        // the pipeline stream joins this decoder below before anything reads.
-                        let r = unsafe { dec.submit(&images, &outputs, &widths, start.expect("recorded above")) };
-                        *res = r.err().map(|e| e.to_string());
-                    });
-                }
-                cpu_results = chunks
+        let t_setup = t0.elapsed();
+        let mut t_cpu = std::time::Duration::ZERO;
+        let decode_cpu_share = |chunks: &mut Vec<(usize, &mut [u8])>| -> Vec<Result<()>> {
+            ws.pool.install(|| {
+                chunks
                     .par_iter_mut()
                     .map(|(i, dst)| {
                         let (window, denom) = match routes[*i] {
@@ -263,12 +289,43 @@ impl MixedDecoder {
                         let p = DecodeParams { roi: window, scale_denom: denom, ..params };
                         sluice_codecs::decode_into(data[*i], &infos[*i], &p, dst).map_err(|e| Error::data(at(*i), e.to_string()))
                     })
-                    .collect();
+                    .collect()
             })
-        });
-        for dec in &self.hw[set * HW_SPLIT..(set + 1) * HW_SPLIT] {
+        };
+        match &self.hw_threads {
+            Some(hw_threads) if !hw_jobs.is_empty() => hw_threads.in_place_scope(|s| {
+                for (((dec, idx), res), busy) in hw_jobs.into_iter().zip(hw_results.iter_mut()).zip(hw_busy.iter_mut()) {
+                    let (data, target) = (&data, &target);
+                    s.spawn(move |_| {
+                        let t = std::time::Instant::now();
+                        let images: Vec<&[u8]> = idx.iter().map(|&i| data[i]).collect();
+                        let targets: Vec<HwTarget> = idx.iter().map(|&i| target(i)).collect();
+                        // SAFETY: every target is a slot of `out` or `scratch` (allocated on the
+                        // pipeline stream before `start` was recorded) with room for the image
+                        // or window at its pitch; `data` (the input batch) outlives the
+                        // iteration; the pipeline stream joins this decoder below before
+                        // anything reads.
+                        let r = unsafe { dec.submit(&images, &targets, start.expect("recorded above")) };
+                        *res = r.err().map(|e| e.to_string());
+                        *busy = t.elapsed();
+                    });
+                }
+                // Meanwhile, on the pipeline's workers:
+                let t = std::time::Instant::now();
+                cpu_results = decode_cpu_share(&mut chunks);
+                t_cpu = t.elapsed();
+            }),
+            _ => {
+                let t = std::time::Instant::now();
+                cpu_results = decode_cpu_share(&mut chunks);
+                t_cpu = t.elapsed();
+            }
+        }
+        let used = if hw_idx.is_empty() { 0 } else { hw_idx.len().div_ceil(chunk) };
+        for dec in self.hw.iter().skip(set * HW_SPLIT).take(used) {
             dec.join(ws.stream)?;
         }
+        let t_scope = t0.elapsed();
         cpu_results.into_iter().collect::<Result<()>>()?;
 
         // Uploads of the CPU share.
@@ -283,6 +340,22 @@ impl MixedDecoder {
                 offset += len;
             }
             slot.done = Some(ReadyEvent::record(ws.device, ws.stream)?);
+        }
+        if trace() {
+            let ms = |d: std::time::Duration| d.as_secs_f64() * 1e3;
+            eprintln!(
+                "[{}] it {} n {n} hw {} cpu {}: plan {:.2} setup {:.2} decode {:.2} (cpu share {:.2}, hw submits {:?}) uploads {:.2} ms",
+                ctx.display_name,
+                ws.iteration,
+                hw_idx.len(),
+                cpu_idx.len(),
+                ms(t_plan),
+                ms(t_setup - t_plan),
+                ms(t_scope - t_setup),
+                ms(t_cpu),
+                hw_busy.iter().map(|&d| (ms(d) * 100.0).round() / 100.0).collect::<Vec<_>>(),
+                ms(t0.elapsed() - t_scope)
+            );
         }
 
         // Sub-batches the engine refused: decode those samples on the CPU instead.
@@ -321,7 +394,8 @@ impl MixedDecoder {
                 .map(|&i| {
                     let roi = match routes[i] {
                         Route::HwWindow { window, .. } => Some(window),
-                        _ => None,
+                        Route::Hw { window } => window,
+                        Route::Cpu { .. } => None,
                     };
                     let p = DecodeParams { roi, ..params };
                     let mut px = vec![0u8; out.meta().byte_range(i).len()];
@@ -354,7 +428,9 @@ impl ImageDecoderMixed {
 
 impl GpuOperator for ImageDecoderMixed {
     fn run(&mut self, ws: &GpuWorkspace<'_>) -> Result<Vec<TensorListGpu>> {
+        let t = std::time::Instant::now();
         let infos = read_headers(self.dec.ctx(), &ws.host_view(), ws.cpu_inputs[0])?;
+        trace_headers(self.dec.ctx(), ws.iteration, t);
         Ok(vec![self.dec.decode(ws, &infos, None, None)?])
     }
 }
