@@ -122,8 +122,9 @@ impl Operator for Pad {
             for (j, &a) in list.iter().enumerate() {
                 let w = want.map_or(-1.0, |s| s[j]);
                 let al = align.map_or(1.0, |l| if l.len() == 1 { l[0] } else { l[j] });
-                if w != -1.0 && !(w >= 1.0) {
-                    return Err(Error::arg(name, "shape", format!("values must be -1 or >= 1; sample {i} has {w}")));
+                // 0 keeps the sample's extent (as DALI does for per-sample shapes).
+                if w != -1.0 && !(w >= 0.0) {
+                    return Err(Error::arg(name, "shape", format!("values must be -1 or >= 0; sample {i} has {w}")));
                 }
                 if !(al >= 1.0) {
                     return Err(Error::arg(name, "align", format!("values must be >= 1; sample {i} has {al}")));
