@@ -56,10 +56,34 @@ _TYPE_CHECKS = {
 }
 
 
+def _choice_constant(display, a):
+    """random.choice's input `a` given as a Python constant. DALI turns it into a constant
+    input (a scalar n means range(n), a list its elements); Sluice passes it as a hidden
+    argument instead, so the engine needs no constant operator."""
+    v = _arg_value(a)
+    if isinstance(v, int) and not isinstance(v, bool):
+        return {"__a": v}
+    if isinstance(v, list) and v and all(isinstance(x, int) and not isinstance(x, bool) for x in v):
+        if not all(-2**31 <= x < 2**31 for x in v):
+            raise OverflowError(f"{display}: integer constants of `a` must fit in int32")
+        return {"__a_ints": v}  # INT32 output, as DALI types an int list
+    if isinstance(v, list) and v and all(_is_number(x) for x in v):
+        return {"__a_floats": [float(x) for x in v]}  # FLOAT output
+    raise TypeError(f"{display}: input `a` must be a DataNode, an int or a non-empty 1-D list of numbers, got {type(a).__name__} {a!r}")
+
+
+# Operators whose first input may be a Python constant (as DALI accepts), and how it maps to
+# arguments. Other operators keep requiring DataNode inputs.
+_CONSTANT_FIRST_INPUT = {"random__Choice": _choice_constant}
+
+
 def make_node(schema_name, inputs, kwargs, device=None, name=None):
     """Creates one operator instance in the current graph and returns its output node(s)."""
     schema = SCHEMAS[schema_name]
     display = schema["fn_name"]
+    if inputs and not isinstance(inputs[0], DataNode) and schema_name in _CONSTANT_FIRST_INPUT:
+        kwargs = dict(kwargs, **_CONSTANT_FIRST_INPUT[schema_name](display, inputs[0]))
+        inputs = inputs[1:]
     known = {a["name"]: a for a in schema["args"]}
     aliases = dict(schema["arg_aliases"])
     for i, x in enumerate(inputs):

@@ -143,6 +143,11 @@ impl Args {
         self.values.contains_key(name)
     }
 
+    /// The raw value, or `None` when unset.
+    pub fn value(&self, name: &str) -> Option<&ArgValue> {
+        self.values.get(name)
+    }
+
     fn get(&self, name: &str) -> &ArgValue {
         self.values.get(name).unwrap_or_else(|| panic!("{}: argument '{name}' read but not set", self.op))
     }
@@ -262,9 +267,96 @@ impl PerSample<'_> {
     }
 }
 
+/// A list argument (`mean`, `size`, `shape`, ...) that is either one constant list for the
+/// whole batch or one list per sample from an argument input. Operators read it with
+/// [`PerSampleList::get`], which checks the length, so no operator repeats that check.
+#[derive(Debug, Clone, Copy)]
+pub enum PerSampleList<'a> {
+    Constant(&'a ArgValue),
+    Input { name: &'static str, batch: &'a TensorList },
+    Unset,
+}
+
+/// Most values a list argument may hold per sample (enough for any shape or channel list);
+/// reading into a fixed array keeps the per-sample path free of allocation.
+pub const MAX_LIST: usize = 64;
+
+impl<'a> PerSampleList<'a> {
+    /// True when the argument was given (as a constant or an input).
+    pub fn is_set(&self) -> bool {
+        !matches!(self, PerSampleList::Unset)
+    }
+
+    /// True when the values come from an argument input (they may differ per sample).
+    pub fn is_input(&self) -> bool {
+        matches!(self, PerSampleList::Input { .. })
+    }
+
+    /// The values for sample `i` copied into `buf`, or `None` when the argument was not
+    /// given. `allowed` lists the accepted lengths (empty: any length up to [`MAX_LIST`]);
+    /// a per-sample length outside it is an error naming the operator, the argument and
+    /// the sample. Constant lists were already checked at build, but pass the same check.
+    pub fn get<'b>(&self, op: &str, name: &str, i: usize, allowed: &[usize], buf: &'b mut [f64; MAX_LIST]) -> Result<Option<&'b [f64]>> {
+        let len = match *self {
+            PerSampleList::Unset => return Ok(None),
+            PerSampleList::Constant(v) => {
+                let (ints, floats): (&[i64], &[f64]) = match v {
+                    ArgValue::FloatList(l) => (&[], l),
+                    ArgValue::IntList(l) => (l, &[]),
+                    ArgValue::Int(x) => (std::slice::from_ref(x), &[]),
+                    ArgValue::Float(x) => (&[], std::slice::from_ref(x)),
+                    v => panic!("{op}: '{name}' is {v:?}, not numeric"),
+                };
+                let l = ints.len() + floats.len();
+                if (!allowed.is_empty() && !allowed.contains(&l)) || l > MAX_LIST {
+                    let want = if allowed.is_empty() { format!("at most {MAX_LIST}") } else { lengths(allowed) };
+                    return Err(Error::arg(op, name, format!("has {l} values; expected {want}")));
+                }
+                for (d, &s) in buf.iter_mut().zip(ints) {
+                    *d = s as f64;
+                }
+                buf[..floats.len()].copy_from_slice(floats);
+                l
+            }
+            PerSampleList::Input { batch, .. } => {
+                if batch.ndim() > 1 {
+                    return Err(Error::arg(op, name, format!(
+                        "argument input must be a 1-D list per sample; sample {i} has shape {:?}", batch.shape(i)
+                    )));
+                }
+                let l = batch.numel(i);
+                if (!allowed.is_empty() && !allowed.contains(&l)) || l > MAX_LIST {
+                    let want = if allowed.is_empty() { format!("at most {MAX_LIST}") } else { lengths(allowed) };
+                    return Err(Error::arg(op, name, format!("argument input sample {i} has {l} values; expected {want}")));
+                }
+                for (k, d) in buf[..l].iter_mut().enumerate() {
+                    *d = element_as_f64(batch, i, k);
+                }
+                l
+            }
+        };
+        Ok(Some(&buf[..len]))
+    }
+}
+
+/// "2", "1 or 3", "1, 2 or 3".
+fn lengths(allowed: &[usize]) -> String {
+    let s: Vec<String> = allowed.iter().map(|l| l.to_string()).collect();
+    match s.split_last() {
+        Some((last, rest)) if !rest.is_empty() => format!("{} or {last}", rest.join(", ")),
+        _ => s.concat(),
+    }
+}
+
 /// The single element of sample `i`, converted to f64.
 pub fn scalar_as_f64(batch: &TensorList, i: usize) -> f64 {
-    let b = batch.bytes(i);
+    element_as_f64(batch, i, 0)
+}
+
+/// Element `k` of sample `i` (flat index), converted to f64.
+pub fn element_as_f64(batch: &TensorList, i: usize, k: usize) -> f64 {
+    let size = batch.dtype().size();
+    let b = &batch.bytes(i)[k * size..(k + 1) * size];
     match batch.dtype() {
         DType::U8 | DType::Bool => b[0] as f64,
         DType::I8 => b[0] as i8 as f64,

@@ -24,7 +24,7 @@ pub mod transpose;
 
 use std::collections::HashMap;
 
-pub use args::{ArgValue, Args, PerSample};
+pub use args::{ArgValue, Args, PerSample, PerSampleList, MAX_LIST};
 pub use schema::{arg, tensor_arg, ArgDefault, ArgSchema, ArgType, Device, OpSchema};
 
 use std::sync::Arc;
@@ -88,9 +88,29 @@ impl<'a> Workspace<'a> {
         per_sample(&self.arg_inputs, ctx, name)
     }
 
+    /// A list argument that may come per sample: the argument input when one was wired,
+    /// else the constant list (or `Unset`).
+    pub fn per_sample_list<'b>(&self, ctx: &'b OpContext, name: &'static str) -> PerSampleList<'b>
+    where
+        'a: 'b,
+    {
+        per_sample_list(&self.arg_inputs, ctx, name)
+    }
+
     /// The random stream of sample `i` for this operator and iteration.
     pub fn rng(&self, ctx: &OpContext, i: usize) -> SampleRng {
         SampleRng::new(ctx.seed, ctx.op_id, self.iteration, i as u64)
+    }
+}
+
+/// The argument input wired to list argument `name`, else its constant, else `Unset`.
+fn per_sample_list<'a: 'b, 'b>(arg_inputs: &HashMap<&'a str, &'a TensorList>, ctx: &'b OpContext, name: &'static str) -> PerSampleList<'b> {
+    if let Some(b) = arg_inputs.get(name) {
+        PerSampleList::Input { name, batch: b }
+    } else if let Some(v) = ctx.args.value(name) {
+        PerSampleList::Constant(v)
+    } else {
+        PerSampleList::Unset
     }
 }
 
@@ -150,6 +170,14 @@ impl<'a> GpuWorkspace<'a> {
     /// See [`Workspace::per_sample`].
     pub fn per_sample(&self, ctx: &OpContext, name: &'static str) -> PerSample<'a> {
         per_sample(&self.arg_inputs, ctx, name)
+    }
+
+    /// See [`Workspace::per_sample_list`].
+    pub fn per_sample_list<'b>(&self, ctx: &'b OpContext, name: &'static str) -> PerSampleList<'b>
+    where
+        'a: 'b,
+    {
+        per_sample_list(&self.arg_inputs, ctx, name)
     }
 
     /// The random stream of sample `i` for this operator and iteration.

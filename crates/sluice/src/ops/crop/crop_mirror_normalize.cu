@@ -47,8 +47,10 @@ template <> __device__ __forceinline__ signed char conv<signed char>(float v) {
 }
 
 template <typename I, typename O>
-__device__ void cmn(const Sample* samples, const Consts* k, int chw) {
+__device__ void cmn(const Sample* samples, const Consts* consts, int chw, int per_sample_consts) {
     const Sample s = samples[blockIdx.y];
+    // mean / std given per sample: one Consts block per sample, else one for the batch.
+    const Consts* k = consts + (per_sample_consts ? blockIdx.y : 0);
     const I* in = (const I*)s.in;
     O* out = (O*)s.out;
     const int npix = s.oh * s.ow;
@@ -72,7 +74,7 @@ __device__ void cmn(const Sample* samples, const Consts* k, int chw) {
 }
 
 #define CMN(NAME, I, O) \
-    extern "C" __global__ void NAME(const Sample* s, const Consts* k, int chw) { cmn<I, O>(s, k, chw); }
+    extern "C" __global__ void NAME(const Sample* s, const Consts* k, int chw, int per_sample) { cmn<I, O>(s, k, chw, per_sample); }
 CMN(cmn_u8_f32, unsigned char, float)
 CMN(cmn_u8_f16, unsigned char, half_bits)
 CMN(cmn_u8_u8, unsigned char, unsigned char)

@@ -8,7 +8,7 @@
 
 use super::window::{fill_per_channel, CropSpec, OobPolicy, Span, CROP_ARGS};
 use crate::error::{Error, Result};
-use crate::ops::{arg, for_each_sample, tensor_arg, ArgDefault as D, ArgType as T, Device, OpContext, OpDef, OpSchema, Operator, Workspace};
+use crate::ops::{arg, for_each_sample, tensor_arg, MAX_LIST, ArgDefault as D, ArgType as T, Device, OpContext, OpDef, OpSchema, Operator, Workspace};
 use crate::tensor::{BatchMeta, DType, Layout, TensorList};
 
 /// Schema and backends.
@@ -22,8 +22,8 @@ pub static CROP_MIRROR_NORMALIZE: OpDef = OpDef {
         num_outputs: 1,
         args: &[&[
             tensor_arg("mirror", T::Int, D::Int(0), "Mirror the image horizontally when non-zero."),
-            arg("mean", T::FloatList, D::FloatList(&[0.0]), "Mean pixel values: one for all channels or one per channel."),
-            arg("std", T::FloatList, D::FloatList(&[1.0]), "Standard deviations: one for all channels or one per channel."),
+            tensor_arg("mean", T::FloatList, D::FloatList(&[0.0]), "Mean pixel values: one for all channels or one per channel."),
+            tensor_arg("std", T::FloatList, D::FloatList(&[1.0]), "Standard deviations: one for all channels or one per channel."),
             arg("scale", T::Float, D::Float(1.0), "Multiplier applied after normalization."),
             arg("shift", T::Float, D::Float(0.0), "Value added after scaling."),
             arg("dtype", T::DType, D::Int(9), "Output type: FLOAT (default), FLOAT16, UINT8 or INT8."),
@@ -42,8 +42,6 @@ pub static CROP_MIRROR_NORMALIZE: OpDef = OpDef {
 
 pub(crate) struct Cmn {
     ctx: OpContext,
-    mean: Vec<f64>,
-    std: Vec<f64>,
     scale: f32,
     shift: f32,
     dtype: DType,
@@ -65,14 +63,14 @@ impl Cmn {
             "HWC" | "FHWC" => false,
             s => return Err(Error::arg(op, "output_layout", format!("must be \"CHW\" or \"HWC\", got \"{s}\""))),
         };
-        let (mean, std) = (ctx.args.floats("mean").to_vec(), ctx.args.floats("std").to_vec());
-        if mean.is_empty() || std.is_empty() {
-            return Err(Error::arg(op, if mean.is_empty() { "mean" } else { "std" }, "must hold at least one value"));
+        // Constant lists are checked here; per-sample ones (argument inputs) per batch.
+        for a in ["mean", "std"] {
+            if ctx.args.has(a) && ctx.args.floats(a).is_empty() {
+                return Err(Error::arg(op, a, "must hold at least one value"));
+            }
         }
         Ok(Cmn {
             ctx: ctx.clone(),
-            mean,
-            std,
             scale: ctx.args.float("scale") as f32,
             shift: ctx.args.float("shift") as f32,
             dtype,
@@ -173,9 +171,21 @@ pub(crate) struct CmnBatch {
     /// Input is a sequence (FHWC): frame count is the first extent.
     pub seq: bool,
     pub input_dtype: DType,
+    /// Per channel, `stride` values per sample (stride 0: one set shared by the batch, when
+    /// neither `mean` nor `std` is an argument input): shifted mean and multiplier.
     pub mean: Vec<f32>,
     pub mul: Vec<f32>,
+    pub stride: usize,
     pub fill: Vec<f32>,
+}
+
+impl CmnBatch {
+    /// The (shifted mean, multiplier) channel constants of sample `i`.
+    pub fn consts(&self, i: usize) -> (&[f32], &[f32]) {
+        let at = i * self.stride;
+        let len = if self.stride == 0 { self.mean.len() } else { self.stride };
+        (&self.mean[at..at + len], &self.mul[at..at + len])
+    }
 }
 
 impl Cmn {
@@ -223,14 +233,31 @@ impl Cmn {
         let spec = CropSpec::new(ctx, ws, false)?;
         let mirror = ws.per_sample(ctx, "mirror");
         let off = seq as usize;
+        let mean_arg = ws.per_sample_list(ctx, "mean");
+        let std_arg = ws.per_sample_list(ctx, "std");
+        // Channel constants are per sample only when an argument input gives them.
+        let maxc = (0..n).map(|i| input.shape(i)[off + 2]).max().unwrap_or(0).max(4);
+        let stride = if mean_arg.is_input() || std_arg.is_input() { maxc } else { 0 };
+        let blocks = if stride == 0 { 1 } else { n };
+        let mut mean = vec![0f32; maxc * blocks];
+        let mut mul = vec![0f32; maxc * blocks];
+        let (mut mbuf, mut sbuf) = ([0f64; MAX_LIST], [0f64; MAX_LIST]);
         self.plan.clear();
         let mut shapes: Vec<[usize; 4]> = Vec::with_capacity(n);
         for i in 0..n {
             let sh = input.shape(i);
             let (h, w, c) = (sh[off], sh[off + 1], sh[off + 2]);
-            for (name, l) in [("mean", self.mean.len()), ("std", self.std.len())] {
-                if l != 1 && l != c {
-                    return Err(Error::data(ctx.at(ws.iteration, i, input.source_info(i)), format!("argument '{name}' has {l} values; expected 1 or one per channel ({c})")));
+            // One value for all channels or one per channel. DALI 2.4 folds scale and shift
+            // into (mean', mul) in f32 and computes (in - mean') * mul, with
+            // mul = scale / std and mean' = mean - shift / mul; this reproduces its float
+            // results bit for bit (checked on random data).
+            let m = mean_arg.get(op, "mean", i, &[1, c], &mut mbuf)?.unwrap_or(&[0.0]);
+            let sd = std_arg.get(op, "std", i, &[1, c], &mut sbuf)?.unwrap_or(&[1.0]);
+            if stride > 0 || i == 0 {
+                let at = i * stride;
+                for k in 0..maxc {
+                    mul[at + k] = self.scale / sd[k.min(sd.len() - 1)] as f32;
+                    mean[at + k] = m[k.min(m.len() - 1)] as f32 - self.shift / mul[at + k];
                 }
             }
             let win = spec.windows(ctx, ws.iteration, input.source_info(i), i, h, w, None)?;
@@ -245,20 +272,9 @@ impl Cmn {
         let ol = match (seq, self.chw) { (false, true) => "CHW", (false, false) => "HWC", (true, true) => "FCHW", (true, false) => "FHWC" };
         meta.set_layout(Layout::from(ol));
         meta.inherit_source_info(input);
-        // Per-channel constants, once per batch (they do not depend on the sample).
-        let maxc = (0..n).map(|i| input.shape(i)[off + 2]).max().unwrap_or(0).max(4);
-        let mut mean = vec![0f32; maxc];
-        let mut mul = vec![0f32; maxc];
-        // DALI 2.4 folds scale and shift into (mean', mul) in f32 and computes
-        // (in - mean') * mul, with mul = scale / std and mean' = mean - shift / mul; this
-        // reproduces its float results bit for bit (checked on random data).
-        for k in 0..maxc {
-            mul[k] = self.scale / self.std[k.min(self.std.len() - 1)] as f32;
-            mean[k] = self.mean[k.min(self.mean.len() - 1)] as f32 - self.shift / mul[k];
-        }
         let fill_raw: Vec<f64> = if spec.policy == OobPolicy::Pad { ctx.args.floats("fill_values").to_vec() } else { vec![0.0] };
         let fill: Vec<f32> = fill_per_channel(op, &fill_raw, if fill_raw.len() > 1 { fill_raw.len().min(16) } else { 1 })?.iter().map(|&v| v as f32).collect();
-        Ok(CmnBatch { meta, seq, input_dtype: it, mean, mul, fill })
+        Ok(CmnBatch { meta, seq, input_dtype: it, mean, mul, stride, fill })
     }
 }
 
@@ -268,13 +284,14 @@ impl Operator for Cmn {
         let b = self.plan_batch(ws, input.meta())?;
         let (seq, off, it) = (b.seq, b.seq as usize, b.input_dtype);
         let mut out = TensorList::for_overwrite(b.meta.clone()); // every element is written
-        let (mean, mul, fill) = (&b.mean, &b.mul, &b.fill);
+        let (b, fill) = (&b, &b.fill);
         let (dtype, chw, pad, plan) = (self.dtype, self.chw, self.pad, &self.plan);
         for_each_sample(ws.pool, &mut out, |i, dst| {
             let sh = input.shape(i);
             let (h, w, c) = (sh[off], sh[off + 1], sh[off + 2]);
             let frames = if seq { sh[0] } else { 1 };
             let (win_h, win_w, mirror) = plan[i];
+            let (mean, mul) = b.consts(i);
             let p = Plan { h, w, c, win_h, win_w, mirror, oc: if pad { c.max(4) } else { c }, chw, mean, mul, fill };
             let src = input.bytes(i);
             macro_rules! go {

@@ -51,7 +51,7 @@ impl GpuOperator for CmnGpu {
         }
         // Parameter block: n sample descriptors (56 bytes, as `struct Sample` in the .cu),
         // then the per-channel constants.
-        let mut block = Vec::with_capacity(n * 56 + 192);
+        let mut block = Vec::with_capacity(n * (56 + 192) + 192);
         let mut max_pix = 1usize;
         for (i, &(wh, ww, mirror)) in self.cmn.windows().iter().enumerate() {
             let sh = input.shape(i);
@@ -64,10 +64,16 @@ impl GpuOperator for CmnGpu {
             }
             max_pix = max_pix.max(wh.len * ww.len);
         }
+        // One `Consts` block for the batch, or one per sample when `mean` / `std` came
+        // per sample (the kernel then indexes them by sample).
         let consts_at = block.len();
-        for arr in [&b.mean, &b.mul, &b.fill] {
-            for k in 0..16 {
-                push(&mut block, arr[k.min(arr.len() - 1)]);
+        let per_sample = (b.stride > 0) as i32;
+        for i in 0..if b.stride > 0 { n } else { 1 } {
+            let (mean, mul) = b.consts(i);
+            for arr in [mean, mul, &b.fill[..]] {
+                for k in 0..16 {
+                    push(&mut block, arr[k.min(arr.len() - 1)]);
+                }
             }
         }
         let params = self.params.upload(ws, &block)?;
@@ -80,7 +86,7 @@ impl GpuOperator for CmnGpu {
         // SAFETY: descriptors point into `input` and `out`, both alive on this stream; the
         // kernel writes exactly each sample's output extent.
         unsafe {
-            ws.stream.launch_builder(&f).arg(&samples_ptr).arg(&consts_ptr).arg(&chw).launch(cfg).map_err(sluice_cuda::CudaError::from)?;
+            ws.stream.launch_builder(&f).arg(&samples_ptr).arg(&consts_ptr).arg(&chw).arg(&per_sample).launch(cfg).map_err(sluice_cuda::CudaError::from)?;
         }
         Ok(vec![out])
     }

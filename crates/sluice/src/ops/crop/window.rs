@@ -10,11 +10,11 @@
 //!   window with the input.
 
 use crate::error::{Error, Result};
-use crate::ops::{ArgDefault as D, ArgSchema, ArgType as T, OpContext, PerSample, Workspace, arg, tensor_arg};
+use crate::ops::{ArgDefault as D, ArgSchema, ArgType as T, OpContext, PerSample, PerSampleList, Workspace, arg, tensor_arg, MAX_LIST};
 
 /// Arguments describing the crop window, shared by every crop operator.
 pub const CROP_ARGS: &[ArgSchema] = &[
-    arg("crop", T::FloatList, D::Optional, "Crop window shape [H, W] (or [D, H, W]) in pixels; non-integer sizes are truncated."),
+    tensor_arg("crop", T::FloatList, D::Optional, "Crop window shape [H, W] (or [D, H, W]) in pixels; non-integer sizes are truncated."),
     tensor_arg("crop_h", T::Float, D::Optional, "Crop window height in pixels (given together with crop_w)."),
     tensor_arg("crop_w", T::Float, D::Optional, "Crop window width in pixels (given together with crop_h)."),
     tensor_arg("crop_d", T::Float, D::Optional, "Crop window depth in pixels, for volumes (D dimension)."),
@@ -107,8 +107,8 @@ pub fn span(extent: usize, crop: usize, pos: f64, policy: OobPolicy) -> std::res
 
 /// The crop arguments of one operator instance, read once per batch.
 pub struct CropSpec<'a> {
-    /// Constant `crop` ([H, W] or [D, H, W]) when given.
-    crop: Option<Vec<f64>>,
+    /// `crop` ([H, W] or [D, H, W]), a constant or one per sample.
+    crop: PerSampleList<'a>,
     h: PerSample<'a>,
     w: PerSample<'a>,
     d: PerSample<'a>,
@@ -128,13 +128,12 @@ pub struct Windows {
 
 impl<'a> CropSpec<'a> {
     /// Reads and checks the batch-constant parts; `required` makes a missing window an error.
-    pub fn new(ctx: &OpContext, ws: &Workspace<'a>, required: bool) -> Result<CropSpec<'a>> {
+    pub fn new(ctx: &'a OpContext, ws: &Workspace<'a>, required: bool) -> Result<CropSpec<'a>> {
         let op = &ctx.display_name;
-        let crop = if ctx.args.has("crop") { Some(ctx.args.floats("crop").to_vec()) } else { None };
-        if let Some(c) = &crop {
-            if c.len() != 2 && c.len() != 3 {
-                return Err(Error::arg(op, "crop", format!("must be [H, W] or [D, H, W], got {c:?}")));
-            }
+        let crop = ws.per_sample_list(ctx, "crop");
+        if !crop.is_input() {
+            // A constant is checked once here; inputs per sample in `windows`.
+            crop.get(op, "crop", 0, &[2, 3], &mut [0.0; MAX_LIST])?;
         }
         let h = ws.per_sample(ctx, "crop_h");
         let w = ws.per_sample(ctx, "crop_w");
@@ -143,10 +142,10 @@ impl<'a> CropSpec<'a> {
         if given(&h) != given(&w) {
             return Err(Error::arg(op, if given(&h) { "crop_w" } else { "crop_h" }, "crop_h and crop_w must be given together"));
         }
-        if crop.is_some() && (given(&h) || given(&d)) {
+        if crop.is_set() && (given(&h) || given(&d)) {
             return Err(Error::arg(op, "crop", "give either crop or crop_h/crop_w/crop_d, not both"));
         }
-        if required && crop.is_none() && !given(&h) {
+        if required && !crop.is_set() && !given(&h) {
             return Err(Error::arg(op, "crop", "no crop window: give crop=[H, W] or crop_h and crop_w"));
         }
         Ok(CropSpec {
@@ -165,8 +164,9 @@ impl<'a> CropSpec<'a> {
     /// operator, the argument and the sample.
     pub fn windows(&self, ctx: &OpContext, iteration: u64, source: &str, i: usize, h: usize, w: usize, d: Option<usize>) -> Result<Windows> {
         let op = &ctx.display_name;
-        let (ch, cw, cd) = match &self.crop {
-            Some(c) if c.len() == 3 => (Some(("crop", c[1])), Some(("crop", c[2])), Some(("crop", c[0]))),
+        let mut buf = [0f64; MAX_LIST];
+        let (ch, cw, cd) = match self.crop.get(op, "crop", i, &[2, 3], &mut buf)? {
+            Some(&[d, h, w]) => (Some(("crop", h)), Some(("crop", w)), Some(("crop", d))),
             Some(c) => (Some(("crop", c[0])), Some(("crop", c[1])), None),
             None => (
                 self.h.get(op, i)?.map(|v| ("crop_h", v)),

@@ -4,7 +4,7 @@
 //! 2.4, including how the fill value is converted (C-style truncation, integers wrap).
 
 use crate::error::{Error, Result};
-use crate::ops::{arg, for_each_sample, tensor_arg, ArgDefault as D, ArgType as T, Device, OpContext, OpDef, OpSchema, Operator, Workspace};
+use crate::ops::{arg, for_each_sample, tensor_arg, MAX_LIST, ArgDefault as D, ArgType as T, Device, OpContext, OpDef, OpSchema, Operator, Workspace};
 use crate::tensor::{DType, TensorList};
 
 /// Most dimensions a padded tensor may have.
@@ -23,8 +23,8 @@ pub static PAD: OpDef = OpDef {
             arg("axes", T::IntList, D::Optional, "Indices of the axes to pad (negative counts from the back). All axes when neither `axes` nor `axis_names` is given."),
             arg("axis_names", T::Str, D::Optional, "Names of the axes to pad, from the input layout. Excludes `axes`."),
             tensor_arg("fill_value", T::Float, D::Float(0.0), "The value to pad the batch with."),
-            arg("shape", T::IntList, D::Optional, "Output extents in the padded axes; -1 pads to the batch's largest (aligned) extent."),
-            arg("align", T::IntList, D::Optional, "Extents in the padded axes are rounded up to a multiple of this (one value for all axes, or one per axis)."),
+            tensor_arg("shape", T::IntList, D::Optional, "Output extents in the padded axes; -1 pads to the batch's largest (aligned) extent."),
+            tensor_arg("align", T::IntList, D::Optional, "Extents in the padded axes are rounded up to a multiple of this (one value for all axes, or one per axis)."),
         ]],
         arg_aliases: &[],
         legacy_names: &[],
@@ -62,7 +62,6 @@ impl Pad {
 
     /// The padded axes for an input of `ndim` dimensions with `layout`.
     fn axes(&self, ndim: usize, layout: &str, iteration: u64) -> Result<([bool; MAX_NDIM], Vec<usize>)> {
-        let name = &self.ctx.display_name;
         let mut list = Vec::new();
         if let Some(names) = self.ctx.args.opt_str("axis_names").filter(|s| !s.is_empty()) {
             for c in names.chars() {
@@ -89,14 +88,6 @@ impl Pad {
         for &a in &list {
             mask[a] = true;
         }
-        for a in ["shape", "align"] {
-            if self.ctx.args.has(a) {
-                let l = self.ctx.args.ints(a).len();
-                if l != list.len() && !(a == "align" && l == 1) {
-                    return Err(Error::arg(name, a, format!("has {l} values but {} axes are padded", list.len())));
-                }
-            }
-        }
         Ok((mask, list))
     }
 }
@@ -110,20 +101,37 @@ impl Operator for Pad {
             return Err(Error::data(self.ctx.at(ws.iteration, 0, ""), format!("at most {MAX_NDIM} dimensions are supported, got {ndim}")));
         }
         let (_, list) = self.axes(ndim, input.layout().as_str(), ws.iteration)?;
-        let shape_arg = self.ctx.args.has("shape").then(|| self.ctx.args.ints("shape"));
-        let align_arg = self.ctx.args.has("align").then(|| self.ctx.args.ints("align"));
+        // `shape` and `align` may differ per sample (argument inputs): read each sample's
+        // lists once, checked against the number of padded axes.
+        let name = &self.ctx.display_name;
+        let shape_arg = ws.per_sample_list(&self.ctx, "shape");
+        let align_arg = ws.per_sample_list(&self.ctx, "align");
+        let k = list.len();
+        let (mut sbuf, mut abuf) = ([0f64; MAX_LIST], [0f64; MAX_LIST]);
+        let mut batch_max = [0usize; MAX_NDIM];
         self.shapes.clear();
         for i in 0..n {
             self.shapes.extend_from_slice(input.shape(i));
+            for &a in &list {
+                batch_max[a] = batch_max[a].max(input.shape(i)[a]);
+            }
         }
-        for (j, &a) in list.iter().enumerate() {
-            let batch_max = (0..n).map(|i| input.shape(i)[a]).max().unwrap_or(0);
-            let want = shape_arg.map_or(-1, |s| s[j]);
-            let align = align_arg.map_or(1, |l| if l.len() == 1 { l[0] } else { l[j] }) as usize;
-            for i in 0..n {
+        for i in 0..n {
+            let want = shape_arg.get(name, "shape", i, &[k], &mut sbuf)?;
+            let align = align_arg.get(name, "align", i, &[1, k], &mut abuf)?;
+            for (j, &a) in list.iter().enumerate() {
+                let w = want.map_or(-1.0, |s| s[j]);
+                let al = align.map_or(1.0, |l| if l.len() == 1 { l[0] } else { l[j] });
+                // 0 keeps the sample's extent (as DALI does for per-sample shapes).
+                if w != -1.0 && !(w >= 0.0) {
+                    return Err(Error::arg(name, "shape", format!("values must be -1 or >= 0; sample {i} has {w}")));
+                }
+                if !(al >= 1.0) {
+                    return Err(Error::arg(name, "align", format!("values must be >= 1; sample {i} has {al}")));
+                }
                 let ext = &mut self.shapes[i * ndim + a];
-                let target = if want < 0 { batch_max } else { (*ext).max(want as usize) };
-                *ext = target.div_ceil(align) * align;
+                let target = if w < 0.0 { batch_max[a] } else { (*ext).max(w as usize) };
+                *ext = target.div_ceil(al as usize) * al as usize;
             }
         }
         let fill = ws.per_sample(&self.ctx, "fill_value");
@@ -132,7 +140,6 @@ impl Operator for Pad {
         out.inherit_source_info(input);
         let dtype = input.dtype();
         let elem = dtype.size();
-        let name = &self.ctx.display_name;
         for_each_sample(ws.pool, &mut out, |i, dst| {
             let v = fill.get(name, i)?.unwrap_or(0.0);
             let pattern = fill_bytes(dtype, v);

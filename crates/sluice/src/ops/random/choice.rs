@@ -1,12 +1,15 @@
 //! `random.choice`: picks from `a`: a scalar integer n means `range(n)` (output has n's
 //! type), an array means its elements along the first axis (output shape `shape + a.shape[1:]`,
 //! its type and layout without the first letter). `a` may also be the constant `__a`
-//! (INT32 output, as DALI's constant input). `p` gives the probabilities.
+//! (INT32 output, as DALI's constant input), or the constant list `__a_ints` / `__a_floats`
+//! (INT32 / FLOAT output): Python passes `fn.random.choice(5)` and `fn.random.choice([1, 2])`
+//! this way, as DALI turns such positional constants into constant inputs. `p` gives the
+//! probabilities, one list for the batch or one per sample (an argument input).
 
 use super::sample_shape;
 use crate::error::{Error, Result};
 use crate::ops::args::scalar_as_f64;
-use crate::ops::{arg, for_each_sample, ArgDefault as D, ArgType as T, Device, OpContext, OpDef, OpSchema, Operator, Workspace};
+use crate::ops::{arg, for_each_sample, tensor_arg, MAX_LIST, ArgDefault as D, ArgType as T, Device, OpContext, OpDef, OpSchema, Operator, Workspace};
 use crate::tensor::{DType, Layout, TensorList};
 
 /// Schema and backends.
@@ -20,7 +23,9 @@ pub static CHOICE: OpDef = OpDef {
         num_outputs: 1,
         args: &[&[
             arg("__a", T::Int, D::Optional, "Constant form of input `a`: a scalar n means range(n)."),
-            arg("p", T::FloatList, D::Optional, "Probabilities of the elements; uniform when not given."),
+            arg("__a_ints", T::IntList, D::Optional, "Constant form of input `a`: a list of ints to pick from (INT32 output)."),
+            arg("__a_floats", T::FloatList, D::Optional, "Constant form of input `a`: a list of floats to pick from (FLOAT output)."),
+            tensor_arg("p", T::FloatList, D::Optional, "Probabilities of the elements; uniform when not given."),
             arg("shape", T::IntList, D::Optional, "Shape of the output data; a scalar when not given."),
         ]],
         arg_aliases: &[],
@@ -36,8 +41,12 @@ pub static CHOICE: OpDef = OpDef {
 struct Choice {
     ctx: OpContext,
     shape: Vec<usize>,
-    /// Cumulative probabilities (normalised), empty for uniform.
+    /// Constant `a` given as a list (`__a_ints` / `__a_floats`): the values and their type.
+    values: Option<(DType, Vec<f64>)>,
+    /// Cumulative probabilities (normalised) of sample i at `cdf[cdf_at[i]..cdf_at[i + 1]]`;
+    /// empty for uniform. Refilled every batch, the buffers are reused.
     cdf: Vec<f64>,
+    cdf_at: Vec<usize>,
     /// Output shapes, reused between iterations.
     shapes: Vec<usize>,
 }
@@ -45,43 +54,62 @@ struct Choice {
 impl Choice {
     fn new(ctx: &OpContext) -> Result<Choice> {
         let name = &ctx.display_name;
-        let mut cdf = Vec::new();
+        let values = match (ctx.args.has("__a_ints"), ctx.args.has("__a_floats")) {
+            (true, _) => Some((DType::I32, ctx.args.ints("__a_ints").iter().map(|&v| v as f64).collect::<Vec<_>>())),
+            (_, true) => Some((DType::F32, ctx.args.floats("__a_floats").to_vec())),
+            _ => None,
+        };
+        if values.as_ref().is_some_and(|(_, v)| v.is_empty()) {
+            return Err(Error::arg(name, "a", "the list to choose from is empty"));
+        }
         if ctx.args.has("p") {
-            let mut acc = 0.0;
-            for &p in ctx.args.floats("p") {
-                if !(p >= 0.0) {
-                    return Err(Error::arg(name, "p", format!("probabilities must be >= 0, got {p}")));
-                }
-                acc += p;
-                cdf.push(acc);
-            }
-            if (acc - 1.0).abs() > 1e-4 {
-                return Err(Error::arg(name, "p", format!("probabilities must sum to 1, got {acc}")));
-            }
-            cdf.iter_mut().for_each(|c| *c /= acc);
+            // Checked here too so a bad constant fails at build, not at the first run.
+            cdf_of(name, ctx.args.floats("p"), &mut Vec::new(), None)?;
         }
         if let Some(n) = ctx.args.opt_int("__a") {
             if n < 1 {
                 return Err(Error::arg(name, "__a", format!("must be >= 1, got {n}")));
             }
         }
-        Ok(Choice { ctx: ctx.clone(), shape: sample_shape(ctx)?, cdf, shapes: Vec::new() })
+        Ok(Choice { ctx: ctx.clone(), shape: sample_shape(ctx)?, values, cdf: Vec::new(), cdf_at: Vec::new(), shapes: Vec::new() })
     }
 
-    fn pick(&self, rng: &mut crate::rng::SampleRng, n: usize) -> usize {
-        if self.cdf.is_empty() {
+    /// Index into `n` elements for sample `i`: uniform, or by its probabilities.
+    fn pick(&self, rng: &mut crate::rng::SampleRng, i: usize, n: usize) -> usize {
+        let cdf = if self.cdf.is_empty() { &[][..] } else { &self.cdf[self.cdf_at[i]..self.cdf_at[i + 1]] };
+        if cdf.is_empty() {
             rng.below(n as u64) as usize
         } else {
             let u = rng.next_f64();
-            self.cdf.partition_point(|&c| c <= u).min(n - 1)
+            cdf.partition_point(|&c| c <= u).min(n - 1)
         }
     }
+}
+
+/// Appends the normalised cumulative sums of `p` to `cdf`, checking that they are
+/// probabilities; `sample` names the sample in errors when `p` came per sample.
+fn cdf_of(op: &str, p: &[f64], cdf: &mut Vec<f64>, sample: Option<usize>) -> Result<()> {
+    let at = sample.map_or(String::new(), |i| format!("; sample {i}"));
+    let start = cdf.len();
+    let mut acc = 0.0;
+    for &v in p {
+        if !(v >= 0.0) {
+            return Err(Error::arg(op, "p", format!("probabilities must be >= 0, got {v}{at}")));
+        }
+        acc += v;
+        cdf.push(acc);
+    }
+    if (acc - 1.0).abs() > 1e-4 {
+        return Err(Error::arg(op, "p", format!("probabilities must sum to 1, got {acc}{at}")));
+    }
+    cdf[start..].iter_mut().for_each(|c| *c /= acc);
+    Ok(())
 }
 
 impl Operator for Choice {
     fn run(&mut self, ws: &Workspace<'_>) -> Result<Vec<TensorList>> {
         let name = self.ctx.display_name.clone();
-        let constant = self.ctx.args.opt_int("__a");
+        let constant = self.ctx.args.opt_int("__a").or(self.values.as_ref().map(|(_, v)| v.len() as i64));
         let (a, like) = match constant {
             Some(_) => (None, ws.inputs.first().copied()),
             None => (ws.inputs.first().copied(), ws.inputs.get(1).copied()),
@@ -92,7 +120,7 @@ impl Operator for Choice {
         let n_samples = a.map_or(like.map_or(ws.batch_size, |l| l.len()), |t| t.len());
         // Output type, trailing shape and layout.
         let (dtype, tail_ndim, layout) = match a {
-            None => (DType::I32, 0, Layout::empty()),
+            None => (self.values.as_ref().map_or(DType::I32, |(t, _)| *t), 0, Layout::empty()),
             Some(t) if t.ndim() == 0 => (t.dtype(), 0, Layout::empty()),
             Some(t) => {
                 let l = t.layout().as_str();
@@ -130,15 +158,31 @@ impl Operator for Choice {
             if n == 0 {
                 return Err(Error::arg(&name, "a", format!("sample {i} has nothing to choose from")));
             }
-            if !self.cdf.is_empty() && self.cdf.len() != n {
-                return Err(Error::arg(&name, "p", format!("has {} probabilities but sample {i} of `a` has {n} elements", self.cdf.len())));
-            }
             counts.push(n);
         }
         let mut out = TensorList::new(dtype, ndim, (0..n_samples).map(|i| &self.shapes[i * ndim..(i + 1) * ndim]));
         if !layout.is_empty() && layout.ndim() == ndim {
             out.set_layout(layout);
         }
+        // Probabilities: one list per sample, as many as sample i of `a` has elements.
+        let p = ws.per_sample_list(&self.ctx, "p");
+        let mut buf = [0f64; MAX_LIST];
+        let mut cdf = std::mem::take(&mut self.cdf);
+        cdf.clear();
+        self.cdf_at.clear();
+        if p.is_set() {
+            for (i, &n) in counts.iter().enumerate() {
+                self.cdf_at.push(cdf.len());
+                // A constant `p` is one list for every sample: its length must match each.
+                let pi = p.get(&name, "p", i, &[], &mut buf)?.unwrap_or_default();
+                if pi.len() != n {
+                    return Err(Error::arg(&name, "p", format!("sample {i} has {} probabilities but `a` has {n} elements", pi.len())));
+                }
+                cdf_of(&name, pi, &mut cdf, p.is_input().then_some(i))?;
+            }
+            self.cdf_at.push(cdf.len());
+        }
+        self.cdf = cdf;
         let elem = dtype.size();
         let this = &*self;
         for_each_sample(ws.pool, &mut out, |i, bytes| {
@@ -152,13 +196,14 @@ impl Operator for Choice {
                         return Ok(());
                     }
                     for d in bytes.chunks_exact_mut(row) {
-                        let k = this.pick(&mut rng, n);
+                        let k = this.pick(&mut rng, i, n);
                         d.copy_from_slice(&src[k * row..(k + 1) * row]);
                     }
                 }
                 _ => {
                     for k in 0..bytes.len() / elem {
-                        let v = this.pick(&mut rng, n) as f64;
+                        let j = this.pick(&mut rng, i, n);
+                        let v = this.values.as_ref().map_or(j as f64, |(_, vals)| vals[j]);
                         crate::ops::cast::store_f64(dtype, bytes, k, v);
                     }
                 }

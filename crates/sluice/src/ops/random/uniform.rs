@@ -2,7 +2,7 @@
 
 use super::{alloc, dtype_or, sample_shape, store};
 use crate::error::{Error, Result};
-use crate::ops::{for_each_sample, ArgDefault as D, ArgType as T, Device, OpContext, OpDef, OpSchema, Operator, Workspace, arg};
+use crate::ops::{for_each_sample, ArgDefault as D, ArgType as T, ArgValue, Device, OpContext, OpDef, OpSchema, Operator, Workspace, arg, tensor_arg, MAX_LIST};
 use crate::tensor::{DType, TensorList};
 
 /// Schema and backends.
@@ -15,8 +15,8 @@ pub static UNIFORM: OpDef = OpDef {
         max_inputs: 0,
         num_outputs: 1,
         args: &[&[
-            arg("range", T::FloatList, D::FloatList(&[-1.0, 1.0]), "Range [min, max) of the distribution."),
-            arg("values", T::FloatList, D::Optional, "Discrete values to pick from, with equal probability; replaces `range`."),
+            tensor_arg("range", T::FloatList, D::FloatList(&[-1.0, 1.0]), "Range [min, max) of the distribution."),
+            tensor_arg("values", T::FloatList, D::Optional, "Discrete values to pick from, with equal probability; replaces `range`."),
             arg("shape", T::IntList, D::Optional, "Shape of each output sample; a scalar when not given."),
             arg("dtype", T::DType, D::Optional, "Output type; FLOAT by default."),
         ]],
@@ -30,34 +30,38 @@ pub static UNIFORM: OpDef = OpDef {
     gpu: None,
 };
 
-enum Source {
+/// Where one sample's values come from.
+enum Source<'a> {
     Range(f64, f64),
-    Values(Vec<f64>),
+    Values(&'a [f64]),
+}
+
+/// Checks a `range` pair: [min, max] with min <= max.
+fn check_range(op: &str, r: &[f64], sample: Option<usize>) -> Result<Source<'static>> {
+    if r.len() != 2 || !(r[0] <= r[1]) {
+        let at = sample.map_or(String::new(), |i| format!(" (sample {i})"));
+        return Err(Error::arg(op, "range", format!("must be [min, max] with min <= max, got {r:?}{at}")));
+    }
+    Ok(Source::Range(r[0], r[1]))
 }
 
 struct Uniform {
     ctx: OpContext,
-    source: Source,
     shape: Vec<usize>,
     dtype: DType,
 }
 
 impl Uniform {
     fn new(ctx: &OpContext) -> Result<Uniform> {
-        let source = if ctx.args.has("values") {
-            let v = ctx.args.floats("values").to_vec();
-            if v.is_empty() {
-                return Err(Error::arg(&ctx.display_name, "values", "must not be empty"));
-            }
-            Source::Values(v)
-        } else {
-            let r = ctx.args.floats("range");
-            if r.len() != 2 || !(r[0] <= r[1]) {
-                return Err(Error::arg(&ctx.display_name, "range", format!("must be [min, max] with min <= max, got {r:?}")));
-            }
-            Source::Range(r[0], r[1])
-        };
-        Ok(Uniform { ctx: ctx.clone(), source, shape: sample_shape(ctx)?, dtype: dtype_or(&ctx.args, DType::F32) })
+        // Constants are checked at build; argument inputs per sample in `run`.
+        let op = &ctx.display_name;
+        if ctx.args.has("values") && ctx.args.floats("values").is_empty() {
+            return Err(Error::arg(op, "values", "must not be empty"));
+        }
+        if ctx.args.has("range") {
+            check_range(op, ctx.args.floats("range"), None)?;
+        }
+        Ok(Uniform { ctx: ctx.clone(), shape: sample_shape(ctx)?, dtype: dtype_or(&ctx.args, DType::F32) })
     }
 }
 
@@ -65,10 +69,26 @@ impl Operator for Uniform {
     fn run(&mut self, ws: &Workspace<'_>) -> Result<Vec<TensorList>> {
         let mut out = alloc(self.dtype, &self.shape, ws.batch_size);
         let n: usize = self.shape.iter().product();
+        let op = &self.ctx.display_name;
+        let (range, values) = (ws.per_sample_list(&self.ctx, "range"), ws.per_sample_list(&self.ctx, "values"));
+        // Constant `values` may be longer than a per-sample list buffer: borrow it as is.
+        let const_values = if values.is_input() { None } else { self.ctx.args.value("values") };
         for_each_sample(ws.pool, &mut out, |i, bytes| {
+            let mut buf = [0f64; MAX_LIST];
+            let source = match const_values {
+                Some(ArgValue::FloatList(v)) => Source::Values(v),
+                _ if values.is_set() => {
+                    let v = values.get(op, "values", i, &[], &mut buf)?.unwrap_or_default();
+                    if v.is_empty() {
+                        return Err(Error::arg(op, "values", format!("must not be empty; sample {i} has no values")));
+                    }
+                    Source::Values(v)
+                }
+                _ => check_range(op, range.get(op, "range", i, &[2], &mut buf)?.unwrap_or(&[-1.0, 1.0]), Some(i))?,
+            };
             let mut rng = ws.rng(&self.ctx, i);
             for k in 0..n {
-                let v = match &self.source {
+                let v = match &source {
                     Source::Range(lo, hi) => rng.uniform(*lo, *hi),
                     Source::Values(vals) => vals[rng.below(vals.len() as u64) as usize],
                 };

@@ -14,7 +14,7 @@ pub mod kernel;
 use kernel::{axis_filter, FilterKind, Plan};
 
 use crate::error::{Error, Result};
-use crate::ops::{arg, for_each_sample, tensor_arg, ArgDefault as D, ArgType as T, Device, OpContext, OpDef, OpSchema, Operator, Workspace};
+use crate::ops::{arg, for_each_sample, tensor_arg, ArgDefault as D, ArgType as T, Device, OpContext, OpDef, OpSchema, Operator, PerSampleList, Workspace, MAX_LIST};
 use crate::tensor::{BatchMeta, DType, Layout, TensorList};
 
 /// Schema and backends.
@@ -31,12 +31,12 @@ pub static RESIZE: OpDef = OpDef {
             tensor_arg("resize_y", T::Float, D::Optional, "Output height; 0 or missing keeps the aspect ratio from resize_x. Negative flips."),
             tensor_arg("resize_shorter", T::Float, D::Optional, "Length of the shorter side; keeps the aspect ratio (mode not_smaller)."),
             tensor_arg("resize_longer", T::Float, D::Optional, "Length of the longer side; keeps the aspect ratio (mode not_larger)."),
-            arg("size", T::FloatList, D::Optional, "Output size in shape order [H, W]; 0 extents are computed according to mode."),
+            tensor_arg("size", T::FloatList, D::Optional, "Output size in shape order [H, W]; 0 extents are computed according to mode."),
             arg("mode", T::Str, D::Optional, "\"default\", \"stretch\", \"not_smaller\" or \"not_larger\"."),
             arg("max_size", T::FloatList, D::Optional, "Limit of the output size, per axis [H, W] or one value for both."),
             arg("subpixel_scale", T::Bool, D::Bool(true), "Adjust the input ROI to keep the exact scale when the output size is fractional."),
-            arg("roi_start", T::FloatList, D::Optional, "Start of the input region of interest [y, x]."),
-            arg("roi_end", T::FloatList, D::Optional, "End of the input region of interest [y, x]."),
+            tensor_arg("roi_start", T::FloatList, D::Optional, "Start of the input region of interest [y, x]."),
+            tensor_arg("roi_end", T::FloatList, D::Optional, "End of the input region of interest [y, x]."),
             arg("roi_relative", T::Bool, D::Bool(false), "ROI coordinates are relative (0..1) to the input size."),
             arg("interp_type", T::InterpType, D::Optional, "Interpolation for both upscaling and downscaling (default INTERP_LINEAR)."),
             arg("min_filter", T::InterpType, D::Optional, "Filter used when scaling down."),
@@ -199,8 +199,8 @@ struct Resize {
     ctx: OpContext,
     method: Method,
     sizing: Sizing,
-    size: [f32; 2],
-    roi: Option<([f32; 2], [f32; 2])>,
+    /// True when `roi_start` and `roi_end` are given (constants or argument inputs).
+    roi: bool,
     roi_relative: bool,
     min: FilterKind,
     mag: FilterKind,
@@ -265,18 +265,21 @@ impl Resize {
             }
             Ok(Some(p))
         };
-        let size = pair("size")?.unwrap_or([0.0; 2]);
+        // Constant `size` / `roi_*` are checked here, so bad values fail at build; they are
+        // read (like argument inputs) per batch in `plan_batch`.
+        pair("size")?;
         let max_size = pair("max_size")?;
         if let Some(m) = max_size {
             if m.iter().any(|&v| v < 0.0) {
                 return Err(Error::arg(name, "max_size", format!("must not be negative, got {m:?}")));
             }
         }
-        let roi = match (pair("roi_start")?, pair("roi_end")?) {
-            (Some(a), Some(b)) => Some((a, b)),
-            (None, None) => None,
-            _ => return Err(Error::arg(name, "roi_start", "roi_start and roi_end must be given together")),
-        };
+        pair("roi_start")?;
+        pair("roi_end")?;
+        let roi = given("roi_start");
+        if roi != given("roi_end") {
+            return Err(Error::arg(name, "roi_start", "roi_start and roi_end must be given together"));
+        }
         let interp = |a: &str| -> Result<Option<FilterKind>> {
             match ctx.args.opt_int(a) {
                 None => Ok(None),
@@ -296,7 +299,6 @@ impl Resize {
             ctx: ctx.clone(),
             method,
             sizing: Sizing { mode, max_size, subpixel_scale: ctx.args.bool("subpixel_scale") },
-            size,
             roi,
             roi_relative: ctx.args.bool("roi_relative"),
             min,
@@ -352,13 +354,25 @@ impl Resize {
         let (rx, ry) = (ws.per_sample(&self.ctx, "resize_x"), ws.per_sample(&self.ctx, "resize_y"));
         let short = ws.per_sample(&self.ctx, "resize_shorter");
         let long = ws.per_sample(&self.ctx, "resize_longer");
+        let size = ws.per_sample_list(&self.ctx, "size");
+        let (roi_start, roi_end) = (ws.per_sample_list(&self.ctx, "roi_start"), ws.per_sample_list(&self.ctx, "roi_end"));
+        // [H, W] of sample i from a list argument: two values, or one for both.
+        let mut buf = [0f64; MAX_LIST];
+        let mut hw = |arg: &PerSampleList, a: &str, i: usize| -> Result<[f64; 2]> {
+            let v = arg.get(&name, a, i, &[1, 2], &mut buf)?.unwrap_or(&[0.0]);
+            let p = [v[0], v[v.len() - 1]];
+            if p.iter().any(|x| !x.is_finite()) {
+                return Err(Error::arg(&name, a, format!("must be finite; sample {i} has {v:?}")));
+            }
+            Ok(p)
+        };
         self.plans.clear();
         for i in 0..n {
             let shape = input.shape(i);
             let (h, w, c) = (shape[0], shape[1], shape[2]);
             let requested = match self.method {
                 Method::Separate => [ry.get(&name, i)?.unwrap_or(0.0) as f32, rx.get(&name, i)?.unwrap_or(0.0) as f32],
-                Method::Size => self.size,
+                Method::Size => hw(&size, "size", i)?.map(|v| v as f32),
                 Method::Shorter | Method::Longer => {
                     let (p, a) = if self.method == Method::Shorter { (&short, "resize_shorter") } else { (&long, "resize_longer") };
                     let v = p.get(&name, i)?.unwrap_or(0.0) as f32;
@@ -375,10 +389,11 @@ impl Resize {
                 return Err(Error::data(self.ctx.at(ws.iteration, i, input.source_info(i)), format!("cannot resize an empty image of shape {shape:?}")));
             }
             let (mut lo, mut hi) = ([0f32; 2], [h as f32, w as f32]);
-            if let Some((a, b)) = self.roi {
+            if self.roi {
+                let (a, b) = (hw(&roi_start, "roi_start", i)?, hw(&roi_end, "roi_end", i)?);
                 for d in 0..2 {
                     let ext = if d == 0 { h } else { w } as f64;
-                    let (mut l, mut u) = (a[d] as f64, b[d] as f64);
+                    let (mut l, mut u) = (a[d] as f32 as f64, b[d] as f32 as f64);
                     if self.roi_relative {
                         l *= ext;
                         u *= ext;

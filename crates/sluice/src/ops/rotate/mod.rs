@@ -7,7 +7,7 @@ pub mod kernel;
 use kernel::{Border, Channel, Interp};
 
 use crate::error::{Error, Result};
-use crate::ops::args::scalar_as_f64;
+use crate::ops::args::element_as_f64;
 use crate::ops::{arg, for_each_sample, tensor_arg, ArgDefault as D, ArgType as T, Device, OpContext, OpDef, OpSchema, Operator, Workspace};
 use crate::tensor::{DType, Layout, TensorList};
 
@@ -106,24 +106,7 @@ impl Rotate {
         if batch.numel(i) != 2 {
             return Err(Error::arg(name, "size", format!("argument input must hold [H, W] per sample; sample {i} has shape {:?}", batch.shape(i))));
         }
-        let b = batch.bytes(i);
-        let k = batch.dtype().size();
-        let read = |j: usize| -> f64 {
-            let e = &b[j * k..(j + 1) * k];
-            match batch.dtype() {
-                DType::F32 => f32::from_le_bytes(e.try_into().unwrap()) as f64,
-                DType::F64 => f64::from_le_bytes(e.try_into().unwrap()),
-                DType::I32 => i32::from_le_bytes(e.try_into().unwrap()) as f64,
-                DType::I64 => i64::from_le_bytes(e.try_into().unwrap()) as f64,
-                // Other types: one element at a time through the shared scalar reader.
-                _ => {
-                    let mut tl = TensorList::uniform(batch.dtype(), &[], 1);
-                    tl.samples_mut()[0].copy_from_slice(e);
-                    scalar_as_f64(&tl, 0)
-                }
-            }
-        };
-        let (h, w) = (read(0), read(1));
+        let (h, w) = (element_as_f64(batch, i, 0), element_as_f64(batch, i, 1));
         let ok = |v: f64| v.is_finite() && v >= 0.0;
         if !ok(h) || !ok(w) {
             return Err(Error::arg(name, "size", format!("extents must be >= 0; sample {i} has [{h}, {w}]")));
