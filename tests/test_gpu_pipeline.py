@@ -75,7 +75,7 @@ def test_mixed_decoder_reports_bad_files_and_recovers(tmp_path, small_images):
     assert len(imgs) == BATCH and imgs.as_cpu().at(0).std() > 1
 
 
-def _cmn_pipe(root, device):
+def _cmn_pipe(root, device, per_sample_stats=False):
     @pipeline_def(batch_size=BATCH, num_threads=4, device_id=0, seed=7)
     def p():
         data, labels = fn.readers.file(file_root=str(root), name="Reader")
@@ -83,10 +83,12 @@ def _cmn_pipe(root, device):
         if device == "gpu":
             images = images.gpu()
         flip = fn.random.coin_flip(seed=3)
+        mean, std = [0.485 * 255, 0.456 * 255, 0.406 * 255], [0.229 * 255, 0.224 * 255, 0.225 * 255]
+        if per_sample_stats:  # argument inputs: one mean and std vector per sample
+            mean = fn.random.uniform(range=(60.0, 160.0), shape=[3], seed=4)
+            std = fn.random.uniform(range=(20.0, 90.0), shape=[3], seed=5)
         out = fn.crop_mirror_normalize(images, device=device, crop=(200, 180), crop_pos_x=0.3, crop_pos_y=0.6,
-                                       mean=[0.485 * 255, 0.456 * 255, 0.406 * 255],
-                                       std=[0.229 * 255, 0.224 * 255, 0.225 * 255], mirror=flip,
-                                       dtype=types.FLOAT, output_layout="CHW")
+                                       mean=mean, std=std, mirror=flip, dtype=types.FLOAT, output_layout="CHW")
         return out, labels
 
     return p()
@@ -98,6 +100,16 @@ def test_gpu_crop_mirror_normalize_equals_cpu_bit_for_bit(small_images):
     gpu, _ = _cmn_pipe(small_images, "gpu").run()
     assert gpu.layout() == "CHW" and gpu.shape() == cpu.shape()
     np.testing.assert_array_equal(gpu.as_cpu().as_array(), cpu.as_array())
+
+
+def test_gpu_crop_mirror_normalize_with_per_sample_mean_and_std_equals_cpu(small_images):
+    require_gpu()
+    cpu, _ = _cmn_pipe(small_images, "cpu", per_sample_stats=True).run()
+    gpu, _ = _cmn_pipe(small_images, "gpu", per_sample_stats=True).run()
+    a, b = cpu.as_array(), gpu.as_cpu().as_array()
+    np.testing.assert_array_equal(b, a)
+    # Each sample really got its own constants: per-sample means of the outputs differ.
+    assert len({round(float(x.mean()), 3) for x in a}) == len(a)
 
 
 def test_gpu_outputs_reach_torch_without_a_copy_and_match(small_images):

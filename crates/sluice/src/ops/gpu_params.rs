@@ -14,9 +14,14 @@ use crate::tensor::ReadyEvent;
 /// previous iteration's GPU work.
 #[derive(Default)]
 pub struct ParamUpload {
-    slots: [Slot; 2],
+    slots: [Slot; DEPTH],
     turn: usize,
 }
+
+/// Parameter blocks in flight. The pipeline stream runs behind the host by up to the
+/// prefetch depth plus the hardware decoder's own queue; with fewer slots the host would
+/// wait here for the GPU and stop feeding the decoders.
+const DEPTH: usize = 4;
 
 #[derive(Default)]
 struct Slot {
@@ -49,7 +54,7 @@ impl ParamUpload {
     pub fn upload(&mut self, ws: &GpuWorkspace<'_>, bytes: &[u8]) -> Result<u64> {
         self.reserve(ws, bytes.len())?;
         let slot = &mut self.slots[self.turn];
-        self.turn ^= 1;
+        self.turn = (self.turn + 1) % DEPTH;
         let host = slot.host.as_mut().expect("reserved above");
         host.as_mut_slice()[..bytes.len()].copy_from_slice(bytes);
         let dev = slot.device.as_ref().expect("reserved above");

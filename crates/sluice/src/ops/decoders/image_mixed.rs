@@ -39,6 +39,9 @@ use crate::tensor::{BatchMeta, DType, ReadyEvent, TensorListGpu};
 /// from the host side; each costs one nvJPEG state (and its buffers) per set.
 const HW_SPLIT: usize = 4;
 
+/// Pinned staging buffers in flight for the CPU share.
+const STAGING_DEPTH: usize = 3;
+
 /// `SLUICE_TRACE_DECODER=1` prints where each batch's host time goes (stderr).
 fn trace() -> bool {
     static ON: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
@@ -86,8 +89,9 @@ pub(super) struct MixedDecoder {
     /// Where the pipeline stream stood once the batch's outputs were allocated: the engine's
     /// streams start from here.
     start: Option<GpuEvent>,
-    /// Two staging buffers used alternately, so decoding batch n+1 overlaps batch n's upload.
-    staging: [Staging; 2],
+    /// Staging buffers used in turn, so decoding the next batches overlaps earlier uploads
+    /// (and the host does not wait for a stream still busy with the engine's work).
+    staging: [Staging; STAGING_DEPTH],
     turn: usize,
 }
 
@@ -125,7 +129,7 @@ impl MixedDecoder {
             fast_idct: ctx.args.bool("use_fast_idct"),
             ..DecodeParams::default()
         };
-        let staging = [Staging { buf: None, done: None }, Staging { buf: None, done: None }];
+        let staging = std::array::from_fn(|_| Staging { buf: None, done: None });
         Ok(MixedDecoder { ctx: ctx.clone(), params, hw, hw_set: 0, hw_threads, hw_load, start, staging, turn: 0 })
     }
 
@@ -249,7 +253,7 @@ impl MixedDecoder {
         let total: usize = cpu_idx.iter().map(|&i| out.meta().byte_range(i).len()).sum();
         let slot = &mut self.staging[self.turn];
         if !cpu_idx.is_empty() {
-            self.turn ^= 1;
+            self.turn = (self.turn + 1) % STAGING_DEPTH;
             if let Some(done) = slot.done.take() {
                 done.synchronize()?; // its previous upload must have left before we overwrite it
             }
