@@ -48,6 +48,17 @@ fn trace() -> bool {
     *ON.get_or_init(|| std::env::var_os("SLUICE_TRACE_DECODER").is_some_and(|v| v != "0"))
 }
 
+/// [`HW_SPLIT`] hardware decoders for sub-batches of up to `per_state` images, made side by
+/// side (each allocates and pre-sizes its nvJPEG state, which takes a while).
+fn new_decoders(nv: &NvJpeg, per_state: usize) -> sluice_cuda::CudaResult<Vec<HwBatchDecoder>> {
+    std::thread::scope(|s| {
+        let made: Vec<_> = (0..HW_SPLIT).map(|_| s.spawn(|| HwBatchDecoder::new(nv, per_state))).collect();
+        made.into_iter()
+            .map(|h| h.join().unwrap_or_else(|_| Err(sluice_cuda::CudaError("creating a hardware JPEG decoder panicked".into()))))
+            .collect()
+    })
+}
+
 /// With tracing on, how long reading the headers (and placing windows) took.
 pub(super) fn trace_headers(ctx: &OpContext, iteration: u64, since: std::time::Instant) {
     if trace() {
@@ -78,6 +89,8 @@ enum Route {
 pub(super) struct MixedDecoder {
     ctx: OpContext,
     params: DecodeParams,
+    /// The hardware engine's handle, when there is one.
+    nv: Option<NvJpeg>,
     /// Two sets of [`HW_SPLIT`] hardware decoders, used alternately batch by batch.
     hw: Vec<HwBatchDecoder>,
     hw_set: usize,
@@ -108,14 +121,12 @@ impl MixedDecoder {
         }
         // The hardware engine is optional: GPUs without one (and machines without nvJPEG)
         // decode everything on the CPU path.
+        // Only the first set is made now (in parallel): the second waits for the second
+        // batch, so the first batch is not held up by it.
         let per_state = ctx.batch_size.div_ceil(HW_SPLIT).max(1);
-        let hw: Vec<HwBatchDecoder> = if hw_load > 0.0 && nvjpeg::library_present() {
-            NvJpeg::hardware(device)
-                .and_then(|nv| (0..2 * HW_SPLIT).map(|_| HwBatchDecoder::new(&nv, per_state)).collect())
-                .unwrap_or_default()
-        } else {
-            Vec::new()
-        };
+        let nv = if hw_load > 0.0 && nvjpeg::library_present() { NvJpeg::hardware(device).ok() } else { None };
+        let hw: Vec<HwBatchDecoder> = nv.as_ref().and_then(|nv| new_decoders(nv, per_state).ok()).unwrap_or_default();
+        let nv = nv.filter(|_| !hw.is_empty());
         let start = if hw.is_empty() { None } else { Some(GpuEvent::new(device)?) };
         let hw_threads = if hw.is_empty() {
             None
@@ -130,7 +141,7 @@ impl MixedDecoder {
             ..DecodeParams::default()
         };
         let staging = std::array::from_fn(|_| Staging { buf: None, done: None });
-        Ok(MixedDecoder { ctx: ctx.clone(), params, hw, hw_set: 0, hw_threads, hw_load, start, staging, turn: 0 })
+        Ok(MixedDecoder { ctx: ctx.clone(), params, nv, hw, hw_set: 0, hw_threads, hw_load, start, staging, turn: 0 })
     }
 
     pub(super) fn ctx(&self) -> &OpContext {
@@ -238,8 +249,17 @@ impl MixedDecoder {
                 Route::Cpu { .. } => unreachable!("only engine-routed samples have targets"),
             }
         };
-        let set = self.hw_set;
+        let mut set = self.hw_set;
         self.hw_set ^= 1;
+        if set == 1 && self.hw.len() == HW_SPLIT && !hw_idx.is_empty() {
+            // The second set, on first use; without it (out of memory...) one set serves.
+            let per_state = self.hw[0].max_batch();
+            match self.nv.as_ref().map(|nv| new_decoders(nv, per_state)) {
+                Some(Ok(more)) => self.hw.extend(more),
+                _ => set = 0,
+            }
+        }
+        let set = if self.hw.len() < 2 * HW_SPLIT { 0 } else { set };
         let chunk = hw_idx.len().div_ceil(HW_SPLIT).max(1);
         let hw_jobs: Vec<(&mut HwBatchDecoder, &[usize])> = if hw_idx.is_empty() {
             Vec::new()
