@@ -48,11 +48,9 @@ struct GpuStage {
 /// Owns the built operators and runs one iteration at a time.
 struct Runner {
     ops: Vec<Instance>,
-    /// Graph position of `ops[0]`: a runner may hold only the later part of the graph.
-    first: usize,
     outputs: Vec<Edge>,
-    pool: Arc<rayon::ThreadPool>,
-    gpu: Option<Arc<GpuStage>>,
+    pool: rayon::ThreadPool,
+    gpu: Option<GpuStage>,
     batch_size: usize,
     iteration: u64,
     stats: Arc<Mutex<Vec<OpStats>>>,
@@ -63,18 +61,10 @@ impl Runner {
         let iteration = self.iteration;
         self.iteration += 1;
         let mut results: Vec<Vec<Batch>> = Vec::with_capacity(self.ops.len());
-        self.run_ops(iteration, &mut results)?;
-        self.finish(&results)
-    }
-
-    /// Runs this runner's operators for `iteration`, appending their outputs to `results`
-    /// (which holds the outputs of every earlier operator of the graph).
-    fn run_ops(&mut self, iteration: u64, results: &mut Vec<Vec<Batch>>) -> Result<()> {
-        for (j, inst) in self.ops.iter_mut().enumerate() {
-            let k = self.first + j;
+        for (k, inst) in self.ops.iter_mut().enumerate() {
             let arg_inputs = inst.arg_inputs.iter().map(|(n, e)| (n.as_str(), results[e.op][e.output].cpu())).collect();
             let start = Instant::now();
-            let (pool, gpu, batch_size) = (&*self.pool, &self.gpu, self.batch_size);
+            let (pool, gpu, batch_size) = (&self.pool, &self.gpu, self.batch_size);
             // A panic in an operator is a bug, but it must not take the user's process down.
             let out = catch_unwind(AssertUnwindSafe(|| -> Result<Vec<Batch>> {
                 match &mut inst.backend {
@@ -122,11 +112,6 @@ impl Runner {
             }
             results.push(out);
         }
-        Ok(())
-    }
-
-    /// The pipeline outputs of a finished iteration, GPU ones marked with one event.
-    fn finish(&self, results: &[Vec<Batch>]) -> Result<Vec<Batch>> {
         let mut outputs: Vec<Batch> = self.outputs.iter().map(|e| results[e.op][e.output].clone()).collect();
         if let Some(stage) = &self.gpu {
             if outputs.iter().any(|b| matches!(b, Batch::Gpu(_))) {
@@ -148,7 +133,7 @@ enum Mode {
     /// Iterations run inside `run()` (exec_async=False or exec_pipelined=False).
     Sync(Box<Runner>),
     /// Iterations run ahead on a producer thread into a bounded queue.
-    Async { rx: Receiver<Result<Vec<Batch>>>, stop: Arc<AtomicBool>, handles: Vec<JoinHandle<()>> },
+    Async { rx: Receiver<Result<Vec<Batch>>>, stop: Arc<AtomicBool>, handle: Option<JoinHandle<()>> },
 }
 
 /// A built, running pipeline.
@@ -174,7 +159,7 @@ impl Executor {
             let ordinal = spec.device_id.expect("graph checks keep GPU operators out of CPU-only pipelines");
             let device = GpuDevice::open(ordinal as usize)?;
             let stream = device.new_stream()?;
-            Some(Arc::new(GpuStage { device, stream }))
+            Some(GpuStage { device, stream })
         } else {
             None
         };
@@ -221,9 +206,8 @@ impl Executor {
         ));
         let runner = Runner {
             ops,
-            first: 0,
             outputs: graph.outputs.clone(),
-            pool: Arc::new(pool),
+            pool,
             gpu,
             batch_size: spec.batch_size,
             iteration: 0,
@@ -280,105 +264,34 @@ impl Executor {
     }
 }
 
-impl Runner {
-    /// Splits off the GPU operators at the end of the graph into a runner of their own, so
-    /// that one thread queues batch n's GPU work while another decodes batch n+1 (the mixed
-    /// decoder's host work and the GPU operators' planning then overlap instead of adding
-    /// up). None when there is nothing to split: no GPU operators, or a CPU/mixed operator
-    /// after the first GPU one (data flows cpu -> mixed -> gpu, so graphs are ordered that
-    /// way, but the split must not assume it).
-    fn split_gpu_tail(&mut self) -> Option<Runner> {
-        let k = self.ops.iter().position(|i| matches!(i.backend, Backend::Gpu(_, Device::Gpu)))?;
-        if k == 0 || self.ops[k..].iter().any(|i| !matches!(i.backend, Backend::Gpu(_, Device::Gpu))) {
-            return None;
-        }
-        Some(Runner {
-            ops: self.ops.split_off(k),
-            first: self.first + k,
-            outputs: self.outputs.clone(),
-            pool: self.pool.clone(),
-            gpu: self.gpu.clone(),
-            batch_size: self.batch_size,
-            iteration: self.iteration,
-            stats: self.stats.clone(),
-        })
-    }
-}
-
 fn start_producer(mut runner: Runner, depth: usize) -> Result<Mode> {
     // `depth - 1` queued plus one waiting in `send` keeps at most `depth` batches ahead.
     let (tx, rx) = bounded(depth - 1);
     let stop = Arc::new(AtomicBool::new(false));
-    let spawn = |name: &str, f: Box<dyn FnOnce() + Send>| {
-        std::thread::Builder::new()
-            .name(name.into())
-            .spawn(f)
-            .map_err(|e| Error::Unsupported(format!("cannot start the executor thread: {e}")))
-    };
-    let mut handles = Vec::new();
-    match runner.split_gpu_tail() {
-        None => {
-            let stop_flag = stop.clone();
-            handles.push(spawn(
-                "sluice-executor",
-                Box::new(move || {
-                    while !stop_flag.load(Ordering::Relaxed) {
-                        let r = runner.run_iteration();
-                        if tx.send(r).is_err() {
-                            break;
-                        }
-                    }
-                }),
-            )?);
-        }
-        Some(mut gpu_tail) => {
-            // Stage 1 (cpu and mixed operators) hands each iteration's results to stage 2
-            // (gpu operators); a failed iteration passes through as its error.
-            let (mid_tx, mid_rx) = bounded::<(u64, Result<Vec<Vec<Batch>>>)>(1);
-            let stop_flag = stop.clone();
-            handles.push(spawn(
-                "sluice-executor",
-                Box::new(move || {
-                    while !stop_flag.load(Ordering::Relaxed) {
-                        let iteration = runner.iteration;
-                        runner.iteration += 1;
-                        let mut results = Vec::with_capacity(runner.ops.len() + 4);
-                        let r = runner.run_ops(iteration, &mut results).map(|()| results);
-                        if mid_tx.send((iteration, r)).is_err() {
-                            break;
-                        }
-                    }
-                }),
-            )?);
-            handles.push(spawn(
-                "sluice-executor-gpu",
-                Box::new(move || {
-                    while let Ok((iteration, r)) = mid_rx.recv() {
-                        let out = r.and_then(|mut results| {
-                            gpu_tail.run_ops(iteration, &mut results)?;
-                            gpu_tail.finish(&results)
-                        });
-                        if tx.send(out).is_err() {
-                            break;
-                        }
-                    }
-                }),
-            )?);
-        }
-    }
-    Ok(Mode::Async { rx, stop, handles })
+    let stop_flag = stop.clone();
+    let handle = std::thread::Builder::new()
+        .name("sluice-executor".into())
+        .spawn(move || {
+            while !stop_flag.load(Ordering::Relaxed) {
+                let r = runner.run_iteration();
+                if tx.send(r).is_err() {
+                    break;
+                }
+            }
+        })
+        .map_err(|e| Error::Unsupported(format!("cannot start the executor thread: {e}")))?;
+    Ok(Mode::Async { rx, stop, handle: Some(handle) })
 }
 
 impl Drop for Executor {
     fn drop(&mut self) {
-        if let Mode::Async { rx, stop, handles } = &mut self.mode {
+        if let Mode::Async { rx, stop, handle } = &mut self.mode {
             stop.store(true, Ordering::Relaxed);
-            // Drop the receiver so a producer blocked in `send` wakes up and exits; the first
-            // stage then finds its hand-over channel closed, or sees the flag.
+            // Drain so a producer blocked in `send` wakes up, sees the flag and exits.
             let (_, dummy) = bounded(0);
             let rx = std::mem::replace(rx, dummy);
             drop(rx);
-            for h in handles.drain(..).rev() {
+            if let Some(h) = handle.take() {
                 let _ = h.join();
             }
         }
