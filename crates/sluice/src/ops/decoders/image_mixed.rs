@@ -5,11 +5,13 @@
 //!
 //! One batch runs three ways at once:
 //! - Baseline colour JPEGs (`hw_decoder_load` of the batch) go to the GPU's hardware JPEG
-//!   engine, split into [`HW_SPLIT`] sub-batches submitted from worker threads side by side,
-//!   each on its own nvJPEG state and stream. nvJPEG's host part of a batched decode
-//!   (parsing, staging the bitstreams) is single-threaded per call, so one call per batch
-//!   would leave the engine waiting on one core. Two sets of states alternate between
-//!   batches, so batch n+1 never waits for batch n's engine work to finish.
+//!   engine in one batched call, submitted from a thread of its own (nvJPEG's call blocks
+//!   while the engine takes the work) on its own nvJPEG state and stream. Two states
+//!   alternate between batches, so batch n+1 never waits for batch n's engine work.
+//!   Splitting a batch into sub-batches on parallel states was measured on an H200 and is
+//!   slower (rn50-crop, 16 threads: 1 part 20,770 img/s, 2 parts 17,165, 4 parts 13,379,
+//!   8 parts 11,348; GPU memory grows with the parts), so [`HW_SPLIT`] is 1; the
+//!   SLUICE_HW_SPLIT environment variable overrides it for experiments on other GPUs.
 //! - Everything else (progressive files, other formats, EXIF-rotated or non-RGB outputs,
 //!   and the share kept off the engine) is decoded by libjpeg-turbo on the remaining
 //!   workers into pinned memory and uploaded; windows decode only their rows and columns,
@@ -35,9 +37,15 @@ use crate::error::{Error, Result};
 use crate::ops::{GpuOperator, GpuWorkspace, OpContext};
 use crate::tensor::{BatchMeta, DType, ReadyEvent, TensorListGpu};
 
-/// Hardware sub-batches per batch (see the module docs). Enough to keep the engine fed
-/// from the host side; each costs one nvJPEG state (and its buffers) per set.
-const HW_SPLIT: usize = 4;
+/// Hardware sub-batches per batch (see the module docs); each costs one nvJPEG state (and
+/// its buffers) per set.
+const HW_SPLIT: usize = 1;
+
+/// Sub-batches per batch: [`HW_SPLIT`], or SLUICE_HW_SPLIT (1-16) for tuning experiments.
+fn hw_split() -> usize {
+    static N: std::sync::OnceLock<usize> = std::sync::OnceLock::new();
+    *N.get_or_init(|| std::env::var("SLUICE_HW_SPLIT").ok().and_then(|v| v.parse().ok()).filter(|n| (1..=16).contains(n)).unwrap_or(HW_SPLIT))
+}
 
 /// Pinned staging buffers in flight for the CPU share.
 const STAGING_DEPTH: usize = 3;
@@ -52,7 +60,7 @@ fn trace() -> bool {
 /// side (each allocates and pre-sizes its nvJPEG state, which takes a while).
 fn new_decoders(nv: &NvJpeg, per_state: usize) -> sluice_cuda::CudaResult<Vec<HwBatchDecoder>> {
     std::thread::scope(|s| {
-        let made: Vec<_> = (0..HW_SPLIT).map(|_| s.spawn(|| HwBatchDecoder::new(nv, per_state))).collect();
+        let made: Vec<_> = (0..hw_split()).map(|_| s.spawn(|| HwBatchDecoder::new(nv, per_state))).collect();
         made.into_iter()
             .map(|h| h.join().unwrap_or_else(|_| Err(sluice_cuda::CudaError("creating a hardware JPEG decoder panicked".into()))))
             .collect()
@@ -94,7 +102,7 @@ pub(super) struct MixedDecoder {
     /// Two sets of [`HW_SPLIT`] hardware decoders, used alternately batch by batch.
     hw: Vec<HwBatchDecoder>,
     hw_set: usize,
-    /// Threads that submit the sub-batches: nvJPEG's batched call blocks while the engine
+    /// The thread(s) that submit to the engine: nvJPEG's batched call blocks while the engine
     /// takes the work, so it must not occupy the pipeline's CPU workers, which decode the
     /// CPU share meanwhile.
     hw_threads: Option<rayon::ThreadPool>,
@@ -123,7 +131,7 @@ impl MixedDecoder {
         // decode everything on the CPU path.
         // Only the first set is made now (in parallel): the second waits for the second
         // batch, so the first batch is not held up by it.
-        let per_state = ctx.batch_size.div_ceil(HW_SPLIT).max(1);
+        let per_state = ctx.batch_size.div_ceil(hw_split()).max(1);
         let nv = if hw_load > 0.0 && nvjpeg::library_present() { NvJpeg::hardware(device).ok() } else { None };
         let hw: Vec<HwBatchDecoder> = nv.as_ref().and_then(|nv| new_decoders(nv, per_state).ok()).unwrap_or_default();
         let nv = nv.filter(|_| !hw.is_empty());
@@ -131,7 +139,7 @@ impl MixedDecoder {
         let hw_threads = if hw.is_empty() {
             None
         } else {
-            let pool = rayon::ThreadPoolBuilder::new().num_threads(HW_SPLIT).thread_name(|i| format!("sluice-nvjpeg-{i}")).build();
+            let pool = rayon::ThreadPoolBuilder::new().num_threads(hw_split()).thread_name(|i| format!("sluice-nvjpeg-{i}")).build();
             Some(pool.map_err(|e| Error::Unsupported(format!("{op}: cannot start the hardware decoder's threads: {e}")))?)
         };
         let params = DecodeParams {
@@ -251,7 +259,7 @@ impl MixedDecoder {
         };
         let mut set = self.hw_set;
         self.hw_set ^= 1;
-        if set == 1 && self.hw.len() == HW_SPLIT && !hw_idx.is_empty() {
+        if set == 1 && self.hw.len() == hw_split() && !hw_idx.is_empty() {
             // The second set, on first use; without it (out of memory...) one set serves.
             let per_state = self.hw[0].max_batch();
             match self.nv.as_ref().map(|nv| new_decoders(nv, per_state)) {
@@ -259,13 +267,13 @@ impl MixedDecoder {
                 _ => set = 0,
             }
         }
-        let set = if self.hw.len() < 2 * HW_SPLIT { 0 } else { set };
-        let chunk = hw_idx.len().div_ceil(HW_SPLIT).max(1);
+        let set = if self.hw.len() < 2 * hw_split() { 0 } else { set };
+        let chunk = hw_idx.len().div_ceil(hw_split()).max(1);
         let hw_jobs: Vec<(&mut HwBatchDecoder, &[usize])> = if hw_idx.is_empty() {
             Vec::new()
         } else {
             self.start.as_ref().expect("present with hardware decoders").record(ws.stream)?;
-            self.hw.iter_mut().skip(set * HW_SPLIT).take(HW_SPLIT).zip(hw_idx.chunks(chunk)).collect()
+            self.hw.iter_mut().skip(set * hw_split()).take(hw_split()).zip(hw_idx.chunks(chunk)).collect()
         };
 
         // CPU share: one slice of pinned staging per sample.
@@ -346,7 +354,7 @@ impl MixedDecoder {
             }
         }
         let used = if hw_idx.is_empty() { 0 } else { hw_idx.len().div_ceil(chunk) };
-        for dec in self.hw.iter().skip(set * HW_SPLIT).take(used) {
+        for dec in self.hw.iter().skip(set * hw_split()).take(used) {
             dec.join(ws.stream)?;
         }
         let t_scope = t0.elapsed();
