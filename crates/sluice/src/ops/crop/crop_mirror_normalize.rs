@@ -4,7 +4,12 @@
 //! (default) or HWC with optional channel padding to 4. One fused pass per output row reads
 //! the (mirrored) window of the input and writes converted values straight into the output
 //! layout: no intermediate buffers and no per-sample allocation. Inputs: HWC or FHWC
-//! (channels last) of uint8, int16, uint16 or float.
+//! (channels last) of uint8, int16, uint16 or float. For uint8 with the window inside the
+//! image (the common case) each channel's 256 possible outputs are tabulated per sample
+//! ([`U8Lut`]) and the pass is a lookup per element; `ops::fused` reuses that table to
+//! normalize resized rows.
+
+use std::any::TypeId;
 
 use super::window::{fill_per_channel, CropSpec, OobPolicy, Span, CROP_ARGS};
 use crate::error::{Error, Result};
@@ -84,7 +89,7 @@ impl Cmn {
 }
 
 /// Output element types.
-trait Out: Copy + bytemuck::Pod + Send + Sync {
+pub(crate) trait Out: Copy + bytemuck::Pod + Send + Sync {
     fn conv(v: f32) -> Self;
 }
 impl Out for f32 {
@@ -161,8 +166,85 @@ fn run_typed<I: In, O: Out>(dst: &mut [u8], src: &[u8], frames: usize, p: &Plan<
     let dst: &mut [O] = bytemuck::cast_slice_mut(dst);
     let src: &[I] = bytemuck::cast_slice(src);
     let (fo, fi) = (p.win_h.len * p.win_w.len * p.oc, p.h * p.w * p.c);
+    if TypeId::of::<I>() == TypeId::of::<u8>() && p.oc == p.c && p.c <= MAX_LUT_CHANNELS && p.win_h.inside(p.h) && p.win_w.inside(p.w) {
+        let src: &[u8] = bytemuck::cast_slice(src);
+        let lut = U8Lut::<O>::new(p.mean, p.mul, p.c);
+        let (x0, row) = (p.win_w.anchor as usize * p.c, p.w * p.c);
+        for f in 0..frames {
+            let (dst, src) = (&mut dst[f * fo..(f + 1) * fo], &src[f * fi..(f + 1) * fi]);
+            for y in 0..p.win_h.len {
+                let sy = p.win_h.anchor as usize + y;
+                let px = &src[sy * row + x0..][..p.win_w.len * p.c];
+                lut.write_row(dst, px, |v| v, y, p.win_h.len, p.chw, p.mirror);
+            }
+        }
+        return;
+    }
     for f in 0..frames {
         frame::<I, O>(&mut dst[f * fo..(f + 1) * fo], &src[f * fi..(f + 1) * fi], p);
+    }
+}
+
+/// Channels the lookup-table path handles.
+pub(crate) const MAX_LUT_CHANNELS: usize = 4;
+
+/// The normalized output of every u8 value, per channel: `table[k][v]` is
+/// `conv((v - mean[k]) * mul[k])`, the very expression of the per-element path, so a lookup
+/// gives the same bits. Used for u8 input with the window inside the image (no padding),
+/// where it replaces the arithmetic and the per-element bounds logic with one load.
+pub(crate) struct U8Lut<O> {
+    table: [[O; 256]; MAX_LUT_CHANNELS],
+    c: usize,
+}
+
+impl<O: Out> U8Lut<O> {
+    pub(crate) fn new(mean: &[f32], mul: &[f32], c: usize) -> U8Lut<O> {
+        let table = std::array::from_fn(|k| std::array::from_fn(|v| if k < c { O::conv((v as f32 - mean[k]) * mul[k]) } else { O::conv(0.0) }));
+        U8Lut { table, c }
+    }
+
+    /// Writes output row `y` of a frame (`oh` rows of `px.len() / c` pixels) from the window's
+    /// pixels `px` (HWC, left to right, turned into u8 by `to_u8`), reversed when `mirror`,
+    /// into CHW planes or an HWC row.
+    #[inline]
+    pub(crate) fn write_row<S: Copy>(&self, dst: &mut [O], px: &[S], to_u8: impl Fn(S) -> u8, y: usize, oh: usize, chw: bool, mirror: bool) {
+        match self.c {
+            1 => self.write_row_c::<S, 1>(dst, px, to_u8, y, oh, chw, mirror),
+            2 => self.write_row_c::<S, 2>(dst, px, to_u8, y, oh, chw, mirror),
+            3 => self.write_row_c::<S, 3>(dst, px, to_u8, y, oh, chw, mirror),
+            _ => self.write_row_c::<S, 4>(dst, px, to_u8, y, oh, chw, mirror),
+        }
+    }
+
+    #[inline(always)]
+    #[allow(clippy::too_many_arguments)]
+    fn write_row_c<S: Copy, const C: usize>(&self, dst: &mut [O], px: &[S], to_u8: impl Fn(S) -> u8, y: usize, oh: usize, chw: bool, mirror: bool) {
+        let ow = px.len() / C;
+        let pixels = px.chunks_exact(C).map(|p| -> [S; C] { p.try_into().unwrap() });
+        if chw {
+            // Channel k of every pixel goes to row y of plane k.
+            for k in 0..C {
+                let (out, table) = (&mut dst[(k * oh + y) * ow..(k * oh + y + 1) * ow], &self.table[k]);
+                let write = |(o, p): (&mut O, [S; C])| *o = table[to_u8(p[k]) as usize];
+                if mirror {
+                    out.iter_mut().rev().zip(pixels.clone()).for_each(write);
+                } else {
+                    out.iter_mut().zip(pixels.clone()).for_each(write);
+                }
+            }
+        } else {
+            let out = &mut dst[y * ow * C..(y + 1) * ow * C];
+            let write = |(o, p): (&mut [O], [S; C])| {
+                for k in 0..C {
+                    o[k] = self.table[k][to_u8(p[k]) as usize];
+                }
+            };
+            if mirror {
+                out.chunks_exact_mut(C).rev().zip(pixels).for_each(write);
+            } else {
+                out.chunks_exact_mut(C).zip(pixels).for_each(write);
+            }
+        }
     }
 }
 
@@ -266,6 +348,13 @@ impl Operator for Cmn {
     fn run(&mut self, ws: &Workspace<'_>) -> Result<Vec<TensorList>> {
         let input = ws.inputs[0];
         let b = self.plan_batch(ws, input.meta())?;
+        Ok(vec![self.crop_batch(ws, input, &b)?])
+    }
+}
+
+impl Cmn {
+    /// Runs a batch planned by [`Cmn::plan_batch`] on `input`.
+    pub(crate) fn crop_batch(&self, ws: &Workspace<'_>, input: &TensorList, b: &CmnBatch) -> Result<TensorList> {
         let (seq, off, it) = (b.seq, b.seq as usize, b.input_dtype);
         let mut out = TensorList::for_overwrite(b.meta.clone()); // every element is written
         let (mean, mul, fill) = (&b.mean, &b.mul, &b.fill);
@@ -295,6 +384,43 @@ impl Operator for Cmn {
             }
             Ok(())
         })?;
-        Ok(vec![out])
+        Ok(out)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The u8 lookup-table path against the per-element formula (`frame`), bit for bit.
+    fn compare<O: Out + PartialEq + std::fmt::Debug>() {
+        let (h, w) = (13, 17);
+        let mean = [12.5f32, 130.0, 255.0, 0.25];
+        let mul = [1.0 / 58.4f32, 0.75, -3.0, 1.0 / 3.0];
+        for c in 1..=4 {
+            let src: Vec<u8> = (0..2 * h * w * c).map(|i| (i * 73 % 256) as u8).collect();
+            for (mirror, chw) in [(false, false), (true, false), (false, true), (true, true)] {
+                let (win_h, win_w) = (Span { anchor: 2, len: 9 }, Span { anchor: 5, len: 11 });
+                let p = Plan { h, w, c, win_h, win_w, mirror, oc: c, chw, mean: &mean, mul: &mul, fill: &[0.0] };
+                let n = 2 * win_h.len * win_w.len * c * std::mem::size_of::<O>();
+                let mut fast = vec![0xAAu8; n];
+                run_typed::<u8, O>(&mut fast, &src, 2, &p);
+                let mut slow = vec![0x55u8; n];
+                let fo = n / 2 / std::mem::size_of::<O>();
+                let (s, f) = (bytemuck::cast_slice_mut::<u8, O>(&mut slow), h * w * c);
+                for k in 0..2 {
+                    frame::<u8, O>(&mut s[k * fo..(k + 1) * fo], &src[k * f..(k + 1) * f], &p);
+                }
+                assert_eq!(fast, slow, "{c} channels, mirror {mirror}, chw {chw}, {}", std::any::type_name::<O>());
+            }
+        }
+    }
+
+    #[test]
+    fn u8_lookup_path_equals_the_per_element_formula() {
+        compare::<f32>();
+        compare::<u16>();
+        compare::<u8>();
+        compare::<i8>();
     }
 }
