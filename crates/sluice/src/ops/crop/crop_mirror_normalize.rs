@@ -175,7 +175,7 @@ fn run_typed<I: In, O: Out>(dst: &mut [u8], src: &[u8], frames: usize, p: &Plan<
             for y in 0..p.win_h.len {
                 let sy = p.win_h.anchor as usize + y;
                 let px = &src[sy * row + x0..][..p.win_w.len * p.c];
-                lut.write_row(dst, px, |v| v, y, p.win_h.len, p.chw, p.mirror);
+                lut.write_row(dst, px, y, p.win_h.len, p.chw, p.mirror);
             }
         }
         return;
@@ -204,45 +204,30 @@ impl<O: Out> U8Lut<O> {
     }
 
     /// Writes output row `y` of a frame (`oh` rows of `px.len() / c` pixels) from the window's
-    /// pixels `px` (HWC, left to right, turned into u8 by `to_u8`), reversed when `mirror`,
-    /// into CHW planes or an HWC row.
+    /// u8 pixels `px` (HWC, left to right), reversed when `mirror`, into CHW planes or an
+    /// HWC row.
     #[inline]
-    pub(crate) fn write_row<S: Copy>(&self, dst: &mut [O], px: &[S], to_u8: impl Fn(S) -> u8, y: usize, oh: usize, chw: bool, mirror: bool) {
+    pub(crate) fn write_row(&self, dst: &mut [O], px: &[u8], y: usize, oh: usize, chw: bool, mirror: bool) {
         match self.c {
-            1 => self.write_row_c::<S, 1>(dst, px, to_u8, y, oh, chw, mirror),
-            2 => self.write_row_c::<S, 2>(dst, px, to_u8, y, oh, chw, mirror),
-            3 => self.write_row_c::<S, 3>(dst, px, to_u8, y, oh, chw, mirror),
-            _ => self.write_row_c::<S, 4>(dst, px, to_u8, y, oh, chw, mirror),
+            1 => self.write_row_c::<1>(dst, px, y, oh, chw, mirror),
+            2 => self.write_row_c::<2>(dst, px, y, oh, chw, mirror),
+            3 => self.write_row_c::<3>(dst, px, y, oh, chw, mirror),
+            _ => self.write_row_c::<4>(dst, px, y, oh, chw, mirror),
         }
     }
 
     #[inline(always)]
-    #[allow(clippy::too_many_arguments)]
-    fn write_row_c<S: Copy, const C: usize>(&self, dst: &mut [O], px: &[S], to_u8: impl Fn(S) -> u8, y: usize, oh: usize, chw: bool, mirror: bool) {
+    fn write_row_c<const C: usize>(&self, dst: &mut [O], px: &[u8], y: usize, oh: usize, chw: bool, mirror: bool) {
         let ow = px.len() / C;
-        let pixels = px.chunks_exact(C).map(|p| -> [S; C] { p.try_into().unwrap() });
-        if chw {
-            // Channel k of every pixel goes to row y of plane k.
+        // Where pixel x, channel k lands; one pass over the pixels writes every channel.
+        let (plane, row, step) = if chw { (oh * ow, y * ow, 1) } else { (1, y * ow * C, C) };
+        let last = (C - 1) * plane + row + (ow - 1) * step;
+        assert!(px.len() == ow * C && ow > 0 && last < dst.len() && self.c == C);
+        for (x, p) in px.chunks_exact(C).enumerate() {
+            let xo = if mirror { ow - 1 - x } else { x };
             for k in 0..C {
-                let (out, table) = (&mut dst[(k * oh + y) * ow..(k * oh + y + 1) * ow], &self.table[k]);
-                let write = |(o, p): (&mut O, [S; C])| *o = table[to_u8(p[k]) as usize];
-                if mirror {
-                    out.iter_mut().rev().zip(pixels.clone()).for_each(write);
-                } else {
-                    out.iter_mut().zip(pixels.clone()).for_each(write);
-                }
-            }
-        } else {
-            let out = &mut dst[y * ow * C..(y + 1) * ow * C];
-            let write = |(o, p): (&mut [O], [S; C])| {
-                for k in 0..C {
-                    o[k] = self.table[k][to_u8(p[k]) as usize];
-                }
-            };
-            if mirror {
-                out.chunks_exact_mut(C).rev().zip(pixels).for_each(write);
-            } else {
-                out.chunks_exact_mut(C).zip(pixels).for_each(write);
+                // SAFETY: k < C and xo < ow, so the index is at most `last`, checked above.
+                unsafe { *dst.get_unchecked_mut(k * plane + row + xo * step) = self.table[k][p[k] as usize] };
             }
         }
     }

@@ -11,7 +11,7 @@
 
 use crate::error::{Error, Result};
 use crate::ops::crop::crop_mirror_normalize::{Cmn, CmnBatch, Out, U8Lut, MAX_LUT_CHANNELS};
-use crate::ops::resize::kernel::{resample_window, round_to_u8, Plan, Window};
+use crate::ops::resize::kernel::{resample_window, round_row_to_u8, Plan, Window};
 use crate::ops::resize::{Resize, ResizeBatch};
 use crate::ops::{for_each_sample, OpContext, Operator, Workspace};
 use crate::tensor::{DType, TensorList};
@@ -75,5 +75,18 @@ fn fused<O: Out>(dst: &mut [u8], src: &[u8], p: &Plan, win: &Window, b: &CmnBatc
     let dst: &mut [O] = bytemuck::cast_slice_mut(dst);
     let lut = U8Lut::<O>::new(&b.mean, &b.mul, p.c);
     let oh = win.rows.len();
-    resample_window(src, p, win, |y, row| lut.write_row(dst, row, round_to_u8, y, oh, chw, mirror));
+    ROW.with(|px| {
+        let px = &mut *px.borrow_mut();
+        resample_window(src, p, win, |y, row| {
+            // Round the whole row first (vectorized), then look up.
+            px.resize(row.len(), 0);
+            round_row_to_u8(px, row);
+            lut.write_row(dst, px, y, oh, chw, mirror)
+        });
+    })
+}
+
+thread_local! {
+    /// One resized row of the window as u8, reused across rows and samples.
+    static ROW: std::cell::RefCell<Vec<u8>> = const { std::cell::RefCell::new(Vec::new()) };
 }
