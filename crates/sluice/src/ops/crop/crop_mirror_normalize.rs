@@ -195,12 +195,16 @@ pub(crate) const MAX_LUT_CHANNELS: usize = 4;
 pub(crate) struct U8Lut<O> {
     table: [[O; 256]; MAX_LUT_CHANNELS],
     c: usize,
+    /// The constants the table was built from (the AVX2 float path computes with them).
+    mean: [f32; MAX_LUT_CHANNELS],
+    mul: [f32; MAX_LUT_CHANNELS],
 }
 
 impl<O: Out> U8Lut<O> {
     pub(crate) fn new(mean: &[f32], mul: &[f32], c: usize) -> U8Lut<O> {
         let table = std::array::from_fn(|k| std::array::from_fn(|v| if k < c { O::conv((v as f32 - mean[k]) * mul[k]) } else { O::conv(0.0) }));
-        U8Lut { table, c }
+        let (mean, mul) = (std::array::from_fn(|k| if k < c { mean[k] } else { 0.0 }), std::array::from_fn(|k| if k < c { mul[k] } else { 0.0 }));
+        U8Lut { table, c, mean, mul }
     }
 
     /// Writes output row `y` of a frame (`oh` rows of `px.len() / c` pixels) from the window's
@@ -223,13 +227,62 @@ impl<O: Out> U8Lut<O> {
         let (plane, row, step) = if chw { (oh * ow, y * ow, 1) } else { (1, y * ow * C, C) };
         let last = (C - 1) * plane + row + (ow - 1) * step;
         assert!(px.len() == ow * C && ow > 0 && last < dst.len() && self.c == C);
-        for (x, p) in px.chunks_exact(C).enumerate() {
+        let mut done = 0;
+        #[cfg(target_arch = "x86_64")]
+        if C == 3 && chw && TypeId::of::<O>() == TypeId::of::<f32>() && std::arch::is_x86_feature_detected!("avx2") {
+            // SAFETY: AVX2 is present; `dst` holds the three plane rows (checked above).
+            done = unsafe { Self::write_chw3_f32_avx2(&self.mean, &self.mul, bytemuck::cast_slice_mut(dst), px, plane, row, mirror) };
+        }
+        for (x, p) in px.chunks_exact(C).enumerate().skip(done) {
             let xo = if mirror { ow - 1 - x } else { x };
             for k in 0..C {
                 // SAFETY: k < C and xo < ow, so the index is at most `last`, checked above.
                 unsafe { *dst.get_unchecked_mut(k * plane + row + xo * step) = self.table[k][p[k] as usize] };
             }
         }
+    }
+
+    /// The ResNet case, 3 channels to CHW float, 8 pixels per step: shuffle each channel's
+    /// bytes together, widen to f32 and compute `(v - mean) * mul` (the table's expression,
+    /// so the same bits), reversing the 8 lanes when mirrored. Returns the pixels written (a
+    /// multiple of 8); the caller does the rest.
+    #[cfg(target_arch = "x86_64")]
+    #[target_feature(enable = "avx2")]
+    unsafe fn write_chw3_f32_avx2(mean: &[f32], mul: &[f32], dst: &mut [f32], px: &[u8], plane: usize, row: usize, mirror: bool) -> usize {
+        use std::arch::x86_64::*;
+        let ow = px.len() / 3;
+        // Byte j of channel k is at 3j + k: in the first 16 bytes, or the next 8.
+        let mask = |k: usize, hi: bool| -> __m128i {
+            let b: [i8; 16] = std::array::from_fn(|j| {
+                let idx = 3 * j + k;
+                match (j < 8, hi) {
+                    (true, false) if idx < 16 => idx as i8,
+                    (true, true) if idx >= 16 => (idx - 16) as i8,
+                    _ => -128,
+                }
+            });
+            _mm_loadu_si128(b.as_ptr() as *const __m128i)
+        };
+        let masks = [0, 1, 2].map(|k| (mask(k, false), mask(k, true)));
+        let reverse = _mm256_setr_epi32(7, 6, 5, 4, 3, 2, 1, 0);
+        let (pp, dp) = (px.as_ptr(), dst.as_mut_ptr());
+        let mut x = 0;
+        while x + 8 <= ow {
+            let lo = _mm_loadu_si128(pp.add(3 * x) as *const __m128i);
+            let hi = _mm_loadl_epi64(pp.add(3 * x + 16) as *const __m128i);
+            let xo = if mirror { ow - x - 8 } else { x };
+            for (k, &(ml, mh)) in masks.iter().enumerate() {
+                let bytes = _mm_or_si128(_mm_shuffle_epi8(lo, ml), _mm_shuffle_epi8(hi, mh));
+                let v = _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(bytes));
+                let mut o = _mm256_mul_ps(_mm256_sub_ps(v, _mm256_set1_ps(mean[k])), _mm256_set1_ps(mul[k]));
+                if mirror {
+                    o = _mm256_permutevar8x32_ps(o, reverse);
+                }
+                _mm256_storeu_ps(dp.add(k * plane + row + xo), o);
+            }
+            x += 8;
+        }
+        x
     }
 }
 
@@ -379,13 +432,13 @@ mod tests {
 
     /// The u8 lookup-table path against the per-element formula (`frame`), bit for bit.
     fn compare<O: Out + PartialEq + std::fmt::Debug>() {
-        let (h, w) = (13, 17);
+        let (h, w) = (13, 31);
         let mean = [12.5f32, 130.0, 255.0, 0.25];
         let mul = [1.0 / 58.4f32, 0.75, -3.0, 1.0 / 3.0];
         for c in 1..=4 {
             let src: Vec<u8> = (0..2 * h * w * c).map(|i| (i * 73 % 256) as u8).collect();
             for (mirror, chw) in [(false, false), (true, false), (false, true), (true, true)] {
-                let (win_h, win_w) = (Span { anchor: 2, len: 9 }, Span { anchor: 5, len: 11 });
+                let (win_h, win_w) = (Span { anchor: 2, len: 9 }, Span { anchor: 5, len: 21 });
                 let p = Plan { h, w, c, win_h, win_w, mirror, oc: c, chw, mean: &mean, mul: &mul, fill: &[0.0] };
                 let n = 2 * win_h.len * win_w.len * c * std::mem::size_of::<O>();
                 let mut fast = vec![0xAAu8; n];
