@@ -124,3 +124,60 @@ fn mixed_random_crop_decoder_feeding_a_gpu_resize_gets_the_size_hint() {
         assert!(g.nodes[1].args.has("_downscale_to"), "mixed decoder feeding a gpu resize ({dev:?}) should get the hint");
     }
 }
+
+/// readers.file -> decoders.image -> resize -> (coin_flip) -> crop_mirror_normalize, with the
+/// resize optionally also a pipeline output.
+fn resize_cmn_pipeline(dir: &std::path::Path, resize_is_output: bool) -> Executor {
+    let e = |op| Edge { op, output: 0 };
+    let mut cmn = op(
+        "CropMirrorNormalize",
+        "c",
+        vec![e(2)],
+        vec![("crop", ArgValue::FloatList(vec![224.0, 224.0])), ("mean", ArgValue::FloatList(vec![120.0, 110.0, 100.0]))],
+    );
+    cmn.arg_inputs = vec![("mirror".into(), e(3))];
+    let ops = vec![
+        op("readers__File", "r", vec![], vec![("file_root", ArgValue::Str(dir.display().to_string()))]),
+        op("decoders__Image", "d", vec![e(0)], vec![]),
+        op("Resize", "z", vec![e(1)], vec![("resize_shorter", ArgValue::Float(256.0))]),
+        op("random__CoinFlip", "m", vec![], vec![("seed", ArgValue::Int(3))]),
+        cmn,
+    ];
+    let mut outputs = vec![e(4), Edge { op: 0, output: 1 }];
+    if resize_is_output {
+        outputs.push(e(2));
+    }
+    let spec = PipelineSpec { batch_size: 4, num_threads: 2, device_id: None, seed: 1, prefetch_queue_depth: 1, exec_async: false, exec_pipelined: false, ops, outputs };
+    Executor::new(&spec).unwrap()
+}
+
+#[test]
+fn resize_feeding_crop_mirror_normalize_is_fused_and_equals_the_unfused_graph() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::create_dir(dir.path().join("a")).unwrap();
+    for (i, (h, w)) in [(300, 400), (500, 333), (256, 256), (410, 290)].into_iter().enumerate() {
+        std::fs::write(dir.path().join("a").join(format!("{i}.jpg")), photo_jpeg(h, w, i)).unwrap();
+    }
+    let mut fused = resize_cmn_pipeline(dir.path(), false);
+    let mut plain = resize_cmn_pipeline(dir.path(), true);
+    let g = fused.graph();
+    let names: Vec<&str> = g.nodes.iter().map(|n| n.name.as_str()).collect();
+    assert_eq!(names, ["r", "d", "m", "z+c"]);
+    let node = &g.nodes[3];
+    assert_eq!(node.display_name(), "resize + crop_mirror_normalize");
+    assert_eq!(node.inputs, [Edge { op: 1, output: 0 }], "reads the decoder");
+    assert_eq!(node.arg_inputs, [("mirror".to_string(), Edge { op: 2, output: 0 })], "the coin flip moved down one place");
+    assert_eq!(g.outputs, [Edge { op: 3, output: 0 }, Edge { op: 0, output: 1 }]);
+    assert_eq!(plain.graph().nodes.len(), 5, "a resize that is an output stays");
+    assert!(plain.graph().nodes.iter().all(|n| n.fused.is_empty()));
+    for _ in 0..2 {
+        let (a, b) = (fused.next_cpu_batch().unwrap(), plain.next_cpu_batch().unwrap());
+        for i in 0..4 {
+            assert_eq!(a[0].shape(i), &[3, 224, 224]);
+            assert_eq!(a[0].bytes(i), b[0].bytes(i), "sample {i}");
+            assert_eq!(a[1].bytes(i), b[1].bytes(i), "labels");
+        }
+    }
+    let stats: Vec<String> = fused.stats().into_iter().map(|s| s.name).collect();
+    assert_eq!(stats, ["r", "d", "m", "z+c"]);
+}

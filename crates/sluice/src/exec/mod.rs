@@ -14,7 +14,7 @@ use crossbeam_channel::{bounded, Receiver, RecvTimeoutError};
 use sluice_cuda::{CudaStream, GpuDevice};
 
 use crate::error::{Error, Result};
-use crate::graph::{Edge, Graph, PipelineSpec};
+use crate::graph::{Edge, Graph, Node, PipelineSpec};
 use crate::ops::{Device, GpuOperator, GpuWorkspace, OpContext, Operator, ReaderMeta, Workspace};
 use crate::tensor::{Batch, ReadyEvent};
 
@@ -166,26 +166,13 @@ impl Executor {
         let mut ops = Vec::with_capacity(graph.nodes.len());
         let mut readers = Vec::new();
         for node in &graph.nodes {
-            let explicit_seed = node.args.int("seed");
-            // An explicit seed fixes the stream by itself (same seed, same numbers, as in
-            // DALI); otherwise the pipeline seed and the operator's position key it.
-            let (seed, op_id) = if explicit_seed >= 0 {
-                (explicit_seed as u64, 0)
-            } else {
-                (spec.seed, node.spec_index as u64 + 1)
-            };
-            let ctx = OpContext {
-                args: node.args.clone(),
-                display_name: node.display_name(),
-                instance_name: node.name.clone(),
-                op_id,
-                seed,
-                batch_size: spec.batch_size,
-                num_threads,
-                device_id: spec.device_id,
-                arg_input_names: node.arg_inputs.iter().map(|(k, _)| k.clone()).collect(),
-            };
+            let ctx = context(node, spec, num_threads);
             let backend = match node.device {
+                Device::Cpu if !node.fused.is_empty() => {
+                    let schemas: Vec<&str> = node.fused.iter().map(|n| n.def.schema.name).collect();
+                    let parts: Vec<OpContext> = node.fused.iter().map(|n| context(n, spec, num_threads)).collect();
+                    Backend::Cpu(crate::ops::fused::build_cpu(&schemas, &parts)?)
+                }
                 Device::Cpu => {
                     let op = (node.def.cpu.expect("backend checked at build"))(&ctx)?;
                     if let Some(meta) = op.reader_meta() {
@@ -261,6 +248,29 @@ impl Executor {
     /// The checked, pruned graph.
     pub fn graph(&self) -> &Graph {
         &self.graph
+    }
+}
+
+/// The context an operator is built from.
+fn context(node: &Node, spec: &PipelineSpec, num_threads: usize) -> OpContext {
+    let explicit_seed = node.args.int("seed");
+    // An explicit seed fixes the stream by itself (same seed, same numbers, as in
+    // DALI); otherwise the pipeline seed and the operator's position key it.
+    let (seed, op_id) = if explicit_seed >= 0 {
+        (explicit_seed as u64, 0)
+    } else {
+        (spec.seed, node.spec_index as u64 + 1)
+    };
+    OpContext {
+        args: node.args.clone(),
+        display_name: node.display_name(),
+        instance_name: node.name.clone(),
+        op_id,
+        seed,
+        batch_size: spec.batch_size,
+        num_threads,
+        device_id: spec.device_id,
+        arg_input_names: node.arg_inputs.iter().map(|(k, _)| k.clone()).collect(),
     }
 }
 

@@ -61,12 +61,21 @@ pub struct Node {
     pub inputs: Vec<Edge>,
     pub arg_inputs: Vec<(String, Edge)>,
     pub args: Args,
+    /// For a node that runs several of the user's operators as one pass: those operators,
+    /// in data order (their own edges are those of the unfused graph; the node's `inputs`
+    /// and `arg_inputs` are what runs). `def` and `args` are then the last one's, whose
+    /// output the node produces. Empty for an ordinary node.
+    pub fused: Vec<Node>,
 }
 
 impl Node {
-    /// The name users know the operator by, with its device when not cpu.
+    /// The name users know the operator by (`resize + crop_mirror_normalize` when fused).
     pub fn display_name(&self) -> String {
-        self.def.schema.fn_name()
+        if self.fused.is_empty() {
+            self.def.schema.fn_name()
+        } else {
+            self.fused.iter().map(|n| n.def.schema.fn_name()).collect::<Vec<_>>().join(" + ")
+        }
     }
 }
 
@@ -207,11 +216,14 @@ impl Graph {
                 inputs: op.inputs.iter().map(remap).collect(),
                 arg_inputs: op.arg_inputs.iter().map(|(k, e)| (k.clone(), remap(e))).collect(),
                 args,
+                fused: Vec::new(),
             });
         }
         let outputs = spec.outputs.iter().map(|e| Edge { op: new_index[e.op], output: e.output }).collect();
         let mut graph = Graph { nodes, outputs };
+        // The decoder hint reads the resize's arguments: it runs before the resize is fused.
         graph.fuse_random_crop_decode_with_resize();
+        graph.fuse_resize_into_crop_mirror_normalize();
         Ok(graph)
     }
 
@@ -233,14 +245,8 @@ impl Graph {
             if n.def.schema.name != "decoders__ImageRandomCrop" {
                 continue;
             }
-            let edge = Edge { op: i, output: 0 };
-            let consumers: Vec<usize> = (0..self.nodes.len())
-                .filter(|&k| self.nodes[k].inputs.contains(&edge) || self.nodes[k].arg_inputs.iter().any(|(_, e)| *e == edge))
-                .collect();
-            if consumers.len() != 1 || self.outputs.contains(&edge) {
-                continue;
-            }
-            let r = &self.nodes[consumers[0]];
+            let Some(consumer) = self.only_consumer(i) else { continue };
+            let r = &self.nodes[consumer];
             let fixed = |name: &str| r.args.has(name) && !r.arg_inputs.iter().any(|(a, _)| a == name);
             let target = if r.def.schema.name != "Resize" || r.device != resize_device || r.args.has("roi_start") {
                 None
@@ -258,5 +264,68 @@ impl Graph {
             }
         }
     }
-}
 
+    /// The node that reads output 0 of node `i`, when it is the only reader (one input,
+    /// no argument input) and the output is not a pipeline output.
+    fn only_consumer(&self, i: usize) -> Option<usize> {
+        let edge = Edge { op: i, output: 0 };
+        if self.outputs.contains(&edge) {
+            return None;
+        }
+        let uses = |n: &Node| n.inputs.iter().filter(|e| **e == edge).count() + n.arg_inputs.iter().filter(|(_, e)| *e == edge).count();
+        let mut readers = self.nodes.iter().enumerate().filter(|(_, n)| uses(n) > 0);
+        match (readers.next(), readers.next()) {
+            (Some((k, n)), None) if uses(n) == 1 && n.inputs.first() == Some(&edge) => Some(k),
+            _ => None,
+        }
+    }
+
+    /// A cpu `resize` whose only consumer is a cpu `crop_mirror_normalize` becomes part of
+    /// it: one node runs both (`ops::fused`), computing only the resized pixels inside the
+    /// crop window and normalizing them on the way out, with the unfused result bit for
+    /// bit. The node is named `<resize name>+<cmn name>` in statistics and DOT; errors still
+    /// name the user's operator that raised them. A resize that is also a pipeline output,
+    /// or read by anything else, is left alone.
+    fn fuse_resize_into_crop_mirror_normalize(&mut self) {
+        let mut i = 0;
+        while i < self.nodes.len() {
+            let r = &self.nodes[i];
+            let target = (r.def.schema.name == "Resize" && r.device == Device::Cpu && r.fused.is_empty())
+                .then(|| self.only_consumer(i))
+                .flatten()
+                .filter(|&k| {
+                    let c = &self.nodes[k];
+                    // The fused node takes both operators' argument inputs by name.
+                    let clash = c.arg_inputs.iter().any(|(a, _)| r.arg_inputs.iter().any(|(b, _)| a == b));
+                    c.def.schema.name == "CropMirrorNormalize" && c.device == Device::Cpu && c.fused.is_empty() && !clash
+                });
+            let Some(k) = target else {
+                i += 1;
+                continue;
+            };
+            let (resize, cmn) = (self.nodes[i].clone(), self.nodes[k].clone());
+            self.nodes[k] = Node {
+                spec_index: cmn.spec_index,
+                def: cmn.def,
+                device: Device::Cpu,
+                name: format!("{}+{}", resize.name, cmn.name),
+                inputs: resize.inputs.clone(),
+                arg_inputs: resize.arg_inputs.iter().chain(&cmn.arg_inputs).cloned().collect(),
+                args: cmn.args.clone(),
+                fused: vec![resize, cmn],
+            };
+            // Nothing reads node i any more: drop it and shift the later indices down.
+            self.nodes.remove(i);
+            let shift = |e: &mut Edge| {
+                if e.op > i {
+                    e.op -= 1;
+                }
+            };
+            for n in &mut self.nodes {
+                n.inputs.iter_mut().for_each(shift);
+                n.arg_inputs.iter_mut().for_each(|(_, e)| shift(e));
+            }
+            self.outputs.iter_mut().for_each(shift);
+        }
+    }
+}

@@ -8,6 +8,7 @@ pub mod cast;
 pub mod crop;
 pub mod decoders;
 pub mod flip;
+pub mod fused;
 pub mod gpu_params;
 pub mod normalize;
 pub mod pad;

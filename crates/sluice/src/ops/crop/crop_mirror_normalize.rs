@@ -4,7 +4,12 @@
 //! (default) or HWC with optional channel padding to 4. One fused pass per output row reads
 //! the (mirrored) window of the input and writes converted values straight into the output
 //! layout: no intermediate buffers and no per-sample allocation. Inputs: HWC or FHWC
-//! (channels last) of uint8, int16, uint16 or float.
+//! (channels last) of uint8, int16, uint16 or float. For uint8 with the window inside the
+//! image (the common case) each channel's 256 possible outputs are tabulated per sample
+//! ([`U8Lut`]) and the pass is a lookup per element; `ops::fused` reuses that table to
+//! normalize resized rows.
+
+use std::any::TypeId;
 
 use super::window::{fill_per_channel, CropSpec, OobPolicy, Span, CROP_ARGS};
 use crate::error::{Error, Result};
@@ -82,7 +87,7 @@ impl Cmn {
 }
 
 /// Output element types.
-trait Out: Copy + bytemuck::Pod + Send + Sync {
+pub(crate) trait Out: Copy + bytemuck::Pod + Send + Sync {
     fn conv(v: f32) -> Self;
 }
 impl Out for f32 {
@@ -159,8 +164,123 @@ fn run_typed<I: In, O: Out>(dst: &mut [u8], src: &[u8], frames: usize, p: &Plan<
     let dst: &mut [O] = bytemuck::cast_slice_mut(dst);
     let src: &[I] = bytemuck::cast_slice(src);
     let (fo, fi) = (p.win_h.len * p.win_w.len * p.oc, p.h * p.w * p.c);
+    if TypeId::of::<I>() == TypeId::of::<u8>() && p.oc == p.c && p.c <= MAX_LUT_CHANNELS && p.win_h.inside(p.h) && p.win_w.inside(p.w) {
+        let src: &[u8] = bytemuck::cast_slice(src);
+        let lut = U8Lut::<O>::new(p.mean, p.mul, p.c);
+        let (x0, row) = (p.win_w.anchor as usize * p.c, p.w * p.c);
+        for f in 0..frames {
+            let (dst, src) = (&mut dst[f * fo..(f + 1) * fo], &src[f * fi..(f + 1) * fi]);
+            for y in 0..p.win_h.len {
+                let sy = p.win_h.anchor as usize + y;
+                let px = &src[sy * row + x0..][..p.win_w.len * p.c];
+                lut.write_row(dst, px, y, p.win_h.len, p.chw, p.mirror);
+            }
+        }
+        return;
+    }
     for f in 0..frames {
         frame::<I, O>(&mut dst[f * fo..(f + 1) * fo], &src[f * fi..(f + 1) * fi], p);
+    }
+}
+
+/// Channels the lookup-table path handles.
+pub(crate) const MAX_LUT_CHANNELS: usize = 4;
+
+/// The normalized output of every u8 value, per channel: `table[k][v]` is
+/// `conv((v - mean[k]) * mul[k])`, the very expression of the per-element path, so a lookup
+/// gives the same bits. Used for u8 input with the window inside the image (no padding),
+/// where it replaces the arithmetic and the per-element bounds logic with one load.
+pub(crate) struct U8Lut<O> {
+    table: [[O; 256]; MAX_LUT_CHANNELS],
+    c: usize,
+    /// The constants the table was built from (the AVX2 float path computes with them).
+    mean: [f32; MAX_LUT_CHANNELS],
+    mul: [f32; MAX_LUT_CHANNELS],
+}
+
+impl<O: Out> U8Lut<O> {
+    pub(crate) fn new(mean: &[f32], mul: &[f32], c: usize) -> U8Lut<O> {
+        let table = std::array::from_fn(|k| std::array::from_fn(|v| if k < c { O::conv((v as f32 - mean[k]) * mul[k]) } else { O::conv(0.0) }));
+        let (mean, mul) = (std::array::from_fn(|k| if k < c { mean[k] } else { 0.0 }), std::array::from_fn(|k| if k < c { mul[k] } else { 0.0 }));
+        U8Lut { table, c, mean, mul }
+    }
+
+    /// Writes output row `y` of a frame (`oh` rows of `px.len() / c` pixels) from the window's
+    /// u8 pixels `px` (HWC, left to right), reversed when `mirror`, into CHW planes or an
+    /// HWC row.
+    #[inline]
+    pub(crate) fn write_row(&self, dst: &mut [O], px: &[u8], y: usize, oh: usize, chw: bool, mirror: bool) {
+        match self.c {
+            1 => self.write_row_c::<1>(dst, px, y, oh, chw, mirror),
+            2 => self.write_row_c::<2>(dst, px, y, oh, chw, mirror),
+            3 => self.write_row_c::<3>(dst, px, y, oh, chw, mirror),
+            _ => self.write_row_c::<4>(dst, px, y, oh, chw, mirror),
+        }
+    }
+
+    #[inline(always)]
+    fn write_row_c<const C: usize>(&self, dst: &mut [O], px: &[u8], y: usize, oh: usize, chw: bool, mirror: bool) {
+        let ow = px.len() / C;
+        // Where pixel x, channel k lands; one pass over the pixels writes every channel.
+        let (plane, row, step) = if chw { (oh * ow, y * ow, 1) } else { (1, y * ow * C, C) };
+        let last = (C - 1) * plane + row + (ow - 1) * step;
+        assert!(px.len() == ow * C && ow > 0 && last < dst.len() && self.c == C);
+        let mut done = 0;
+        #[cfg(target_arch = "x86_64")]
+        if C == 3 && chw && TypeId::of::<O>() == TypeId::of::<f32>() && std::arch::is_x86_feature_detected!("avx2") {
+            // SAFETY: AVX2 is present; `dst` holds the three plane rows (checked above).
+            done = unsafe { Self::write_chw3_f32_avx2(&self.mean, &self.mul, bytemuck::cast_slice_mut(dst), px, plane, row, mirror) };
+        }
+        for (x, p) in px.chunks_exact(C).enumerate().skip(done) {
+            let xo = if mirror { ow - 1 - x } else { x };
+            for k in 0..C {
+                // SAFETY: k < C and xo < ow, so the index is at most `last`, checked above.
+                unsafe { *dst.get_unchecked_mut(k * plane + row + xo * step) = self.table[k][p[k] as usize] };
+            }
+        }
+    }
+
+    /// The ResNet case, 3 channels to CHW float, 8 pixels per step: shuffle each channel's
+    /// bytes together, widen to f32 and compute `(v - mean) * mul` (the table's expression,
+    /// so the same bits), reversing the 8 lanes when mirrored. Returns the pixels written (a
+    /// multiple of 8); the caller does the rest.
+    #[cfg(target_arch = "x86_64")]
+    #[target_feature(enable = "avx2")]
+    unsafe fn write_chw3_f32_avx2(mean: &[f32], mul: &[f32], dst: &mut [f32], px: &[u8], plane: usize, row: usize, mirror: bool) -> usize {
+        use std::arch::x86_64::*;
+        let ow = px.len() / 3;
+        // Byte j of channel k is at 3j + k: in the first 16 bytes, or the next 8.
+        let mask = |k: usize, hi: bool| -> __m128i {
+            let b: [i8; 16] = std::array::from_fn(|j| {
+                let idx = 3 * j + k;
+                match (j < 8, hi) {
+                    (true, false) if idx < 16 => idx as i8,
+                    (true, true) if idx >= 16 => (idx - 16) as i8,
+                    _ => -128,
+                }
+            });
+            _mm_loadu_si128(b.as_ptr() as *const __m128i)
+        };
+        let masks = [0, 1, 2].map(|k| (mask(k, false), mask(k, true)));
+        let reverse = _mm256_setr_epi32(7, 6, 5, 4, 3, 2, 1, 0);
+        let (pp, dp) = (px.as_ptr(), dst.as_mut_ptr());
+        let mut x = 0;
+        while x + 8 <= ow {
+            let lo = _mm_loadu_si128(pp.add(3 * x) as *const __m128i);
+            let hi = _mm_loadl_epi64(pp.add(3 * x + 16) as *const __m128i);
+            let xo = if mirror { ow - x - 8 } else { x };
+            for (k, &(ml, mh)) in masks.iter().enumerate() {
+                let bytes = _mm_or_si128(_mm_shuffle_epi8(lo, ml), _mm_shuffle_epi8(hi, mh));
+                let v = _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(bytes));
+                let mut o = _mm256_mul_ps(_mm256_sub_ps(v, _mm256_set1_ps(mean[k])), _mm256_set1_ps(mul[k]));
+                if mirror {
+                    o = _mm256_permutevar8x32_ps(o, reverse);
+                }
+                _mm256_storeu_ps(dp.add(k * plane + row + xo), o);
+            }
+            x += 8;
+        }
+        x
     }
 }
 
@@ -282,6 +402,13 @@ impl Operator for Cmn {
     fn run(&mut self, ws: &Workspace<'_>) -> Result<Vec<TensorList>> {
         let input = ws.inputs[0];
         let b = self.plan_batch(ws, input.meta())?;
+        Ok(vec![self.crop_batch(ws, input, &b)?])
+    }
+}
+
+impl Cmn {
+    /// Runs a batch planned by [`Cmn::plan_batch`] on `input`.
+    pub(crate) fn crop_batch(&self, ws: &Workspace<'_>, input: &TensorList, b: &CmnBatch) -> Result<TensorList> {
         let (seq, off, it) = (b.seq, b.seq as usize, b.input_dtype);
         let mut out = TensorList::for_overwrite(b.meta.clone()); // every element is written
         let (b, fill) = (&b, &b.fill);
@@ -312,6 +439,43 @@ impl Operator for Cmn {
             }
             Ok(())
         })?;
-        Ok(vec![out])
+        Ok(out)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The u8 lookup-table path against the per-element formula (`frame`), bit for bit.
+    fn compare<O: Out + PartialEq + std::fmt::Debug>() {
+        let (h, w) = (13, 31);
+        let mean = [12.5f32, 130.0, 255.0, 0.25];
+        let mul = [1.0 / 58.4f32, 0.75, -3.0, 1.0 / 3.0];
+        for c in 1..=4 {
+            let src: Vec<u8> = (0..2 * h * w * c).map(|i| (i * 73 % 256) as u8).collect();
+            for (mirror, chw) in [(false, false), (true, false), (false, true), (true, true)] {
+                let (win_h, win_w) = (Span { anchor: 2, len: 9 }, Span { anchor: 5, len: 21 });
+                let p = Plan { h, w, c, win_h, win_w, mirror, oc: c, chw, mean: &mean, mul: &mul, fill: &[0.0] };
+                let n = 2 * win_h.len * win_w.len * c * std::mem::size_of::<O>();
+                let mut fast = vec![0xAAu8; n];
+                run_typed::<u8, O>(&mut fast, &src, 2, &p);
+                let mut slow = vec![0x55u8; n];
+                let fo = n / 2 / std::mem::size_of::<O>();
+                let (s, f) = (bytemuck::cast_slice_mut::<u8, O>(&mut slow), h * w * c);
+                for k in 0..2 {
+                    frame::<u8, O>(&mut s[k * fo..(k + 1) * fo], &src[k * f..(k + 1) * f], &p);
+                }
+                assert_eq!(fast, slow, "{c} channels, mirror {mirror}, chw {chw}, {}", std::any::type_name::<O>());
+            }
+        }
+    }
+
+    #[test]
+    fn u8_lookup_path_equals_the_per_element_formula() {
+        compare::<f32>();
+        compare::<u16>();
+        compare::<u8>();
+        compare::<i8>();
     }
 }

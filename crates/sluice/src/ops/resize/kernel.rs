@@ -15,9 +15,18 @@
 //! The engine works a row at a time: the horizontal-first order keeps a ring of `support`
 //! horizontally filtered rows; the vertical-first order blends input rows into one f32 row
 //! and filters it horizontally. Scratch lives in a thread-local and is reused.
+//! [`resample_window`] computes any rectangle of the output and hands over each finished f32
+//! row, so a consumer (the fused resize + crop_mirror_normalize) can crop and convert
+//! without the full image ever being stored.
+//!
+//! With AVX2 (detected at run time) the 3-channel horizontal pass works on two pixels per
+//! 8-lane vector and the vertical sums stay in registers across taps. The lanes perform the
+//! portable kernels' operations in the same order (separate mul and add: Rust never fuses
+//! them into FMA), so both paths give identical bits.
 
 use std::any::TypeId;
 use std::cell::RefCell;
+use std::ops::Range;
 use std::sync::OnceLock;
 
 pub use crate::ops::rotate::kernel::Channel;
@@ -183,7 +192,10 @@ pub struct Taps {
     pub first: Vec<i32>,
     pub weights: Vec<f32>,
     pub support: usize,
-    pub regular: std::ops::Range<usize>,
+    pub regular: Range<usize>,
+    /// The weights of output pairs (2j, 2j+1) as 8-lane vectors, `support` per pair: tap k
+    /// is `[w(2j,k); 4]` then `[w(2j+1,k); 4]`, for the two-pixels-per-vector kernels.
+    pub pair_weights: Vec<f32>,
 }
 
 impl Taps {
@@ -197,6 +209,15 @@ impl Taps {
         let start = (0..out_size).find(ok).unwrap_or(out_size);
         let end = (start..out_size).rev().find(ok).map_or(start, |x| x + 1);
         self.regular = start..end;
+        let s = self.support;
+        self.pair_weights.clear();
+        for j in 0..out_size / 2 {
+            for k in 0..s {
+                for x in [2 * j, 2 * j + 1] {
+                    self.pair_weights.extend([self.weights[x * s + k]; 4]);
+                }
+            }
+        }
     }
 
     fn fill(&mut self, out_size: usize, origin: f32, scale: f32, filter: Option<&Filter>) {
@@ -280,6 +301,8 @@ struct Scratch {
     tx: Taps,
     ring: Vec<f32>,
     tags: Vec<i64>,
+    /// Offsets into `ring` of the rows one output row blends, in tap order.
+    ring_rows: Vec<usize>,
     row: Vec<f32>,
     acc: Vec<f32>,
 }
@@ -291,6 +314,18 @@ thread_local! {
 #[inline]
 fn clampi(v: i32, n: usize) -> usize {
     v.clamp(0, n as i32 - 1) as usize
+}
+
+/// True when the AVX2 kernels may run (checked once; the CPU does not change).
+#[inline]
+fn has_avx2() -> bool {
+    #[cfg(target_arch = "x86_64")]
+    {
+        static AVX2: OnceLock<bool> = OnceLock::new();
+        *AVX2.get_or_init(|| std::arch::is_x86_feature_detected!("avx2"))
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    false
 }
 
 /// One output pixel of the horizontal pass: `o[ch] = sum_k w[k] * row[(x0+k)*C + ch]`, sources
@@ -311,34 +346,49 @@ fn horz_px<const C: usize, const L: usize, const CLAMP: bool>(o: &mut [f32; L], 
     *o = acc;
 }
 
-/// Horizontal pass of one row with `C` channels summed in `L` lanes (see [`horz_px`]).
-fn horz_row_c<const C: usize, const L: usize>(out: &mut [f32], row: &[f32], w: usize, t: &Taps) {
+/// Horizontal pass of output pixel `x` of `cols` into `out` (which starts at `cols.start`).
+#[inline(always)]
+fn horz_one<const C: usize, const L: usize>(out: &mut [f32], row: &[f32], w: usize, t: &Taps, x: usize, x_out: usize) {
     let s = t.support;
-    for x in 0..t.first.len() {
-        let o: &mut [f32; L] = (&mut out[x * C..][..L]).try_into().unwrap();
-        let wts = &t.weights[x * s..(x + 1) * s];
-        if t.regular.contains(&x) {
-            horz_px::<C, L, false>(o, row, w, t.first[x], wts);
-        } else {
-            horz_px::<C, L, true>(o, row, w, t.first[x], wts);
-        }
+    let o: &mut [f32; L] = (&mut out[x_out * C..][..L]).try_into().unwrap();
+    let wts = &t.weights[x * s..(x + 1) * s];
+    if t.regular.contains(&x) {
+        horz_px::<C, L, false>(o, row, w, t.first[x], wts);
+    } else {
+        horz_px::<C, L, true>(o, row, w, t.first[x], wts);
+    }
+}
+
+/// Horizontal pass of one row with `C` channels summed in `L` lanes (see [`horz_px`]).
+fn horz_row_c<const C: usize, const L: usize>(out: &mut [f32], row: &[f32], w: usize, t: &Taps, cols: &Range<usize>) {
+    for x in cols.clone() {
+        horz_one::<C, L>(out, row, w, t, x, x - cols.start);
     }
 }
 
 /// Padding after the rows [`horz_row`] reads and writes (the spare lane of 3-channel pixels).
 const ROW_PAD: usize = 1;
 
-/// Horizontal pass of one row: `out[x*c + ch] = sum_k w[x,k] * row[clamp(first[x]+k)*c + ch]`;
-/// `row` holds `w * c` values and `out` `t.first.len() * c`, each followed by [`ROW_PAD`].
-fn horz_row(out: &mut [f32], row: &[f32], w: usize, c: usize, t: &Taps) {
+/// Horizontal pass of the output columns `cols` of one row:
+/// `out[(x - cols.start)*c + ch] = sum_k w[x,k] * row[clamp(first[x]+k)*c + ch]`. `row` holds
+/// `w * c` values and `out` `cols.len() * c`, each followed by [`ROW_PAD`].
+fn horz_row(out: &mut [f32], row: &[f32], w: usize, c: usize, t: &Taps, cols: &Range<usize>) {
+    assert!(row.len() >= w * c + ROW_PAD && out.len() >= cols.len() * c + ROW_PAD && cols.end <= t.first.len());
     match c {
-        1 => horz_row_c::<1, 1>(out, row, w, t),
-        2 => horz_row_c::<2, 2>(out, row, w, t),
-        3 => horz_row_c::<3, 4>(out, row, w, t),
-        4 => horz_row_c::<4, 4>(out, row, w, t),
+        1 => horz_row_c::<1, 1>(out, row, w, t, cols),
+        2 => horz_row_c::<2, 2>(out, row, w, t, cols),
+        3 => {
+            #[cfg(target_arch = "x86_64")]
+            if has_avx2() {
+                // SAFETY: AVX2 is present; the sizes were checked above.
+                return unsafe { horz_row3_avx2(out, row, w, t, cols) };
+            }
+            horz_row_c::<3, 4>(out, row, w, t, cols)
+        }
+        4 => horz_row_c::<4, 4>(out, row, w, t, cols),
         _ => {
             let s = t.support;
-            for (x, o) in out.chunks_exact_mut(c).enumerate().take(t.first.len()) {
+            for (x, o) in cols.clone().zip(out.chunks_exact_mut(c)) {
                 o.fill(0.0);
                 for (k, &wk) in t.weights[x * s..(x + 1) * s].iter().enumerate() {
                     let p = &row[clampi(t.first[x] + k as i32, w) * c..][..c];
@@ -351,16 +401,227 @@ fn horz_row(out: &mut [f32], row: &[f32], w: usize, c: usize, t: &Taps) {
     }
 }
 
+/// The 3-channel horizontal pass with AVX2: four output pixels per step, two per 8-lane
+/// vector (each pixel's 3 channels plus the spare lane of [`horz_px`]), so four independent
+/// sums are in flight instead of one dependent chain. Every lane still computes
+/// `acc = 0; acc += w[k] * v[k]` in tap order (mul then add, never FMA), so the result is
+/// bit-identical to the portable kernel. Pairs start at even output indices so one load
+/// fetches their weights from [`Taps::pair_weights`]; edge pixels (clamped taps) and the
+/// odd pixels at the window's ends go through [`horz_px`].
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx2")]
+unsafe fn horz_row3_avx2(out: &mut [f32], row: &[f32], w: usize, t: &Taps, cols: &Range<usize>) {
+    use std::arch::x86_64::*;
+    let s = t.support;
+    // Blocks of 4 start at even x and lie inside both the window and the regular range.
+    let lo = cols.start.max(t.regular.start);
+    let hi = cols.end.min(t.regular.end);
+    let mut block_lo = (lo + 1) & !1;
+    let blocks = if hi > block_lo { (hi - block_lo) / 4 } else { 0 };
+    if blocks == 0 {
+        block_lo = cols.start; // no block: every pixel goes through the tail loop
+    }
+    let block_hi = block_lo + 4 * blocks;
+    let mut x = cols.start;
+    while x < block_lo {
+        horz_one::<3, 4>(out, row, w, t, x, x - cols.start);
+        x += 1;
+    }
+    let (rp, op, wp, first) = (row.as_ptr(), out.as_mut_ptr(), t.pair_weights.as_ptr(), t.first.as_ptr());
+    while x < block_hi {
+        // In the regular range every tap reads `first + k < w`: 4 lanes from `(first+k)*3`
+        // end at most at `3w`, the row's padding lane.
+        let f = [*first.add(x), *first.add(x + 1), *first.add(x + 2), *first.add(x + 3)].map(|v| rp.add(v as usize * 3));
+        let (wa, wb) = (wp.add((x / 2) * s * 8), wp.add((x / 2 + 1) * s * 8));
+        let mut a = _mm256_setzero_ps();
+        let mut b = _mm256_setzero_ps();
+        for k in 0..s {
+            let da = _mm256_insertf128_ps::<1>(_mm256_castps128_ps256(_mm_loadu_ps(f[0].add(k * 3))), _mm_loadu_ps(f[1].add(k * 3)));
+            let db = _mm256_insertf128_ps::<1>(_mm256_castps128_ps256(_mm_loadu_ps(f[2].add(k * 3))), _mm_loadu_ps(f[3].add(k * 3)));
+            a = _mm256_add_ps(a, _mm256_mul_ps(_mm256_loadu_ps(wa.add(k * 8)), da));
+            b = _mm256_add_ps(b, _mm256_mul_ps(_mm256_loadu_ps(wb.add(k * 8)), db));
+        }
+        // Pixel by pixel in order: each spare lane is overwritten by the next pixel.
+        let o = op.add((x - cols.start) * 3);
+        _mm_storeu_ps(o, _mm256_castps256_ps128(a));
+        _mm_storeu_ps(o.add(3), _mm256_extractf128_ps::<1>(a));
+        _mm_storeu_ps(o.add(6), _mm256_castps256_ps128(b));
+        _mm_storeu_ps(o.add(9), _mm256_extractf128_ps::<1>(b));
+        x += 4;
+    }
+    while x < cols.end {
+        horz_one::<3, 4>(out, row, w, t, x, x - cols.start);
+        x += 1;
+    }
+}
+
+/// `acc[i] = sum_k weights[k] * rows[k][i]` over `acc.len()` values, `rows[k]` being the
+/// `acc.len()` values at `ring[offsets[k]..]`; each sum starts at 0 and adds in tap order.
+fn blend_rows(acc: &mut [f32], ring: &[f32], offsets: &[usize], weights: &[f32]) {
+    let n = acc.len();
+    assert!(offsets.len() == weights.len() && offsets.iter().all(|&o| o + n <= ring.len()));
+    #[cfg(target_arch = "x86_64")]
+    if has_avx2() {
+        // SAFETY: AVX2 is present; the ranges were checked above.
+        return unsafe { blend_rows_avx2(acc, ring, offsets, weights) };
+    }
+    acc.fill(0.0);
+    for (&off, &wk) in offsets.iter().zip(weights) {
+        for (a, v) in acc.iter_mut().zip(&ring[off..off + n]) {
+            *a += wk * *v;
+        }
+    }
+}
+
+/// [`blend_rows`] with 32 sums kept in registers across all taps, instead of reading and
+/// writing `acc` once per tap.
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx2")]
+unsafe fn blend_rows_avx2(acc: &mut [f32], ring: &[f32], offsets: &[usize], weights: &[f32]) {
+    use std::arch::x86_64::*;
+    let n = acc.len();
+    let (rp, ap) = (ring.as_ptr(), acc.as_mut_ptr());
+    let mut i = 0;
+    while i + 32 <= n {
+        let mut s = [_mm256_setzero_ps(); 4];
+        for (&off, &wk) in offsets.iter().zip(weights) {
+            let (wv, r) = (_mm256_set1_ps(wk), rp.add(off + i));
+            for (j, sj) in s.iter_mut().enumerate() {
+                *sj = _mm256_add_ps(*sj, _mm256_mul_ps(wv, _mm256_loadu_ps(r.add(8 * j))));
+            }
+        }
+        for (j, sj) in s.iter().enumerate() {
+            _mm256_storeu_ps(ap.add(i + 8 * j), *sj);
+        }
+        i += 32;
+    }
+    while i + 8 <= n {
+        let mut s = _mm256_setzero_ps();
+        for (&off, &wk) in offsets.iter().zip(weights) {
+            s = _mm256_add_ps(s, _mm256_mul_ps(_mm256_set1_ps(wk), _mm256_loadu_ps(rp.add(off + i))));
+        }
+        _mm256_storeu_ps(ap.add(i), s);
+        i += 8;
+    }
+    for i in i..n {
+        let mut s = 0f32;
+        for (&off, &wk) in offsets.iter().zip(weights) {
+            s += wk * *rp.add(off + i);
+        }
+        *ap.add(i) = s;
+    }
+}
+
+/// `acc[i] = sum_k w[k] * src_row(r_k)[i]` for the input values `lo..hi` of a row (rows of
+/// `row_len` values), each sum starting at 0 and adding in tap order; u8 input with AVX2
+/// converts 8 values at a time and keeps 32 sums in registers across the taps.
+fn blend_input_rows<I: Channel>(acc: &mut [f32], src: &[I], row_len: usize, rows: &[usize], weights: &[f32], lo: usize, hi: usize) {
+    assert!(hi <= acc.len() && hi <= row_len && rows.iter().all(|&r| (r + 1) * row_len <= src.len()));
+    #[cfg(target_arch = "x86_64")]
+    if TypeId::of::<I>() == TypeId::of::<u8>() && has_avx2() {
+        let src: &[u8] = bytemuck::cast_slice(src);
+        // SAFETY: AVX2 is present; the ranges were checked above.
+        return unsafe { blend_u8_rows_avx2(acc, src, row_len, rows, weights, lo, hi) };
+    }
+    acc[lo..hi].fill(0.0);
+    for (&r, &wk) in rows.iter().zip(weights) {
+        for (a, v) in acc[lo..hi].iter_mut().zip(&src[r * row_len + lo..r * row_len + hi]) {
+            *a += wk * v.to_f32();
+        }
+    }
+}
+
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx2")]
+unsafe fn blend_u8_rows_avx2(acc: &mut [f32], src: &[u8], row_len: usize, rows: &[usize], weights: &[f32], lo: usize, hi: usize) {
+    use std::arch::x86_64::*;
+    let (sp, ap) = (src.as_ptr(), acc.as_mut_ptr());
+    let load8 = |p: *const u8| _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(_mm_loadl_epi64(p as *const __m128i)));
+    let mut i = lo;
+    while i + 32 <= hi {
+        let mut s = [_mm256_setzero_ps(); 4];
+        for (&r, &wk) in rows.iter().zip(weights) {
+            let (wv, p) = (_mm256_set1_ps(wk), sp.add(r * row_len + i));
+            for (j, sj) in s.iter_mut().enumerate() {
+                *sj = _mm256_add_ps(*sj, _mm256_mul_ps(wv, load8(p.add(8 * j))));
+            }
+        }
+        for (j, sj) in s.iter().enumerate() {
+            _mm256_storeu_ps(ap.add(i + 8 * j), *sj);
+        }
+        i += 32;
+    }
+    while i + 8 <= hi {
+        let mut s = _mm256_setzero_ps();
+        for (&r, &wk) in rows.iter().zip(weights) {
+            s = _mm256_add_ps(s, _mm256_mul_ps(_mm256_set1_ps(wk), load8(sp.add(r * row_len + i))));
+        }
+        _mm256_storeu_ps(ap.add(i), s);
+        i += 8;
+    }
+    for i in i..hi {
+        let mut s = 0f32;
+        for (&r, &wk) in rows.iter().zip(weights) {
+            s += wk * *sp.add(r * row_len + i) as f32;
+        }
+        *ap.add(i) = s;
+    }
+}
+
+/// u8 conversion of a filtered value, as DALI's `ConvertSat<uint8_t>` (round half away from
+/// zero, saturate) in a form the compiler vectorizes. The fused resize + crop rounds through
+/// this too, so it sees exactly the u8 pixels an unfused resize would store.
+#[inline(always)]
+pub fn round_to_u8(v: f32) -> u8 {
+    // On [0, 255], adding the largest f32 below 0.5 and truncating rounds half away from
+    // zero exactly (a tie reaches the next integer, anything below does not); NaN gives 0.
+    (v.clamp(0.0, 255.0) + 0.49999997) as u8
+}
+
+/// `dst[i] = round_to_u8(src[i])` over `dst.len()` values.
+pub fn round_row_to_u8(dst: &mut [u8], src: &[f32]) {
+    assert!(src.len() >= dst.len());
+    #[cfg(target_arch = "x86_64")]
+    if has_avx2() {
+        // SAFETY: AVX2 is present; the lengths were checked above.
+        return unsafe { round_row_to_u8_avx2(dst, src) };
+    }
+    for (d, &v) in dst.iter_mut().zip(src) {
+        *d = round_to_u8(v);
+    }
+}
+
+/// [`round_row_to_u8`], 32 values per step: the scalar form compiles to one conversion per
+/// value. `max(v, 0)` also maps NaN to 0 (maxps returns its second operand on NaN), as the
+/// scalar `as u8` does.
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx2")]
+unsafe fn round_row_to_u8_avx2(dst: &mut [u8], src: &[f32]) {
+    use std::arch::x86_64::*;
+    let n = dst.len();
+    let (sp, dp) = (src.as_ptr(), dst.as_mut_ptr());
+    let (zero, top, half) = (_mm256_setzero_ps(), _mm256_set1_ps(255.0), _mm256_set1_ps(0.49999997));
+    let int = |p: *const f32| _mm256_cvttps_epi32(_mm256_add_ps(_mm256_min_ps(_mm256_max_ps(_mm256_loadu_ps(p), zero), top), half));
+    let mut i = 0;
+    while i + 32 <= n {
+        let p = sp.add(i);
+        // The packs work within 128-bit lanes; the permute puts the four groups back in order.
+        let ab = _mm256_packs_epi32(int(p), int(p.add(8)));
+        let cd = _mm256_packs_epi32(int(p.add(16)), int(p.add(24)));
+        let bytes = _mm256_permutevar8x32_epi32(_mm256_packus_epi16(ab, cd), _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7));
+        _mm256_storeu_si256(dp.add(i) as *mut __m256i, bytes);
+        i += 32;
+    }
+    for i in i..n {
+        *dp.add(i) = round_to_u8(*sp.add(i));
+    }
+}
+
 /// Stores filtered values with DALI's conversion (`sat_f32`: round half away from zero,
-/// saturate). For u8, the common case, an equivalent form the compiler vectorizes.
+/// saturate).
 fn store_row<O: Channel>(dst: &mut [O], src: &[f32]) {
     if TypeId::of::<O>() == TypeId::of::<u8>() {
-        let dst: &mut [u8] = bytemuck::cast_slice_mut(dst);
-        for (d, &v) in dst.iter_mut().zip(src) {
-            // On [0, 255], adding the largest f32 below 0.5 and truncating rounds half away
-            // from zero exactly (a tie reaches the next integer, anything below does not).
-            *d = (v.clamp(0.0, 255.0) + 0.49999997) as u8;
-        }
+        round_row_to_u8(bytemuck::cast_slice_mut(dst), src);
     } else {
         for (d, &v) in dst.iter_mut().zip(src) {
             *d = O::sat_f32(v);
@@ -370,12 +631,36 @@ fn store_row<O: Channel>(dst: &mut [O], src: &[f32]) {
 
 /// Resamples one HWC image. `dst` is `out_h * out_w * c`, `src` is `in_h * in_w * c`.
 pub fn resample<I: Channel, O: Channel>(dst: &mut [O], src: &[I], p: &Plan) {
-    let (c, in_w, in_h) = (p.c, p.in_w, p.in_h);
-    if p.out_h == 0 || p.out_w == 0 || c == 0 {
+    if p.out_h == 0 || p.out_w == 0 || p.c == 0 {
         return;
     }
     if p.filter[0].is_none() && p.filter[1].is_none() {
         return resample_nn(dst, src, p);
+    }
+    let out_row = p.out_w * p.c;
+    let all = Window { rows: 0..p.out_h, cols: 0..p.out_w };
+    resample_window(src, p, &all, |y, row| store_row(&mut dst[y * out_row..(y + 1) * out_row], row));
+}
+
+/// The part of a resized image to compute: output rows and columns.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Window {
+    pub rows: Range<usize>,
+    pub cols: Range<usize>,
+}
+
+/// Resamples the output pixels of `p` inside `win` (within `out_h` x `out_w`) and passes
+/// each finished row, unrounded, to `sink(y, values)`: `y` counts rows from `win.rows.start`,
+/// `values` holds `win.cols.len() * c` f32 values, HWC. Every pixel comes out exactly as in
+/// a full-size resample (the same taps, sums and pass order); only pixels outside the window
+/// and the input they alone need are skipped. At least one axis must have a filter (two
+/// nearest-neighbour axes go through `resample_nn`).
+pub fn resample_window<I: Channel>(src: &[I], p: &Plan, win: &Window, mut sink: impl FnMut(usize, &[f32])) {
+    let (c, in_w, in_h) = (p.c, p.in_w, p.in_h);
+    assert!(win.rows.end <= p.out_h && win.cols.end <= p.out_w && src.len() >= in_h * in_w * c);
+    assert!(p.filter[0].is_some() || p.filter[1].is_some(), "nearest neighbour on both axes goes through resample_nn");
+    if win.rows.is_empty() || win.cols.is_empty() || c == 0 {
+        return;
     }
     SCRATCH.with(|s| {
         let s = &mut *s.borrow_mut();
@@ -395,25 +680,26 @@ pub fn resample<I: Channel, O: Channel>(dst: &mut [O], src: &[I], p: &Plan) {
         }
         let (ty, tx) = (&s.ty, &s.tx);
         let sy = ty.support;
-        let out_row = p.out_w * c;
+        let cols = &win.cols;
+        let out_row = cols.len() * c;
         let in_row = in_w * c;
+        // The input columns the window's taps read (taps are monotonic in x).
+        let (a, b) = (tx.first[cols.start], tx.first[cols.end - 1]);
+        let col_lo = clampi(a.min(b), in_w);
+        let col_hi = (a.max(b) + tx.support as i32).clamp(col_lo as i32 + 1, in_w as i32) as usize;
+        let (lo, hi) = (col_lo * c, col_hi * c);
         if p.vertical_first() {
-            // Blend input rows into one f32 row of the full input width, then filter it.
-            s.acc.clear();
+            // Blend input rows into one f32 row of the input width (only the columns the
+            // window reads), then filter it.
             s.acc.resize(in_row + ROW_PAD, 0.0);
-            s.row.clear();
             s.row.resize(out_row + ROW_PAD, 0.0);
-            for (y, drow) in dst.chunks_exact_mut(out_row).enumerate() {
-                s.acc.fill(0.0);
-                for k in 0..sy {
-                    let wk = ty.weights[y * sy + k];
-                    let r = clampi(ty.first[y] + k as i32, in_h);
-                    for (a, v) in s.acc.iter_mut().zip(&src[r * in_row..(r + 1) * in_row]) {
-                        *a += wk * v.to_f32();
-                    }
-                }
-                horz_row(&mut s.row, &s.acc, in_w, c, tx);
-                store_row(drow, &s.row);
+            s.ring_rows.clear();
+            for y in win.rows.clone() {
+                s.ring_rows.clear();
+                s.ring_rows.extend((0..sy).map(|k| clampi(ty.first[y] + k as i32, in_h)));
+                blend_input_rows(&mut s.acc, src, in_row, &s.ring_rows, &ty.weights[y * sy..(y + 1) * sy], lo, hi);
+                horz_row(&mut s.row, &s.acc, in_w, c, tx, cols);
+                sink(y - win.rows.start, &s.row[..out_row]);
             }
         } else {
             // Ring of `sy` horizontally filtered rows, tagged with their source row; the rows
@@ -423,30 +709,26 @@ pub fn resample<I: Channel, O: Channel>(dst: &mut [O], src: &[I], p: &Plan) {
             s.ring.resize(sy * stride, 0.0);
             s.tags.clear();
             s.tags.resize(sy, -1);
-            s.acc.clear();
             s.acc.resize(out_row, 0.0);
-            s.row.clear();
             s.row.resize(in_row + ROW_PAD, 0.0);
-            for (y, drow) in dst.chunks_exact_mut(out_row).enumerate() {
-                s.acc.fill(0.0);
+            for y in win.rows.clone() {
+                s.ring_rows.clear();
                 for k in 0..sy {
                     let r = clampi(ty.first[y] + k as i32, in_h);
                     let slot = r % sy;
                     let ring_row = &mut s.ring[slot * stride..(slot + 1) * stride];
                     if s.tags[slot] != r as i64 {
                         // Convert the row once (vectorized): each source pixel feeds several taps.
-                        for (d, v) in s.row.iter_mut().zip(&src[r * in_row..(r + 1) * in_row]) {
+                        for (d, v) in s.row[lo..hi].iter_mut().zip(&src[r * in_row + lo..r * in_row + hi]) {
                             *d = v.to_f32();
                         }
-                        horz_row(ring_row, &s.row, in_w, c, tx);
+                        horz_row(ring_row, &s.row, in_w, c, tx, cols);
                         s.tags[slot] = r as i64;
                     }
-                    let wk = ty.weights[y * sy + k];
-                    for (a, v) in s.acc.iter_mut().zip(ring_row.iter()) {
-                        *a += wk * *v;
-                    }
+                    s.ring_rows.push(slot * stride);
                 }
-                store_row(drow, &s.acc);
+                blend_rows(&mut s.acc[..out_row], &s.ring, &s.ring_rows, &ty.weights[y * sy..(y + 1) * sy]);
+                sink(y - win.rows.start, &s.acc[..out_row]);
             }
         }
     })
@@ -527,6 +809,107 @@ mod tests {
             resample(&mut dst, &src, &p);
             assert_eq!(dst, src, "{c} channels");
         }
+    }
+
+    /// Deterministic pseudo-random values in [0, 256).
+    fn noise(n: usize, seed: u64) -> Vec<f32> {
+        let mut x = seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1;
+        (0..n)
+            .map(|_| {
+                x ^= x << 13;
+                x ^= x >> 7;
+                x ^= x << 17;
+                (x >> 40) as f32 / (1u64 << 24) as f32 * 256.0
+            })
+            .collect()
+    }
+
+    #[test]
+    #[cfg(target_arch = "x86_64")]
+    fn avx2_kernels_match_the_portable_ones_bit_for_bit() {
+        assert!(has_avx2(), "this test needs an AVX2 machine to compare the two kernels");
+        for (in_w, out_w, kind, flip) in [(500, 224, FilterKind::Linear, false), (75, 224, FilterKind::Lanczos3, false), (341, 256, FilterKind::Cubic, true), (9, 5, FilterKind::Linear, false)] {
+            let f = axis_filter(kind, kind, true, in_w as f32, out_w);
+            let mut t = Taps::default();
+            let (origin, scale) = if flip { (in_w as f32, -(in_w as f32) / out_w as f32) } else { (0.0, in_w as f32 / out_w as f32) };
+            t.compute(in_w, out_w, origin, scale, f.as_ref());
+            let row = noise(in_w * 3 + ROW_PAD, in_w as u64);
+            for cols in [0..out_w, 1..out_w - 1, 3..out_w / 2 + 1, out_w / 3..out_w / 3 + 1] {
+                let mut want = vec![0f32; cols.len() * 3 + ROW_PAD];
+                let mut got = want.clone();
+                horz_row_c::<3, 4>(&mut want, &row, in_w, &t, &cols);
+                unsafe { horz_row3_avx2(&mut got, &row, in_w, &t, &cols) };
+                let bits = |v: &[f32]| v[..cols.len() * 3].iter().map(|x| x.to_bits()).collect::<Vec<_>>();
+                assert_eq!(bits(&got), bits(&want), "{kind:?} {in_w}->{out_w} cols {cols:?}");
+            }
+        }
+        for n in [5, 37, 200, 672] {
+            let ring = noise(4 * n + 3, n as u64);
+            let offsets = [3 * n + 3, 0, n, 2 * n + 1];
+            let weights = [0.3f32, -0.1, 0.55, 0.25];
+            let mut want = vec![0f32; n];
+            for (&o, &wk) in offsets.iter().zip(&weights) {
+                for (a, v) in want.iter_mut().zip(&ring[o..]) {
+                    *a += wk * *v;
+                }
+            }
+            let mut got = vec![f32::NAN; n];
+            unsafe { blend_rows_avx2(&mut got, &ring, &offsets, &weights) };
+            assert_eq!(got.iter().map(|x| x.to_bits()).collect::<Vec<_>>(), want.iter().map(|x| x.to_bits()).collect::<Vec<_>>(), "blend of {n}");
+            let src: Vec<u8> = ring.iter().map(|&v| v as u8).collect();
+            let rows = [3usize, 0, 1];
+            let (lo, hi) = (1, n - 1);
+            let mut want = vec![0f32; n];
+            for (&r, &wk) in rows.iter().zip(&weights) {
+                for i in lo..hi {
+                    want[i] += wk * src[r * n + i] as f32;
+                }
+            }
+            let mut got = vec![0f32; n];
+            unsafe { blend_u8_rows_avx2(&mut got, &src, n, &rows, &weights[..3], lo, hi) };
+            assert_eq!(got.iter().map(|x| x.to_bits()).collect::<Vec<_>>(), want.iter().map(|x| x.to_bits()).collect::<Vec<_>>(), "u8 blend of {n}");
+        }
+    }
+
+    #[test]
+    fn rounding_to_u8_matches_the_scalar_conversion() {
+        let mut v: Vec<f32> = noise(200, 3).iter().map(|x| x * 1.2 - 20.0).collect();
+        // Ties, the extremes, NaN and infinities, signed zero.
+        v.extend([0.5, 1.5, 254.5, 255.5, -0.5, -0.0, 0.49999997, f32::NAN, f32::INFINITY, f32::NEG_INFINITY, 1e9, -1e9]);
+        v.extend((0..64).map(|i| i as f32 * 4.0 + 0.5));
+        let want: Vec<u8> = v.iter().map(|&x| round_to_u8(x)).collect();
+        let mut got = vec![0u8; v.len()];
+        round_row_to_u8(&mut got, &v);
+        assert_eq!(got, want);
+        assert_eq!(&want[200..206], &[1, 2, 255, 255, 0, 0]);
+    }
+
+    #[test]
+    fn a_window_equals_the_same_part_of_the_full_resample() {
+        let (h, w, c) = (61, 83, 3);
+        let src: Vec<u8> = noise(h * w * c, 5).iter().map(|&v| v as u8).collect();
+        // Downscale and upscale on each axis: both pass orders get exercised.
+        let mut orders = [false; 2];
+        for (out_h, out_w) in [(40, 29), (29, 40), (97, 120), (120, 97), (61, 50)] {
+            let fy = axis_filter(FilterKind::Triangular, FilterKind::Linear, true, h as f32, out_h);
+            let fx = axis_filter(FilterKind::Triangular, FilterKind::Cubic, true, w as f32, out_w);
+            let p = Plan { in_h: h, in_w: w, c, out_h, out_w, origin: [0.0; 2], scale: [h as f32 / out_h as f32, w as f32 / out_w as f32], filter: [fy, fx] };
+            orders[p.vertical_first() as usize] = true;
+            let mut full = vec![0f32; out_h * out_w * c];
+            resample(&mut full, &src, &p);
+            for win in [Window { rows: 0..out_h, cols: 0..out_w }, Window { rows: 3..out_h - 5, cols: 1..out_w - 2 }, Window { rows: out_h - 1..out_h, cols: 0..1 }] {
+                let mut rows_seen = 0;
+                resample_window(&src, &p, &win, |y, vals| {
+                    let r = win.rows.start + y;
+                    let want = &full[(r * out_w + win.cols.start) * c..(r * out_w + win.cols.end) * c];
+                    assert_eq!(vals.len(), want.len());
+                    assert!(vals.iter().zip(want).all(|(a, b)| a.to_bits() == b.to_bits()), "{out_h}x{out_w} window {win:?} row {r} (vertical first: {})", p.vertical_first());
+                    rows_seen += 1;
+                });
+                assert_eq!(rows_seen, win.rows.len());
+            }
+        }
+        assert_eq!(orders, [true, true], "both pass orders");
     }
 
     #[test]

@@ -195,7 +195,7 @@ fn adjust_output_size(s: &Sizing, out: &mut [f32; 2], in_size: &[f32; 2]) {
     }
 }
 
-struct Resize {
+pub(crate) struct Resize {
     ctx: OpContext,
     method: Method,
     sizing: Sizing,
@@ -427,7 +427,15 @@ impl Resize {
 impl Operator for Resize {
     fn run(&mut self, ws: &Workspace<'_>) -> Result<Vec<TensorList>> {
         let input = ws.inputs[0];
-        let ResizeBatch { meta, in_type, out_type } = self.plan_batch(ws, input.meta())?;
+        let batch = self.plan_batch(ws, input.meta())?;
+        Ok(vec![self.resample_batch(ws, input, batch)?])
+    }
+}
+
+impl Resize {
+    /// Runs a batch planned by [`Resize::plan_batch`] on `input`.
+    pub(crate) fn resample_batch(&self, ws: &Workspace<'_>, input: &TensorList, batch: ResizeBatch) -> Result<TensorList> {
+        let ResizeBatch { meta, in_type, out_type } = batch;
         let mut out = TensorList::for_overwrite(meta); // every output pixel is written
         let (plans, ctx) = (&self.plans, &self.ctx);
         for_each_sample(ws.pool, &mut out, |i, dst| {
@@ -436,7 +444,7 @@ impl Operator for Resize {
             let res = resample_sample(in_type, out_type, dst, src, p);
             res.map_err(|m| Error::data(ctx.at(ws.iteration, i, input.source_info(i)), m))
         })?;
-        Ok(vec![out])
+        Ok(out)
     }
 }
 
