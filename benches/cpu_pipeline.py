@@ -1,5 +1,6 @@
-"""CPU throughput, Sluice vs NVIDIA DALI (CPU-only) side by side: same files, same batch
-size, same threads, same pipeline, one process. Prints images/s and the ratio.
+"""CPU throughput, Sluice vs NVIDIA DALI (CPU-only) and a torchvision DataLoader side by side:
+same files, same batch size, same threads (DataLoader workers), same pipeline. Prints images/s
+and Sluice's ratio to each.
 
     python benches/cpu_pipeline.py [--data DIR] [--count 2000] [--threads N] [--batch 64]
 
@@ -54,7 +55,45 @@ def build(lib, kind, root, batch, threads):
     return pipe()
 
 
+def measure_torchvision(kind, root, batch, threads, epochs):
+    """The same pipelines with a torchvision DataLoader (ImageFolder + transforms, PIL
+    decoding) and `threads` worker processes, as PyTorch users write it."""
+    import torch
+    from torchvision import datasets, transforms as T
+
+    norm = T.Normalize([0.485, 0.456, 0.406], [0.229, 0.224, 0.225])
+    tf = {
+        "train": T.Compose([T.RandomResizedCrop(224), T.RandomHorizontalFlip(), T.ToTensor(), norm]),
+        "val": T.Compose([T.Resize(256), T.CenterCrop(224), T.ToTensor(), norm]),
+        "decode": T.Compose([T.PILToTensor()]),
+        "augment": T.Compose([T.RandomRotation(15), T.RandomHorizontalFlip(), T.PILToTensor()]),
+    }[kind]
+    ds = datasets.ImageFolder(root, transform=tf)
+    collate = (lambda b: b) if kind in ("decode", "augment") else None  # sizes differ
+    t0 = time.perf_counter()
+    loader = torch.utils.data.DataLoader(ds, batch_size=batch, shuffle=True, num_workers=threads, drop_last=True,
+                                         persistent_workers=True, prefetch_factor=2,
+                                         **({"collate_fn": collate} if collate else {}))
+    it = iter(loader)
+    next(it)
+    first = time.perf_counter() - t0
+    n = max(3, epochs * len(ds) // batch)
+    done, t = 0, None
+    while done < n + 2:
+        try:
+            next(it)
+        except StopIteration:
+            it = iter(loader)
+            continue
+        done += 1
+        if done == 2:  # warm-up
+            t = time.perf_counter()
+    return n * batch / (time.perf_counter() - t), first
+
+
 def measure(lib, kind, root, batch, threads, epochs):
+    if lib.name == "torchvision":
+        return measure_torchvision(kind, root, batch, threads, epochs)
     t0 = time.perf_counter()
     p = build(lib, kind, root, batch, threads)
     p.build()
@@ -74,6 +113,10 @@ def measure(lib, kind, root, batch, threads, epochs):
 
 class Lib:
     def __init__(self, name):
+        if name == "torchvision":
+            import torchvision as m
+            self.name, self.version = name, m.__version__
+            return
         if name == "sluice":
             import sluice as m
             from sluice import fn, types, pipeline_def
@@ -98,20 +141,22 @@ def main():
         subprocess.run([sys.executable, os.path.join(HERE, "..", "tests", "data_gen", "make_dataset.py"), root,
                         "--count", str(a.count), "--profile", "imagenet"], check=True)
     libs = [Lib("sluice")]
-    try:
-        libs.append(Lib("dali"))
-    except ImportError:
-        print("nvidia.dali not importable: printing Sluice alone")
+    for name in ("dali", "torchvision"):
+        try:
+            libs.append(Lib(name))
+        except ImportError:
+            print(f"{name} not importable: left out")
     print(f"data: {root}  batch {a.batch}  threads {a.threads}  cores {os.cpu_count()}")
-    print(f"{'pipeline':<10}" + "".join(f"{l.name + ' ' + l.version:>22}" for l in libs) + f"{'ratio':>8}")
+    print(f"{'pipeline':<10}" + "".join(f"{l.name + ' ' + l.version:>22}" for l in libs)
+          + "".join(f"{'vs ' + l.name:>8}" for l in libs[1:]))
     for kind in a.pipelines.split(","):
         rates = []
         for lib in libs:
             rate, first = measure(lib, kind, root, a.batch, a.threads, a.epochs)
             rates.append((rate, first))
         cells = "".join(f"{r:>12.0f} img/s {f:>4.1f}s" for r, f in rates)
-        ratio = f"{rates[0][0] / rates[1][0]:>7.2f}x" if len(rates) > 1 else ""
-        print(f"{kind:<10}{cells}{ratio}")
+        ratios = "".join(f"{rates[0][0] / r:>7.2f}x" for r, _ in rates[1:])
+        print(f"{kind:<10}{cells}{ratios}")
     print("(img/s in steady state; seconds = time to first batch incl. build)")
 
 

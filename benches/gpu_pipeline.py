@@ -8,6 +8,8 @@ Pipelines (ResNet-50 training style, output NCHW float):
   rn50-crop    readers.file -> decoders.image_random_crop(mixed) -> resize(224x224) -> cmn(mirror)
                (DALI's reference ResNet-50 training pipeline)
   decode       readers.file -> decoders.image(mixed)
+Libraries: sluice, dali (nvidia.dali), torchvision (torchvision.io.decode_jpeg on the GPU and
+torchvision transforms per image, the way a PyTorch user writes it without a data library).
 Per run: steady-state img/s (after warm-up, over whole epochs), time to first batch from
 process start (import + build + first batch), peak GPU memory the process took.
 """
@@ -42,7 +44,70 @@ def gpu_used_bytes():
     return total.value - free.value
 
 
+def torchvision_batches(kind, root, batch, threads):
+    """The same pipelines written with torchvision, as a PyTorch user would without a data
+    library: files read by a thread pool, a batch decoded on the GPU by nvJPEG
+    (torchvision.io.decode_jpeg with device="cuda"), then RandomResizedCrop, a random flip
+    and normalization per image on the GPU. Yields NCHW float batches (or the decoded list)."""
+    import random
+    from concurrent.futures import ThreadPoolExecutor
+
+    import torch
+    import torchvision
+    from torchvision.io import ImageReadMode, decode_jpeg
+    from torchvision.transforms import RandomResizedCrop
+    from torchvision.transforms.v2 import functional as F
+
+    files = sorted(os.path.join(d, f) for d, _, fs in os.walk(root) for f in fs if f.lower().endswith((".jpg", ".jpeg")))
+    mean = torch.tensor([0.485, 0.456, 0.406], device="cuda").view(1, 3, 1, 1) * 255
+    std = torch.tensor([0.229, 0.224, 0.225], device="cuda").view(1, 3, 1, 1) * 255
+    rng = random.Random(12)
+    pool = ThreadPoolExecutor(threads)
+    while True:
+        order = files[:]
+        rng.shuffle(order)
+        for k in range(0, len(order) - batch + 1, batch):
+            data = list(pool.map(torchvision.io.read_file, order[k:k + batch]))
+            images = decode_jpeg(data, mode=ImageReadMode.RGB, device="cuda")
+            if kind == "decode":
+                yield images
+                continue
+            out = []
+            for img in images:
+                if kind == "rn50-crop":
+                    i, j, h, w = RandomResizedCrop.get_params(img, scale=(0.08, 1.0), ratio=(0.75, 4.0 / 3.0))
+                    img = F.resized_crop(img, i, j, h, w, [224, 224], antialias=True)
+                else:
+                    img = F.resize(img, [224, 224], antialias=True)
+                if rng.random() < 0.5:
+                    img = F.horizontal_flip(img)
+                out.append(img)
+            yield (torch.stack(out).float() - mean) / std
+
+
+def torchvision_child(kind, root, batch, threads, iters):
+    base = gpu_used_bytes()
+    import torch
+    it = torchvision_batches(kind, root, batch, threads)
+    next(it)
+    torch.cuda.synchronize()
+    first = time.perf_counter() - T0
+    peak = gpu_used_bytes()
+    for _ in range(3):
+        next(it)
+    torch.cuda.synchronize()
+    t = time.perf_counter()
+    for _ in range(iters):
+        next(it)
+        peak = max(peak, gpu_used_bytes())
+    torch.cuda.synchronize()
+    rate = iters * batch / (time.perf_counter() - t)
+    print(json.dumps({"rate": rate, "first": first, "mem": (peak - base) / 2**30}))
+
+
 def child(lib, kind, root, batch, threads, iters, dec_args):
+    if lib == "torchvision":
+        return torchvision_child(kind, root, batch, threads, iters)
     base = gpu_used_bytes()
     if lib == "sluice":
         from sluice import fn, pipeline_def, types
@@ -96,7 +161,7 @@ def main():
     ap.add_argument("--threads", type=int, default=16)
     ap.add_argument("--iters", type=int, default=60)
     ap.add_argument("--pipelines", default="rn50-full,decode,rn50-crop")
-    ap.add_argument("--libs", default="sluice,dali")
+    ap.add_argument("--libs", default="sluice,dali,torchvision")
     ap.add_argument("--hw-load", type=float, help="hw_decoder_load for both libraries (default: theirs, 0.65)")
     ap.add_argument("--child", nargs=2)
     a = ap.parse_args()
@@ -115,18 +180,20 @@ def main():
             res[lib] = json.loads(line[-1]) if line else {"error": (r.stderr.strip().splitlines() or ["?"])[-1][:120]}
         rows.append((kind, res))
     print(f"\nbatch {a.batch}, {a.threads} threads, hw_decoder_load {a.hw_load or 'default'}, data {a.data}")
-    print(f"{'pipeline':<10} {'lib':<7} {'img/s':>9} {'first batch s':>14} {'GPU mem GiB':>12}")
+    print(f"{'pipeline':<10} {'lib':<11} {'img/s':>9} {'first batch s':>14} {'GPU mem GiB':>12}")
     for kind, res in rows:
         for lib, r in res.items():
             if "error" in r:
-                print(f"{kind:<10} {lib:<7} error: {r['error']}")
+                print(f"{kind:<10} {lib:<11} error: {r['error']}")
             else:
-                print(f"{kind:<10} {lib:<7} {r['rate']:>9.0f} {r['first']:>14.2f} {r['mem']:>12.2f}")
+                print(f"{kind:<10} {lib:<11} {r['rate']:>9.0f} {r['first']:>14.2f} {r['mem']:>12.2f}")
                 if "ops" in r:
                     print(f"{'':<10} ms/call: " + ", ".join(f"{k}={v}" for k, v in r["ops"].items()))
-        if all("rate" in r for r in res.values()) and len(res) == 2:
-            s, d = res["sluice"], res["dali"]
-            print(f"{kind:<10} ratio   {s['rate'] / d['rate']:>9.2f}x  first {s['first'] / d['first']:.2f}x  mem {s['mem'] / max(d['mem'], 1e-9):.2f}x")
+        s = res.get("sluice", {})
+        for other in ("dali", "torchvision"):
+            d = res.get(other, {})
+            if "rate" in s and "rate" in d:
+                print(f"{kind:<10} vs {other:<11} {s['rate'] / d['rate']:>6.2f}x  first {s['first'] / d['first']:.2f}x  mem {s['mem'] / max(d['mem'], 1e-9):.2f}x")
 
 
 if __name__ == "__main__":
