@@ -48,6 +48,24 @@ impl ParamUpload {
         Ok(slot.device.as_ref().expect("allocated above").device_ptr())
     }
 
+    /// Like [`upload`](Self::upload), but `write` fills the `len` bytes in place in the
+    /// pinned staging memory, given the device address they will land at (so a large block,
+    /// e.g. tap tables, is written once, by as many threads as `write` likes, and never
+    /// copied on the host).
+    pub fn upload_with(&mut self, ws: &GpuWorkspace<'_>, len: usize, write: impl FnOnce(&mut [u8], u64) -> Result<()>) -> Result<u64> {
+        let base = self.reserve(ws, len)?;
+        let slot = &mut self.slots[self.turn];
+        self.turn = (self.turn + 1) % DEPTH;
+        let host = slot.host.as_mut().expect("reserved above");
+        write(&mut host.as_mut_slice()[..len], base)?;
+        let dev = slot.device.as_ref().expect("reserved above");
+        // SAFETY: the slot's host memory is not touched again until `copied` (recorded
+        // below, after this copy) has completed.
+        unsafe { dev.copy_from_host_async(0, &host.as_slice()[..len])? };
+        slot.copied = Some(ReadyEvent::record(ws.device, ws.stream)?);
+        Ok(base)
+    }
+
     /// Copies `bytes` to the device on the workspace's stream and returns the device
     /// address. Kernels queued after this on the same stream see the data; the slot's next
     /// use is two uploads later, ordered after them on the stream.

@@ -19,29 +19,12 @@ pub(super) struct ResizeGpu {
     params: ParamUpload,
     /// Per-sample (rows, columns) taps, kept between batches so their vectors are reused.
     taps: Vec<(Taps, Taps)>,
-    block: Vec<u8>,
-    tables: Vec<u8>,
 }
 
 impl ResizeGpu {
     pub(super) fn new(ctx: &OpContext, _device: &Arc<GpuDevice>) -> Result<ResizeGpu> {
-        Ok(ResizeGpu { resize: Resize::from_ctx(ctx)?, params: ParamUpload::default(), taps: Vec::new(), block: Vec::new(), tables: Vec::new() })
+        Ok(ResizeGpu { resize: Resize::from_ctx(ctx)?, params: ParamUpload::default(), taps: Vec::new() })
     }
-}
-
-/// Appends a tap table to `tables`, returning its offset there.
-fn table(tables: &mut Vec<u8>, t: &Taps) -> (usize, usize) {
-    while tables.len() % 16 != 0 {
-        tables.push(0);
-    }
-    let first = tables.len();
-    tables.extend_from_slice(bytemuck::cast_slice(&t.first));
-    while tables.len() % 16 != 0 {
-        tables.push(0);
-    }
-    let weights = tables.len();
-    tables.extend_from_slice(bytemuck::cast_slice(&t.weights));
-    (first, weights)
 }
 
 impl GpuOperator for ResizeGpu {
@@ -60,8 +43,7 @@ impl GpuOperator for ResizeGpu {
             return Ok(vec![out]);
         }
         // Block layout: n descriptors (80 bytes, `struct Sample` in resize.cu), then the tap
-        // tables; descriptors hold absolute device addresses, so tables are placed first in
-        // a scratch vector and their offsets patched in once the upload address is known.
+        // tables; descriptors hold absolute device addresses of the tables.
         const DESC: usize = 80;
         if let Some((i, p)) = self.resize.plans().iter().enumerate().find(|(_, p)| p.c > 4) {
             return Err(Error::data(self.resize_ctx_at(ws, input, i), format!("{} channels: the GPU resize handles up to 4", p.c)));
@@ -89,37 +71,59 @@ impl GpuOperator for ResizeGpu {
                 }
             });
         });
-        self.tables.clear();
+        // Layout: n descriptors, then per sample its four tables (16-byte aligned), written
+        // straight into the pinned upload block by the workers.
+        let align = |v: usize| v.next_multiple_of(16);
         let mut offsets = Vec::with_capacity(n);
+        let mut at = align(n * DESC);
         let mut max_pix = 1usize;
         for (p, (ty, tx)) in plans.iter().zip(&self.taps) {
-            let (fy, wy) = table(&mut self.tables, ty);
-            let (fx, wx) = table(&mut self.tables, tx);
+            let fy = at;
+            let wy = align(fy + 4 * ty.first.len());
+            let fx = align(wy + 4 * ty.weights.len());
+            let wx = align(fx + 4 * tx.first.len());
+            at = align(wx + 4 * tx.weights.len());
             offsets.push((fy, wy, fx, wx, ty.support, tx.support));
             max_pix = max_pix.max(p.out_h * p.out_w);
         }
-        let tables_at = (n * DESC).next_multiple_of(16);
-        // The upload address is the same buffer every time unless it has to grow; upload the
-        // tables first to learn it, then the descriptors pointing into them.
-        self.block.clear();
-        self.block.resize(tables_at, 0);
-        self.block.extend_from_slice(&self.tables);
-        let base = self.params.reserve(ws, self.block.len())?;
-        let mut desc = Vec::with_capacity(tables_at);
-        for (i, p) in self.resize.plans().iter().enumerate() {
-            let (fy, wy, fx, wx, sy, sx) = offsets[i];
-            push(&mut desc, input.sample_ptr(i));
-            push(&mut desc, out.sample_ptr(i));
-            for off in [fy, wy, fx, wx] {
-                push(&mut desc, base + (tables_at + off) as u64);
+        let taps = &self.taps;
+        let pool = ws.pool;
+        let base = self.params.upload_with(ws, at, |block, base| {
+            let (desc, mut tables) = block.split_at_mut(align(n * DESC));
+            // Each sample's tables are a disjoint slice: hand them to the workers.
+            let mut parts = Vec::with_capacity(n);
+            let mut consumed = align(n * DESC);
+            for (i, &(fy, _, _, _, _, _)) in offsets.iter().enumerate() {
+                let end = offsets.get(i + 1).map_or(at, |o| o.0);
+                let (head, rest) = std::mem::take(&mut tables).split_at_mut(end - consumed);
+                parts.push((fy, head));
+                tables = rest;
+                consumed = end;
             }
-            for v in [p.in_h, p.in_w, p.c, p.out_h, p.out_w, sy, sx, 0] {
-                push(&mut desc, v as i32);
+            pool.install(|| {
+                use rayon::prelude::*;
+                parts.par_iter_mut().zip(taps.par_iter()).zip(offsets.par_iter()).for_each(|(((start, dst), (ty, tx)), o)| {
+                    for (off, bytes) in [(o.0, bytemuck::cast_slice::<i32, u8>(&ty.first)), (o.1, bytemuck::cast_slice(&ty.weights)), (o.2, bytemuck::cast_slice(&tx.first)), (o.3, bytemuck::cast_slice(&tx.weights))] {
+                        dst[off - *start..off - *start + bytes.len()].copy_from_slice(bytes);
+                    }
+                });
+            });
+            let mut d = Vec::with_capacity(n * DESC);
+            for (i, p) in plans.iter().enumerate() {
+                let (fy, wy, fx, wx, sy, sx) = offsets[i];
+                push(&mut d, input.sample_ptr(i));
+                push(&mut d, out.sample_ptr(i));
+                for off in [fy, wy, fx, wx] {
+                    push(&mut d, base + off as u64);
+                }
+                for v in [p.in_h, p.in_w, p.c, p.out_h, p.out_w, sy, sx, 0] {
+                    push(&mut d, v as i32);
+                }
             }
-        }
-        self.block[..desc.len()].copy_from_slice(&desc);
-        let at = self.params.upload(ws, &self.block)?;
-        debug_assert_eq!(at, base);
+            desc[..d.len()].copy_from_slice(&d);
+            Ok(())
+        })?;
+        let at = base;
         let f = ws.device.kernels().function(ws.device.context(), ws.device.compute_capability(), "resize", SRC, kernel)?;
         let threads = 256u32;
         let cfg = LaunchConfig { grid_dim: ((max_pix as u32).div_ceil(threads).min(1024), n as u32, 1), block_dim: (threads, 1, 1), shared_mem_bytes: 0 };
