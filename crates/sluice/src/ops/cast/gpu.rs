@@ -26,7 +26,7 @@ impl CastGpu {
 
 /// The type's code in cast.cu (`enum Type`); `None` for types the kernel does not handle.
 /// UINT64 would need an unsigned path beside the kernel's exact `long long` integers.
-fn type_code(t: DType) -> Option<i32> {
+pub(crate) fn type_code(t: DType) -> Option<i32> {
     Some(match t {
         DType::U8 => 0,
         DType::I8 => 1,

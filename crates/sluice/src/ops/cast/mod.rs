@@ -4,7 +4,7 @@
 //! integer -> integer saturates; -> BOOL is `!= 0` (after rounding floats); -> FLOAT16 rounds half away from zero
 //! and overflows to infinity. The conversion helpers are shared with other operators.
 
-mod gpu;
+pub(crate) mod gpu;
 
 use crate::error::{Error, Result};
 use crate::ops::{arg, for_each_sample, ArgDefault as D, ArgType as T, Device, OpContext, OpDef, OpSchema, Operator, Workspace};
