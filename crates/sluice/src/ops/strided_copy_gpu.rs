@@ -143,7 +143,7 @@ impl StridedCopy {
         let samples_ptr = self.params.upload(ws, &self.block)?;
         let f = ws.device.kernels().function(ws.device.context(), ws.device.compute_capability(), "strided_copy", SRC, kernel)?;
         let threads = 256u32;
-        let blocks_x = (max_count as u32).div_ceil(threads).min(1024);
+        let blocks_x = max_count.div_ceil(threads as usize).min(1024) as u32; // threads stride over larger samples
         let cfg = LaunchConfig { grid_dim: (blocks_x, n as u32, 1), block_dim: (threads, 1, 1), shared_mem_bytes: 0 };
         // SAFETY: descriptors point into `input` and `out`, both alive on this stream; each
         // gather reads inside its input sample and writes exactly its output sample.

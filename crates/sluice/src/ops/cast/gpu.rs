@@ -70,7 +70,7 @@ impl GpuOperator for CastGpu {
         // Same type: the kernel copies the bits (as the cpu's `convert_slice`).
         let elem_bytes = if src == dst { src.size() as i32 } else { 0 };
         let threads = 256u32;
-        let blocks_x = (max_count as u32).div_ceil(threads).min(1024);
+        let blocks_x = max_count.div_ceil(threads as usize).min(1024) as u32; // threads stride over larger samples
         let cfg = LaunchConfig { grid_dim: (blocks_x, n as u32, 1), block_dim: (threads, 1, 1), shared_mem_bytes: 0 };
         // SAFETY: descriptors point into `input` and `out`, both alive on this stream; the
         // kernel reads and writes `count` elements of each sample, which both hold.

@@ -88,7 +88,7 @@ impl GpuOperator for NormalizeGpu {
         let (samples_ptr, mean_ptr, inv_ptr) = (params, params + mean_at as u64, params + inv_at as u64);
         let f = ws.device.kernels().function(ws.device.context(), ws.device.compute_capability(), "normalize", SRC, "normalize")?;
         let threads = 256u32;
-        let blocks_x = (max_count as u32).div_ceil(threads).min(1024);
+        let blocks_x = max_count.div_ceil(threads as usize).min(1024) as u32; // threads stride over larger samples
         let cfg = LaunchConfig { grid_dim: (blocks_x, n as u32, 1), block_dim: (threads, 1, 1), shared_mem_bytes: 0 };
         let shift = plan.shift;
         // SAFETY: descriptors point into `input` and `out`, both alive on this stream; the
