@@ -30,11 +30,11 @@ __device__ __forceinline__ double pow2(int k) { return __longlong_as_double((lon
 // IEEE half bits -> double, exactly (as the cpu's f16_to_f64).
 __device__ double f16_to_f64(unsigned short h) {
     const double sign = (h & 0x8000) ? -1.0 : 1.0;
-    const int exp = (h >> 10) & 0x1f;
+    const int biased_exp = (h >> 10) & 0x1f;
     const double frac = (double)(h & 0x3ff);
-    if (exp == 0) return sign * (frac * pow2(-24));
-    if (exp == 31) return frac == 0.0 ? sign * __longlong_as_double(0x7ff0000000000000LL) : __longlong_as_double(0x7ff8000000000000LL);
-    return sign * ((1.0 + frac / 1024.0) * pow2(exp - 15));
+    if (biased_exp == 0) return sign * (frac * pow2(-24));
+    if (biased_exp == 31) return frac == 0.0 ? sign * __longlong_as_double(0x7ff0000000000000LL) : __longlong_as_double(0x7ff8000000000000LL);
+    return sign * ((1.0 + frac / 1024.0) * pow2(biased_exp - 15));
 }
 
 // double -> IEEE half bits, nearest with ties away from zero (as the cpu's f64_to_f16).
