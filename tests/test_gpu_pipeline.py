@@ -273,3 +273,202 @@ def test_mixed_random_crop_feeding_resize_matches_cpu_pipeline(mixed_root):
         assert a.shape == b.shape == (48, 56, 3), f
         d = np.abs(a.astype(np.int16) - b.astype(np.int16))
         assert d.max() <= 1, (f, d.max())
+
+
+# --------------------------------------------------------------------------- flip, transpose, cast, normalize
+def _cpu_and_gpu(root, build, batch=BATCH):
+    """Runs the same graph twice: `build(images, device)` on the decoded images of `root`
+    with device="cpu", then with the images moved by `.gpu()` and device="gpu". Random
+    operators inside `build` need explicit seeds so both runs draw the same values.
+    Returns (cpu outputs, gpu outputs downloaded), each a list of TensorLists."""
+
+    def pipe(device):
+        @pipeline_def(batch_size=batch, num_threads=4, device_id=0, seed=11)
+        def p():
+            data, _ = fn.readers.file(file_root=str(root))
+            images = fn.decoders.image(data, device="cpu")
+            if device == "gpu":
+                images = images.gpu()
+            return tuple(build(images, device))
+
+        return p()
+
+    cpu, gpu = pipe("cpu").run(), pipe("gpu").run()
+    return list(cpu), [t.as_cpu() if hasattr(t, "as_cpu") else t for t in gpu]
+
+
+def _assert_identical(cpu, gpu, what=""):
+    """Same layout, and per sample the same shape, dtype and bytes."""
+    assert gpu.layout() == cpu.layout(), what
+    assert len(gpu) == len(cpu), what
+    for i in range(len(cpu)):
+        a, b = cpu.at(i), gpu.at(i)
+        assert a.dtype == b.dtype and a.shape == b.shape, (what, i, a.dtype, b.dtype, a.shape, b.shape)
+        assert np.array_equal(a.view(np.uint8), b.view(np.uint8)), (what, i)
+
+
+def _gpu_error(build):
+    """The error a GPU-only graph `build()` raises when run."""
+
+    @pipeline_def(batch_size=4, num_threads=2, device_id=0, seed=1)
+    def p():
+        return build()
+
+    with pytest.raises((RuntimeError, ValueError, NotImplementedError)) as e:
+        p().run()
+    return str(e.value)
+
+
+def test_gpu_flip_equals_cpu_with_per_sample_switches(small_images):
+    require_gpu()
+    seen = []
+
+    def build(images, device):
+        h = fn.random.coin_flip(seed=3)
+        v = fn.random.coin_flip(seed=5, probability=0.3)
+        out = fn.flip(images, device=device, horizontal=h, vertical=v)
+        # FLOAT, CHW: the same images transposed and cast first (on the same device).
+        chw = fn.cast(fn.transpose(images, device=device, perm=[2, 0, 1]), device=device, dtype=types.FLOAT)
+        out_chw = fn.flip(chw, device=device, horizontal=v, vertical=h)
+        # 4-D without a layout (taken as FHWC), FLOAT64, with depthwise ignored (no D).
+        seq = fn.random.uniform(range=(0, 100), shape=[3, 5, 7, 2], seed=9, dtype=types.FLOAT64)
+        if device == "gpu":
+            seq = seq.gpu()
+        out_seq = fn.flip(seq, device=device, horizontal=h, vertical=v, depthwise=1)
+        return out, out_chw, out_seq, images, h, v
+
+    cpu, gpu = _cpu_and_gpu(small_images, build)
+    for k, what in enumerate(["HWC uint8", "CHW float", "FHWC float64"]):
+        _assert_identical(cpu[k], gpu[k], what)
+    images, h, v = cpu[3], cpu[4], cpu[5]
+    assert len({images.at(i).shape for i in range(len(images))}) > 1, "want images of different sizes"
+    hs = [int(h.at(i)) for i in range(len(h))]
+    assert 0 < sum(hs) < len(hs), "want both flipped and unflipped samples"
+    for i in range(len(images)):  # the per-sample switches were honoured
+        want = images.at(i)
+        if hs[i]:
+            want = want[:, ::-1]
+        if int(v.at(i)):
+            want = want[::-1]
+        np.testing.assert_array_equal(gpu[0].at(i), want)
+
+
+def test_gpu_transpose_equals_cpu_for_every_element_size(small_images):
+    require_gpu()
+
+    def build(images, device):
+        outs = [fn.transpose(images, device=device, perm=[2, 0, 1]),  # HWC -> CHW
+                fn.transpose(images, device=device, perm=[1, 0, 2], transpose_layout=False)]
+        for dt in (types.INT16, types.FLOAT, types.FLOAT64):  # 2, 4 and 8-byte elements
+            x = fn.cast(images, device=device, dtype=dt)
+            outs.append(fn.transpose(x, device=device, perm=[1, 2, 0], output_layout="WCH"))
+        u = fn.random.uniform(range=(-5, 5), shape=[2, 3, 4, 5], seed=2)
+        if device == "gpu":
+            u = u.gpu()
+        outs.append(fn.transpose(u, device=device, perm=[3, 1, 0, 2]))
+        return outs
+
+    cpu, gpu = _cpu_and_gpu(small_images, build)
+    assert cpu[0].layout() == "CHW" and cpu[1].layout() == "HWC" and cpu[2].layout() == "WCH"
+    for k in range(len(cpu)):
+        _assert_identical(cpu[k], gpu[k], f"output {k}")
+
+
+_CAST_TARGETS = [types.UINT8, types.INT8, types.UINT16, types.INT16, types.UINT32, types.INT32, types.INT64,
+                 types.FLOAT16, types.FLOAT, types.FLOAT64, types.BOOL]
+
+
+def test_gpu_cast_equals_cpu_bit_for_bit(small_images):
+    """Every supported type pair from sources that hit the rounding rules: saturation (wide
+    floats), exact halves (FLOAT16 in [1024, 2048) has a 0.5 spacing) and FLOAT16 ties (odd
+    integers above 2048), plus the decoded images (different sizes)."""
+    require_gpu()
+
+    def build(images, device):
+        wide = fn.random.uniform(range=(-70000.0, 70000.0), shape=[257], seed=21)
+        halves = fn.cast(fn.random.uniform(range=(-2048.0, 2048.0), shape=[300], seed=22), dtype=types.FLOAT16)
+        ints = fn.cast(fn.random.uniform(range=(-70000.0, 70000.0), shape=[301], seed=23), dtype=types.INT32)
+        sources = [wide, halves, ints]
+        if device == "gpu":
+            sources = [s.gpu() for s in sources]
+        outs = []
+        for src in [images] + sources:
+            outs += [fn.cast(src, device=device, dtype=dt) for dt in _CAST_TARGETS]
+        return outs
+
+    cpu, gpu = _cpu_and_gpu(small_images, build)
+    assert len(cpu) == 4 * len(_CAST_TARGETS)
+    for k in range(len(cpu)):
+        _assert_identical(cpu[k], gpu[k], f"source {k // len(_CAST_TARGETS)} -> {_CAST_TARGETS[k % len(_CAST_TARGETS)]}")
+
+
+def test_gpu_normalize_with_given_mean_and_stddev_matches_cpu(small_images):
+    """Both backends compute in double with the same rounding, so the outputs are expected
+    to be identical; the assertion allows 1e-6 relative for FLOAT and 1 for integer output."""
+    require_gpu()
+
+    def build(images, device):
+        mean = fn.random.uniform(range=(60.0, 160.0), shape=[1, 1, 3], seed=31)  # per sample, per channel
+        std = fn.random.uniform(range=(20.0, 90.0), shape=[1, 1, 3], seed=32)
+        a = fn.normalize(images, device=device, mean=mean, stddev=std)
+        b = fn.normalize(images, device=device, mean=118.5, stddev=57.0, scale=64.0, shift=128.0, dtype=types.UINT8)
+        c = fn.normalize(images, device=device, axes=[0, 1], mean=mean, stddev=40.0, epsilon=0.5, dtype=types.INT16)
+        return a, b, c
+
+    cpu, gpu = _cpu_and_gpu(small_images, build)
+    exact = True
+    for k, (a, b) in enumerate(zip(cpu, gpu)):
+        assert a.layout() == b.layout()
+        for i in range(len(a)):
+            x, y = a.at(i), b.at(i)
+            assert x.dtype == y.dtype and x.shape == y.shape, (k, i)
+            if x.dtype == np.float32:
+                np.testing.assert_allclose(y, x, rtol=1e-6, atol=1e-6)
+            else:
+                assert np.abs(x.astype(np.int32) - y.astype(np.int32)).max() <= 1, (k, i)
+            exact &= np.array_equal(x, y)
+    print(f"normalize gpu == cpu bit for bit: {exact}")
+    # The per-sample means really differ between samples.
+    assert len({round(float(cpu[0].at(i).mean()), 3) for i in range(len(cpu[0]))}) > 1
+
+
+def test_gpu_flip_rejects_an_input_without_h_and_w():
+    require_gpu()
+    msg = _gpu_error(lambda: fn.flip(fn.random.uniform(range=(0, 1), shape=[4, 5], seed=1).gpu(), device="gpu"))
+    assert "flip" in msg and "layout" in msg, msg
+
+
+def test_gpu_transpose_rejects_a_permutation_of_the_wrong_length():
+    require_gpu()
+    msg = _gpu_error(lambda: fn.transpose(fn.random.uniform(range=(0, 1), shape=[4, 5, 3], seed=1).gpu(), device="gpu", perm=[1, 0]))
+    assert "transpose" in msg and "perm" in msg, msg
+
+
+def test_gpu_cast_rejects_uint64_clearly():
+    require_gpu()
+    u64 = lambda: fn.cast(fn.random.uniform(range=(0, 9), shape=[3], seed=1), dtype=types.UINT64).gpu()
+    msg = _gpu_error(lambda: fn.cast(u64(), device="gpu", dtype=types.FLOAT))
+    assert "cast" in msg and "UINT64" in msg and "GPU" in msg, msg
+
+
+def test_gpu_normalize_rejects_computed_statistics_and_bad_types():
+    require_gpu()
+    x = lambda: fn.random.uniform(range=(0, 9), shape=[4, 3], seed=1)
+    msg = _gpu_error(lambda: fn.normalize(x().gpu(), device="gpu"))
+    assert "normalize" in msg and "not supported on the GPU" in msg, msg
+    msg = _gpu_error(lambda: fn.normalize(fn.cast(x(), dtype=types.FLOAT16).gpu(), device="gpu", mean=1.0, stddev=2.0))
+    assert "normalize" in msg and "unsupported input type" in msg, msg
+
+
+def test_cpu_only_pipeline_rejects_the_gpu_backends_clearly():
+    """No GPU needed: device="gpu" is offered (from the schema) and refused at build time
+    by a pipeline without a device."""
+    for op, kw in [(fn.flip, {}), (fn.transpose, dict(perm=[1, 0])), (fn.cast, dict(dtype=types.FLOAT)), (fn.normalize, dict(mean=0.0, stddev=1.0))]:
+        @pipeline_def(batch_size=2, num_threads=1, device_id=None, seed=1)
+        def p():
+            return op(fn.random.uniform(range=(0, 1), shape=[4, 5]), device="gpu", **kw)
+
+        with pytest.raises((ValueError, RuntimeError)) as e:
+            p().build()
+        msg = str(e.value).lower()
+        assert "gpu" in msg and "cpu-only" in msg, msg

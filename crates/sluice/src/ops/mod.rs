@@ -10,6 +10,7 @@ pub mod decoders;
 pub mod flip;
 pub mod fused;
 pub mod gpu_params;
+pub mod strided_copy_gpu;
 pub mod normalize;
 pub mod pad;
 pub mod random;

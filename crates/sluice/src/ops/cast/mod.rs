@@ -4,16 +4,18 @@
 //! integer -> integer saturates; -> BOOL is `!= 0` (after rounding floats); -> FLOAT16 rounds half away from zero
 //! and overflows to infinity. The conversion helpers are shared with other operators.
 
+pub(crate) mod gpu;
+
 use crate::error::{Error, Result};
 use crate::ops::{arg, for_each_sample, ArgDefault as D, ArgType as T, Device, OpContext, OpDef, OpSchema, Operator, Workspace};
-use crate::tensor::{DType, TensorList};
+use crate::tensor::{BatchMeta, DType, TensorList};
 
 /// Schema and backends.
 pub static CAST: OpDef = OpDef {
     schema: OpSchema {
         name: "Cast",
         doc: "Cast a tensor to a different type. Float to integer conversion rounds to nearest (half away from zero) and saturates.",
-        devices: &[Device::Cpu],
+        devices: &[Device::Cpu, Device::Gpu],
         min_inputs: 1,
         max_inputs: 1,
         num_outputs: 1,
@@ -23,29 +25,40 @@ pub static CAST: OpDef = OpDef {
         is_reader: false,
         is_random: false,
     },
-    cpu: Some(|ctx| Ok(Box::new(Cast { ctx: ctx.clone(), dtype: ctx.args.dtype("dtype") }))),
+    cpu: Some(|ctx| Ok(Box::new(Cast::new(ctx)))),
     mixed: None,
-    gpu: None,
+    gpu: Some(|ctx, _dev| Ok(Box::new(gpu::CastGpu::new(ctx)))),
 };
 
+/// Shared by the cpu and gpu backends.
 struct Cast {
     ctx: OpContext,
     dtype: DType,
 }
 
+impl Cast {
+    fn new(ctx: &OpContext) -> Cast {
+        Cast { ctx: ctx.clone(), dtype: ctx.args.dtype("dtype") }
+    }
+
+    /// The output of a batch of `input`: same shapes, layout and source info, new type.
+    fn output_meta(&self, input: &BatchMeta) -> BatchMeta {
+        let mut meta = BatchMeta::new(self.dtype, input.ndim(), (0..input.len()).map(|i| input.shape(i)));
+        meta.set_layout(input.layout().clone());
+        meta.inherit_source_info(input);
+        meta
+    }
+}
+
 impl Operator for Cast {
     fn run(&mut self, ws: &Workspace<'_>) -> Result<Vec<TensorList>> {
         let input = ws.inputs[0];
-        let n = input.len();
-        let mut out = TensorList::new(self.dtype, input.ndim(), (0..n).map(|i| input.shape(i)));
-        out.set_layout(input.layout().clone());
-        out.inherit_source_info(input);
+        let mut out = TensorList::for_overwrite(self.output_meta(input.meta())); // every element is written
         let (src, dst) = (input.dtype(), self.dtype);
         for_each_sample(ws.pool, &mut out, |i, bytes| {
             convert_slice(src, input.bytes(i), dst, bytes);
             Ok(())
         })?;
-        let _ = &self.ctx;
         Ok(vec![out])
     }
 }

@@ -2,18 +2,19 @@
 //! and D (`depthwise`), found by layout letter. Works on any element type (it only moves
 //! element bytes) and matches DALI 2.4 exactly.
 
+mod gpu;
 pub mod kernel;
 
 use crate::error::{Error, Result};
 use crate::ops::{for_each_sample, tensor_arg, ArgDefault as D, ArgType as T, Device, OpContext, OpDef, OpSchema, Operator, Workspace};
-use crate::tensor::{Layout, TensorList};
+use crate::tensor::{BatchMeta, Layout, TensorList};
 
 /// Schema and backends.
 pub static FLIP: OpDef = OpDef {
     schema: OpSchema {
         name: "Flip",
         doc: "Flips the images in selected dimensions (horizontal, vertical, and depthwise). Accepts HWC, CHW, FHWC, DHWC, CDHW and similar layouts; a 3-D input without a layout is taken as HWC, a 4-D one as FHWC.",
-        devices: &[Device::Cpu],
+        devices: &[Device::Cpu, Device::Gpu],
         min_inputs: 1,
         max_inputs: 1,
         num_outputs: 1,
@@ -27,13 +28,40 @@ pub static FLIP: OpDef = OpDef {
         is_reader: false,
         is_random: false,
     },
-    cpu: Some(|ctx| Ok(Box::new(Flip { ctx: ctx.clone() }))),
+    cpu: Some(|ctx| Ok(Box::new(Flip::new(ctx)))),
     mixed: None,
-    gpu: None,
+    gpu: Some(|ctx, _dev| Ok(Box::new(gpu::FlipGpu::new(ctx)))),
 };
 
+/// Planning shared by the cpu and gpu backends.
 struct Flip {
     ctx: OpContext,
+    /// Per-sample (horizontal, vertical, depthwise) of the current batch; reused.
+    flags: Vec<(bool, bool, bool)>,
+}
+
+impl Flip {
+    fn new(ctx: &OpContext) -> Flip {
+        Flip { ctx: ctx.clone(), flags: Vec::new() }
+    }
+
+    /// Checks a batch of `meta` and reads every sample's switches into `self.flags`: bad
+    /// layouts and bad argument inputs fail before any work, with the same messages on
+    /// both backends. Returns where W, H and D are.
+    fn plan(&mut self, ws: &Workspace<'_>, meta: &BatchMeta) -> Result<Axes> {
+        let name = &self.ctx.display_name;
+        let axes = find_axes(meta.layout(), meta.ndim())
+            .map_err(|m| Error::data(self.ctx.at(ws.iteration, 0, meta.source_info(0)), m))?;
+        let horizontal = ws.per_sample(&self.ctx, "horizontal");
+        let vertical = ws.per_sample(&self.ctx, "vertical");
+        let depthwise = ws.per_sample(&self.ctx, "depthwise");
+        self.flags.clear();
+        for i in 0..meta.len() {
+            let f = |p: &crate::ops::PerSample<'_>| -> Result<bool> { Ok(p.get(name, i)?.unwrap_or(0.0) != 0.0) };
+            self.flags.push((f(&horizontal)?, f(&vertical)?, f(&depthwise)?));
+        }
+        Ok(axes)
+    }
 }
 
 /// Positions of W, H and D in a batch's layout (D may be absent).
@@ -84,23 +112,10 @@ pub fn find_axes(layout: &Layout, ndim: usize) -> std::result::Result<Axes, Stri
 impl Operator for Flip {
     fn run(&mut self, ws: &Workspace<'_>) -> Result<Vec<TensorList>> {
         let input = ws.inputs[0];
-        let name = &self.ctx.display_name;
-        let n = input.len();
-        let axes = find_axes(input.layout(), input.ndim())
-            .map_err(|m| Error::data(self.ctx.at(ws.iteration, 0, input.source_info(0)), m))?;
-        let horizontal = ws.per_sample(&self.ctx, "horizontal");
-        let vertical = ws.per_sample(&self.ctx, "vertical");
-        let depthwise = ws.per_sample(&self.ctx, "depthwise");
-        // Read the per-sample flags up front: bad argument inputs fail before any work.
-        let mut flags = Vec::with_capacity(n);
-        for i in 0..n {
-            let f = |p: &crate::ops::PerSample<'_>| -> Result<bool> { Ok(p.get(name, i)?.unwrap_or(0.0) != 0.0) };
-            flags.push((f(&horizontal)?, f(&vertical)?, f(&depthwise)?));
-        }
-        let mut out = TensorList::new(input.dtype(), input.ndim(), (0..n).map(|i| input.shape(i)));
-        out.set_layout(input.layout().clone());
-        out.inherit_source_info(input);
+        let axes = self.plan(ws, input.meta())?;
+        let mut out = TensorList::for_overwrite(input.meta().clone()); // every byte is written
         let elem = input.dtype().size();
+        let flags = &self.flags;
         for_each_sample(ws.pool, &mut out, |i, dst| {
             let shape = input.shape(i);
             let (h, v, d) = flags[i];

@@ -5,12 +5,14 @@
 //! `N - ddof`, `epsilon` is added to it (also to a given `stddev` squared), and a computed
 //! zero variance gives a zero output instead of a division by zero. Sums run in f64.
 
+mod gpu;
+
 use rayon::prelude::*;
 
 use crate::error::{Error, Result};
 use crate::ops::cast::{load_f64, require_dtype, store_f64};
 use crate::ops::{arg, for_each_sample, tensor_arg, ArgDefault as D, ArgType as T, Device, OpContext, OpDef, OpSchema, Operator, Workspace};
-use crate::tensor::{DType, TensorList};
+use crate::tensor::{BatchMeta, DType, TensorList};
 
 /// Most dimensions a normalized tensor may have.
 pub const MAX_NDIM: usize = 16;
@@ -20,7 +22,7 @@ pub static NORMALIZE: OpDef = OpDef {
     schema: OpSchema {
         name: "Normalize",
         doc: "Normalizes the input by removing the mean and dividing by the standard deviation: out = scale * (in - mean) / stddev + shift. Mean and standard deviation are computed over `axes` (all by default) unless given.",
-        devices: &[Device::Cpu],
+        devices: &[Device::Cpu, Device::Gpu],
         min_inputs: 1,
         max_inputs: 1,
         num_outputs: 1,
@@ -43,7 +45,7 @@ pub static NORMALIZE: OpDef = OpDef {
     },
     cpu: Some(|ctx| Ok(Box::new(Normalize::new(ctx)?))),
     mixed: None,
-    gpu: None,
+    gpu: Some(|ctx, _dev| Ok(Box::new(gpu::NormalizeGpu::new(ctx)?))),
 };
 
 const INPUT_TYPES: &[DType] = &[DType::U8, DType::I8, DType::U16, DType::I16, DType::I32, DType::F32];
@@ -95,8 +97,7 @@ impl Normalize {
     }
 
     /// Reduced-axis mask for an input of `ndim` dimensions.
-    fn reduced(&self, ws: &Workspace<'_>, ndim: usize, mean: Param<'_>, stddev: Param<'_>) -> Result<[bool; MAX_NDIM]> {
-        let input = ws.inputs[0];
+    fn reduced(&self, ws: &Workspace<'_>, input: &BatchMeta, ndim: usize, mean: Param<'_>, stddev: Param<'_>) -> Result<[bool; MAX_NDIM]> {
         let err = |arg: &str, m: String| Error::data(self.ctx.at(ws.iteration, 0, input.source_info(0)), format!("argument '{arg}': {m}"));
         let mut mask = [false; MAX_NDIM];
         if let Some(names) = self.ctx.args.opt_str("axis_names") {
@@ -129,7 +130,7 @@ impl Normalize {
 }
 
 /// Parameter-space strides (0 on reduced axes) of a sample of `shape`; returns the count.
-fn param_strides(shape: &[usize], reduced: &[bool], strides: &mut [usize; MAX_NDIM]) -> usize {
+pub(crate) fn param_strides(shape: &[usize], reduced: &[bool], strides: &mut [usize; MAX_NDIM]) -> usize {
     let mut s = 1;
     for a in (0..shape.len()).rev() {
         if reduced[a] {
@@ -190,9 +191,21 @@ fn walk(shape: &[usize], strides: &[usize; MAX_NDIM], mut f: impl FnMut(usize, u
     }
 }
 
-impl Operator for Normalize {
-    fn run(&mut self, ws: &Workspace<'_>) -> Result<Vec<TensorList>> {
-        let input = ws.inputs[0];
+/// A batch's plan: what [`Normalize::plan`] worked out for both backends.
+struct Plan<'a> {
+    reduced: [bool; MAX_NDIM],
+    mean: Param<'a>,
+    stddev: Param<'a>,
+    batch: bool,
+    shift: f64,
+}
+
+impl Normalize {
+    /// Checks a batch of `input` and its arguments and lays out the parameter space
+    /// (`offsets`): given `mean` / `stddev` are broadcast into `self.mean` / `self.inv` and
+    /// a given stddev is already turned into scale / sqrt(stddev^2 + epsilon). Computed ones
+    /// are left to the caller (they need the data). Same checks and messages on both backends.
+    fn plan<'a>(&mut self, ws: &Workspace<'a>, input: &BatchMeta) -> Result<Plan<'a>> {
         let name = self.ctx.display_name.clone();
         let (ndim, n, dtype) = (input.ndim(), input.len(), input.dtype());
         let at = |i: usize| self.ctx.at(ws.iteration, i, input.source_info(i));
@@ -204,14 +217,9 @@ impl Operator for Normalize {
         }
         let mean_p = self.param(ws, "mean");
         let std_p = self.param(ws, "stddev");
-        let reduced = self.reduced(ws, ndim, mean_p, std_p)?;
+        let reduced = self.reduced(ws, input, ndim, mean_p, std_p)?;
         let batch = self.ctx.args.bool("batch");
-        let (eps, scale, shift, ddof) = (
-            self.ctx.args.float("epsilon"),
-            self.ctx.args.float("scale"),
-            self.ctx.args.float("shift"),
-            self.ctx.args.int("ddof") as f64,
-        );
+        let (eps, scale, shift) = (self.ctx.args.float("epsilon"), self.ctx.args.float("scale"), self.ctx.args.float("shift"));
 
         // Parameter-space layout: one block per sample (plus one for the batch).
         self.offsets.clear();
@@ -291,6 +299,21 @@ impl Operator for Normalize {
             self.inv.fill(v);
         }
 
+        if !matches!(std_p, Param::Computed) {
+            for v in &mut self.inv {
+                *v = scale / (*v * *v + eps).sqrt();
+            }
+        }
+        Ok(Plan { reduced, mean: mean_p, stddev: std_p, batch, shift })
+    }
+}
+
+impl Operator for Normalize {
+    fn run(&mut self, ws: &Workspace<'_>) -> Result<Vec<TensorList>> {
+        let input = ws.inputs[0];
+        let Plan { reduced, mean: mean_p, stddev: std_p, batch, shift } = self.plan(ws, input.meta())?;
+        let (ndim, n, dtype) = (input.ndim(), input.len(), input.dtype());
+        let (eps, scale, ddof) = (self.ctx.args.float("epsilon"), self.ctx.args.float("scale"), self.ctx.args.int("ddof") as f64);
         let offsets = &self.offsets;
         let count = |i: usize| -> f64 {
             let s = input.shape(i);
@@ -355,10 +378,6 @@ impl Operator for Normalize {
                     let var = *v / (c - ddof) + eps;
                     *v = if var == 0.0 { 0.0 } else { scale / var.sqrt() };
                 }
-            }
-        } else {
-            for v in &mut self.inv {
-                *v = scale / (*v * *v + eps).sqrt();
             }
         }
 

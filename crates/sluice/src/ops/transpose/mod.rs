@@ -2,9 +2,11 @@
 //! type by moving element bytes. HWC <-> CHW (perm [2, 0, 1] / [1, 2, 0] on 3-D data) has a
 //! dedicated loop; everything else goes through a strided odometer. Matches DALI 2.4.
 
+mod gpu;
+
 use crate::error::{Error, Result};
 use crate::ops::{arg, for_each_sample, ArgDefault as D, ArgType as T, Device, OpContext, OpDef, OpSchema, Operator, Workspace};
-use crate::tensor::{Layout, TensorList};
+use crate::tensor::{BatchMeta, Layout, TensorList};
 
 /// Most dimensions a transposed tensor may have.
 pub const MAX_NDIM: usize = 16;
@@ -14,7 +16,7 @@ pub static TRANSPOSE: OpDef = OpDef {
     schema: OpSchema {
         name: "Transpose",
         doc: "Transposes the tensors by reordering the dimensions based on the `perm` parameter: output dimension i is input dimension perm[i].",
-        devices: &[Device::Cpu],
+        devices: &[Device::Cpu, Device::Gpu],
         min_inputs: 1,
         max_inputs: 1,
         num_outputs: 1,
@@ -30,9 +32,10 @@ pub static TRANSPOSE: OpDef = OpDef {
     },
     cpu: Some(|ctx| Ok(Box::new(Transpose::new(ctx)?))),
     mixed: None,
-    gpu: None,
+    gpu: Some(|ctx, _dev| Ok(Box::new(gpu::TransposeGpu::new(ctx)?))),
 };
 
+/// Argument checks and output planning, shared by the cpu and gpu backends.
 struct Transpose {
     ctx: OpContext,
     perm: Vec<usize>,
@@ -70,9 +73,10 @@ impl Transpose {
     }
 }
 
-impl Operator for Transpose {
-    fn run(&mut self, ws: &Workspace<'_>) -> Result<Vec<TensorList>> {
-        let input = ws.inputs[0];
+impl Transpose {
+    /// The output of a batch of `input`: shapes permuted, layout per `transpose_layout` /
+    /// `output_layout`; an error when `perm` does not fit the input's dimensions.
+    fn output_meta(&self, ws: &Workspace<'_>, input: &BatchMeta) -> Result<BatchMeta> {
         let ndim = input.ndim();
         let perm = &self.perm;
         if ndim != perm.len() {
@@ -89,7 +93,7 @@ impl Operator for Transpose {
                 shapes[i * ndim + d] = s[p];
             }
         }
-        let mut out = TensorList::new(input.dtype(), ndim, (0..n).map(|i| &shapes[i * ndim..(i + 1) * ndim]));
+        let mut meta = BatchMeta::new(input.dtype(), ndim, (0..n).map(|i| &shapes[i * ndim..(i + 1) * ndim]));
         let layout = match &self.output_layout {
             Some(l) => l.clone(),
             None if self.ctx.args.bool("transpose_layout") && !input.layout().is_empty() => {
@@ -99,9 +103,17 @@ impl Operator for Transpose {
             }
             None => input.layout().clone(),
         };
-        out.set_layout(layout);
-        out.inherit_source_info(input);
-        let elem = input.dtype().size();
+        meta.set_layout(layout);
+        meta.inherit_source_info(input);
+        Ok(meta)
+    }
+}
+
+impl Operator for Transpose {
+    fn run(&mut self, ws: &Workspace<'_>) -> Result<Vec<TensorList>> {
+        let input = ws.inputs[0];
+        let mut out = TensorList::for_overwrite(self.output_meta(ws, input.meta())?); // every element is written
+        let (perm, elem) = (&self.perm, input.dtype().size());
         for_each_sample(ws.pool, &mut out, |i, dst| {
             transpose_bytes(dst, input.bytes(i), input.shape(i), perm, elem);
             Ok(())

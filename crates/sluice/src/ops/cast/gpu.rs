@@ -1,0 +1,89 @@
+//! GPU backend of `fn.cast`: the cpu backend's output metadata, then one launch for the
+//! batch applying the cpu's conversion rules (cast.cu). Bit-exact with the cpu backend,
+//! NaN payloads aside (a NaN stays a NaN; the GPU may canonicalise its bits).
+
+use super::Cast;
+use crate::error::{Error, Result};
+use crate::ops::gpu_params::{push, ParamUpload};
+use crate::ops::{GpuOperator, GpuWorkspace, OpContext};
+use sluice_cuda::{LaunchConfig, PushKernelArg};
+use crate::tensor::{DType, TensorListGpu};
+
+const SRC: &str = include_str!("cast.cu");
+
+pub(super) struct CastGpu {
+    cast: Cast,
+    params: ParamUpload,
+    /// Per-sample descriptors (`struct CastSample` in the .cu); reused across batches.
+    block: Vec<u8>,
+}
+
+impl CastGpu {
+    pub(super) fn new(ctx: &OpContext) -> CastGpu {
+        CastGpu { cast: Cast::new(ctx), params: ParamUpload::default(), block: Vec::new() }
+    }
+}
+
+/// The type's code in cast.cu (`enum Type`); `None` for types the kernel does not handle.
+/// UINT64 would need an unsigned path beside the kernel's exact `long long` integers.
+pub(crate) fn type_code(t: DType) -> Option<i32> {
+    Some(match t {
+        DType::U8 => 0,
+        DType::I8 => 1,
+        DType::U16 => 2,
+        DType::I16 => 3,
+        DType::U32 => 4,
+        DType::I32 => 5,
+        DType::I64 => 6,
+        DType::F16 => 7,
+        DType::F32 => 8,
+        DType::F64 => 9,
+        DType::Bool => 10,
+        DType::U64 => return None,
+    })
+}
+
+impl GpuOperator for CastGpu {
+    fn run(&mut self, ws: &GpuWorkspace<'_>) -> Result<Vec<TensorListGpu>> {
+        let input = ws.gpu_inputs[0];
+        let name = &self.cast.ctx.display_name;
+        let (src, dst) = (input.dtype(), self.cast.dtype);
+        let (Some(src_code), Some(dst_code)) = (type_code(src), type_code(dst)) else {
+            return Err(Error::Unsupported(format!("{name}: {src} -> {dst} is not supported on the GPU yet (UINT64 is cpu only)")));
+        };
+        let out = TensorListGpu::alloc(self.cast.output_meta(input.meta()), ws.device, ws.stream)?;
+        let n = input.len();
+        self.block.clear();
+        let mut max_count = 0usize;
+        for i in 0..n {
+            let count = input.numel(i);
+            max_count = max_count.max(count);
+            push(&mut self.block, input.sample_ptr(i));
+            push(&mut self.block, out.sample_ptr(i));
+            push(&mut self.block, count as i64);
+        }
+        if max_count == 0 {
+            return Ok(vec![out]);
+        }
+        let samples_ptr = self.params.upload(ws, &self.block)?;
+        let f = ws.device.kernels().function(ws.device.context(), ws.device.compute_capability(), "cast", SRC, "cast")?;
+        // Same type: the kernel copies the bits (as the cpu's `convert_slice`).
+        let elem_bytes = if src == dst { src.size() as i32 } else { 0 };
+        let threads = 256u32;
+        let blocks_x = max_count.div_ceil(threads as usize).min(1024) as u32; // threads stride over larger samples
+        let cfg = LaunchConfig { grid_dim: (blocks_x, n as u32, 1), block_dim: (threads, 1, 1), shared_mem_bytes: 0 };
+        // SAFETY: descriptors point into `input` and `out`, both alive on this stream; the
+        // kernel reads and writes `count` elements of each sample, which both hold.
+        unsafe {
+            ws.stream
+                .launch_builder(&f)
+                .arg(&samples_ptr)
+                .arg(&src_code)
+                .arg(&dst_code)
+                .arg(&elem_bytes)
+                .launch(cfg)
+                .map_err(sluice_cuda::CudaError::from)?;
+        }
+        Ok(vec![out])
+    }
+}

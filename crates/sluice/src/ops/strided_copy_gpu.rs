@@ -1,0 +1,224 @@
+//! GPU gather copy shared by `fn.flip` and `fn.transpose`: both only move elements, each
+//! output element coming from one input element at an affine offset of its coordinates.
+//! The host reduces a sample to at most [`MAX_DIMS`] output dimensions with an input stride
+//! each ([`Gather`]); one kernel launch copies the whole batch.
+
+use sluice_cuda::{LaunchConfig, PushKernelArg};
+
+use crate::error::{Error, Result};
+use crate::ops::gpu_params::{push, ParamUpload};
+use crate::ops::GpuWorkspace;
+use crate::tensor::TensorListGpu;
+
+const SRC: &str = include_str!("strided_copy.cu");
+
+/// Most dimensions a gather may keep after merging (`MAX_DIMS` in the .cu).
+pub const MAX_DIMS: usize = 8;
+
+/// Size of `struct CopySample` in the .cu.
+const SAMPLE_BYTES: usize = 4 * 8 + 8 + 2 * MAX_DIMS * 8;
+
+/// One sample's copy: output element `o`, with coordinates `idx` in `extent`, is input
+/// element `base + sum(idx[d] * stride[d])`.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Gather {
+    pub ndim: usize,
+    pub base: i64,
+    pub extent: [i64; MAX_DIMS],
+    pub stride: [i64; MAX_DIMS],
+}
+
+impl Gather {
+    /// From output dimensions given as (extent, input stride), outermost first. Unit
+    /// dimensions are dropped and neighbours that walk the input as one dimension are merged
+    /// (stride[d] == stride[d + 1] * extent[d + 1]), so an HWC flip or an HWC <-> CHW
+    /// transpose needs 2 or 3 dimensions: fewer divisions per element in the kernel.
+    /// `None` when more than [`MAX_DIMS`] dimensions remain.
+    pub fn new(base: i64, dims: impl Iterator<Item = (usize, i64)>) -> Option<Gather> {
+        let mut g = Gather { base, ..Gather::default() };
+        for (extent, stride) in dims {
+            if extent == 1 {
+                continue;
+            }
+            let extent = extent as i64;
+            if g.ndim > 0 && g.stride[g.ndim - 1] == stride * extent {
+                g.extent[g.ndim - 1] *= extent;
+                g.stride[g.ndim - 1] = stride;
+                continue;
+            }
+            if g.ndim == MAX_DIMS {
+                return None;
+            }
+            g.extent[g.ndim] = extent;
+            g.stride[g.ndim] = stride;
+            g.ndim += 1;
+        }
+        Some(g)
+    }
+
+    /// A dense tensor of `shape` reversed along every axis `a` with `flip[a]` (the gather
+    /// form of [`crate::ops::flip::kernel::flip_bytes`]). Flip allows at most 8 dimensions,
+    /// so this never fails for its inputs; `None` otherwise.
+    pub fn flip(shape: &[usize], flip: &[bool]) -> Option<Gather> {
+        let strides = dense_strides(shape);
+        let base = (0..shape.len()).filter(|&a| flip[a] && shape[a] > 0).map(|a| (shape[a] as i64 - 1) * strides[a]).sum();
+        Gather::new(base, (0..shape.len()).map(|a| (shape[a], if flip[a] { -strides[a] } else { strides[a] })))
+    }
+
+    /// A dense tensor of `shape` transposed by `perm`: output dimension d is input dimension
+    /// perm[d] (the gather form of [`crate::ops::transpose::transpose_bytes`]).
+    pub fn transpose(shape: &[usize], perm: &[usize]) -> Option<Gather> {
+        let strides = dense_strides(shape);
+        Gather::new(0, perm.iter().map(|&p| (shape[p], strides[p])))
+    }
+
+    /// The input element output element `o` reads: the kernel's index math, on the host
+    /// (the unit tests check it against the cpu kernels).
+    pub fn source(&self, o: i64) -> i64 {
+        let (mut rem, mut src) = (o, self.base);
+        for d in (0..self.ndim).rev() {
+            src += rem % self.extent[d] * self.stride[d];
+            rem /= self.extent[d];
+        }
+        src
+    }
+}
+
+/// Most input dimensions (transpose's limit; merging then has to fit [`MAX_DIMS`]).
+const MAX_INPUT_DIMS: usize = 16;
+
+/// Element strides of a dense tensor of `shape` (i64: they become signed strides). A fixed
+/// array: this runs per sample per batch, so no allocation.
+fn dense_strides(shape: &[usize]) -> [i64; MAX_INPUT_DIMS] {
+    assert!(shape.len() <= MAX_INPUT_DIMS, "gather: {} dimensions", shape.len());
+    let mut strides = [0i64; MAX_INPUT_DIMS];
+    let mut s = 1i64;
+    for a in (0..shape.len()).rev() {
+        strides[a] = s;
+        s *= shape[a] as i64;
+    }
+    strides
+}
+
+/// The launcher: parameter uploads and the per-batch descriptor block, reused across batches.
+#[derive(Default)]
+pub struct StridedCopy {
+    params: ParamUpload,
+    block: Vec<u8>,
+}
+
+impl StridedCopy {
+    /// Queues one launch that writes every sample of `out` from `input` by `gathers[i]`.
+    /// Both batches hold elements of the same size; `out`'s sample i has as many elements
+    /// as `gathers[i]` covers.
+    pub fn run(&mut self, ws: &GpuWorkspace<'_>, op: &str, input: &TensorListGpu, out: &TensorListGpu, gathers: &[Gather]) -> Result<()> {
+        let n = input.len();
+        debug_assert_eq!(gathers.len(), n);
+        let kernel = match input.dtype().size() {
+            1 => "strided_copy_1",
+            2 => "strided_copy_2",
+            4 => "strided_copy_4",
+            8 => "strided_copy_8",
+            s => return Err(Error::Unsupported(format!("{op}: {s}-byte elements are not supported on the GPU"))),
+        };
+        self.block.clear();
+        let mut max_count = 0usize;
+        for (i, g) in gathers.iter().enumerate() {
+            let count = out.numel(i);
+            max_count = max_count.max(count);
+            push(&mut self.block, input.sample_ptr(i));
+            push(&mut self.block, out.sample_ptr(i));
+            push(&mut self.block, count as i64);
+            push(&mut self.block, g.base);
+            push(&mut self.block, g.ndim as i32);
+            push(&mut self.block, 0i32);
+            for v in g.extent.iter().chain(&g.stride) {
+                push(&mut self.block, *v);
+            }
+        }
+        debug_assert_eq!(self.block.len(), n * SAMPLE_BYTES);
+        if max_count == 0 {
+            return Ok(());
+        }
+        let samples_ptr = self.params.upload(ws, &self.block)?;
+        let f = ws.device.kernels().function(ws.device.context(), ws.device.compute_capability(), "strided_copy", SRC, kernel)?;
+        let threads = 256u32;
+        let blocks_x = max_count.div_ceil(threads as usize).min(1024) as u32; // threads stride over larger samples
+        let cfg = LaunchConfig { grid_dim: (blocks_x, n as u32, 1), block_dim: (threads, 1, 1), shared_mem_bytes: 0 };
+        // SAFETY: descriptors point into `input` and `out`, both alive on this stream; each
+        // gather reads inside its input sample and writes exactly its output sample.
+        unsafe {
+            ws.stream.launch_builder(&f).arg(&samples_ptr).launch(cfg).map_err(sluice_cuda::CudaError::from)?;
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::ops::flip::kernel::flip_bytes;
+    use crate::ops::transpose::transpose_bytes;
+
+    /// The output the kernel would write for gather `g` over `src` (1-byte elements).
+    fn emulate(g: &Gather, src: &[u8]) -> Vec<u8> {
+        (0..src.len() as i64).map(|o| src[g.source(o) as usize]).collect()
+    }
+
+    #[test]
+    fn flip_gathers_match_the_cpu_kernel() {
+        for shape in [vec![3usize, 4, 5], vec![2, 3, 4, 3], vec![2, 1, 3, 5, 2], vec![7], vec![1, 1, 3]] {
+            let n: usize = shape.iter().product();
+            let src: Vec<u8> = (0..n).map(|i| (i * 7 + 3) as u8).collect();
+            for mask in 0..(1u32 << shape.len()) {
+                let flip: Vec<bool> = (0..shape.len()).map(|a| mask >> a & 1 == 1).collect();
+                let mut want = vec![0; n];
+                flip_bytes(&mut want, &src, &shape, &flip, 1);
+                let g = Gather::flip(&shape, &flip).unwrap();
+                assert_eq!(emulate(&g, &src), want, "shape {shape:?} flip {flip:?}");
+            }
+        }
+        // HWC horizontal flip keeps 3 dimensions, vertical merges W and C.
+        assert_eq!(Gather::flip(&[4, 5, 3], &[false, true, false]).unwrap().ndim, 3);
+        assert_eq!(Gather::flip(&[4, 5, 3], &[true, false, false]).unwrap().ndim, 2);
+    }
+
+    #[test]
+    fn transpose_gathers_match_the_cpu_kernel() {
+        fn perms(n: usize) -> Vec<Vec<usize>> {
+            if n == 0 {
+                return vec![vec![]];
+            }
+            let mut out = vec![];
+            for p in perms(n - 1) {
+                for pos in 0..=p.len() {
+                    let mut q = p.clone();
+                    q.insert(pos, n - 1);
+                    out.push(q);
+                }
+            }
+            out
+        }
+        for shape in [vec![2usize, 3, 4], vec![3, 1, 2, 5], vec![2, 3, 2, 2], vec![4, 5], vec![1, 3, 1]] {
+            let n: usize = shape.iter().product();
+            let src: Vec<u8> = (0..n).map(|i| i as u8).collect();
+            for perm in perms(shape.len()) {
+                let mut want = vec![0; n];
+                transpose_bytes(&mut want, &src, &shape, &perm, 1);
+                let g = Gather::transpose(&shape, &perm).unwrap();
+                assert_eq!(emulate(&g, &src), want, "{shape:?} {perm:?}");
+            }
+        }
+        // HWC -> CHW stays 2-D after merging H and W.
+        assert_eq!(Gather::transpose(&[4, 5, 3], &[2, 0, 1]).unwrap().ndim, 2);
+    }
+
+    #[test]
+    fn too_many_dimensions_are_refused() {
+        // 9 alternating dimensions cannot merge.
+        let shape = [2usize; 9];
+        let perm = [8, 7, 6, 5, 4, 3, 2, 1, 0];
+        assert!(Gather::transpose(&shape, &perm).is_none());
+        assert!(Gather::transpose(&[2usize; 9], &[0, 1, 2, 3, 4, 5, 6, 7, 8]).is_some());
+    }
+}
