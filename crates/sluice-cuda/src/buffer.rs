@@ -60,7 +60,11 @@ impl DeviceBuffer {
     /// Makes the buffer's free wait for everything queued so far on `other` (a consumer's
     /// stream, given as a raw handle: PyTorch's, CuPy's...). Call before dropping the last
     /// reference when the data was used outside our stream.
-    pub fn order_free_after(&self, other: sys::CUstream) -> CudaResult<()> {
+    ///
+    /// # Safety
+    /// `other` must be a live stream of this buffer's GPU (or null, the legacy default
+    /// stream): the driver dereferences it.
+    pub unsafe fn order_free_after(&self, other: sys::CUstream) -> CudaResult<()> {
         if other == self.stream.cu_stream() {
             return Ok(());
         }

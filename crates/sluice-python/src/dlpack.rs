@@ -57,7 +57,9 @@ impl Drop for Kept {
         if let Kept::Device(batch, Some(stream)) = self {
             // The consumer may still have work on its stream that reads this memory: queue
             // the free after it. Failure here only means the context is gone already.
-            let _ = batch.buffer().order_free_after(*stream);
+            // SAFETY: the consumer handed us this stream in __dlpack__ and it belongs to the
+            // batch's GPU; consumers keep their streams alive while tensors from them live.
+            let _ = unsafe { batch.buffer().order_free_after(*stream) };
         }
     }
 }

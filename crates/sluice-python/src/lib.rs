@@ -343,7 +343,8 @@ impl PyTensorListGpu {
         let (offset, shape) = self.view(i)?;
         let consumer = stream.map(|s| s as sluice::tensor::RawStream);
         match (self.inner.ready(), consumer) {
-            (Some(ev), Some(s)) => ev.wait_on(s).map_err(to_py)?,
+            // SAFETY: DLPack's protocol: `stream` is the consumer's live stream on this GPU.
+            (Some(ev), Some(s)) => unsafe { ev.wait_on(s) }.map_err(to_py)?,
             (Some(ev), None) => {
                 let ev = ev.clone();
                 py.detach(move || ev.synchronize()).map_err(to_py)?

@@ -37,9 +37,13 @@ impl ReadyEvent {
     }
 
     /// Makes `stream` (any stream of this device, e.g. PyTorch's) wait for the data.
-    pub fn wait_on(&self, stream: RawStream) -> Result<()> {
+    ///
+    /// # Safety
+    /// `stream` must be a live stream of this device (or null, the legacy default stream):
+    /// the driver dereferences it.
+    pub unsafe fn wait_on(&self, stream: RawStream) -> Result<()> {
         self.buffer_device.bind()?;
-        // SAFETY: live event and stream handles.
+        // SAFETY: live event; the caller vouches for the stream.
         unsafe { cuda_check(sys::cuStreamWaitEvent(stream, self.event, 0), "cuStreamWaitEvent") }
     }
 
