@@ -29,6 +29,20 @@ pub struct Gather {
 }
 
 impl Gather {
+    /// Appends the kernels' per-sample descriptor (`SAMPLE_BYTES`): source and destination
+    /// addresses, element count, then this gather. The strided copy and normalize share it.
+    pub fn push_descriptor(&self, block: &mut Vec<u8>, src: u64, dst: u64, count: usize) {
+        push(block, src);
+        push(block, dst);
+        push(block, count as i64);
+        push(block, self.base);
+        push(block, self.ndim as i32);
+        push(block, 0i32);
+        for v in self.extent.iter().chain(&self.stride) {
+            push(block, *v);
+        }
+    }
+
     /// From output dimensions given as (extent, input stride), outermost first. Unit
     /// dimensions are dropped and neighbours that walk the input as one dimension are merged
     /// (stride[d] == stride[d + 1] * extent[d + 1]), so an HWC flip or an HWC <-> CHW
@@ -126,15 +140,7 @@ impl StridedCopy {
         for (i, g) in gathers.iter().enumerate() {
             let count = out.numel(i);
             max_count = max_count.max(count);
-            push(&mut self.block, input.sample_ptr(i));
-            push(&mut self.block, out.sample_ptr(i));
-            push(&mut self.block, count as i64);
-            push(&mut self.block, g.base);
-            push(&mut self.block, g.ndim as i32);
-            push(&mut self.block, 0i32);
-            for v in g.extent.iter().chain(&g.stride) {
-                push(&mut self.block, *v);
-            }
+            g.push_descriptor(&mut self.block, input.sample_ptr(i), out.sample_ptr(i), count);
         }
         debug_assert_eq!(self.block.len(), n * SAMPLE_BYTES);
         if max_count == 0 {

@@ -9,7 +9,7 @@ use sluice_cuda::{LaunchConfig, PushKernelArg};
 use super::{param_strides, Normalize, Param, MAX_NDIM};
 use crate::error::{Error, Result};
 use crate::ops::cast::gpu::type_code;
-use crate::ops::gpu_params::{push, ParamUpload};
+use crate::ops::gpu_params::ParamUpload;
 use crate::ops::strided_copy_gpu::{Gather, MAX_DIMS};
 use crate::ops::{GpuOperator, GpuWorkspace, OpContext};
 use crate::tensor::{BatchMeta, TensorListGpu};
@@ -67,15 +67,7 @@ impl GpuOperator for NormalizeGpu {
             })?;
             let count = input.numel(i);
             max_count = max_count.max(count);
-            push(&mut self.block, input.sample_ptr(i));
-            push(&mut self.block, out.sample_ptr(i));
-            push(&mut self.block, count as i64);
-            push(&mut self.block, g.base);
-            push(&mut self.block, g.ndim as i32);
-            push(&mut self.block, 0i32);
-            for v in g.extent.iter().chain(&g.stride) {
-                push(&mut self.block, *v);
-            }
+            g.push_descriptor(&mut self.block, input.sample_ptr(i), out.sample_ptr(i), count);
         }
         if max_count == 0 {
             return Ok(vec![out]);
