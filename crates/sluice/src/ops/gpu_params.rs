@@ -84,6 +84,15 @@ impl ParamUpload {
 }
 
 /// Appends a plain-old-data value's bytes to a parameter block.
+/// Launch shape of the per-sample kernels: one grid row (y) per sample, 256 threads per
+/// block, enough blocks along x for the largest sample's `max_items`, at most 1024 (the
+/// kernels' threads stride over larger samples). Counted in usize, so no sample size wraps.
+pub fn per_sample_launch(max_items: usize, samples: usize) -> sluice_cuda::LaunchConfig {
+    const THREADS: u32 = 256;
+    let blocks_x = max_items.div_ceil(THREADS as usize).clamp(1, 1024) as u32;
+    sluice_cuda::LaunchConfig { grid_dim: (blocks_x, samples as u32, 1), block_dim: (THREADS, 1, 1), shared_mem_bytes: 0 }
+}
+
 pub fn push<T: bytemuck::Pod>(block: &mut Vec<u8>, v: T) {
     block.extend_from_slice(bytemuck::bytes_of(&v));
 }

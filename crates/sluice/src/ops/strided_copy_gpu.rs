@@ -3,10 +3,10 @@
 //! The host reduces a sample to at most [`MAX_DIMS`] output dimensions with an input stride
 //! each ([`Gather`]); one kernel launch copies the whole batch.
 
-use sluice_cuda::{LaunchConfig, PushKernelArg};
+use sluice_cuda::PushKernelArg;
 
 use crate::error::{Error, Result};
-use crate::ops::gpu_params::{push, ParamUpload};
+use crate::ops::gpu_params::{per_sample_launch, push, ParamUpload};
 use crate::ops::GpuWorkspace;
 use crate::tensor::TensorListGpu;
 
@@ -148,9 +148,7 @@ impl StridedCopy {
         }
         let samples_ptr = self.params.upload(ws, &self.block)?;
         let f = ws.device.kernels().function(ws.device.context(), ws.device.compute_capability(), "strided_copy", SRC, kernel)?;
-        let threads = 256u32;
-        let blocks_x = max_count.div_ceil(threads as usize).min(1024) as u32; // threads stride over larger samples
-        let cfg = LaunchConfig { grid_dim: (blocks_x, n as u32, 1), block_dim: (threads, 1, 1), shared_mem_bytes: 0 };
+        let cfg = per_sample_launch(max_count, n);
         // SAFETY: descriptors point into `input` and `out`, both alive on this stream; each
         // gather reads inside its input sample and writes exactly its output sample.
         unsafe {

@@ -4,9 +4,9 @@
 
 use super::Cast;
 use crate::error::{Error, Result};
-use crate::ops::gpu_params::{push, ParamUpload};
+use crate::ops::gpu_params::{per_sample_launch, push, ParamUpload};
 use crate::ops::{GpuOperator, GpuWorkspace, OpContext};
-use sluice_cuda::{LaunchConfig, PushKernelArg};
+use sluice_cuda::PushKernelArg;
 use crate::tensor::{DType, TensorListGpu};
 
 const SRC: &str = include_str!("cast.cu");
@@ -69,9 +69,7 @@ impl GpuOperator for CastGpu {
         let f = ws.device.kernels().function(ws.device.context(), ws.device.compute_capability(), "cast", SRC, "cast")?;
         // Same type: the kernel copies the bits (as the cpu's `convert_slice`).
         let elem_bytes = if src == dst { src.size() as i32 } else { 0 };
-        let threads = 256u32;
-        let blocks_x = max_count.div_ceil(threads as usize).min(1024) as u32; // threads stride over larger samples
-        let cfg = LaunchConfig { grid_dim: (blocks_x, n as u32, 1), block_dim: (threads, 1, 1), shared_mem_bytes: 0 };
+        let cfg = per_sample_launch(max_count, n);
         // SAFETY: descriptors point into `input` and `out`, both alive on this stream; the
         // kernel reads and writes `count` elements of each sample, which both hold.
         unsafe {

@@ -3,11 +3,11 @@
 
 use std::sync::Arc;
 
-use sluice_cuda::{GpuDevice, LaunchConfig, PushKernelArg};
+use sluice_cuda::{GpuDevice, PushKernelArg};
 
 use super::crop_mirror_normalize::Cmn;
 use crate::error::{Error, Result};
-use crate::ops::gpu_params::{push, ParamUpload};
+use crate::ops::gpu_params::{per_sample_launch, push, ParamUpload};
 use crate::ops::{GpuOperator, GpuWorkspace, OpContext};
 use crate::tensor::{DType, TensorListGpu};
 
@@ -80,9 +80,7 @@ impl GpuOperator for CmnGpu {
         let (samples_ptr, consts_ptr) = (params, params + consts_at as u64);
         let f = ws.device.kernels().function(ws.device.context(), ws.device.compute_capability(), "crop_mirror_normalize", SRC, kernel)?;
         let chw = self.cmn.chw() as i32;
-        let threads = 256u32;
-        let blocks_x = (max_pix as u32).div_ceil(threads).min(1024);
-        let cfg = LaunchConfig { grid_dim: (blocks_x, n as u32, 1), block_dim: (threads, 1, 1), shared_mem_bytes: 0 };
+        let cfg = per_sample_launch(max_pix, n);
         // SAFETY: descriptors point into `input` and `out`, both alive on this stream; the
         // kernel writes exactly each sample's output extent.
         unsafe {

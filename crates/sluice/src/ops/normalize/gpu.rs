@@ -4,12 +4,12 @@
 //! computed from the data (per sample or batch-wide reductions) are not supported on the
 //! GPU yet and fail with a clear error.
 
-use sluice_cuda::{LaunchConfig, PushKernelArg};
+use sluice_cuda::PushKernelArg;
 
 use super::{param_strides, Normalize, Param, MAX_NDIM};
 use crate::error::{Error, Result};
 use crate::ops::cast::gpu::type_code;
-use crate::ops::gpu_params::ParamUpload;
+use crate::ops::gpu_params::{per_sample_launch, ParamUpload};
 use crate::ops::strided_copy_gpu::{Gather, MAX_DIMS};
 use crate::ops::{GpuOperator, GpuWorkspace, OpContext};
 use crate::tensor::{BatchMeta, TensorListGpu};
@@ -79,9 +79,7 @@ impl GpuOperator for NormalizeGpu {
         let params = self.params.upload(ws, &self.block)?;
         let (samples_ptr, mean_ptr, inv_ptr) = (params, params + mean_at as u64, params + inv_at as u64);
         let f = ws.device.kernels().function(ws.device.context(), ws.device.compute_capability(), "normalize", SRC, "normalize")?;
-        let threads = 256u32;
-        let blocks_x = max_count.div_ceil(threads as usize).min(1024) as u32; // threads stride over larger samples
-        let cfg = LaunchConfig { grid_dim: (blocks_x, n as u32, 1), block_dim: (threads, 1, 1), shared_mem_bytes: 0 };
+        let cfg = per_sample_launch(max_count, n);
         let shift = plan.shift;
         // SAFETY: descriptors point into `input` and `out`, both alive on this stream; the
         // parameter indices stay inside each sample's block of the uploaded arrays.

@@ -3,12 +3,12 @@
 
 use std::sync::Arc;
 
-use sluice_cuda::{GpuDevice, LaunchConfig, PushKernelArg};
+use sluice_cuda::{GpuDevice, PushKernelArg};
 
 use super::kernel::Taps;
 use super::{Resize, ResizeBatch};
 use crate::error::{Error, Result};
-use crate::ops::gpu_params::{push, ParamUpload};
+use crate::ops::gpu_params::{per_sample_launch, push, ParamUpload};
 use crate::ops::{GpuOperator, GpuWorkspace, OpContext};
 use crate::tensor::{DType, TensorListGpu};
 
@@ -125,8 +125,7 @@ impl GpuOperator for ResizeGpu {
         })?;
         let at = base;
         let f = ws.device.kernels().function(ws.device.context(), ws.device.compute_capability(), "resize", SRC, kernel)?;
-        let threads = 256u32;
-        let cfg = LaunchConfig { grid_dim: ((max_pix as u32).div_ceil(threads).min(1024), n as u32, 1), block_dim: (threads, 1, 1), shared_mem_bytes: 0 };
+        let cfg = per_sample_launch(max_pix, n);
         // SAFETY: descriptors point into `input`, `out` and the uploaded tables, all alive and
         // ordered on this stream; each thread writes inside its sample's output.
         unsafe {
