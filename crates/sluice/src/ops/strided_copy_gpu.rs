@@ -189,20 +189,7 @@ mod tests {
 
     #[test]
     fn transpose_gathers_match_the_cpu_kernel() {
-        fn perms(n: usize) -> Vec<Vec<usize>> {
-            if n == 0 {
-                return vec![vec![]];
-            }
-            let mut out = vec![];
-            for p in perms(n - 1) {
-                for pos in 0..=p.len() {
-                    let mut q = p.clone();
-                    q.insert(pos, n - 1);
-                    out.push(q);
-                }
-            }
-            out
-        }
+        use crate::ops::transpose::tests::perms;
         for shape in [vec![2usize, 3, 4], vec![3, 1, 2, 5], vec![2, 3, 2, 2], vec![4, 5], vec![1, 3, 1]] {
             let n: usize = shape.iter().product();
             let src: Vec<u8> = (0..n).map(|i| i as u8).collect();

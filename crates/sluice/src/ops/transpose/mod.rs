@@ -224,7 +224,7 @@ fn tr<const N: usize>(dst: &mut [u8], src: &[u8], shape: &[usize], perm: &[usize
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
 
     fn reference(src: &[u8], shape: &[usize], perm: &[usize]) -> Vec<u8> {
@@ -248,7 +248,8 @@ mod tests {
         out
     }
 
-    fn perms(n: usize) -> Vec<Vec<usize>> {
+    /// Every permutation of 0..n (also used by the GPU gather tests).
+    pub(crate) fn perms(n: usize) -> Vec<Vec<usize>> {
         if n == 0 {
             return vec![vec![]];
         }
