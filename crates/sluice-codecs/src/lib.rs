@@ -18,6 +18,7 @@
 //! # Ok(()) }
 //! ```
 
+mod coefficients;
 mod color;
 mod encode;
 mod exif;
@@ -25,6 +26,7 @@ mod jpeg;
 mod other;
 mod transform;
 
+pub use coefficients::{coefficient_layout, read_coefficients, CoefComponent, CoefLayout};
 pub use encode::encode_jpeg;
 pub use exif::Orientation;
 

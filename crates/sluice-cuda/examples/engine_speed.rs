@@ -1,0 +1,109 @@
+//! The hardware JPEG engine's own throughput, with nothing else running: batches of
+//! `--batch` images (whole, or centred windows of half the area) submitted back to back on
+//! `--states` alternating nvJPEG states, from `--threads` submitting threads.
+//!
+//!     engine_speed [--batch 166] [--states 2] [--threads 1] [--window] [--seconds 5] FILE...
+//!
+//! Prints images per second and how long each submit call blocked the calling thread.
+
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use sluice_codecs::read_info;
+use sluice_cuda::nvjpeg::{GpuEvent, HwBatchDecoder, HwTarget, HwWindow, NvJpeg};
+use sluice_cuda::{DeviceBuffer, GpuDevice};
+
+fn main() {
+    let mut args: Vec<String> = std::env::args().skip(1).collect();
+    let mut opt = |name: &str, default: f64| -> f64 {
+        match args.iter().position(|a| a == name) {
+            Some(i) => {
+                let v = args[i + 1].parse().expect("number");
+                args.drain(i..i + 2);
+                v
+            }
+            None => default,
+        }
+    };
+    let (batch, states, threads, seconds) = (opt("--batch", 166.0) as usize, opt("--states", 2.0) as usize, opt("--threads", 1.0) as usize, opt("--seconds", 5.0));
+    let window = match args.iter().position(|a| a == "--window") {
+        Some(i) => {
+            args.remove(i);
+            true
+        }
+        None => false,
+    };
+    let files: Vec<Vec<u8>> = args.iter().map(|f| std::fs::read(f).expect("read")).collect();
+    let infos: Vec<_> = files.iter().map(|b| read_info(b).expect("header")).collect();
+    let dev = GpuDevice::open(0).expect("GPU");
+    let nv = NvJpeg::hardware(&dev).expect("hardware decoder");
+    let stream = dev.new_stream().expect("stream");
+    let max_px: usize = infos.iter().map(|i| i.width * i.height * 3).max().unwrap();
+    let out = DeviceBuffer::alloc(&dev, &stream, max_px * batch * states).expect("alloc");
+    let decoders: Vec<Mutex<HwBatchDecoder>> = (0..states).map(|_| Mutex::new(HwBatchDecoder::new(&nv, batch).expect("decoder"))).collect();
+    let start = Arc::new(GpuEvent::new(&dev).expect("event"));
+    start.record(&stream).expect("record");
+    let next = Mutex::new(0usize);
+    let blocked = Mutex::new(Vec::<Duration>::new());
+    let run = |until: Instant| -> usize {
+        let mut images = 0;
+        while Instant::now() < until {
+            let k = {
+                let mut n = next.lock().unwrap();
+                *n += 1;
+                *n
+            };
+            let s = k % states;
+            let mut dec = decoders[s].lock().unwrap();
+            let idx: Vec<usize> = (0..batch).map(|j| (k * batch + j) % files.len()).collect();
+            let data: Vec<&[u8]> = idx.iter().map(|&i| &files[i][..]).collect();
+            let targets: Vec<HwTarget> = idx
+                .iter()
+                .enumerate()
+                .map(|(j, &i)| {
+                    let (w, h) = (infos[i].width, infos[i].height);
+                    let win = window.then(|| {
+                        let (ww, hh) = ((w as f64 * 0.707) as usize, (h as f64 * 0.707) as usize);
+                        HwWindow { x: (w - ww) / 2, y: (h - hh) / 2, width: ww, height: hh }
+                    });
+                    let pitch = win.map_or(w, |r| r.width) * 3;
+                    HwTarget { ptr: out.device_ptr() + ((s * batch + j) * max_px) as u64, pitch, width: w, window: win }
+                })
+                .collect();
+            let t = Instant::now();
+            // SAFETY: every target is a disjoint slot of `out`, large enough for any image;
+            // `files` outlives the synchronize at the end.
+            unsafe { dec.submit(&data, &targets, &start) }.expect("submit");
+            blocked.lock().unwrap().push(t.elapsed());
+            images += batch;
+        }
+        images
+    };
+    // Warm-up (state buffers, engine clocks).
+    run(Instant::now() + Duration::from_secs(1));
+    for d in &decoders {
+        d.lock().unwrap().join(&stream).unwrap();
+    }
+    stream.synchronize().unwrap();
+    blocked.lock().unwrap().clear();
+    let t0 = Instant::now();
+    let until = t0 + Duration::from_secs_f64(seconds);
+    let images: usize = std::thread::scope(|s| {
+        let hs: Vec<_> = (0..threads).map(|_| s.spawn(|| run(until))).collect();
+        hs.into_iter().map(|h| h.join().unwrap()).sum()
+    });
+    for d in &decoders {
+        d.lock().unwrap().join(&stream).unwrap();
+    }
+    stream.synchronize().unwrap();
+    let secs = t0.elapsed().as_secs_f64();
+    let mut b = blocked.lock().unwrap().clone();
+    b.sort();
+    let ms = |d: Duration| d.as_secs_f64() * 1e3;
+    println!(
+        "engine: batch {batch} states {states} threads {threads} window {window}: {:.0} img/s; submit blocked median {:.2} ms, p90 {:.2} ms per batch",
+        images as f64 / secs,
+        ms(b[b.len() / 2]),
+        ms(b[b.len() * 9 / 10])
+    );
+}
