@@ -176,6 +176,8 @@ def main():
             r = subprocess.run([sys.executable, __file__, a.data, "--batch", str(a.batch), "--threads", str(a.threads),
                                 "--iters", str(a.iters), "--child", lib, kind]
                                + ([] if a.hw_load is None else ["--hw-load", str(a.hw_load)]), capture_output=True, text=True)
+            if os.environ.get("SLUICE_TRACE_DECODER"):
+                sys.stderr.write(r.stderr)  # the decoder's per-batch trace, for the record
             line = [l for l in r.stdout.splitlines() if l.startswith("{")]
             res[lib] = json.loads(line[-1]) if line else {"error": (r.stderr.strip().splitlines() or ["?"])[-1][:120]}
         rows.append((kind, res))

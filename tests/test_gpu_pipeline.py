@@ -75,6 +75,37 @@ def test_mixed_decoder_reports_bad_files_and_recovers(tmp_path, small_images):
     assert len(imgs) == BATCH and imgs.as_cpu().at(0).std() > 1
 
 
+def test_failing_operator_after_the_engine_leaves_the_pipeline_usable(small_images):
+    """An operator after the hardware decoder fails on every batch: each run raises that
+    operator's error (never hangs on the engine's thread or stream), the pipeline closes
+    cleanly, and a pipeline built next decodes normally."""
+    require_gpu()
+    files = _files(small_images, (".jpg",)) * 4
+
+    @pipeline_def(batch_size=BATCH, num_threads=4, device_id=0, seed=1)
+    def p():
+        data, _ = fn.readers.file(files=files, name="Reader")
+        images = fn.decoders.image_random_crop(data, device="mixed", hw_decoder_load=1.0)
+        return fn.cast(images, dtype=types.UINT64, device="gpu")  # not on the GPU yet: fails in run()
+
+    pipe = p()
+    for _ in range(3):
+        with pytest.raises(RuntimeError) as e:
+            pipe.run()
+        assert "cast" in str(e.value) and "UINT64" in str(e.value)
+    del pipe
+
+    @pipeline_def(batch_size=BATCH, num_threads=4, device_id=0, seed=1)
+    def q():
+        data, _ = fn.readers.file(files=files, name="Reader")
+        return fn.decoders.image_random_crop(data, device="mixed", hw_decoder_load=1.0)
+
+    pipe = q()
+    for _ in range(4):
+        (imgs,) = pipe.run()
+        assert len(imgs) == BATCH and imgs.as_cpu().at(BATCH - 1).std() > 1
+
+
 def _cmn_pipe(root, device, per_sample_stats=False):
     @pipeline_def(batch_size=BATCH, num_threads=4, device_id=0, seed=7)
     def p():

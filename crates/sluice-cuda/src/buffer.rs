@@ -96,6 +96,18 @@ impl DeviceBuffer {
         })
     }
 
+    /// Copies `src` to `offset` on `stream` (any stream of this buffer's GPU) and waits for
+    /// the copy: for rare paths that must finish on a stream other than the buffer's own.
+    pub fn copy_from_host_on(&self, offset: usize, src: &[u8], stream: &CudaStream) -> CudaResult<()> {
+        assert!(offset + src.len() <= self.len, "copy past the end of a device buffer");
+        self.device.bind()?;
+        // SAFETY: bounds checked; the synchronize below keeps `src` alive until the copy ran.
+        check("cuMemcpyHtoDAsync", unsafe {
+            sys::cuMemcpyHtoDAsync_v2(self.ptr + offset as u64, src.as_ptr() as *const _, src.len(), stream.cu_stream())
+        })?;
+        stream.synchronize().map_err(Into::into)
+    }
+
     /// Copies a `rows` x `row_bytes` rectangle from `src` (starting at `src_offset`, rows
     /// `src_pitch` apart) into this buffer (at `dst_offset`, rows `dst_pitch` apart), ordered
     /// on this buffer's stream; `src` must be usable there (same stream, or ordered before).

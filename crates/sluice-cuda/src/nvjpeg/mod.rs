@@ -542,6 +542,11 @@ impl HwBatchDecoder {
         !self.params.is_empty()
     }
 
+    /// This decoder's own stream, on which [`submit`](Self::submit) queues the decode.
+    pub fn stream(&self) -> &Arc<CudaStream> {
+        &self.stream
+    }
+
     /// Makes `stream` wait for this decoder's last submitted batch.
     pub fn join(&self, stream: &CudaStream) -> CudaResult<()> {
         self.fence.make_wait(stream)

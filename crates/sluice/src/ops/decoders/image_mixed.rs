@@ -5,26 +5,32 @@
 //!
 //! One batch runs three ways at once:
 //! - Baseline colour JPEGs (`hw_decoder_load` of the batch) go to the GPU's hardware JPEG
-//!   engine in one batched call, submitted from a thread of its own (nvJPEG's call blocks
-//!   while the engine takes the work) on its own nvJPEG state and stream. Two states
-//!   alternate between batches, so batch n+1 never waits for batch n's engine work.
-//!   Splitting a batch into sub-batches on parallel states was measured on an H200 and is
-//!   slower (rn50-crop, 16 threads: 1 part 20,770 img/s, 2 parts 17,165, 4 parts 13,379,
-//!   8 parts 11,348; GPU memory grows with the parts), so [`HW_SPLIT`] is 1; the
-//!   SLUICE_HW_SPLIT environment variable overrides it for experiments on other GPUs.
+//!   engine in one batched call, made on a thread of its own (nvJPEG's call blocks while
+//!   the engine works) on one of two nvJPEG states used in turn, each with its own stream.
+//!   Splitting a batch over parallel states was measured on an H200 and is slower (rn50-crop,
+//!   16 threads: 1 part 20,770 img/s, 2 parts 17,165, 4 parts 13,379, 8 parts 11,348).
 //! - Everything else (progressive files, other formats, EXIF-rotated or non-RGB outputs,
-//!   and the share kept off the engine) is decoded by libjpeg-turbo on the remaining
+//!   and the share kept off the engine) is decoded by libjpeg-turbo on the pipeline's
 //!   workers into pinned memory and uploaded; windows decode only their rows and columns,
 //!   and at a DCT scale when the graph says a fixed-size resize follows.
 //! - Windows of engine-decoded samples are decoded on the engine (nvjpegDecodeBatchedEx
 //!   with a ROI); where nvJPEG lacks that, whole images are decoded into one scratch buffer
 //!   and the windows cut out with one 2-D copy each.
 //!
-//! A sub-batch the engine rejects is decoded on the CPU instead, so one odd file costs
-//! time, not the batch; a file the CPU cannot decode either is an error naming the sample.
+//! The engine's submission runs while the workers decode the CPU share; the decoder joins
+//! the pipeline stream to the engine's stream with an event once nvJPEG's call returns.
+//! Queueing the later operators behind a device-memory gate before that call returns
+//! (so the pipeline thread need not wait for the engine) deadlocks: nvJPEG synchronises
+//! the device inside its call at times (first batch, growing buffers), which then waits for
+//! the gate that only its own return would open.
+//!
+//! A sub-batch the engine rejects is decoded on the CPU instead (on the engine's thread),
+//! so one odd file costs time, not the batch; a file the CPU cannot
+//! decode either is an error naming the sample.
 
 use std::sync::Arc;
 
+use crossbeam_channel::{bounded, Receiver};
 use rayon::prelude::*;
 use sluice_codecs::{ColorSpace, DecodeParams, ImageFormat, ImageInfo, Roi};
 use sluice_cuda::nvjpeg::{self, GpuEvent, HwBatchDecoder, HwTarget, HwWindow, NvJpeg};
@@ -35,17 +41,7 @@ use super::image::read_headers;
 use super::image_crop::scaled_window;
 use crate::error::{Error, Result};
 use crate::ops::{GpuOperator, GpuWorkspace, OpContext};
-use crate::tensor::{BatchMeta, DType, ReadyEvent, TensorListGpu};
-
-/// Hardware sub-batches per batch (see the module docs); each costs one nvJPEG state (and
-/// its buffers) per set.
-const HW_SPLIT: usize = 1;
-
-/// Sub-batches per batch: [`HW_SPLIT`], or SLUICE_HW_SPLIT (1-16) for tuning experiments.
-fn hw_split() -> usize {
-    static N: std::sync::OnceLock<usize> = std::sync::OnceLock::new();
-    *N.get_or_init(|| std::env::var("SLUICE_HW_SPLIT").ok().and_then(|v| v.parse().ok()).filter(|n| (1..=16).contains(n)).unwrap_or(HW_SPLIT))
-}
+use crate::tensor::{BatchMeta, DType, ReadyEvent, TensorList, TensorListGpu};
 
 /// Pinned staging buffers in flight for the CPU share.
 const STAGING_DEPTH: usize = 3;
@@ -54,17 +50,6 @@ const STAGING_DEPTH: usize = 3;
 fn trace() -> bool {
     static ON: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
     *ON.get_or_init(|| std::env::var_os("SLUICE_TRACE_DECODER").is_some_and(|v| v != "0"))
-}
-
-/// [`HW_SPLIT`] hardware decoders for sub-batches of up to `per_state` images, made side by
-/// side (each allocates and pre-sizes its nvJPEG state, which takes a while).
-fn new_decoders(nv: &NvJpeg, per_state: usize) -> sluice_cuda::CudaResult<Vec<HwBatchDecoder>> {
-    std::thread::scope(|s| {
-        let made: Vec<_> = (0..hw_split()).map(|_| s.spawn(|| HwBatchDecoder::new(nv, per_state))).collect();
-        made.into_iter()
-            .map(|h| h.join().unwrap_or_else(|_| Err(sluice_cuda::CudaError("creating a hardware JPEG decoder panicked".into()))))
-            .collect()
-    })
 }
 
 /// With tracing on, how long reading the headers (and placing windows) took.
@@ -93,23 +78,90 @@ enum Route {
     Cpu { window: Option<Roi>, denom: u32 },
 }
 
+/// One of the two engine slots used in turn: a hardware decoder (lent to the engine thread
+/// while it submits) and the event its batches start from.
+struct EngineSlot {
+    dec: Option<HwBatchDecoder>,
+    start: Arc<GpuEvent>,
+}
+
+/// The engine's share of one batch, everything the engine thread needs, owned (the encoded
+/// bytes stay alive through the batch's `TensorList`, the output through its buffer).
+struct EngineWork {
+    input: TensorList,
+    idx: Vec<usize>,
+    targets: Vec<HwTarget>,
+    out: Arc<DeviceBuffer>,
+    /// Per engine sample: where its slot starts in `out`, and the window it holds (for the
+    /// CPU fallback).
+    offsets: Vec<usize>,
+    windows: Vec<Option<Roi>>,
+    infos: Vec<ImageInfo>,
+    params: DecodeParams,
+    ctx: OpContext,
+    iteration: u64,
+    start: Arc<GpuEvent>,
+}
+
+/// What the engine thread reports: how long the submission took and which samples it had to
+/// decode on the CPU (or the first one it could not decode at all).
+type EngineOutcome = (HwBatchDecoder, Result<(std::time::Duration, Vec<usize>)>);
+
+/// A submission under way on the engine thread.
+struct EngineJob {
+    slot: usize,
+    iteration: u64,
+    done: Receiver<EngineOutcome>,
+}
+
+impl EngineWork {
+    /// Submits the batch on `dec` (blocks while the engine takes it); if the engine refuses
+    /// it, decodes the samples on this thread and copies them into place on the decoder's
+    /// stream.
+    fn run(self, dec: &mut HwBatchDecoder) -> Result<(std::time::Duration, Vec<usize>)> {
+        let t = std::time::Instant::now();
+        let images: Vec<&[u8]> = self.idx.iter().map(|&i| self.input.bytes(i)).collect();
+        // SAFETY: every target is a slot of `out` (allocated on the pipeline stream before
+        // `start` was recorded there) with room for the image or window at its pitch; the
+        // encoded bytes live in `input`, which this work owns until the call returns.
+        let submitted = unsafe { dec.submit(&images, &self.targets, &self.start) };
+        let busy = t.elapsed();
+        match submitted {
+            Ok(()) => Ok((busy, Vec::new())),
+            Err(_) => self.decode_on_cpu(dec).map(|()| (busy, self.idx.clone())),
+        }
+    }
+
+    /// The slow path for a batch the engine refused (rare: the engine's vetting happens
+    /// beforehand).
+    fn decode_on_cpu(&self, dec: &HwBatchDecoder) -> Result<()> {
+        let mut px = Vec::new();
+        for (k, &i) in self.idx.iter().enumerate() {
+            let at = || self.ctx.at(self.iteration, i, self.input.source_info(i));
+            let window = self.windows[k];
+            let (h, w, c) = self.infos[k].output_shape(&DecodeParams { roi: window, ..self.params });
+            px.resize(h * w * c, 0);
+            let p = DecodeParams { roi: window, ..self.params };
+            sluice_codecs::decode_into(self.input.bytes(i), &self.infos[k], &p, &mut px).map_err(|e| Error::data(at(), e.to_string()))?;
+            self.out.copy_from_host_on(self.offsets[k], &px, dec.stream()).map_err(|e| Error::data(at(), e.to_string()))?;
+        }
+        Ok(())
+    }
+}
+
 /// The decoding machinery shared by the mixed decoders.
 pub(super) struct MixedDecoder {
     ctx: OpContext,
     params: DecodeParams,
     /// The hardware engine's handle, when there is one.
     nv: Option<NvJpeg>,
-    /// Two sets of [`HW_SPLIT`] hardware decoders, used alternately batch by batch.
-    hw: Vec<HwBatchDecoder>,
-    hw_set: usize,
-    /// The thread(s) that submit to the engine: nvJPEG's batched call blocks while the engine
-    /// takes the work, so it must not occupy the pipeline's CPU workers, which decode the
-    /// CPU share meanwhile.
-    hw_threads: Option<rayon::ThreadPool>,
+    /// Two engine slots used in turn (the second made on first use); empty without an engine.
+    slots: Vec<EngineSlot>,
+    next_slot: usize,
+    /// The thread that submits to the engine: nvJPEG's batched call blocks while the engine
+    /// takes the work, so it must not occupy the pipeline's CPU workers or its own thread.
+    engine_thread: Option<rayon::ThreadPool>,
     hw_load: f64,
-    /// Where the pipeline stream stood once the batch's outputs were allocated: the engine's
-    /// streams start from here.
-    start: Option<GpuEvent>,
     /// Staging buffers used in turn, so decoding the next batches overlaps earlier uploads
     /// (and the host does not wait for a stream still busy with the engine's work).
     staging: [Staging; STAGING_DEPTH],
@@ -128,19 +180,17 @@ impl MixedDecoder {
             return Err(Error::arg(op, "hw_decoder_load", format!("must be in [0, 1], got {hw_load}")));
         }
         // The hardware engine is optional: GPUs without one (and machines without nvJPEG)
-        // decode everything on the CPU path.
-        // Only the first set is made now (in parallel): the second waits for the second
-        // batch, so the first batch is not held up by it.
-        let per_state = ctx.batch_size.div_ceil(hw_split()).max(1);
+        // decode everything on the CPU path. Only the first slot is made now: the second
+        // waits for the second batch, so the first batch is not held up by it.
         let nv = if hw_load > 0.0 && nvjpeg::library_present() { NvJpeg::hardware(device).ok() } else { None };
-        let hw: Vec<HwBatchDecoder> = nv.as_ref().and_then(|nv| new_decoders(nv, per_state).ok()).unwrap_or_default();
-        let nv = nv.filter(|_| !hw.is_empty());
-        let start = if hw.is_empty() { None } else { Some(GpuEvent::new(device)?) };
-        let hw_threads = if hw.is_empty() {
+        let first = nv.as_ref().and_then(|nv| new_slot(nv, ctx.batch_size).ok());
+        let nv = nv.filter(|_| first.is_some());
+        let slots: Vec<EngineSlot> = first.into_iter().collect();
+        let engine_thread = if slots.is_empty() {
             None
         } else {
-            let pool = rayon::ThreadPoolBuilder::new().num_threads(hw_split()).thread_name(|i| format!("sluice-nvjpeg-{i}")).build();
-            Some(pool.map_err(|e| Error::Unsupported(format!("{op}: cannot start the hardware decoder's threads: {e}")))?)
+            let pool = rayon::ThreadPoolBuilder::new().num_threads(1).thread_name(|_| "sluice-nvjpeg".into()).build();
+            Some(pool.map_err(|e| Error::Unsupported(format!("{op}: cannot start the hardware decoder's thread: {e}")))?)
         };
         let params = DecodeParams {
             color,
@@ -149,7 +199,34 @@ impl MixedDecoder {
             ..DecodeParams::default()
         };
         let staging = std::array::from_fn(|_| Staging { buf: None, done: None });
-        Ok(MixedDecoder { ctx: ctx.clone(), params, nv, hw, hw_set: 0, hw_threads, hw_load, start, staging, turn: 0 })
+        Ok(MixedDecoder { ctx: ctx.clone(), params, nv, slots, next_slot: 0, engine_thread, hw_load, staging, turn: 0 })
+    }
+
+    /// Waits for the engine thread's last submission and returns its decoder to its slot.
+    fn collect(&mut self, job: EngineJob) -> Result<(std::time::Duration, Vec<usize>)> {
+        let op = &self.ctx.display_name;
+        let (dec, result) = job.done.recv().map_err(|_| Error::Unsupported(format!("{op}: the hardware decoder's thread stopped")))?;
+        self.slots[job.slot].dec = Some(dec);
+        if trace() {
+            if let Ok((busy, _)) = &result {
+                eprintln!("[{op}] it {} engine submit {:.2} ms", job.iteration, busy.as_secs_f64() * 1e3);
+            }
+        }
+        result
+    }
+
+    /// The slot for this batch (the other one than last time, made on first use; without
+    /// it, out of memory say, one slot serves).
+    fn take_slot(&mut self) -> usize {
+        let want = self.next_slot;
+        self.next_slot ^= 1;
+        if want == 1 && self.slots.len() == 1 {
+            match self.nv.as_ref().map(|nv| new_slot(nv, self.ctx.batch_size)) {
+                Some(Ok(slot)) => self.slots.push(slot),
+                _ => return 0,
+            }
+        }
+        want.min(self.slots.len() - 1)
     }
 
     pub(super) fn ctx(&self) -> &OpContext {
@@ -165,7 +242,7 @@ impl MixedDecoder {
     /// wrong, and no truncated files, which it turns into garbage without an error), stored
     /// upright, decoded to RGB, up to `hw_decoder_load` of the batch.
     fn plan_hw(&self, ws: &GpuWorkspace<'_>, data: &[&[u8]], infos: &[ImageInfo]) -> Vec<bool> {
-        if self.hw.is_empty() || self.params.color != ColorSpace::Rgb {
+        if self.slots.is_empty() || self.params.color != ColorSpace::Rgb {
             return vec![false; data.len()];
         }
         let adjust = self.params.adjust_orientation;
@@ -213,7 +290,7 @@ impl MixedDecoder {
         let mut routes = Vec::with_capacity(n);
         let mut shapes: Vec<[usize; 3]> = Vec::with_capacity(n);
         let mut scratch_len = 0usize;
-        let engine_windows = self.hw.first().is_some_and(|d| d.decodes_windows());
+        let engine_windows = self.slots.first().and_then(|s| s.dec.as_ref()).is_some_and(|d| d.decodes_windows());
         for i in 0..n {
             let (h, w, c) = infos[i].output_shape(&self.params);
             let window = windows.map(|w| w[i]);
@@ -240,40 +317,56 @@ impl MixedDecoder {
         let out = TensorListGpu::alloc(meta, ws.device, ws.stream)?;
         let scratch = if scratch_len > 0 { Some(DeviceBuffer::alloc(ws.device, ws.stream, scratch_len)?) } else { None };
 
-        // Hardware sub-batches: where each sample goes.
+        // The engine's share, submitted on its thread right away.
         let hw_idx: Vec<usize> = (0..n).filter(|&i| on_hw[i]).collect();
-        let target = |i: usize| -> HwTarget {
-            let width = infos[i].width;
-            match routes[i] {
-                Route::HwWindow { scratch: off, .. } => {
-                    HwTarget { ptr: scratch.as_ref().expect("sized above").device_ptr() + off as u64, pitch: width * 3, width, window: None }
-                }
-                Route::Hw { window } => HwTarget {
-                    ptr: out.sample_ptr(i),
-                    pitch: window.map_or(width, |r| r.width) * 3,
-                    width,
-                    window: window.map(|r| HwWindow { x: r.x, y: r.y, width: r.width, height: r.height }),
-                },
-                Route::Cpu { .. } => unreachable!("only engine-routed samples have targets"),
-            }
-        };
-        let mut set = self.hw_set;
-        self.hw_set ^= 1;
-        if set == 1 && self.hw.len() == hw_split() && !hw_idx.is_empty() {
-            // The second set, on first use; without it (out of memory...) one set serves.
-            let per_state = self.hw[0].max_batch();
-            match self.nv.as_ref().map(|nv| new_decoders(nv, per_state)) {
-                Some(Ok(more)) => self.hw.extend(more),
-                _ => set = 0,
-            }
-        }
-        let set = if self.hw.len() < 2 * hw_split() { 0 } else { set };
-        let chunk = hw_idx.len().div_ceil(hw_split()).max(1);
-        let hw_jobs: Vec<(&mut HwBatchDecoder, &[usize])> = if hw_idx.is_empty() {
-            Vec::new()
+        let engine = if hw_idx.is_empty() {
+            None
         } else {
-            self.start.as_ref().expect("present with hardware decoders").record(ws.stream)?;
-            self.hw.iter_mut().skip(set * hw_split()).take(hw_split()).zip(hw_idx.chunks(chunk)).collect()
+            let slot = self.take_slot();
+            let s = &mut self.slots[slot];
+            s.start.record(ws.stream)?;
+            let mut work = EngineWork {
+                input: input.clone(),
+                idx: hw_idx.clone(),
+                targets: Vec::with_capacity(hw_idx.len()),
+                out: out.buffer().clone(),
+                offsets: Vec::with_capacity(hw_idx.len()),
+                windows: Vec::with_capacity(hw_idx.len()),
+                infos: hw_idx.iter().map(|&i| infos[i]).collect(),
+                params: self.params,
+                ctx: self.ctx.clone(),
+                iteration: ws.iteration,
+                start: s.start.clone(),
+            };
+            for &i in &hw_idx {
+                let width = infos[i].width;
+                let (target, window) = match routes[i] {
+                    Route::HwWindow { scratch: off, window } => (
+                        HwTarget { ptr: scratch.as_ref().expect("sized above").device_ptr() + off as u64, pitch: width * 3, width, window: None },
+                        Some(window),
+                    ),
+                    Route::Hw { window } => (
+                        HwTarget {
+                            ptr: out.sample_ptr(i),
+                            pitch: window.map_or(width, |r| r.width) * 3,
+                            width,
+                            window: window.map(|r| HwWindow { x: r.x, y: r.y, width: r.width, height: r.height }),
+                        },
+                        window,
+                    ),
+                    Route::Cpu { .. } => unreachable!("only engine-routed samples have targets"),
+                };
+                work.targets.push(target);
+                work.offsets.push(out.offset(i));
+                work.windows.push(window);
+            }
+            let mut dec = s.dec.take().expect("a slot's decoder is home between batches");
+            let (tx, done) = bounded(1);
+            self.engine_thread.as_ref().expect("present with engine slots").spawn(move || {
+                let result = work.run(&mut dec);
+                let _ = tx.send((dec, result));
+            });
+            Some(EngineJob { slot, iteration: ws.iteration, done })
         };
 
         // CPU share: one slice of pinned staging per sample.
@@ -299,69 +392,27 @@ impl MixedDecoder {
                 rest = r;
             }
         }
-
-        // Run both at once: the sub-batch submissions as tasks, the CPU share on the rest.
         let (ctx, params, iteration) = (&self.ctx, self.params, ws.iteration);
-        let start = self.start.as_ref();
         let at = |i: usize| ctx.at(iteration, i, input.source_info(i));
-        let mut hw_results: Vec<Option<String>> = vec![None; hw_jobs.len()];
-        let mut hw_busy = vec![std::time::Duration::ZERO; hw_jobs.len()];
-        let mut cpu_results: Vec<Result<()>> = Vec::new();
         let t_setup = t0.elapsed();
-        let mut t_cpu = std::time::Duration::ZERO;
-        let decode_cpu_share = |chunks: &mut Vec<(usize, &mut [u8])>| -> Vec<Result<()>> {
-            ws.pool.install(|| {
-                chunks
-                    .par_iter_mut()
-                    .map(|(i, dst)| {
-                        let (window, denom) = match routes[*i] {
-                            Route::Cpu { window, denom } => (window, denom),
-                            _ => unreachable!("only CPU-routed samples have staging"),
-                        };
-                        let p = DecodeParams { roi: window, scale_denom: denom, ..params };
-                        sluice_codecs::decode_into(data[*i], &infos[*i], &p, dst).map_err(|e| Error::data(at(*i), e.to_string()))
-                    })
-                    .collect()
-            })
-        };
-        match &self.hw_threads {
-            Some(hw_threads) if !hw_jobs.is_empty() => hw_threads.in_place_scope(|s| {
-                for (((dec, idx), res), busy) in hw_jobs.into_iter().zip(hw_results.iter_mut()).zip(hw_busy.iter_mut()) {
-                    let (data, target) = (&data, &target);
-                    s.spawn(move |_| {
-                        let t = std::time::Instant::now();
-                        let images: Vec<&[u8]> = idx.iter().map(|&i| data[i]).collect();
-                        let targets: Vec<HwTarget> = idx.iter().map(|&i| target(i)).collect();
-                        // SAFETY: every target is a slot of `out` or `scratch` (allocated on the
-                        // pipeline stream before `start` was recorded) with room for the image
-                        // or window at its pitch; `data` (the input batch) outlives the
-                        // iteration; the pipeline stream joins this decoder below before
-                        // anything reads.
-                        let r = unsafe { dec.submit(&images, &targets, start.expect("recorded above")) };
-                        *res = r.err().map(|e| e.to_string());
-                        *busy = t.elapsed();
-                    });
-                }
-                // Meanwhile, on the pipeline's workers:
-                let t = std::time::Instant::now();
-                cpu_results = decode_cpu_share(&mut chunks);
-                t_cpu = t.elapsed();
-            }),
-            _ => {
-                let t = std::time::Instant::now();
-                cpu_results = decode_cpu_share(&mut chunks);
-                t_cpu = t.elapsed();
-            }
-        }
-        let used = if hw_idx.is_empty() { 0 } else { hw_idx.len().div_ceil(chunk) };
-        for dec in self.hw.iter().skip(set * hw_split()).take(used) {
-            dec.join(ws.stream)?;
-        }
-        let t_scope = t0.elapsed();
-        cpu_results.into_iter().collect::<Result<()>>()?;
+        let cpu_results: Vec<Result<()>> = ws.pool.install(|| {
+            chunks
+                .par_iter_mut()
+                .map(|(i, dst)| {
+                    let (window, denom) = match routes[*i] {
+                        Route::Cpu { window, denom } => (window, denom),
+                        _ => unreachable!("only CPU-routed samples have staging"),
+                    };
+                    let p = DecodeParams { roi: window, scale_denom: denom, ..params };
+                    sluice_codecs::decode_into(data[*i], &infos[*i], &p, dst).map_err(|e| Error::data(at(*i), e.to_string()))
+                })
+                .collect()
+        });
+        let t_cpu = t0.elapsed();
+        let cpu_ok = cpu_results.into_iter().collect::<Result<()>>();
 
         // Uploads of the CPU share.
-        if !cpu_idx.is_empty() {
+        if cpu_ok.is_ok() && !cpu_idx.is_empty() {
             let staging = slot.buf.as_ref().expect("allocated above");
             let mut offset = 0;
             for &i in &cpu_idx {
@@ -373,78 +424,53 @@ impl MixedDecoder {
             }
             slot.done = Some(ReadyEvent::record(ws.device, ws.stream)?);
         }
+
+        // Order the pipeline stream after the engine's work, once its thread is done.
+        if let Some(job) = engine {
+            let slot = job.slot;
+            let engine_result = self.collect(job);
+            if let Some(dec) = &self.slots[slot].dec {
+                dec.join(ws.stream)?;
+            }
+            let (_, fell_back) = engine_result?;
+            // Windows of engine-decoded samples: cut out of the scratch images (those decoded
+            // on the CPU instead are in place already).
+            if let Some(scratch) = &scratch {
+                for &i in &hw_idx {
+                    if let Route::HwWindow { scratch: off, window: r } = routes[i] {
+                        if fell_back.contains(&i) {
+                            continue;
+                        }
+                        let pitch = infos[i].width * 3;
+                        out.buffer().copy_rect_from(out.offset(i), r.width * 3, scratch, off + r.y * pitch + r.x * 3, pitch, r.width * 3, r.height)?;
+                    }
+                }
+            }
+        }
+        cpu_ok?;
         if trace() {
             let ms = |d: std::time::Duration| d.as_secs_f64() * 1e3;
             eprintln!(
-                "[{}] it {} n {n} hw {} cpu {}: plan {:.2} setup {:.2} decode {:.2} (cpu share {:.2}, hw submits {:?}) uploads {:.2} ms",
-                ctx.display_name,
+                "[{}] it {} n {n} hw {} cpu {}: plan {:.2} setup {:.2} cpu share {:.2} rest {:.2} ms",
+                self.ctx.display_name,
                 ws.iteration,
                 hw_idx.len(),
                 cpu_idx.len(),
                 ms(t_plan),
                 ms(t_setup - t_plan),
-                ms(t_scope - t_setup),
-                ms(t_cpu),
-                hw_busy.iter().map(|&d| (ms(d) * 100.0).round() / 100.0).collect::<Vec<_>>(),
-                ms(t0.elapsed() - t_scope)
+                ms(t_cpu - t_setup),
+                ms(t0.elapsed() - t_cpu)
             );
-        }
-
-        // Sub-batches the engine refused: decode those samples on the CPU instead.
-        let failed: Vec<usize> = hw_results
-            .iter()
-            .zip(hw_idx.chunks(chunk))
-            .filter(|(r, _)| r.is_some())
-            .flat_map(|(_, idx)| idx.iter().copied())
-            .collect();
-        if !failed.is_empty() {
-            self.redecode_on_cpu(ws, &failed, &routes, infos, &out)?;
-        }
-
-        // Windows of engine-decoded samples: cut out of the scratch images.
-        if let Some(scratch) = &scratch {
-            for &i in &hw_idx {
-                if let Route::HwWindow { scratch: off, window: r } = routes[i] {
-                    if failed.contains(&i) {
-                        continue;
-                    }
-                    let pitch = infos[i].width * 3;
-                    out.buffer().copy_rect_from(out.offset(i), r.width * 3, scratch, off + r.y * pitch + r.x * 3, pitch, r.width * 3, r.height)?;
-                }
-            }
         }
         Ok(out)
     }
 
-    /// The slow path for samples of a failed hardware sub-batch: decode each on the workers
-    /// and upload, waiting for the copies (rare: the engine's vetting happens beforehand).
-    fn redecode_on_cpu(&self, ws: &GpuWorkspace<'_>, idx: &[usize], routes: &[Route], infos: &[ImageInfo], out: &TensorListGpu) -> Result<()> {
-        let input = ws.cpu_inputs[0];
-        let (ctx, params) = (&self.ctx, self.params);
-        let decoded: Vec<Result<Vec<u8>>> = ws.pool.install(|| {
-            idx.par_iter()
-                .map(|&i| {
-                    let roi = match routes[i] {
-                        Route::HwWindow { window, .. } => Some(window),
-                        Route::Hw { window } => window,
-                        Route::Cpu { .. } => None,
-                    };
-                    let p = DecodeParams { roi, ..params };
-                    let mut px = vec![0u8; out.meta().byte_range(i).len()];
-                    sluice_codecs::decode_into(input.bytes(i), &infos[i], &p, &mut px)
-                        .map_err(|e| Error::data(ctx.at(ws.iteration, i, input.source_info(i)), e.to_string()))?;
-                    Ok(px)
-                })
-                .collect()
-        });
-        let decoded = decoded.into_iter().collect::<Result<Vec<_>>>()?;
-        for (&i, px) in idx.iter().zip(&decoded) {
-            // SAFETY: `decoded` outlives the synchronize below.
-            unsafe { out.buffer().copy_from_host_async(out.offset(i), px)? };
-        }
-        ws.stream.synchronize().map_err(|e| Error::data(self.ctx.at(ws.iteration, idx[0], input.source_info(idx[0])), e.to_string()))?;
-        Ok(())
-    }
+}
+
+/// An engine slot: a hardware decoder for batches of up to `batch_size` and its start event.
+fn new_slot(nv: &NvJpeg, batch_size: usize) -> sluice_cuda::CudaResult<EngineSlot> {
+    let dec = HwBatchDecoder::new(nv, batch_size.max(1))?;
+    Ok(EngineSlot { dec: Some(dec), start: Arc::new(GpuEvent::new(nv.device())?) })
 }
 
 /// `decoders.image` with device="mixed".
@@ -465,4 +491,5 @@ impl GpuOperator for ImageDecoderMixed {
         trace_headers(self.dec.ctx(), ws.iteration, t);
         Ok(vec![self.dec.decode(ws, &infos, None, None)?])
     }
+
 }
