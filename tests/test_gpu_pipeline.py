@@ -75,6 +75,49 @@ def test_mixed_decoder_reports_bad_files_and_recovers(tmp_path, small_images):
     assert len(imgs) == BATCH and imgs.as_cpu().at(0).std() > 1
 
 
+def test_cpu_share_finished_on_the_gpu_equals_libjpeg_turbo_bit_for_bit(tmp_path):
+    """With the engine off, every JPEG is entropy-decoded on a worker and finished (IDCT,
+    fancy upsampling, YCbCr -> RGB) on the GPU: whole images and random windows must equal
+    the cpu decoder's (libjpeg-turbo's) pixels exactly, for every chroma layout, progressive
+    files, grayscale and odd sizes."""
+    require_gpu()
+    from PIL import Image
+
+    rng = np.random.default_rng(5)
+    files = []
+    for k, (w, h) in enumerate([(333, 251), (64, 48), (37, 29), (500, 375), (17, 9), (250, 187)]):
+        yy, xx = np.mgrid[0:h, 0:w]
+        base = np.stack([xx * 255 // w, yy * 255 // h, 128 + 80 * np.sin(xx / 7.0) * np.cos(yy / 11.0)], -1)
+        px = np.clip(base + rng.normal(0, 12, base.shape), 0, 255).astype(np.uint8)
+        for sub in (0, 1, 2):
+            for progressive in (False, True):
+                f = tmp_path / f"{k}_{sub}_{int(progressive)}.jpg"
+                Image.fromarray(px).save(f, quality=88, subsampling=sub, progressive=progressive)
+                files.append(str(f))
+        g = tmp_path / f"{k}_gray.jpg"
+        Image.fromarray(px[..., 1]).save(g, quality=90)
+        files.append(str(g))
+    n = (len(files) // BATCH) * BATCH
+    files = files[:n]
+
+    def pipe(device, crop):
+        @pipeline_def(batch_size=BATCH, num_threads=4, device_id=0, seed=3)
+        def p():
+            data, _ = fn.readers.file(files=files, name="Reader")
+            if crop:
+                return fn.decoders.image_random_crop(data, device=device, hw_decoder_load=0.0, seed=9)
+            return fn.decoders.image(data, device=device, hw_decoder_load=0.0)
+
+        return p()
+
+    for crop in (False, True):
+        cpu = _epoch(pipe("cpu", crop), n)
+        gpu = _epoch(pipe("mixed", crop), n)
+        for f, a, b in zip(files, cpu, gpu):
+            assert a.shape == b.shape, f
+            assert np.array_equal(a, b), (f, crop, int(np.abs(a.astype(int) - b.astype(int)).max()))
+
+
 def test_failing_operator_after_the_engine_leaves_the_pipeline_usable(small_images):
     """An operator after the hardware decoder fails on every batch: each run raises that
     operator's error (never hangs on the engine's thread or stream), the pipeline closes

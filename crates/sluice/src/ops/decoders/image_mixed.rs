@@ -32,11 +32,12 @@ use std::sync::Arc;
 
 use crossbeam_channel::{bounded, Receiver};
 use rayon::prelude::*;
-use sluice_codecs::{ColorSpace, DecodeParams, ImageFormat, ImageInfo, Roi};
+use sluice_codecs::{CoefLayout, ColorSpace, DecodeParams, ImageFormat, ImageInfo, Roi};
 use sluice_cuda::nvjpeg::{self, GpuEvent, HwBatchDecoder, HwTarget, HwWindow, NvJpeg};
 use sluice_cuda::{DeviceBuffer, GpuDevice, PinnedBuffer};
 
 use super::color_space;
+use super::gpu_idct::{self, CoefSample, GpuIdct};
 use super::image::read_headers;
 use super::image_crop::scaled_window;
 use crate::error::{Error, Result};
@@ -45,6 +46,13 @@ use crate::tensor::{BatchMeta, DType, ReadyEvent, TensorList, TensorListGpu};
 
 /// Pinned staging buffers in flight for the CPU share.
 const STAGING_DEPTH: usize = 3;
+
+/// The CPU share's samples go to the workers costliest first; `SLUICE_COSTLIEST_FIRST=0`
+/// keeps batch order instead (for measurements).
+fn costliest_first() -> bool {
+    static ON: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+    *ON.get_or_init(|| std::env::var_os("SLUICE_COSTLIEST_FIRST").is_none_or(|v| v != "0"))
+}
 
 /// `SLUICE_TRACE_DECODER=1` prints where each batch's host time goes (stderr).
 fn trace() -> bool {
@@ -76,6 +84,17 @@ enum Route {
     HwWindow { scratch: usize, window: Roi },
     /// libjpeg-turbo / image-rs on a worker: this window (None: whole image) at this DCT scale.
     Cpu { window: Option<Roi>, denom: u32 },
+    /// A worker entropy-decodes the blocks of this window, the GPU does the rest (gpu_idct).
+    Coef { window: Roi, layout: CoefLayout },
+}
+
+/// What a worker left in a CPU-share sample's staging.
+enum Staged {
+    Pixels,
+    /// Coefficients, with the sample's quantization tables.
+    Coefficients([[u16; 64]; 3]),
+    /// The coefficient read failed, and a full decode produced these pixels (rare).
+    Fallback(Vec<u8>),
 }
 
 /// One of the two engine slots used in turn: a hardware decoder (lent to the engine thread
@@ -166,6 +185,8 @@ pub(super) struct MixedDecoder {
     /// (and the host does not wait for a stream still busy with the engine's work).
     staging: [Staging; STAGING_DEPTH],
     turn: usize,
+    /// The GPU half of the CPU share's JPEG decodes.
+    idct: GpuIdct,
 }
 
 impl MixedDecoder {
@@ -199,7 +220,7 @@ impl MixedDecoder {
             ..DecodeParams::default()
         };
         let staging = std::array::from_fn(|_| Staging { buf: None, done: None });
-        Ok(MixedDecoder { ctx: ctx.clone(), params, nv, slots, next_slot: 0, engine_thread, hw_load, staging, turn: 0 })
+        Ok(MixedDecoder { ctx: ctx.clone(), params, nv, slots, next_slot: 0, engine_thread, hw_load, staging, turn: 0, idct: GpuIdct::default() })
     }
 
     /// Waits for the engine thread's last submission and returns its decoder to its slot.
@@ -291,6 +312,7 @@ impl MixedDecoder {
         let mut shapes: Vec<[usize; 3]> = Vec::with_capacity(n);
         let mut scratch_len = 0usize;
         let engine_windows = self.slots.first().and_then(|s| s.dec.as_ref()).is_some_and(|d| d.decodes_windows());
+        let gpu_idct = gpu_idct::enabled();
         for i in 0..n {
             let (h, w, c) = infos[i].output_shape(&self.params);
             let window = windows.map(|w| w[i]);
@@ -302,10 +324,19 @@ impl MixedDecoder {
                     scratch_len += h * w * 3;
                     (route, (r.height, r.width))
                 }
-                (false, None) => (Route::Cpu { window: None, denom: 1 }, (h, w)),
+                (false, None) => {
+                    let whole = Roi { x: 0, y: 0, width: infos[i].width, height: infos[i].height };
+                    match gpu_idct.then(|| gpu_idct::plan(data[i], &infos[i], &self.params, whole, 1)).flatten() {
+                        Some(layout) => (Route::Coef { window: whole, layout }, (h, w)),
+                        None => (Route::Cpu { window: None, denom: 1 }, (h, w)),
+                    }
+                }
                 (false, Some(r)) => {
                     let (r, denom) = scaled_window(&infos[i], &self.params, r, downscale_to);
-                    (Route::Cpu { window: Some(r), denom }, (r.height, r.width))
+                    match gpu_idct.then(|| gpu_idct::plan(data[i], &infos[i], &self.params, r, denom)).flatten() {
+                        Some(layout) => (Route::Coef { window: r, layout }, (r.height, r.width)),
+                        None => (Route::Cpu { window: Some(r), denom }, (r.height, r.width)),
+                    }
                 }
             };
             routes.push(route);
@@ -354,7 +385,7 @@ impl MixedDecoder {
                         },
                         window,
                     ),
-                    Route::Cpu { .. } => unreachable!("only engine-routed samples have targets"),
+                    Route::Cpu { .. } | Route::Coef { .. } => unreachable!("only engine-routed samples have targets"),
                 };
                 work.targets.push(target);
                 work.offsets.push(out.offset(i));
@@ -369,9 +400,17 @@ impl MixedDecoder {
             Some(EngineJob { slot, iteration: ws.iteration, done })
         };
 
-        // CPU share: one slice of pinned staging per sample.
-        let cpu_idx: Vec<usize> = (0..n).filter(|&i| !on_hw[i]).collect();
-        let total: usize = cpu_idx.iter().map(|&i| out.meta().byte_range(i).len()).sum();
+        // CPU share: one slice of pinned staging per sample, the coefficient samples' first
+        // (they go up in one copy).
+        let staged_len = |i: usize| match routes[i] {
+            Route::Coef { layout, .. } => layout.coefficients * 2,
+            _ => out.meta().byte_range(i).len(),
+        };
+        let mut cpu_idx: Vec<usize> = (0..n).filter(|&i| !on_hw[i]).collect();
+        cpu_idx.sort_by_key(|&i| !matches!(routes[i], Route::Coef { .. }));
+        let coef_count = cpu_idx.iter().take_while(|&&i| matches!(routes[i], Route::Coef { .. })).count();
+        let coef_bytes: usize = cpu_idx[..coef_count].iter().map(|&i| staged_len(i)).sum();
+        let total: usize = cpu_idx.iter().map(|&i| staged_len(i)).sum();
         let slot = &mut self.staging[self.turn];
         if !cpu_idx.is_empty() {
             self.turn = (self.turn + 1) % STAGING_DEPTH;
@@ -387,7 +426,7 @@ impl MixedDecoder {
         if let Some(buf) = slot.buf.as_mut().filter(|_| !cpu_idx.is_empty()) {
             let mut rest = &mut buf.as_mut_slice()[..total];
             for &i in &cpu_idx {
-                let (c, r) = rest.split_at_mut(out.meta().byte_range(i).len());
+                let (c, r) = rest.split_at_mut(staged_len(i));
                 chunks.push((i, c));
                 rest = r;
             }
@@ -395,35 +434,91 @@ impl MixedDecoder {
         let (ctx, params, iteration) = (&self.ctx, self.params, ws.iteration);
         let at = |i: usize| ctx.at(iteration, i, input.source_info(i));
         let t_setup = t0.elapsed();
-        let cpu_results: Vec<Result<()>> = ws.pool.install(|| {
-            chunks
-                .par_iter_mut()
-                .map(|(i, dst)| {
-                    let (window, denom) = match routes[*i] {
-                        Route::Cpu { window, denom } => (window, denom),
-                        _ => unreachable!("only CPU-routed samples have staging"),
-                    };
-                    let p = DecodeParams { roi: window, scale_denom: denom, ..params };
-                    sluice_codecs::decode_into(data[*i], &infos[*i], &p, dst).map_err(|e| Error::data(at(*i), e.to_string()))
-                })
-                .collect()
-        });
+        // One sample at a time to whichever worker is free, the costliest first (greedy
+        // longest-processing-time order): the CPU share is only ~6 images per worker, and
+        // windows differ ~5x in cost, so the batch otherwise waits for an unlucky worker.
+        // Cost: the bytes libjpeg must entropy-decode (a cropped decode stops below its window).
+        let cost = |i: usize| -> usize {
+            match routes[i] {
+                Route::Cpu { window: Some(r), .. } => data[i].len() * (r.y + r.height) / infos[i].height.max(1),
+                _ => data[i].len(),
+            }
+        };
+        let mut order: Vec<usize> = (0..chunks.len()).collect();
+        if costliest_first() {
+            order.sort_by_key(|&k| std::cmp::Reverse(cost(chunks[k].0)));
+        }
+        let work: Vec<std::sync::Mutex<(usize, &mut [u8])>> = chunks.into_iter().map(std::sync::Mutex::new).collect();
+        let results: Vec<std::sync::Mutex<Option<Result<Staged>>>> = (0..work.len()).map(|_| std::sync::Mutex::new(None)).collect();
+        let next = std::sync::atomic::AtomicUsize::new(0);
+        let decode_one = |i: usize, dst: &mut [u8]| -> Result<Staged> {
+            let (window, denom) = match routes[i] {
+                Route::Cpu { window, denom } => (window, denom),
+                Route::Coef { window, layout } => {
+                    let mut quant = [[0u16; 64]; 3];
+                    // Staging offsets are multiples of 128 bytes from a page-aligned base.
+                    let coefs: &mut [i16] = bytemuck::cast_slice_mut(dst);
+                    if sluice_codecs::read_coefficients(data[i], &infos[i], &layout, coefs, &mut quant) {
+                        return Ok(Staged::Coefficients(quant));
+                    }
+                    // Damaged or unusual after all: the full decode reports or handles it.
+                    let mut px = vec![0u8; window.width * window.height * 3];
+                    let p = DecodeParams { roi: Some(window), ..params };
+                    sluice_codecs::decode_into(data[i], &infos[i], &p, &mut px).map_err(|e| Error::data(at(i), e.to_string()))?;
+                    return Ok(Staged::Fallback(px));
+                }
+                _ => unreachable!("only CPU-routed samples have staging"),
+            };
+            let p = DecodeParams { roi: window, scale_denom: denom, ..params };
+            sluice_codecs::decode_into(data[i], &infos[i], &p, dst).map_err(|e| Error::data(at(i), e.to_string()))?;
+            Ok(Staged::Pixels)
+        };
+        if !work.is_empty() {
+            ws.pool.broadcast(|_| loop {
+                let k = next.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                let Some(&w) = order.get(k) else { break };
+                let mut item = work[w].lock().unwrap_or_else(|p| p.into_inner());
+                let i = item.0;
+                let r = decode_one(i, &mut item.1);
+                *results[w].lock().unwrap_or_else(|p| p.into_inner()) = Some(r);
+            });
+        }
+        let cpu_results: Vec<Result<Staged>> =
+            results.into_iter().map(|r| r.into_inner().unwrap_or_else(|p| p.into_inner()).expect("every sample was decoded")).collect();
         let t_cpu = t0.elapsed();
-        let cpu_ok = cpu_results.into_iter().collect::<Result<()>>();
+        let staged = cpu_results.into_iter().collect::<Result<Vec<Staged>>>();
 
-        // Uploads of the CPU share.
-        if cpu_ok.is_ok() && !cpu_idx.is_empty() {
+        // Uploads of the CPU share, and the GPU half of the coefficient samples.
+        if let (Ok(staged), false) = (&staged, cpu_idx.is_empty()) {
             let staging = slot.buf.as_ref().expect("allocated above");
+            let mut coef_samples = Vec::with_capacity(coef_count);
+            let mut fallbacks = false;
             let mut offset = 0;
-            for &i in &cpu_idx {
-                let len = out.meta().byte_range(i).len();
-                // SAFETY: the staging buffer is not touched again until `done` (recorded
-                // below, after these copies) has completed.
-                unsafe { out.buffer().copy_from_host_async(out.offset(i), &staging.as_slice()[offset..offset + len])? };
+            for (&i, st) in cpu_idx.iter().zip(staged) {
+                let len = staged_len(i);
+                match (st, routes[i]) {
+                    (Staged::Coefficients(quant), Route::Coef { window, layout }) => {
+                        coef_samples.push(CoefSample { index: i, window, layout, staged_at: offset, quant: *quant });
+                    }
+                    (Staged::Fallback(px), _) => {
+                        // SAFETY: `px` lives in `staged` until the synchronize below.
+                        unsafe { out.buffer().copy_from_host_async(out.offset(i), px)? };
+                        fallbacks = true;
+                    }
+                    // SAFETY: the staging buffer is not touched again until `done` (recorded
+                    // below, after these copies) has completed.
+                    _ => unsafe { out.buffer().copy_from_host_async(out.offset(i), &staging.as_slice()[offset..offset + len])? },
+                }
                 offset += len;
             }
+            // SAFETY: as for the copies above: the staging is released by `done`.
+            unsafe { self.idct.launch(ws, &staging.as_slice()[..coef_bytes], &coef_samples, &out)? };
             slot.done = Some(ReadyEvent::record(ws.device, ws.stream)?);
+            if fallbacks {
+                ws.stream.synchronize().map_err(sluice_cuda::CudaError::from)?;
+            }
         }
+        let cpu_ok = staged.map(|_| ());
 
         // Order the pipeline stream after the engine's work, once its thread is done.
         if let Some(job) = engine {
