@@ -167,7 +167,9 @@ thread_local! {
 
 /// Reads the coefficients `layout` names into `dst` (`layout.coefficients` values: each
 /// component's blocks row by row from `comp[c].offset`, 64 per block in natural order) and
-/// each component's quantization table into `quant[c]` (natural order).
+/// each component's quantization table into `quant[c]` (natural order). Sequential files are
+/// entropy-decoded only down to the last block row the layout needs (libjpeg's progress hook
+/// stops the read there), as a cropped libjpeg-turbo decode stops below its window.
 ///
 /// Returns false when the file cannot be read this way after all (its header disagrees with
 /// the marker walk, or libjpeg reports damage of any kind, even a warning): decode it with

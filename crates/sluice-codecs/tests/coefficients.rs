@@ -306,3 +306,29 @@ fn files_outside_the_path_get_no_layout_or_fall_back() {
     let l = coefficient_layout(&good, &info, full).unwrap();
     assert!(read_coefficients(&good, &info, &l, &mut coefs, &mut [[0; 64]; 3]));
 }
+
+#[test]
+fn sequential_files_are_read_only_down_to_the_window() {
+    // A baseline file cut at two thirds: a window near the top needs no byte past the cut,
+    // so its coefficients read cleanly (and decode exactly as libjpeg-turbo's cropped decode
+    // does); a window at the bottom runs into the cut and reports damage.
+    let (w, h) = (200, 240);
+    let good = jpeg(&photo(w, h, 11), w, h, 3, tj::TJSAMP_TJSAMP_420, false, 90);
+    let cut = &good[..good.len() * 2 / 3];
+    let info = read_info(&good).unwrap();
+    let top = Roi { x: 10, y: 0, width: 120, height: 40 };
+    let l = coefficient_layout(cut, &info, top).unwrap();
+    let mut coefs = vec![0i16; l.coefficients];
+    assert!(read_coefficients(cut, &info, &l, &mut coefs, &mut [[0; 64]; 3]));
+    check(&good, top, "top window");
+    let bottom = Roi { x: 10, y: h - 40, width: 120, height: 40 };
+    let l = coefficient_layout(cut, &info, bottom).unwrap();
+    let mut coefs = vec![0i16; l.coefficients];
+    assert!(!read_coefficients(cut, &info, &l, &mut coefs, &mut [[0; 64]; 3]));
+    // Progressive files need every scan: even the top window of a cut one is damage.
+    let prog = jpeg(&photo(w, h, 11), w, h, 3, tj::TJSAMP_TJSAMP_420, true, 90);
+    let cut = &prog[..prog.len() * 2 / 3];
+    let l = coefficient_layout(cut, &info, top).unwrap();
+    let mut coefs = vec![0i16; l.coefficients];
+    assert!(!read_coefficients(cut, &info, &l, &mut coefs, &mut [[0; 64]; 3]));
+}
