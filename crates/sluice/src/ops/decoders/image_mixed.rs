@@ -10,9 +10,11 @@
 //!   Splitting a batch over parallel states was measured on an H200 and is slower (rn50-crop,
 //!   16 threads: 1 part 20,770 img/s, 2 parts 17,165, 4 parts 13,379, 8 parts 11,348).
 //! - Everything else (progressive files, other formats, EXIF-rotated or non-RGB outputs,
-//!   and the share kept off the engine) is decoded by libjpeg-turbo on the pipeline's
-//!   workers into pinned memory and uploaded; windows decode only their rows and columns,
-//!   and at a DCT scale when the graph says a fixed-size resize follows.
+//!   and the share kept off the engine) goes to the pipeline's workers, one sample at a
+//!   time, costliest first. JPEGs that `gpu_idct` reproduces are only entropy-decoded there
+//!   and finished on the GPU (bit-exact with libjpeg-turbo); the rest are decoded by
+//!   libjpeg-turbo / image-rs into pinned memory and uploaded. Windows decode only their
+//!   rows and columns, and at a DCT scale when the graph says a fixed-size resize follows.
 //! - Windows of engine-decoded samples are decoded on the engine (nvjpegDecodeBatchedEx
 //!   with a ROI); where nvJPEG lacks that, whole images are decoded into one scratch buffer
 //!   and the windows cut out with one 2-D copy each.
@@ -24,9 +26,9 @@
 //! the device inside its call at times (first batch, growing buffers), which then waits for
 //! the gate that only its own return would open.
 //!
-//! A sub-batch the engine rejects is decoded on the CPU instead (on the engine's thread),
-//! so one odd file costs time, not the batch; a file the CPU cannot
-//! decode either is an error naming the sample.
+//! A batch the engine rejects is decoded on the CPU instead (on the engine's thread), so
+//! one odd file costs time, not the batch; a file the CPU cannot decode either is an error
+//! naming the sample.
 
 use std::sync::Arc;
 
