@@ -1,8 +1,10 @@
 //! End-to-end promises of sluice-codecs, on images generated at test time.
 
 use std::io::Cursor;
-use std::os::raw::c_int;
 
+mod common;
+
+use common::{jpeg, Enc};
 use sluice_codecs::*;
 use turbojpeg_sys as tj;
 
@@ -27,14 +29,6 @@ fn gray_of(rgb: &[u8]) -> Vec<u8> {
     rgb.chunks_exact(3).map(|p| ((p[0] as u32 + 2 * p[1] as u32 + p[2] as u32) / 4) as u8).collect()
 }
 
-#[derive(Clone, Copy)]
-struct Enc {
-    subsamp: tj::TJSAMP,
-    progressive: bool,
-    restart_blocks: c_int,
-    quality: c_int,
-}
-
 const S444: tj::TJSAMP = tj::TJSAMP_TJSAMP_444;
 const S422: tj::TJSAMP = tj::TJSAMP_TJSAMP_422;
 const S420: tj::TJSAMP = tj::TJSAMP_TJSAMP_420;
@@ -42,27 +36,6 @@ const SGRAY: tj::TJSAMP = tj::TJSAMP_TJSAMP_GRAY;
 
 fn enc(subsamp: tj::TJSAMP) -> Enc {
     Enc { subsamp, progressive: false, restart_blocks: 0, quality: 95 }
-}
-
-/// Compresses packed pixels (`ch` = 1 gray or 3 RGB) with TurboJPEG.
-fn jpeg(px: &[u8], w: usize, h: usize, ch: usize, e: Enc) -> Vec<u8> {
-    unsafe {
-        let hd = tj::tj3Init(tj::TJINIT_TJINIT_COMPRESS as c_int);
-        assert!(!hd.is_null());
-        tj::tj3Set(hd, tj::TJPARAM_TJPARAM_QUALITY as c_int, e.quality);
-        tj::tj3Set(hd, tj::TJPARAM_TJPARAM_SUBSAMP as c_int, e.subsamp as c_int);
-        tj::tj3Set(hd, tj::TJPARAM_TJPARAM_PROGRESSIVE as c_int, e.progressive as c_int);
-        tj::tj3Set(hd, tj::TJPARAM_TJPARAM_RESTARTBLOCKS as c_int, e.restart_blocks);
-        let pf = if ch == 1 { tj::TJPF_TJPF_GRAY } else { tj::TJPF_TJPF_RGB };
-        let mut buf: *mut u8 = std::ptr::null_mut();
-        let mut size = 0;
-        let rc = tj::tj3Compress8(hd, px.as_ptr(), w as c_int, 0, h as c_int, pf as c_int, &mut buf, &mut size);
-        assert_eq!(rc, 0, "compress failed");
-        let out = std::slice::from_raw_parts(buf, size as usize).to_vec();
-        tj::tj3Free(buf as *mut _);
-        tj::tj3Destroy(hd);
-        out
-    }
 }
 
 /// Inserts an APP1 Exif segment carrying `orientation` right after SOI.

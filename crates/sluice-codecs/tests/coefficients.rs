@@ -5,6 +5,9 @@
 
 use std::os::raw::c_int;
 
+mod common;
+
+use common::Enc;
 use sluice_codecs::*;
 use turbojpeg_sys as tj;
 
@@ -28,23 +31,9 @@ fn photo(w: usize, h: usize, seed: u32) -> Vec<u8> {
     v
 }
 
+/// A TurboJPEG-made JPEG with these settings.
 fn jpeg(px: &[u8], w: usize, h: usize, ch: usize, subsamp: tj::TJSAMP, progressive: bool, quality: c_int) -> Vec<u8> {
-    unsafe {
-        let hd = tj::tj3Init(tj::TJINIT_TJINIT_COMPRESS as c_int);
-        assert!(!hd.is_null());
-        tj::tj3Set(hd, tj::TJPARAM_TJPARAM_QUALITY as c_int, quality);
-        tj::tj3Set(hd, tj::TJPARAM_TJPARAM_SUBSAMP as c_int, subsamp as c_int);
-        tj::tj3Set(hd, tj::TJPARAM_TJPARAM_PROGRESSIVE as c_int, progressive as c_int);
-        let pf = if ch == 1 { tj::TJPF_TJPF_GRAY } else { tj::TJPF_TJPF_RGB };
-        let mut buf: *mut u8 = std::ptr::null_mut();
-        let mut size = 0;
-        let rc = tj::tj3Compress8(hd, px.as_ptr(), w as c_int, 0, h as c_int, pf as c_int, &mut buf, &mut size);
-        assert_eq!(rc, 0, "compress failed");
-        let out = std::slice::from_raw_parts(buf, size as usize).to_vec();
-        tj::tj3Free(buf as *mut _);
-        tj::tj3Destroy(hd);
-        out
-    }
+    common::jpeg(px, w, h, ch, Enc { subsamp, progressive, restart_blocks: 0, quality })
 }
 
 // ------------------------------------------------- the kernel's arithmetic, on the CPU

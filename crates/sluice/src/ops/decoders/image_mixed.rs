@@ -162,10 +162,9 @@ impl EngineWork {
         let mut px = Vec::new();
         for (k, &i) in self.idx.iter().enumerate() {
             let at = || self.ctx.at(self.iteration, i, self.input.source_info(i));
-            let window = self.windows[k];
-            let (h, w, c) = self.infos[k].output_shape(&DecodeParams { roi: window, ..self.params });
+            let p = DecodeParams { roi: self.windows[k], ..self.params };
+            let (h, w, c) = self.infos[k].output_shape(&p);
             px.resize(h * w * c, 0);
-            let p = DecodeParams { roi: window, ..self.params };
             sluice_codecs::decode_into(self.input.bytes(i), &self.infos[k], &p, &mut px).map_err(|e| Error::data(at(), e.to_string()))?;
             self.out.copy_from_host_on(self.offsets[k], &px, dec.stream()).map_err(|e| Error::data(at(), e.to_string()))?;
         }
@@ -453,8 +452,10 @@ impl MixedDecoder {
         if costliest_first() {
             order.sort_by_key(|&k| std::cmp::Reverse(cost(chunks[k].0)));
         }
-        let work: Vec<std::sync::Mutex<(usize, &mut [u8])>> = chunks.into_iter().map(std::sync::Mutex::new).collect();
-        let results: Vec<std::sync::Mutex<Option<Result<Staged>>>> = (0..work.len()).map(|_| std::sync::Mutex::new(None)).collect();
+        // Per sample: its index, its staging and, once decoded, what it left there. The lock
+        // only hands the slice to whichever worker takes the sample; nobody else touches it.
+        type Item<'s> = (usize, &'s mut [u8], Option<Result<Staged>>);
+        let work: Vec<std::sync::Mutex<Item>> = chunks.into_iter().map(|(i, dst)| std::sync::Mutex::new((i, dst, None))).collect();
         let next = std::sync::atomic::AtomicUsize::new(0);
         let decode_one = |i: usize, dst: &mut [u8]| -> Result<Staged> {
             let (window, denom) = match routes[i] {
@@ -467,7 +468,7 @@ impl MixedDecoder {
                         return Ok(Staged::Coefficients(quant));
                     }
                     // Damaged or unusual after all: the full decode reports or handles it.
-                    let mut px = vec![0u8; window.width * window.height * 3];
+                    let mut px = vec![0u8; out.meta().byte_range(i).len()];
                     let p = DecodeParams { roi: Some(window), ..params };
                     sluice_codecs::decode_into(data[i], &infos[i], &p, &mut px).map_err(|e| Error::data(at(i), e.to_string()))?;
                     return Ok(Staged::Fallback(px));
@@ -483,13 +484,12 @@ impl MixedDecoder {
                 let k = next.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
                 let Some(&w) = order.get(k) else { break };
                 let mut item = work[w].lock().unwrap_or_else(|p| p.into_inner());
-                let i = item.0;
-                let r = decode_one(i, item.1);
-                *results[w].lock().unwrap_or_else(|p| p.into_inner()) = Some(r);
+                let (i, dst, staged) = &mut *item;
+                *staged = Some(decode_one(*i, dst));
             });
         }
         let cpu_results: Vec<Result<Staged>> =
-            results.into_iter().map(|r| r.into_inner().unwrap_or_else(|p| p.into_inner()).expect("every sample was decoded")).collect();
+            work.into_iter().map(|m| m.into_inner().unwrap_or_else(|p| p.into_inner()).2.expect("every sample was decoded")).collect();
         let t_cpu = t0.elapsed();
         let staged = cpu_results.into_iter().collect::<Result<Vec<Staged>>>();
 
