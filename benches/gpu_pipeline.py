@@ -44,6 +44,13 @@ def gpu_used_bytes():
     return total.value - free.value
 
 
+def median_rate(start, stamps, batch):
+    """Images per second at the median time between batches: unlike the mean rate, a few
+    stalls caused by other tenants of a shared machine barely move it."""
+    gaps = sorted(b - a for a, b in zip([start] + stamps[:-1], stamps))
+    return batch / gaps[len(gaps) // 2]
+
+
 def torchvision_batches(kind, root, batch, threads):
     """The same pipelines written with torchvision, as a PyTorch user would without a data
     library: files read by a thread pool, a batch decoded on the GPU by nvJPEG
@@ -97,12 +104,14 @@ def torchvision_child(kind, root, batch, threads, iters):
         next(it)
     torch.cuda.synchronize()
     t = time.perf_counter()
+    stamps = []
     for _ in range(iters):
         next(it)
         peak = max(peak, gpu_used_bytes())
+        stamps.append(time.perf_counter())
     torch.cuda.synchronize()
     rate = iters * batch / (time.perf_counter() - t)
-    print(json.dumps({"rate": rate, "first": first, "mem": (peak - base) / 2**30}))
+    print(json.dumps({"rate": rate, "median_rate": median_rate(t, stamps, batch), "first": first, "mem": (peak - base) / 2**30}))
 
 
 def child(lib, kind, root, batch, threads, iters, dec_args):
@@ -141,14 +150,16 @@ def child(lib, kind, root, batch, threads, iters, dec_args):
     for _ in range(3):
         p.run()
     t = time.perf_counter()
+    stamps = []
     for _ in range(iters):
         out = p.run()
         peak = max(peak, gpu_used_bytes())
+        stamps.append(time.perf_counter())
     # Stop the clock once the last batch's GPU work is done (a device-wide synchronize:
     # copying the batch back, as_cpu(), would add ~100 ms of transfer to the measurement).
     cuda_sync()
     rate = iters * batch / (time.perf_counter() - t)
-    res = {"rate": rate, "first": first, "mem": (peak - base) / 2**30}
+    res = {"rate": rate, "median_rate": median_rate(t, stamps, batch), "first": first, "mem": (peak - base) / 2**30}
     if lib == "sluice":  # where the executor's time went (host time per operator call, ms)
         res["ops"] = {k: round(1e3 * v["seconds"] / max(v["calls"], 1), 2) for k, v in p.executor_statistics().items()}
     print(json.dumps(res))
@@ -182,20 +193,20 @@ def main():
             res[lib] = json.loads(line[-1]) if line else {"error": (r.stderr.strip().splitlines() or ["?"])[-1][:120]}
         rows.append((kind, res))
     print(f"\nbatch {a.batch}, {a.threads} threads, hw_decoder_load {a.hw_load or 'default'}, data {a.data}")
-    print(f"{'pipeline':<10} {'lib':<11} {'img/s':>9} {'first batch s':>14} {'GPU mem GiB':>12}")
+    print(f"{'pipeline':<10} {'lib':<11} {'img/s':>9} {'median':>9} {'first batch s':>14} {'GPU mem GiB':>12}")
     for kind, res in rows:
         for lib, r in res.items():
             if "error" in r:
                 print(f"{kind:<10} {lib:<11} error: {r['error']}")
             else:
-                print(f"{kind:<10} {lib:<11} {r['rate']:>9.0f} {r['first']:>14.2f} {r['mem']:>12.2f}")
+                print(f"{kind:<10} {lib:<11} {r['rate']:>9.0f} {r['median_rate']:>9.0f} {r['first']:>14.2f} {r['mem']:>12.2f}")
                 if "ops" in r:
                     print(f"{'':<10} ms/call: " + ", ".join(f"{k}={v}" for k, v in r["ops"].items()))
         s = res.get("sluice", {})
         for other in ("dali", "torchvision"):
             d = res.get(other, {})
             if "rate" in s and "rate" in d:
-                print(f"{kind:<10} vs {other:<11} {s['rate'] / d['rate']:>6.2f}x  first {s['first'] / d['first']:.2f}x  mem {s['mem'] / max(d['mem'], 1e-9):.2f}x")
+                print(f"{kind:<10} vs {other:<11} {s['rate'] / d['rate']:>6.2f}x  median {s['median_rate'] / d['median_rate']:.2f}x  first {s['first'] / d['first']:.2f}x  mem {s['mem'] / max(d['mem'], 1e-9):.2f}x")
 
 
 if __name__ == "__main__":

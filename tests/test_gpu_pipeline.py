@@ -75,6 +75,59 @@ def test_mixed_decoder_reports_bad_files_and_recovers(tmp_path, small_images):
     assert len(imgs) == BATCH and imgs.as_cpu().at(0).std() > 1
 
 
+@pytest.mark.parametrize("damage", ["no_header", "truncated"])
+@pytest.mark.parametrize("hw_load", [0.0, 1.0])
+def test_bad_file_in_a_later_batch_fails_only_that_batch(tmp_path, small_images, damage, hw_load):
+    """The executor starts batch n+1's decode before batch n is finished: an unreadable
+    header (caught while starting) or a truncated body (caught while finishing) in the
+    second batch must fail the second run() only, naming the file, and never the first."""
+    require_gpu()
+    good = _files(small_images, (".jpg",))
+    data = open(good[0], "rb").read()
+    bad = tmp_path / "bad.jpg"
+    bad.write_bytes(b"not a jpeg at all" * 8 if damage == "no_header" else data[: len(data) // 3])
+    files = (good * BATCH)[:BATCH] + good[:5] + [str(bad)] + (good * BATCH)[: BATCH - 6] + (good * BATCH)[: 2 * BATCH]
+
+    @pipeline_def(batch_size=BATCH, num_threads=4, device_id=0, seed=1, prefetch_queue_depth=2)
+    def p():
+        enc, _ = fn.readers.file(files=files, name="Reader")
+        return fn.decoders.image_random_crop(enc, device="mixed", hw_decoder_load=hw_load)
+
+    pipe = p()
+    (first,) = pipe.run()
+    assert len(first) == BATCH and first.as_cpu().at(0).std() > 1
+    with pytest.raises(RuntimeError) as e:
+        pipe.run()
+    assert "decoders.image_random_crop" in str(e.value) and "bad.jpg" in str(e.value)
+    for _ in range(3):
+        (imgs,) = pipe.run()
+        assert len(imgs) == BATCH and imgs.as_cpu().at(BATCH - 1).std() > 1
+
+
+@pytest.mark.parametrize("hw_load", [0.0, 0.65])
+def test_decoding_ahead_gives_the_same_batches_as_running_in_order(mixed_root, hw_load):
+    """Asynchronous pipelines start each batch's decode one iteration early; synchronous
+    ones do not. Both must give the same batches, bit for bit, several epochs running."""
+    require_gpu()
+    files = _files(mixed_root)
+
+    def pipe(**exec_args):
+        @pipeline_def(batch_size=BATCH, num_threads=4, device_id=0, seed=5, **exec_args)
+        def p():
+            enc, _ = fn.readers.file(files=files, name="Reader", random_shuffle=True)
+            img = fn.decoders.image_random_crop(enc, device="mixed", hw_decoder_load=hw_load)
+            return fn.resize(img, device="gpu", resize_x=64, resize_y=48)
+
+        return p()
+
+    n = 3 * len(files)
+    ahead = _epoch(pipe(), n)
+    in_order = _epoch(pipe(exec_async=False, exec_pipelined=False), n)
+    for k, (a, b) in enumerate(zip(ahead, in_order)):
+        assert a.shape == b.shape == (48, 64, 3), k
+        assert np.array_equal(a, b), k
+
+
 def test_cpu_share_finished_on_the_gpu_equals_libjpeg_turbo_bit_for_bit(tmp_path):
     """With the engine off, every JPEG is entropy-decoded on a worker and finished (IDCT,
     fancy upsampling, YCbCr -> RGB) on the GPU: whole images and random windows must equal

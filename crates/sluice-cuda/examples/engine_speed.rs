@@ -2,8 +2,10 @@
 //! `--batch` images (whole, or centred windows of half the area) submitted back to back on
 //! `--states` alternating nvJPEG states, from `--threads` submitting threads.
 //!
-//!     engine_speed [--batch 166] [--states 2] [--threads 1] [--window] [--seconds 5] FILE...
+//!     engine_speed [--batch 166] [--states 2] [--threads 1] [--window] [--pinned] [--busy N] [--seconds 5] FILE...
 //!
+//! `--pinned` hands nvJPEG the encoded files from page-locked memory; `--busy N` keeps N
+//! other threads spinning meanwhile (a loaded CPU, as in a pipeline).
 //! Prints images per second and how long each submit call blocked the calling thread.
 
 use std::sync::{Arc, Mutex};
@@ -26,16 +28,34 @@ fn main() {
         }
     };
     let (batch, states, threads, seconds) = (opt("--batch", 166.0) as usize, opt("--states", 2.0) as usize, opt("--threads", 1.0) as usize, opt("--seconds", 5.0));
-    let window = match args.iter().position(|a| a == "--window") {
+    let busy = opt("--busy", 0.0) as usize;
+    let mut flag = |name: &str| match args.iter().position(|a| a == name) {
         Some(i) => {
             args.remove(i);
             true
         }
         None => false,
     };
-    let files: Vec<Vec<u8>> = args.iter().map(|f| std::fs::read(f).expect("read")).collect();
-    let infos: Vec<_> = files.iter().map(|b| read_info(b).expect("header")).collect();
+    let (window, pinned) = (flag("--window"), flag("--pinned"));
+    let owned: Vec<Vec<u8>> = args.iter().map(|f| std::fs::read(f).expect("read")).collect();
+    let infos: Vec<_> = owned.iter().map(|b| read_info(b).expect("header")).collect();
     let dev = GpuDevice::open(0).expect("GPU");
+    let mut pin = sluice_cuda::PinnedBuffer::alloc(&dev, owned.iter().map(|f| f.len()).sum::<usize>().max(1)).expect("pinned");
+    let files: Vec<&[u8]> = if pinned {
+        let mut at = 0;
+        let spans: Vec<(usize, usize)> = owned
+            .iter()
+            .map(|f| {
+                pin.as_mut_slice()[at..at + f.len()].copy_from_slice(f);
+                at += f.len();
+                (at - f.len(), f.len())
+            })
+            .collect();
+        spans.iter().map(|&(a, l)| &pin.as_slice()[a..a + l]).collect()
+    } else {
+        owned.iter().map(|f| &f[..]).collect()
+    };
+    let stop = std::sync::atomic::AtomicBool::new(false);
     let nv = NvJpeg::hardware(&dev).expect("hardware decoder");
     let stream = dev.new_stream().expect("stream");
     let max_px: usize = infos.iter().map(|i| i.width * i.height * 3).max().unwrap();
@@ -89,8 +109,18 @@ fn main() {
     let t0 = Instant::now();
     let until = t0 + Duration::from_secs_f64(seconds);
     let images: usize = std::thread::scope(|s| {
+        for _ in 0..busy {
+            s.spawn(|| {
+                let mut x = 0u64;
+                while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                    x = std::hint::black_box(x.wrapping_mul(6364136223846793005).wrapping_add(1));
+                }
+            });
+        }
         let hs: Vec<_> = (0..threads).map(|_| s.spawn(|| run(until))).collect();
-        hs.into_iter().map(|h| h.join().unwrap()).sum()
+        let n = hs.into_iter().map(|h| h.join().unwrap()).sum();
+        stop.store(true, std::sync::atomic::Ordering::Relaxed);
+        n
     });
     for d in &decoders {
         d.lock().unwrap().join(&stream).unwrap();
@@ -101,7 +131,7 @@ fn main() {
     b.sort();
     let ms = |d: Duration| d.as_secs_f64() * 1e3;
     println!(
-        "engine: batch {batch} states {states} threads {threads} window {window}: {:.0} img/s; submit blocked median {:.2} ms, p90 {:.2} ms per batch",
+        "engine: batch {batch} states {states} threads {threads} window {window} pinned {pinned} busy {busy}: {:.0} img/s; submit blocked median {:.2} ms, p90 {:.2} ms per batch",
         images as f64 / secs,
         ms(b[b.len() / 2]),
         ms(b[b.len() * 9 / 10])

@@ -547,6 +547,12 @@ impl HwBatchDecoder {
         &self.stream
     }
 
+    /// Blocks until this decoder's last submitted batch is done on the GPU (its encoded
+    /// input, when page-locked, may be read by the GPU until then).
+    pub fn wait_idle(&self) -> CudaResult<()> {
+        self.fence.wait()
+    }
+
     /// Makes `stream` wait for this decoder's last submitted batch.
     pub fn join(&self, stream: &CudaStream) -> CudaResult<()> {
         self.fence.make_wait(stream)

@@ -204,6 +204,20 @@ impl<'a> GpuWorkspace<'a> {
 pub trait GpuOperator: Send {
     /// Queues one batch's work on `ws.stream`; returns `num_outputs` GPU batches.
     fn run(&mut self, ws: &GpuWorkspace<'_>) -> Result<Vec<TensorListGpu>>;
+
+    /// True for an operator that can begin a batch before the previous batch's later
+    /// operators are queued (the mixed decoders: the hardware JPEG engine then takes batch
+    /// n+1 the moment it finishes batch n). Its inputs may only come from CPU operators.
+    fn starts_early(&self) -> bool {
+        false
+    }
+
+    /// Begins the batch of `ws.iteration`; `run` for the same iteration finishes it. The
+    /// executor calls it one iteration ahead in asynchronous pipelines, right before
+    /// `run` otherwise. A started batch that is never run is dropped by the next `start`.
+    fn start(&mut self, _ws: &GpuWorkspace<'_>) -> Result<()> {
+        Ok(())
+    }
 }
 
 /// Builds a CPU backend from its context.

@@ -262,13 +262,24 @@ impl<P: PlaceWindow> WindowDecoderMixed<P> {
 }
 
 impl<P: PlaceWindow> GpuOperator for WindowDecoderMixed<P> {
-    fn run(&mut self, ws: &GpuWorkspace<'_>) -> Result<Vec<TensorListGpu>> {
+    fn starts_early(&self) -> bool {
+        true
+    }
+
+    fn start(&mut self, ws: &GpuWorkspace<'_>) -> Result<()> {
         let ctx = self.dec.ctx();
         let host = ws.host_view();
         let t = std::time::Instant::now();
         let (infos, windows) = plan_windows(ctx, &host, self.dec.params(), |i, _, hw| self.place.place(ctx, &host, i, hw))?;
         super::image_mixed::trace_headers(ctx, ws.iteration, t);
-        Ok(vec![self.dec.decode(ws, &infos, Some(&windows), self.downscale_to)?])
+        self.dec.begin(ws, infos, Some(&windows), self.downscale_to)
+    }
+
+    fn run(&mut self, ws: &GpuWorkspace<'_>) -> Result<Vec<TensorListGpu>> {
+        if !self.dec.started(ws.iteration) {
+            self.start(ws)?;
+        }
+        Ok(vec![self.dec.finish(ws)?])
     }
 }
 

@@ -1,6 +1,7 @@
 //! Image decoders: `decoders.image` on the cpu (libjpeg-turbo for JPEG, image-rs codecs for
 //! PNG, BMP, TIFF, WebP, PNM). The mixed (nvJPEG) backend arrives with the CUDA runtime.
 
+mod cpu_share;
 mod gpu_idct;
 mod image;
 mod image_crop;
