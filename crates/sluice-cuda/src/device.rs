@@ -26,28 +26,6 @@ pub fn device_count() -> usize {
     catch_unwind(|| CudaContext::device_count().map(|n| n.max(0) as usize).unwrap_or(0)).unwrap_or(0)
 }
 
-/// How host threads wait for the GPU, from `SLUICE_CUDA_WAIT`: `spin`, `yield`, `block`,
-/// or unset for the driver's default (`auto`: spin while there are more cores than
-/// contexts). Applied to the context current on this thread (`cuCtxSetFlags`), so it
-/// holds whoever made the primary context first.
-fn set_wait_policy() {
-    use sys::CUctx_flags_enum as F;
-    let sched = match std::env::var("SLUICE_CUDA_WAIT").as_deref() {
-        Ok("spin") => F::CU_CTX_SCHED_SPIN as u32,
-        Ok("yield") => F::CU_CTX_SCHED_YIELD as u32,
-        Ok("block") => F::CU_CTX_SCHED_BLOCKING_SYNC as u32,
-        _ => return,
-    };
-    // SAFETY: plain driver calls on the current context with a valid out-pointer; a failure
-    // leaves the policy as it was.
-    unsafe {
-        let mut flags = 0u32;
-        if sys::cuCtxGetFlags(&mut flags) == sys::CUresult::CUDA_SUCCESS {
-            let _ = sys::cuCtxSetFlags((flags & !(F::CU_CTX_SCHED_MASK as u32)) | sched);
-        }
-    }
-}
-
 /// An open GPU. Cheap to share (`Arc`); every pipeline on the same ordinal shares one.
 pub struct GpuDevice {
     ctx: Arc<CudaContext>,
@@ -93,7 +71,6 @@ impl GpuDevice {
         let name = ctx.name().unwrap_or_else(|_| "unknown GPU".into());
         let compute_capability = ctx.compute_capability()?;
         ctx.bind_to_thread()?;
-        set_wait_policy();
         let mut pool: sys::CUmemoryPool = std::ptr::null_mut();
         // SAFETY: plain driver calls on a live context; the value pointer outlives the call.
         unsafe {
