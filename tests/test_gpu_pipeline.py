@@ -128,6 +128,31 @@ def test_decoding_ahead_gives_the_same_batches_as_running_in_order(mixed_root, h
         assert np.array_equal(a, b), k
 
 
+def test_two_mixed_decoders_in_one_pipeline_share_the_workers(mixed_root):
+    """Each mixed decoder queues its CPU share for the same workers: with two in one
+    pipeline (run ahead, engine off), both still give exactly the cpu decoders' output."""
+    require_gpu()
+    files = _files(mixed_root)
+
+    def pipe(device):
+        @pipeline_def(batch_size=BATCH, num_threads=4, device_id=0, seed=3)
+        def p():
+            a, _ = fn.readers.file(files=files, name="A")
+            b, _ = fn.readers.file(files=files[::-1], name="B")
+            extra = {"hw_decoder_load": 0.0} if device == "mixed" else {}
+            return (fn.decoders.image(a, device=device, **extra),
+                    fn.decoders.image_random_crop(b, device=device, **extra))
+
+        return p()
+
+    cpu, gpu = pipe("cpu"), pipe("mixed")
+    for _ in range(3):
+        for c, g in zip(cpu.run(), gpu.run()):
+            g = g.as_cpu()
+            for i in range(len(c)):
+                assert np.array_equal(c.at(i), g.at(i)), i
+
+
 def test_cpu_share_finished_on_the_gpu_equals_libjpeg_turbo_bit_for_bit(tmp_path):
     """With the engine off, every JPEG is entropy-decoded on a worker and finished (IDCT,
     fancy upsampling, YCbCr -> RGB) on the GPU: whole images and random windows must equal

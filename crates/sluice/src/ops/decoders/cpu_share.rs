@@ -22,10 +22,11 @@ use crate::ops::OpContext;
 use crate::tensor::TensorList;
 
 thread_local! {
-    /// Set while this thread runs the queue's loop: a loop started again on the same thread
-    /// (rayon hands a thread queued work while it yields or waits) returns at once, as the
-    /// outer loop takes the samples anyway.
-    static IN_LOOP: Cell<bool> = const { Cell::new(false) };
+    /// The queue whose loop this thread runs (its address; 0: none). The same queue's loop
+    /// started again on this thread (rayon hands a thread queued work while it yields or
+    /// waits) returns at once, as the outer loop takes the samples anyway; another decoder's
+    /// queue runs nested.
+    static IN_LOOP: Cell<usize> = const { Cell::new(0) };
 }
 
 fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
@@ -163,7 +164,9 @@ impl ShareQueue {
     /// Decodes queued samples on this thread (of batches up to `iteration` when given) until
     /// none are left.
     pub(super) fn drain(&self, up_to: Option<u64>) {
-        if IN_LOOP.with(|f| f.replace(true)) {
+        let me = self as *const ShareQueue as usize;
+        let outer = IN_LOOP.with(|f| f.replace(me));
+        if outer == me {
             return;
         }
         loop {
@@ -180,6 +183,6 @@ impl ShareQueue {
             // Let the pipeline thread's parallel steps in (no-op off the pool).
             let _ = rayon::yield_now();
         }
-        IN_LOOP.with(|f| f.set(false));
+        IN_LOOP.with(|f| f.set(outer));
     }
 }
