@@ -10,8 +10,8 @@
 //!   Splitting a batch over parallel states was measured on an H200 and is slower (rn50-crop,
 //!   16 threads: 1 part 20,770 img/s, 2 parts 17,165, 4 parts 13,379, 8 parts 11,348).
 //! - Everything else (progressive files, other formats, EXIF-rotated or non-RGB outputs,
-//!   and the share kept off the engine) goes to the pipeline's workers, one sample at a
-//!   time, costliest first. JPEGs that `gpu_idct` reproduces are only entropy-decoded there
+//!   and the share kept off the engine) goes to the pipeline's workers in the background
+//!   (`cpu_share`), one sample at a time, costliest first. JPEGs that `gpu_idct` reproduces are only entropy-decoded there
 //!   and finished on the GPU (bit-exact with libjpeg-turbo); the rest are decoded by
 //!   libjpeg-turbo / image-rs into pinned memory and uploaded. Windows decode only their
 //!   rows and columns, and at a DCT scale when the graph says a fixed-size resize follows.
@@ -19,8 +19,11 @@
 //!   with a ROI); where nvJPEG lacks that, whole images are decoded into one scratch buffer
 //!   and the windows cut out with one 2-D copy each.
 //!
-//! The engine's submission runs while the workers decode the CPU share; the decoder joins
-//! the pipeline stream to the engine's stream with an event once nvJPEG's call returns.
+//! A batch is begun (`MixedDecoder::begin`: routing, the output, the engine's submission
+//! and the CPU share queued) and later finished (`finish`: the CPU share's uploads and GPU
+//! half, then the pipeline stream joined to the engine's stream with an event once nvJPEG's
+//! call returns). The executor begins batch n+1 before it finishes batch n, so the engine
+//! and the workers keep busy while the pipeline thread queues batch n's later operators.
 //! Queueing the later operators behind a device-memory gate before that call returns
 //! (so the pipeline thread need not wait for the engine) deadlocks: nvJPEG synchronises
 //! the device inside its call at times (first batch, growing buffers), which then waits for
