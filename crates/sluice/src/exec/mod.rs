@@ -66,17 +66,28 @@ struct Runner {
     stats: Arc<Mutex<Vec<OpStats>>>,
     /// Per operator: part of the front.
     front: Vec<bool>,
-    /// Run the next iteration's front ahead (asynchronous pipelines with a front).
+    /// Run the next iteration's front ahead (asynchronous pipelines that have a front).
     run_ahead: bool,
     /// The next iteration's front, run ahead, or the error it met.
     ahead: Option<(u64, Result<Results>)>,
 }
 
 impl Runner {
-    fn new(ops: Vec<Instance>, outputs: Vec<Edge>, pool: rayon::ThreadPool, gpu: Option<GpuStage>, batch_size: usize, stats: Arc<Mutex<Vec<OpStats>>>) -> Runner {
+    /// `run_ahead`: an asynchronous pipeline, which runs the next iteration's front early
+    /// when it has one.
+    fn new(
+        ops: Vec<Instance>,
+        outputs: Vec<Edge>,
+        pool: rayon::ThreadPool,
+        gpu: Option<GpuStage>,
+        batch_size: usize,
+        stats: Arc<Mutex<Vec<OpStats>>>,
+        run_ahead: bool,
+    ) -> Runner {
         // The front: operators that start early, and everything they read from. Such an
         // operator takes only CPU inputs, so its ancestors are all CPU operators.
-        let mut front: Vec<bool> = ops.iter().map(|inst| matches!(&inst.backend, Backend::Gpu(op, _) if op.starts_early())).collect();
+        let starts_early = |inst: &Instance| matches!(&inst.backend, Backend::Gpu(op, _) if op.starts_early());
+        let mut front: Vec<bool> = ops.iter().map(starts_early).collect();
         for k in (0..ops.len()).rev() {
             if front[k] {
                 for e in ops[k].inputs.iter().chain(ops[k].arg_inputs.iter().map(|(_, e)| e)) {
@@ -84,11 +95,12 @@ impl Runner {
                 }
             }
         }
-        let ancestors_on_cpu = ops.iter().zip(&front).all(|(inst, &f)| !f || matches!(&inst.backend, Backend::Cpu(_)) || matches!(&inst.backend, Backend::Gpu(op, _) if op.starts_early()));
+        let ancestors_on_cpu = ops.iter().zip(&front).all(|(inst, &f)| !f || matches!(inst.backend, Backend::Cpu(_)) || starts_early(inst));
         if !ancestors_on_cpu {
             front.iter_mut().for_each(|f| *f = false);
         }
-        Runner { ops, outputs, pool, gpu, batch_size, iteration: 0, stats, front, run_ahead: false, ahead: None }
+        let run_ahead = run_ahead && front.contains(&true);
+        Runner { ops, outputs, pool, gpu, batch_size, iteration: 0, stats, front, run_ahead, ahead: None }
     }
 
     fn run_iteration(&mut self) -> Result<Vec<Batch>> {
@@ -98,7 +110,7 @@ impl Runner {
             Some((it, front)) if it == iteration => front,
             _ => self.run_front(iteration),
         };
-        if self.run_ahead && self.front.iter().any(|&f| f) {
+        if self.run_ahead {
             self.ahead = Some((iteration + 1, self.run_front(iteration + 1)));
         }
         let mut results = front?;
@@ -263,9 +275,9 @@ impl Executor {
         let stats = Arc::new(Mutex::new(
             graph.nodes.iter().map(|n| OpStats { name: n.name.clone(), ..Default::default() }).collect(),
         ));
-        let mut runner = Runner::new(ops, graph.outputs.clone(), pool, gpu, spec.batch_size, stats.clone());
-        let mode = if spec.exec_async && spec.exec_pipelined {
-            runner.run_ahead = run_ahead();
+        let asynchronous = spec.exec_async && spec.exec_pipelined;
+        let runner = Runner::new(ops, graph.outputs.clone(), pool, gpu, spec.batch_size, stats.clone(), asynchronous && run_ahead());
+        let mode = if asynchronous {
             start_producer(runner, spec.prefetch_queue_depth.max(1))?
         } else {
             Mode::Sync(Box::new(runner))

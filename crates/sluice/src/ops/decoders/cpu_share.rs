@@ -86,6 +86,11 @@ impl CpuShare {
         Arc::new(CpuShare { iteration, input, infos, routes, params, ctx, staging: StagingPtr(staging), samples, results, left, done: Condvar::new() })
     }
 
+    /// The samples, in staging order.
+    pub(super) fn samples(&self) -> &[ShareSample] {
+        &self.samples
+    }
+
     /// Blocks until every sample is decoded (or failed).
     pub(super) fn wait(&self) {
         let mut left = lock(&self.left);

@@ -139,12 +139,13 @@ struct EngineWork {
     spans: Vec<(usize, usize)>,
 }
 
-/// What the engine thread reports: how long the submission took and which samples it had to
-/// decode on the CPU (or the first one it could not decode at all).
 /// The engine's encoded input in page-locked memory (None: ordinary memory), and each
 /// image's (offset, length) there.
 type PinnedInput = (Option<PinnedBuffer>, Vec<(usize, usize)>);
 
+/// What the engine thread reports: the lent decoder and input buffer, how long the
+/// submission took and which samples it had to decode on the CPU (or the first one it could
+/// not decode at all).
 type EngineOutcome = (HwBatchDecoder, Option<PinnedBuffer>, Result<(std::time::Duration, Vec<usize>)>);
 
 /// A submission under way on the engine thread.
@@ -168,7 +169,8 @@ impl EngineWork {
         };
         // SAFETY: every target is a slot of `out` (allocated on the pipeline stream before
         // `start` was recorded there) with room for the image or window at its pitch; the
-        // encoded bytes live in `input`, which this work owns until the call returns.
+        // encoded bytes live in `encoded` or `input`, which this work owns until the call
+        // returns (and `encoded` is not rewritten before the GPU has read it: `pin_encoded`).
         let submitted = unsafe { dec.submit(&images, &self.targets, &self.start) };
         let busy = t.elapsed();
         match submitted {
@@ -200,8 +202,7 @@ struct Started {
     infos: Vec<ImageInfo>,
     routes: Vec<Route>,
     hw_idx: Vec<usize>,
-    /// The CPU share's samples in staging order, and their decoding under way.
-    cpu_idx: Vec<usize>,
+    /// The CPU share (its samples in staging order) being decoded by the workers.
     share: Option<Arc<CpuShare>>,
     staging_slot: usize,
     out: TensorListGpu,
@@ -374,8 +375,8 @@ impl MixedDecoder {
         let on_hw = self.plan_hw(ws, &data, &infos);
         let t_plan = t0.elapsed();
 
-        // Route every sample and size its output. Which CPU-share samples only get
-        // entropy-decoded (Route::Coef) is decided in `finish`, on the workers.
+        // Route every sample and size its output (which CPU-share samples are only
+        // entropy-decoded, Route::Coef, is decided below, once the engine has its share).
         let mut routes = Vec::with_capacity(n);
         let mut shapes: Vec<[usize; 3]> = Vec::with_capacity(n);
         let mut scratch_len = 0usize;
@@ -536,7 +537,7 @@ impl MixedDecoder {
             self.share_queue.start(&share, &order, ws.pool);
             Some(share)
         };
-        self.started.push_back(Started { iteration: ws.iteration, infos, routes, hw_idx, cpu_idx, out, scratch, engine, share, staging_slot, t_plan, t_begin: t0.elapsed() });
+        self.started.push_back(Started { iteration: ws.iteration, infos, routes, hw_idx, out, scratch, engine, share, staging_slot, t_plan, t_begin: t0.elapsed() });
         Ok(())
     }
 
@@ -601,18 +602,15 @@ impl MixedDecoder {
         while let Some(stale) = self.started.pop_front_if(|s| s.iteration < ws.iteration) {
             self.abandon(stale);
         }
-        let Some(Started { infos, routes, hw_idx, cpu_idx, out, scratch, engine, share, staging_slot, t_plan, t_begin, .. }) =
+        let Some(Started { infos, routes, hw_idx, out, scratch, engine, share, staging_slot, t_plan, t_begin, .. }) =
             self.started.pop_front_if(|s| s.iteration == ws.iteration)
         else {
             return Err(Error::Unsupported(format!("internal error in {}: iteration {} was not started", self.ctx.display_name, ws.iteration)));
         };
         let n = out.len();
-        let staged_len = |i: usize| match routes[i] {
-            Route::Coef { layout, .. } => layout.coefficients * 2,
-            _ => out.meta().byte_range(i).len(),
-        };
-        let coef_count = cpu_idx.iter().take_while(|&&i| matches!(routes[i], Route::Coef { .. })).count();
-        let coef_bytes: usize = cpu_idx[..coef_count].iter().map(|&i| staged_len(i)).sum();
+        let samples = share.as_ref().map_or(&[][..], |s| s.samples());
+        // The coefficient samples come first in the staging and go up in one copy.
+        let coef_bytes: usize = samples.iter().take_while(|s| matches!(routes[s.index], Route::Coef { .. })).map(|s| s.staged_len).sum();
         // This thread helps with what is left of the share, then waits for the workers.
         let t_setup = t0.elapsed();
         let cpu_results = share.as_ref().map_or_else(Vec::new, |share| {
@@ -625,16 +623,14 @@ impl MixedDecoder {
         let staged = cpu_results.into_iter().collect::<Result<Vec<Staged>>>();
 
         // Uploads of the CPU share, and the GPU half of the coefficient samples.
-        if let (Ok(staged), false) = (&staged, cpu_idx.is_empty()) {
-            let staging = slot.buf.as_ref().expect("allocated above");
-            let mut coef_samples = Vec::with_capacity(coef_count);
+        if let (Ok(staged), false) = (&staged, samples.is_empty()) {
+            let staging = slot.buf.as_ref().expect("allocated in begin");
+            let mut coef_samples = Vec::with_capacity(samples.len());
             let mut fallbacks = false;
-            let mut offset = 0;
-            for (&i, st) in cpu_idx.iter().zip(staged) {
-                let len = staged_len(i);
+            for (&ShareSample { index: i, staged_at, staged_len, .. }, st) in samples.iter().zip(staged) {
                 match (st, routes[i]) {
                     (Staged::Coefficients(quant), Route::Coef { window, layout }) => {
-                        coef_samples.push(CoefSample { index: i, window, layout, staged_at: offset, quant: *quant });
+                        coef_samples.push(CoefSample { index: i, window, layout, staged_at, quant: *quant });
                     }
                     (Staged::Fallback(px), _) => {
                         // SAFETY: `px` lives in `staged` until the synchronize below.
@@ -643,9 +639,8 @@ impl MixedDecoder {
                     }
                     // SAFETY: the staging buffer is not touched again until `done` (recorded
                     // below, after these copies) has completed.
-                    _ => unsafe { out.buffer().copy_from_host_async(out.offset(i), &staging.as_slice()[offset..offset + len])? },
+                    _ => unsafe { out.buffer().copy_from_host_async(out.offset(i), &staging.as_slice()[staged_at..staged_at + staged_len])? },
                 }
-                offset += len;
             }
             // SAFETY: as for the copies above: the staging is released by `done`.
             unsafe { self.idct.launch(ws, &staging.as_slice()[..coef_bytes], &coef_samples, &out)? };
@@ -685,7 +680,7 @@ impl MixedDecoder {
                 self.ctx.display_name,
                 ws.iteration,
                 hw_idx.len(),
-                cpu_idx.len(),
+                samples.len(),
                 ms(t_begin),
                 ms(t_plan),
                 ms(t_setup),
