@@ -342,6 +342,41 @@ def test_gpu_resize_matches_cpu(small_images, interp, size):
         assert d.max() <= 1 and d.mean() < 0.05, (i, d.max(), d.mean())
 
 
+def test_gpu_resize_filter_tables_kept_between_batches_match_cpu(small_images):
+    """The GPU resize keeps its filter tables on the device between batches. Over three
+    epochs (the whole-image resizes need the same tables again each epoch; the per-sample
+    sizes drawn from three values repeat inside a batch and across batches; the random
+    crops bring new ones every batch), every batch still matches the cpu resize."""
+    require_gpu()
+
+    def pipe(device):
+        @pipeline_def(batch_size=5, num_threads=4, device_id=0, seed=4)
+        def p():
+            data, _ = fn.readers.file(file_root=str(small_images))
+            images = fn.decoders.image(data, device="cpu")
+            crops = fn.decoders.image_random_crop(data, device="cpu", seed=8)
+            if device == "gpu":
+                images, crops = images.gpu(), crops.gpu()
+            width = fn.random.uniform(values=[24.0, 50.0, 77.0], seed=6)
+            # `crops` is an output too, so the cpu pipeline does not fuse its decode with the
+            # resize (a DCT-scale decode would change its pixels).
+            return (fn.resize(images, device=device, resize_x=64, resize_y=48),
+                    fn.resize(images, device=device, resize_x=width, resize_y=40, interp_type=types.INTERP_CUBIC),
+                    fn.resize(crops, device=device, resize_x=32, resize_y=32),
+                    crops)
+
+        return p()
+
+    cpu, gpu = pipe("cpu"), pipe("gpu")
+    for it in range(3 * 12 // 5 + 1):
+        for k, (a, b) in enumerate(zip(cpu.run(), gpu.run())):
+            b = b.as_cpu()
+            assert a.shape() == b.shape(), (it, k)
+            for i in range(len(a)):
+                d = np.abs(a.at(i).astype(np.int16) - b.at(i).astype(np.int16))
+                assert d.max() <= 1 and d.mean() < 0.05, (it, k, i, d.max(), d.mean())
+
+
 def test_resnet50_training_pipeline_on_gpu(small_images):
     require_gpu()
     torch = pytest.importorskip("torch")

@@ -108,6 +108,22 @@ impl DeviceBuffer {
         stream.synchronize().map_err(Into::into)
     }
 
+    /// Copies `len` bytes from device address `src` (memory of this GPU, usable on this
+    /// buffer's stream) to `offset`, ordered on this buffer's stream.
+    ///
+    /// # Safety
+    /// `src..src + len` must be live device memory of this buffer's GPU until the copy has
+    /// run, written (if at all) by work ordered before it on this buffer's stream.
+    pub unsafe fn copy_from_device_async(&self, offset: usize, src: u64, len: usize) -> CudaResult<()> {
+        assert!(offset + len <= self.len, "copy past the end of a device buffer");
+        if len == 0 {
+            return Ok(());
+        }
+        self.device.bind()?;
+        // SAFETY: the destination is inside this buffer (checked); the source is the caller's.
+        check("cuMemcpyDtoDAsync", unsafe { sys::cuMemcpyDtoDAsync_v2(self.ptr + offset as u64, src, len, self.stream.cu_stream()) })
+    }
+
     /// Copies a `rows` x `row_bytes` rectangle from `src` (starting at `src_offset`, rows
     /// `src_pitch` apart) into this buffer (at `dst_offset`, rows `dst_pitch` apart), ordered
     /// on this buffer's stream; `src` must be usable there (same stream, or ordered before).

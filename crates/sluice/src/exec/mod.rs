@@ -197,6 +197,10 @@ impl Runner {
                 .unwrap_or_else(|| "unknown panic".into());
             Err(Error::Unsupported(format!("internal error in {} at iteration {iteration}: {msg} (please report this)", inst.ctx.display_name)))
         })?;
+        if trace_ops() {
+            let (at, took) = (trace_clock(begun), begun.elapsed().as_secs_f64() * 1e3);
+            eprintln!("[exec] it {iteration} {}{} at {at:.2} took {took:.2} ms", inst.ctx.display_name, if start { " (start)" } else { "" });
+        }
         if let Ok(mut s) = self.stats.lock() {
             s[k].calls += !start as u64;
             s[k].total += begun.elapsed();
@@ -351,6 +355,20 @@ fn lower_worker_priority(levels: i32) {
         let now = libc::getpriority(libc::PRIO_PROCESS, tid);
         libc::setpriority(libc::PRIO_PROCESS, tid, (now + levels).min(19));
     }
+}
+
+/// Milliseconds from the first traced event to `t`, so trace lines of different threads
+/// line up in time.
+pub(crate) fn trace_clock(t: Instant) -> f64 {
+    static EPOCH: std::sync::OnceLock<Instant> = std::sync::OnceLock::new();
+    let epoch = *EPOCH.get_or_init(|| t);
+    t.saturating_duration_since(epoch).as_secs_f64() * 1e3
+}
+
+/// `SLUICE_TRACE_OPS=1` prints when each operator call started and how long it took (stderr).
+fn trace_ops() -> bool {
+    static ON: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+    *ON.get_or_init(|| std::env::var_os("SLUICE_TRACE_OPS").is_some_and(|v| v != "0"))
 }
 
 /// Whether asynchronous pipelines start the next iteration's front early (see [`Runner`]);

@@ -49,9 +49,12 @@ impl ImageDecoderCpu {
     }
 }
 
-/// Reads every sample's header in parallel: the output shapes, so the batch can be
-/// allocated once before any pixel is decoded.
-pub(crate) fn read_headers(ctx: &OpContext, ws: &Workspace<'_>, input: &TensorList) -> Result<Vec<ImageInfo>> {
+/// Reads every sample's header: the output shapes, so the batch can be allocated once
+/// before any pixel is decoded. In parallel on the workers for the cpu decoders; on this
+/// thread (`parallel` false) for the mixed ones, whose workers are busy with CPU shares in
+/// the background: a header costs microseconds, while a parallel step would wait for
+/// workers to finish their current image.
+pub(crate) fn read_headers(ctx: &OpContext, ws: &Workspace<'_>, input: &TensorList, parallel: bool) -> Result<Vec<ImageInfo>> {
     if input.dtype() != DType::U8 || input.ndim() != 1 {
         return Err(Error::TypeMismatch {
             operator: ctx.display_name.clone(),
@@ -62,25 +65,24 @@ pub(crate) fn read_headers(ctx: &OpContext, ws: &Workspace<'_>, input: &TensorLi
             ),
         });
     }
-    let infos: Vec<Result<ImageInfo>> = ws.pool.install(|| {
-        (0..input.len())
-            .into_par_iter()
-            .map(|i| {
-                let bytes = input.bytes(i);
-                if bytes.is_empty() {
-                    return Err(Error::data(ctx.at(ws.iteration, i, input.source_info(i)), "empty input: no encoded data"));
-                }
-                read_info(bytes).map_err(|e| Error::data(ctx.at(ws.iteration, i, input.source_info(i)), e.to_string()))
-            })
-            .collect()
-    });
+    let header = |i: usize| {
+        let bytes = input.bytes(i);
+        if bytes.is_empty() {
+            return Err(Error::data(ctx.at(ws.iteration, i, input.source_info(i)), "empty input: no encoded data"));
+        }
+        read_info(bytes).map_err(|e| Error::data(ctx.at(ws.iteration, i, input.source_info(i)), e.to_string()))
+    };
+    if !parallel {
+        return (0..input.len()).map(header).collect();
+    }
+    let infos: Vec<Result<ImageInfo>> = ws.pool.install(|| (0..input.len()).into_par_iter().map(header).collect());
     infos.into_iter().collect()
 }
 
 impl Operator for ImageDecoderCpu {
     fn run(&mut self, ws: &Workspace<'_>) -> Result<Vec<TensorList>> {
         let input = ws.inputs[0];
-        let infos = read_headers(&self.ctx, ws, input)?;
+        let infos = read_headers(&self.ctx, ws, input, true)?;
         let shapes: Vec<[usize; 3]> = infos
             .iter()
             .map(|info| {

@@ -79,16 +79,17 @@ pub(crate) fn decode_setup(ctx: &OpContext) -> Result<(DecodeParams, DType)> {
     Ok((params, dtype))
 }
 
-/// Reads every header (in parallel) and places every sample's window with
+/// Reads every header (in parallel when `parallel`, see `read_headers`) and places every
+/// sample's window with
 /// `window(i, info, (height, width))`, `(height, width)` being the full oriented image size;
 /// a window outside its image is an error naming the sample. Shared by the cpu and mixed
 /// ROI decoders, so both decode the same windows.
-pub(crate) fn plan_windows<F>(ctx: &OpContext, ws: &Workspace<'_>, params: &DecodeParams, window: F) -> Result<(Vec<ImageInfo>, Vec<Roi>)>
+pub(crate) fn plan_windows<F>(ctx: &OpContext, ws: &Workspace<'_>, params: &DecodeParams, parallel: bool, window: F) -> Result<(Vec<ImageInfo>, Vec<Roi>)>
 where
     F: Fn(usize, &ImageInfo, (usize, usize)) -> Result<Roi>,
 {
     let input = ws.inputs[0];
-    let infos = read_headers(ctx, ws, input)?;
+    let infos = read_headers(ctx, ws, input, parallel)?;
     let mut rois = Vec::with_capacity(infos.len());
     for (i, info) in infos.iter().enumerate() {
         let (h, w, _) = info.output_shape(params);
@@ -124,7 +125,7 @@ where
     F: Fn(usize, &ImageInfo, (usize, usize)) -> Result<Roi>,
 {
     let input = ws.inputs[0];
-    let (infos, windows) = plan_windows(ctx, ws, params, window)?;
+    let (infos, windows) = plan_windows(ctx, ws, params, true, window)?;
     let mut rois = Vec::with_capacity(infos.len());
     let mut denoms = Vec::with_capacity(infos.len());
     let mut shapes = Vec::with_capacity(infos.len());
@@ -270,7 +271,7 @@ impl<P: PlaceWindow> GpuOperator for WindowDecoderMixed<P> {
         let ctx = self.dec.ctx();
         let host = ws.host_view();
         let t = std::time::Instant::now();
-        let (infos, windows) = plan_windows(ctx, &host, self.dec.params(), |i, _, hw| self.place.place(ctx, &host, i, hw))?;
+        let (infos, windows) = plan_windows(ctx, &host, self.dec.params(), false, |i, _, hw| self.place.place(ctx, &host, i, hw))?;
         super::image_mixed::trace_headers(ctx, ws.iteration, t);
         self.dec.begin(ws, infos, Some(&windows), self.downscale_to)
     }

@@ -36,7 +36,6 @@
 use std::sync::Arc;
 
 use crossbeam_channel::{bounded, Receiver};
-use rayon::prelude::*;
 use sluice_codecs::{CoefLayout, ColorSpace, DecodeParams, ImageFormat, ImageInfo, Roi};
 use sluice_cuda::nvjpeg::{self, GpuEvent, HwBatchDecoder, HwTarget, HwWindow, NvJpeg};
 use sluice_cuda::{DeviceBuffer, GpuDevice, PinnedBuffer};
@@ -47,6 +46,7 @@ use super::gpu_idct::{self, CoefSample, GpuIdct};
 use super::image::read_headers;
 use super::image_crop::scaled_window;
 use crate::error::{Error, Result};
+use crate::exec::trace_clock;
 use crate::ops::{GpuOperator, GpuWorkspace, OpContext};
 use crate::tensor::{BatchMeta, DType, ReadyEvent, TensorList, TensorListGpu};
 
@@ -139,14 +139,18 @@ struct EngineWork {
     spans: Vec<(usize, usize)>,
 }
 
-/// The engine's encoded input in page-locked memory (None: ordinary memory), and each
-/// image's (offset, length) there.
-type PinnedInput = (Option<PinnedBuffer>, Vec<(usize, usize)>);
-
 /// What the engine thread reports: the lent decoder and input buffer, how long the
 /// submission took and which samples it had to decode on the CPU (or the first one it could
 /// not decode at all).
-type EngineOutcome = (HwBatchDecoder, Option<PinnedBuffer>, Result<(std::time::Duration, Vec<usize>)>);
+type EngineOutcome = (HwBatchDecoder, Option<PinnedBuffer>, Result<(std::time::Instant, std::time::Duration, Vec<usize>)>);
+
+/// The engine's two threads: one copies each batch's input to page-locked memory, then
+/// hands the batch to the other, which submits it (nvJPEG's batched call blocks while the
+/// engine takes the work, so neither may occupy the pipeline's workers or its own thread).
+struct EngineThreads {
+    input: rayon::ThreadPool,
+    feed: Arc<rayon::ThreadPool>,
+}
 
 /// A submission under way on the engine thread.
 struct EngineJob {
@@ -154,14 +158,43 @@ struct EngineJob {
     iteration: u64,
     done: Receiver<EngineOutcome>,
     /// The report, once received (see `MixedDecoder::settle`).
-    outcome: Option<Result<(std::time::Duration, Vec<usize>)>>,
+    outcome: Option<Result<(std::time::Instant, std::time::Duration, Vec<usize>)>>,
+}
+
+/// Whether the engine reads its input from page-locked memory (`SLUICE_PINNED_ENGINE_INPUT=0`
+/// turns it off, for measurements).
+fn pinned_engine_input() -> bool {
+    static ON: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+    *ON.get_or_init(|| std::env::var_os("SLUICE_PINNED_ENGINE_INPUT").is_none_or(|v| v != "0"))
 }
 
 impl EngineWork {
+    /// Copies the encoded images into the slot's page-locked buffer `buf` (grown when
+    /// short), so nvJPEG moves them by DMA; from ordinary memory the driver stages them on
+    /// the engine's thread. Where page-locked memory is not to be had, the work keeps
+    /// reading ordinary memory.
+    fn pin(&mut self, dec: &HwBatchDecoder, buf: Option<PinnedBuffer>, device: &Arc<GpuDevice>) -> Result<()> {
+        // The GPU may still be reading the slot's previous batch from this buffer.
+        dec.wait_idle()?;
+        let total: usize = self.idx.iter().map(|&i| self.input.bytes(i).len()).sum();
+        let buf = buf.filter(|b| b.len() >= total).or_else(|| PinnedBuffer::alloc(device, total + total / 4).ok());
+        let Some(mut buf) = buf else { return Ok(()) };
+        let dst = buf.as_mut_slice();
+        let mut at = 0;
+        for &i in &self.idx {
+            let src = self.input.bytes(i);
+            dst[at..at + src.len()].copy_from_slice(src);
+            self.spans.push((at, src.len()));
+            at += src.len();
+        }
+        self.encoded = Some(buf);
+        Ok(())
+    }
+
     /// Submits the batch on `dec` (blocks while the engine takes it); if the engine refuses
     /// it, decodes the samples on this thread and copies them into place on the decoder's
     /// stream.
-    fn run(&self, dec: &mut HwBatchDecoder) -> Result<(std::time::Duration, Vec<usize>)> {
+    fn run(&self, dec: &mut HwBatchDecoder) -> Result<(std::time::Instant, std::time::Duration, Vec<usize>)> {
         let t = std::time::Instant::now();
         let images: Vec<&[u8]> = match &self.encoded {
             Some(buf) => self.spans.iter().map(|&(at, len)| &buf.as_slice()[at..at + len]).collect(),
@@ -174,8 +207,8 @@ impl EngineWork {
         let submitted = unsafe { dec.submit(&images, &self.targets, &self.start) };
         let busy = t.elapsed();
         match submitted {
-            Ok(()) => Ok((busy, Vec::new())),
-            Err(_) => self.decode_on_cpu(dec).map(|()| (busy, self.idx.clone())),
+            Ok(()) => Ok((t, busy, Vec::new())),
+            Err(_) => self.decode_on_cpu(dec).map(|()| (t, busy, self.idx.clone())),
         }
     }
 
@@ -212,6 +245,8 @@ struct Started {
     /// For the trace: routing the samples, and all of `begin`.
     t_plan: std::time::Duration,
     t_begin: std::time::Duration,
+    /// When `begin` started (for the trace).
+    began: std::time::Instant,
 }
 
 /// The decoding machinery shared by the mixed decoders.
@@ -223,9 +258,8 @@ pub(super) struct MixedDecoder {
     /// Two engine slots used in turn (the second made on first use); empty without an engine.
     slots: Vec<EngineSlot>,
     next_slot: usize,
-    /// The thread that submits to the engine: nvJPEG's batched call blocks while the engine
-    /// takes the work, so it must not occupy the pipeline's CPU workers or its own thread.
-    engine_thread: Option<rayon::ThreadPool>,
+    /// The threads that prepare and submit the engine's work; None without an engine.
+    engine_threads: Option<EngineThreads>,
     hw_load: f64,
     /// Staging buffers used in turn, so decoding the next batches overlaps earlier uploads
     /// (and the host does not wait for a stream still busy with the engine's work).
@@ -258,11 +292,14 @@ impl MixedDecoder {
         let first = nv.as_ref().and_then(|nv| new_slot(nv, ctx.batch_size).ok());
         let nv = nv.filter(|_| first.is_some());
         let slots: Vec<EngineSlot> = first.into_iter().collect();
-        let engine_thread = if slots.is_empty() {
+        let engine_threads = if slots.is_empty() {
             None
         } else {
-            let pool = rayon::ThreadPoolBuilder::new().num_threads(1).thread_name(|_| "sluice-nvjpeg".into()).build();
-            Some(pool.map_err(|e| Error::Unsupported(format!("{op}: cannot start the hardware decoder's thread: {e}")))?)
+            let thread = |name: &'static str| {
+                let pool = rayon::ThreadPoolBuilder::new().num_threads(1).thread_name(move |_| name.into()).build();
+                pool.map_err(|e| Error::Unsupported(format!("{op}: cannot start the hardware decoder's thread: {e}")))
+            };
+            Some(EngineThreads { input: thread("sluice-nvjpeg-in")?, feed: Arc::new(thread("sluice-nvjpeg")?) })
         };
         let params = DecodeParams {
             color,
@@ -271,7 +308,7 @@ impl MixedDecoder {
             ..DecodeParams::default()
         };
         let staging = std::array::from_fn(|_| Staging { buf: None, done: None });
-        Ok(MixedDecoder { ctx: ctx.clone(), params, nv, slots, next_slot: 0, engine_thread, hw_load, staging, turn: 0, idct: GpuIdct::default(), started: Default::default(), share_queue: Default::default() })
+        Ok(MixedDecoder { ctx: ctx.clone(), params, nv, slots, next_slot: 0, engine_threads, hw_load, staging, turn: 0, idct: GpuIdct::default(), started: Default::default(), share_queue: Default::default() })
     }
 
     /// Waits for the engine thread to finish submitting `job`, keeps its report in the job
@@ -285,8 +322,9 @@ impl MixedDecoder {
             Ok((dec, encoded, result)) => {
                 self.slots[job.slot].dec = Some(dec);
                 self.slots[job.slot].encoded = encoded;
-                if let (true, Ok((busy, _))) = (trace(), &result) {
-                    eprintln!("[{op}] it {} engine submit {:.2} ms", job.iteration, busy.as_secs_f64() * 1e3);
+                if let (true, Ok((from, busy, _))) = (trace(), &result) {
+                    let from = trace_clock(*from);
+                    eprintln!("[{op}] it {} engine submit {:.2} ms (at {from:.2} to {:.2})", job.iteration, busy.as_secs_f64() * 1e3, from + busy.as_secs_f64() * 1e3);
                 }
                 result
             }
@@ -320,32 +358,31 @@ impl MixedDecoder {
     /// (see [`sluice_codecs::jpeg_suits_hardware_decoder`]: no grayscale, which it gets
     /// wrong, and no truncated files, which it turns into garbage without an error), stored
     /// upright, decoded to RGB, up to `hw_decoder_load` of the batch.
-    fn plan_hw(&self, ws: &GpuWorkspace<'_>, data: &[&[u8]], infos: &[ImageInfo]) -> Vec<bool> {
+    fn plan_hw(&self, data: &[&[u8]], infos: &[ImageInfo]) -> Vec<bool> {
         if self.slots.is_empty() || self.params.color != ColorSpace::Rgb {
             return vec![false; data.len()];
         }
         let adjust = self.params.adjust_orientation;
-        let candidate: Vec<bool> = ws.pool.install(|| {
-            (0..data.len())
-                .into_par_iter()
-                .map(|i| {
-                    let info = &infos[i];
-                    info.format == ImageFormat::Jpeg
-                        && info.channels == 3
-                        && (!adjust || info.orientation.to_exif() == 1)
-                        && sluice_codecs::jpeg_suits_hardware_decoder(data[i])
-                })
-                .collect()
-        });
+        let candidate = |i: usize| {
+            let info = &infos[i];
+            info.format == ImageFormat::Jpeg
+                && info.channels == 3
+                && (!adjust || info.orientation.to_exif() == 1)
+                && sluice_codecs::jpeg_suits_hardware_decoder(data[i])
+        };
+        // On this thread, and only until the quota is met: a walk over the markers costs a
+        // microsecond or two, while a parallel step here waits for workers busy decoding
+        // (measured 4 ms on an H200 host, delaying the engine's next batch).
         let mut quota = (self.hw_load * data.len() as f64).round() as usize;
-        candidate
-            .into_iter()
-            .map(|c| {
-                let take = c && quota > 0;
-                quota -= take as usize;
-                take
-            })
-            .collect()
+        let mut on_hw = vec![false; data.len()];
+        for (i, take) in on_hw.iter_mut().enumerate() {
+            if quota == 0 {
+                break;
+            }
+            *take = candidate(i);
+            quota -= *take as usize;
+        }
+        on_hw
     }
 
     /// Starts decoding the batch in `ws.cpu_inputs[0]`: whole images (`windows` None) or the
@@ -372,7 +409,7 @@ impl MixedDecoder {
         let input = ws.cpu_inputs[0];
         let n = input.len();
         let data: Vec<&[u8]> = (0..n).map(|i| input.bytes(i)).collect();
-        let on_hw = self.plan_hw(ws, &data, &infos);
+        let on_hw = self.plan_hw(&data, &infos);
         let t_plan = t0.elapsed();
 
         // Route every sample and size its output (which CPU-share samples are only
@@ -423,8 +460,8 @@ impl MixedDecoder {
                     self.started[k].engine = Some(job);
                 }
             }
-            let (encoded, spans) = self.pin_encoded(ws, slot, &hw_idx, &data)?;
             let s = &mut self.slots[slot];
+            let encoded = s.encoded.take();
             s.start.record(ws.stream)?;
             let mut work = EngineWork {
                 input: input.clone(),
@@ -438,8 +475,8 @@ impl MixedDecoder {
                 ctx: self.ctx.clone(),
                 iteration: ws.iteration,
                 start: s.start.clone(),
-                encoded,
-                spans,
+                encoded: None,
+                spans: Vec::new(),
             };
             for &i in &hw_idx {
                 let width = infos[i].width;
@@ -465,30 +502,41 @@ impl MixedDecoder {
             }
             let mut dec = s.dec.take().expect("a slot's decoder is home between batches");
             let (tx, done) = bounded(1);
-            self.engine_thread.as_ref().expect("present with engine slots").spawn(move || {
-                let result = work.run(&mut dec);
-                let _ = tx.send((dec, work.encoded, result));
-            });
+            let threads = self.engine_threads.as_ref().expect("present with engine slots");
+            let feed = threads.feed.clone();
+            if pinned_engine_input() {
+                // The copy to page-locked memory runs on a thread of its own, while the
+                // engine still works on the previous batch: neither this thread nor the
+                // workers (busy with CPU shares) stand between the engine and its work.
+                let device = ws.device.clone();
+                threads.input.spawn(move || {
+                    if let Err(e) = work.pin(&dec, encoded, &device) {
+                        let _ = tx.send((dec, None, Err(e)));
+                        return;
+                    }
+                    feed.spawn(move || {
+                        let result = work.run(&mut dec);
+                        let _ = tx.send((dec, work.encoded, result));
+                    });
+                });
+            } else {
+                feed.spawn(move || {
+                    let result = work.run(&mut dec);
+                    let _ = tx.send((dec, work.encoded, result));
+                });
+            }
             Some(EngineJob { slot, iteration: ws.iteration, done, outcome: None })
         };
 
         // The CPU share: JPEGs that `gpu_idct` reproduces are only entropy-decoded there.
         let mut cpu_idx: Vec<usize> = (0..n).filter(|&i| !on_hw[i]).collect();
-        if gpu_idct::enabled() && !cpu_idx.is_empty() {
-            let params = &self.params;
-            let coef: Vec<Option<Route>> = ws.pool.install(|| {
-                cpu_idx
-                    .par_iter()
-                    .map(|&i| {
-                        let Route::Cpu { window, denom } = routes[i] else { return None };
-                        let window = window.unwrap_or(Roi { x: 0, y: 0, width: infos[i].width, height: infos[i].height });
-                        gpu_idct::plan(data[i], &infos[i], params, window, denom).map(|layout| Route::Coef { window, layout })
-                    })
-                    .collect()
-            });
-            for (&i, route) in cpu_idx.iter().zip(coef) {
-                if let Some(route) = route {
-                    routes[i] = route;
+        // (A header walk per sample, on this thread: see `plan_hw`.)
+        if gpu_idct::enabled() {
+            for &i in &cpu_idx {
+                let Route::Cpu { window, denom } = routes[i] else { continue };
+                let window = window.unwrap_or(Roi { x: 0, y: 0, width: infos[i].width, height: infos[i].height });
+                if let Some(layout) = gpu_idct::plan(data[i], &infos[i], &self.params, window, denom) {
+                    routes[i] = Route::Coef { window, layout };
                 }
             }
         }
@@ -537,41 +585,8 @@ impl MixedDecoder {
             self.share_queue.start(&share, &order, ws.pool);
             Some(share)
         };
-        self.started.push_back(Started { iteration: ws.iteration, infos, routes, hw_idx, out, scratch, engine, share, staging_slot, t_plan, t_begin: t0.elapsed() });
+        self.started.push_back(Started { iteration: ws.iteration, infos, routes, hw_idx, out, scratch, engine, share, staging_slot, t_plan, t_begin: t0.elapsed(), began: t0 });
         Ok(())
-    }
-
-    /// Copies the engine's encoded images into slot `slot`'s page-locked buffer, on the
-    /// workers (see `EngineSlot::encoded`): the buffer, lent to the engine's work, and where
-    /// each image sits in it. None (ordinary memory then) when page-locked memory is not to
-    /// be had or `SLUICE_PINNED_ENGINE_INPUT=0`.
-    fn pin_encoded(&mut self, ws: &GpuWorkspace<'_>, slot: usize, hw_idx: &[usize], data: &[&[u8]]) -> Result<PinnedInput> {
-        static ON: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
-        if !*ON.get_or_init(|| std::env::var_os("SLUICE_PINNED_ENGINE_INPUT").is_none_or(|v| v != "0")) {
-            return Ok((None, Vec::new()));
-        }
-        let s = &mut self.slots[slot];
-        // The GPU may still be reading the slot's previous batch from this buffer.
-        s.dec.as_ref().expect("a slot's decoder is home between batches").wait_idle()?;
-        let total: usize = hw_idx.iter().map(|&i| data[i].len()).sum();
-        if s.encoded.as_ref().is_none_or(|b| b.len() < total) {
-            s.encoded = None;
-            s.encoded = PinnedBuffer::alloc(ws.device, total + total / 4).ok();
-        }
-        let Some(mut buf) = s.encoded.take() else { return Ok((None, Vec::new())) };
-        let mut spans = Vec::with_capacity(hw_idx.len());
-        let mut parts = Vec::with_capacity(hw_idx.len());
-        let mut rest = &mut buf.as_mut_slice()[..total];
-        let mut at = 0;
-        for &i in hw_idx {
-            let (part, r) = rest.split_at_mut(data[i].len());
-            parts.push((part, data[i]));
-            spans.push((at, data[i].len()));
-            at += data[i].len();
-            rest = r;
-        }
-        ws.pool.install(|| parts.into_par_iter().for_each(|(dst, src)| dst.copy_from_slice(src)));
-        Ok((Some(buf), spans))
     }
 
     /// Whether [`begin`](Self::begin) has started this iteration's batch.
@@ -602,7 +617,7 @@ impl MixedDecoder {
         while let Some(stale) = self.started.pop_front_if(|s| s.iteration < ws.iteration) {
             self.abandon(stale);
         }
-        let Some(Started { infos, routes, hw_idx, out, scratch, engine, share, staging_slot, t_plan, t_begin, .. }) =
+        let Some(Started { infos, routes, hw_idx, out, scratch, engine, share, staging_slot, t_plan, t_begin, began, .. }) =
             self.started.pop_front_if(|s| s.iteration == ws.iteration)
         else {
             return Err(Error::Unsupported(format!("internal error in {}: iteration {} was not started", self.ctx.display_name, ws.iteration)));
@@ -657,7 +672,7 @@ impl MixedDecoder {
             if let Some(dec) = &self.slots[job.slot].dec {
                 dec.join(ws.stream)?;
             }
-            let (_, fell_back) = job.outcome.take().expect("settled above")?;
+            let (_, _, fell_back) = job.outcome.take().expect("settled above")?;
             // Windows of engine-decoded samples: cut out of the scratch images (those decoded
             // on the CPU instead are in place already).
             if let Some(scratch) = &scratch {
@@ -676,7 +691,7 @@ impl MixedDecoder {
         if trace() {
             let ms = |d: std::time::Duration| d.as_secs_f64() * 1e3;
             eprintln!(
-                "[{}] it {} n {n} hw {} cpu {}: begin {:.2} (plan {:.2}) setup {:.2} cpu share {:.2} rest {:.2} ms",
+                "[{}] it {} n {n} hw {} cpu {}: begin {:.2} (plan {:.2}) setup {:.2} cpu share {:.2} rest {:.2} ms (begun at {:.2}, finish {:.2} to {:.2})",
                 self.ctx.display_name,
                 ws.iteration,
                 hw_idx.len(),
@@ -685,7 +700,10 @@ impl MixedDecoder {
                 ms(t_plan),
                 ms(t_setup),
                 ms(t_cpu - t_setup),
-                ms(t0.elapsed() - t_cpu)
+                ms(t0.elapsed() - t_cpu),
+                trace_clock(began),
+                trace_clock(t0),
+                trace_clock(std::time::Instant::now())
             );
         }
         Ok(out)
@@ -724,7 +742,7 @@ impl GpuOperator for ImageDecoderMixed {
 
     fn start(&mut self, ws: &GpuWorkspace<'_>) -> Result<()> {
         let t = std::time::Instant::now();
-        let infos = read_headers(self.dec.ctx(), &ws.host_view(), ws.cpu_inputs[0])?;
+        let infos = read_headers(self.dec.ctx(), &ws.host_view(), ws.cpu_inputs[0], false)?;
         trace_headers(self.dec.ctx(), ws.iteration, t);
         self.dec.begin(ws, infos, None, None)
     }

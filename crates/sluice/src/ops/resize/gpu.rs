@@ -1,11 +1,12 @@
-//! GPU backend of `resize`: the cpu backend plans the batch (sizes, windows, filters) and
-//! computes the filter taps; one kernel launch resamples every sample.
+//! GPU backend of `resize`: the cpu backend plans the batch (sizes, windows, filters); the
+//! filter tables live on the GPU between batches; one kernel launch resamples every sample.
 
+use std::collections::HashMap;
 use std::sync::Arc;
 
-use sluice_cuda::{GpuDevice, PushKernelArg};
+use sluice_cuda::{DeviceBuffer, GpuDevice, PushKernelArg};
 
-use super::kernel::Taps;
+use super::kernel::{Filter, Plan, Taps};
 use super::{Resize, ResizeBatch};
 use crate::error::{Error, Result};
 use crate::ops::gpu_params::{per_sample_launch, push, ParamUpload};
@@ -14,16 +15,154 @@ use crate::tensor::{DType, TensorListGpu};
 
 const SRC: &str = include_str!("resize.cu");
 
+/// Bytes of one sample's descriptor (`struct Sample` in resize.cu).
+const DESC: usize = 80;
+
 pub(super) struct ResizeGpu {
     resize: Resize,
     params: ParamUpload,
-    /// Per-sample (rows, columns) taps, kept between batches so their vectors are reused.
-    taps: Vec<(Taps, Taps)>,
+    tables: TableCache,
 }
 
 impl ResizeGpu {
     pub(super) fn new(ctx: &OpContext, _device: &Arc<GpuDevice>) -> Result<ResizeGpu> {
-        Ok(ResizeGpu { resize: Resize::from_ctx(ctx)?, params: ParamUpload::default(), taps: Vec::new() })
+        Ok(ResizeGpu { resize: Resize::from_ctx(ctx)?, params: ParamUpload::default(), tables: TableCache::default() })
+    }
+}
+
+/// What one axis' filter table depends on: output length, source origin and step, and the
+/// filter (its static table, anchor and scale), all bit for bit.
+#[derive(Clone, Copy, PartialEq, Eq, Hash)]
+struct TableKey {
+    out: usize,
+    origin: u32,
+    scale: u32,
+    filter: Option<(usize, u32, u32)>,
+}
+
+impl TableKey {
+    fn new(out: usize, origin: f32, scale: f32, filter: Option<&Filter>) -> TableKey {
+        let filter = filter.map(|f| (f.table.as_ptr() as usize, f.anchor.to_bits(), f.scale.to_bits()));
+        TableKey { out, origin: origin.to_bits(), scale: scale.to_bits(), filter }
+    }
+}
+
+/// One axis' table on the GPU: device addresses of its `first` and `weights` arrays.
+#[derive(Clone, Copy)]
+struct TableAt {
+    first: u64,
+    weights: u64,
+    support: usize,
+}
+
+/// Filter tables already on the GPU. A training pipeline resizes random windows to one size,
+/// so the same few hundred (output size, origin, step) tables come back batch after batch:
+/// each is computed and uploaded once, and a batch uploads only its descriptors. Computing
+/// every table every batch cost the pipeline thread 2-6 ms per batch on an H200 host (on
+/// workers busy decoding), which delayed the next batch's decode.
+#[derive(Default)]
+struct TableCache {
+    index: HashMap<TableKey, TableAt>,
+    /// Device memory the tables live in, filled in order; dropping a chunk frees it in
+    /// stream order, after the kernels queued before that read it.
+    chunks: Vec<DeviceBuffer>,
+    /// Bytes used in the last chunk.
+    used: usize,
+    /// Bytes of all chunks.
+    bytes: usize,
+    /// This batch's new tables, to be uploaded (vectors reused between batches).
+    fresh: Vec<Taps>,
+}
+
+/// Chunk size of the table cache, and the size past which it starts again (arbitrary
+/// origins, from a `roi` argument input say, would otherwise grow it without end).
+const TABLE_CHUNK: usize = 4 << 20;
+const TABLE_CACHE_LIMIT: usize = 64 << 20;
+
+/// Where a sample's axis table comes from in this batch.
+#[derive(Clone, Copy)]
+enum Table {
+    Cached(TableAt),
+    /// Index into `TableCache::fresh`.
+    Fresh(usize),
+}
+
+impl TableCache {
+    /// The table of each sample's two axes: cached ones, or new ones computed into `fresh`
+    /// (a table new twice in one batch is computed once; nearest-neighbour-on-both-axes
+    /// samples, which use the cpu's exact indices, are never cached).
+    fn tables(&mut self, plans: &[Plan]) -> (Vec<[Table; 2]>, Vec<Option<TableKey>>) {
+        let mut fresh_n = 0;
+        let mut fresh_keys: Vec<Option<TableKey>> = Vec::new();
+        let mut pending: HashMap<TableKey, usize> = HashMap::new();
+        let mut out = Vec::with_capacity(plans.len());
+        let mut take = |fresh: &mut Vec<Taps>| -> usize {
+            if fresh.len() == fresh_n {
+                fresh.push(Taps::default());
+            }
+            fresh_n += 1;
+            fresh_n - 1
+        };
+        for p in plans {
+            if p.filter[0].is_none() && p.filter[1].is_none() {
+                // Nearest neighbour on both axes: the cpu picks rows by accumulation; use its
+                // exact indices as one-tap filters.
+                let (rows, cols) = super::kernel::nn_indices(p);
+                let mut pair = [Table::Fresh(0); 2];
+                for (a, idx) in [rows, cols].into_iter().enumerate() {
+                    let k = take(&mut self.fresh);
+                    let t = &mut self.fresh[k];
+                    t.support = 1;
+                    t.first.clear();
+                    t.first.extend(idx.iter().map(|&v| v as i32));
+                    t.weights.clear();
+                    t.weights.resize(idx.len(), 1.0);
+                    fresh_keys.push(None);
+                    pair[a] = Table::Fresh(k);
+                }
+                out.push(pair);
+                continue;
+            }
+            let axis = |a: usize| (if a == 0 { p.out_h } else { p.out_w }, p.origin[a], p.scale[a], p.filter[a].as_ref());
+            let mut pair = [Table::Fresh(0); 2];
+            for (a, slot) in pair.iter_mut().enumerate() {
+                let (len, origin, scale, filter) = axis(a);
+                let key = TableKey::new(len, origin, scale, filter);
+                *slot = if let Some(&at) = self.index.get(&key) {
+                    Table::Cached(at)
+                } else if let Some(&k) = pending.get(&key) {
+                    Table::Fresh(k)
+                } else {
+                    let k = take(&mut self.fresh);
+                    self.fresh[k].compute_tables(len, origin, scale, filter);
+                    fresh_keys.push(Some(key));
+                    pending.insert(key, k);
+                    Table::Fresh(k)
+                };
+            }
+            out.push(pair);
+        }
+        (out, fresh_keys)
+    }
+
+    /// Room for `len` bytes of new tables: the device address they go to, in the last chunk.
+    fn room(&mut self, ws: &GpuWorkspace<'_>, len: usize) -> Result<(usize, usize)> {
+        if self.chunks.last().is_none_or(|c| c.len() - self.used < len) {
+            let size = len.max(TABLE_CHUNK);
+            self.chunks.push(DeviceBuffer::alloc(ws.device, ws.stream, size)?);
+            self.bytes += size;
+            self.used = 0;
+        }
+        let at = self.used;
+        self.used += len;
+        Ok((self.chunks.len() - 1, at))
+    }
+
+    fn clear(&mut self) {
+        self.index.clear();
+        self.chunks.clear();
+        self.used = 0;
+        self.bytes = 0;
     }
 }
 
@@ -42,94 +181,81 @@ impl GpuOperator for ResizeGpu {
         if n == 0 {
             return Ok(vec![out]);
         }
-        // Block layout: n descriptors (80 bytes, `struct Sample` in resize.cu), then the tap
-        // tables; descriptors hold absolute device addresses of the tables.
-        const DESC: usize = 80;
-        if let Some((i, p)) = self.resize.plans().iter().enumerate().find(|(_, p)| p.c > 4) {
+        let plans = self.resize.plans();
+        if let Some((i, p)) = plans.iter().enumerate().find(|(_, p)| p.c > 4) {
             return Err(Error::data(self.resize_ctx_at(ws, input, i), format!("{} channels: the GPU resize handles up to 4", p.c)));
         }
-        // Taps of every sample on the CPU workers (the host side of this operator).
-        self.taps.resize_with(n, Default::default);
-        let plans = self.resize.plans();
-        ws.pool.install(|| {
-            use rayon::prelude::*;
-            self.taps.par_iter_mut().zip(plans.par_iter()).for_each(|((ty, tx), p)| {
-                if p.filter[0].is_none() && p.filter[1].is_none() {
-                    // Nearest neighbour on both axes: the cpu picks rows by accumulation; use
-                    // its exact indices as one-tap filters.
-                    let (rows, cols) = super::kernel::nn_indices(p);
-                    for (t, idx) in [(&mut *ty, rows), (&mut *tx, cols)] {
-                        t.support = 1;
-                        t.first.clear();
-                        t.first.extend(idx.iter().map(|&v| v as i32));
-                        t.weights.clear();
-                        t.weights.resize(idx.len(), 1.0);
-                    }
-                } else {
-                    ty.compute(p.in_h, p.out_h, p.origin[0], p.scale[0], p.filter[0].as_ref());
-                    tx.compute(p.in_w, p.out_w, p.origin[1], p.scale[1], p.filter[1].as_ref());
-                }
-            });
-        });
-        // Layout: n descriptors, then per sample its four tables (16-byte aligned), written
-        // straight into the pinned upload block by the workers.
+        let cache = &mut self.tables;
+        if cache.bytes > TABLE_CACHE_LIMIT {
+            cache.clear();
+        }
+        let (tables, fresh_keys) = cache.tables(plans);
+
+        // Upload block: n descriptors, then the new tables (16-byte aligned arrays), which
+        // one device-to-device copy then moves into the cache.
         let align = |v: usize| v.next_multiple_of(16);
-        let mut offsets = Vec::with_capacity(n);
-        let mut at = align(n * DESC);
+        let head = align(n * DESC);
+        let mut fresh_at = Vec::with_capacity(fresh_keys.len());
+        let mut at = head;
+        for t in &cache.fresh[..fresh_keys.len()] {
+            let weights = align(at + 4 * t.first.len());
+            fresh_at.push((at - head, weights - head));
+            at = align(weights + 4 * t.weights.len());
+        }
+        let fresh_len = at - head;
+        let (chunk, chunk_at) = if fresh_len > 0 { cache.room(ws, fresh_len)? } else { (0, 0) };
+        let dest = |off: usize| cache.chunks.get(chunk).map_or(0, |c| c.device_ptr() + (chunk_at + off) as u64);
+        let fresh_tables: Vec<TableAt> = fresh_at
+            .iter()
+            .zip(&cache.fresh)
+            .map(|(&(first, weights), t)| TableAt { first: dest(first), weights: dest(weights), support: t.support })
+            .collect();
+        let resolve = |t: Table| match t {
+            Table::Cached(at) => at,
+            Table::Fresh(k) => fresh_tables[k],
+        };
         let mut max_pix = 1usize;
-        for (p, (ty, tx)) in plans.iter().zip(&self.taps) {
-            let fy = at;
-            let wy = align(fy + 4 * ty.first.len());
-            let fx = align(wy + 4 * ty.weights.len());
-            let wx = align(fx + 4 * tx.first.len());
-            at = align(wx + 4 * tx.weights.len());
-            offsets.push((fy, wy, fx, wx, ty.support, tx.support));
+        let mut desc = Vec::with_capacity(n * DESC);
+        for (i, (p, [ty, tx])) in plans.iter().zip(&tables).enumerate() {
+            let (ty, tx) = (resolve(*ty), resolve(*tx));
+            push(&mut desc, input.sample_ptr(i));
+            push(&mut desc, out.sample_ptr(i));
+            for addr in [ty.first, ty.weights, tx.first, tx.weights] {
+                push(&mut desc, addr);
+            }
+            for v in [p.in_h, p.in_w, p.c, p.out_h, p.out_w, ty.support, tx.support, 0] {
+                push(&mut desc, v as i32);
+            }
             max_pix = max_pix.max(p.out_h * p.out_w);
         }
-        let taps = &self.taps;
-        let pool = ws.pool;
-        let base = self.params.upload_with(ws, at, |block, base| {
-            let (desc, mut tables) = block.split_at_mut(align(n * DESC));
-            // Each sample's tables are a disjoint slice: hand them to the workers.
-            let mut parts = Vec::with_capacity(n);
-            let mut consumed = align(n * DESC);
-            for (i, &(fy, _, _, _, _, _)) in offsets.iter().enumerate() {
-                let end = offsets.get(i + 1).map_or(at, |o| o.0);
-                let (head, rest) = std::mem::take(&mut tables).split_at_mut(end - consumed);
-                parts.push((fy, head));
-                tables = rest;
-                consumed = end;
+        let fresh = &cache.fresh;
+        let base = self.params.upload_with(ws, at, |block, _| {
+            block[..desc.len()].copy_from_slice(&desc);
+            for (&(first, weights), t) in fresh_at.iter().zip(fresh) {
+                let first_bytes: &[u8] = bytemuck::cast_slice(&t.first);
+                let weight_bytes: &[u8] = bytemuck::cast_slice(&t.weights);
+                block[head + first..head + first + first_bytes.len()].copy_from_slice(first_bytes);
+                block[head + weights..head + weights + weight_bytes.len()].copy_from_slice(weight_bytes);
             }
-            pool.install(|| {
-                use rayon::prelude::*;
-                parts.par_iter_mut().zip(taps.par_iter()).zip(offsets.par_iter()).for_each(|(((start, dst), (ty, tx)), o)| {
-                    for (off, bytes) in [(o.0, bytemuck::cast_slice::<i32, u8>(&ty.first)), (o.1, bytemuck::cast_slice(&ty.weights)), (o.2, bytemuck::cast_slice(&tx.first)), (o.3, bytemuck::cast_slice(&tx.weights))] {
-                        dst[off - *start..off - *start + bytes.len()].copy_from_slice(bytes);
-                    }
-                });
-            });
-            let mut d = Vec::with_capacity(n * DESC);
-            for (i, p) in plans.iter().enumerate() {
-                let (fy, wy, fx, wx, sy, sx) = offsets[i];
-                push(&mut d, input.sample_ptr(i));
-                push(&mut d, out.sample_ptr(i));
-                for off in [fy, wy, fx, wx] {
-                    push(&mut d, base + off as u64);
-                }
-                for v in [p.in_h, p.in_w, p.c, p.out_h, p.out_w, sy, sx, 0] {
-                    push(&mut d, v as i32);
-                }
-            }
-            desc[..d.len()].copy_from_slice(&d);
             Ok(())
         })?;
-        let at = base;
+        if fresh_len > 0 {
+            // SAFETY: the upload block was copied in on this stream just before, and lives
+            // until a later batch reuses its slot (ordered after this copy on the stream).
+            unsafe { cache.chunks[chunk].copy_from_device_async(chunk_at, base + head as u64, fresh_len)? };
+            for (key, table) in fresh_keys.iter().zip(&fresh_tables) {
+                if let Some(key) = key {
+                    cache.index.insert(*key, *table);
+                }
+            }
+        }
         let f = ws.device.kernels().function(ws.device.context(), ws.device.compute_capability(), "resize", SRC, kernel)?;
         let cfg = per_sample_launch(max_pix, n);
-        // SAFETY: descriptors point into `input`, `out` and the uploaded tables, all alive and
-        // ordered on this stream; each thread writes inside its sample's output.
+        // SAFETY: descriptors point into `input`, `out` and the cached tables, all alive and
+        // ordered on this stream (the tables' copy above, a dropped chunk's free after this
+        // launch); each thread writes inside its sample's output.
         unsafe {
-            ws.stream.launch_builder(&f).arg(&at).launch(cfg).map_err(sluice_cuda::CudaError::from)?;
+            ws.stream.launch_builder(&f).arg(&base).launch(cfg).map_err(sluice_cuda::CudaError::from)?;
         }
         Ok(vec![out])
     }

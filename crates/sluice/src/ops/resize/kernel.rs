@@ -220,6 +220,15 @@ impl Taps {
         }
     }
 
+    /// Only `first` and `weights` (what the GPU kernel reads), without the CPU kernels'
+    /// `regular` range and vector layout. They depend on nothing but the arguments (not on
+    /// the input's size), which lets the GPU backend keep them between batches.
+    pub fn compute_tables(&mut self, out_size: usize, origin: f32, scale: f32, filter: Option<&Filter>) {
+        self.first.clear();
+        self.weights.clear();
+        self.fill(out_size, origin, scale, filter);
+    }
+
     fn fill(&mut self, out_size: usize, origin: f32, scale: f32, filter: Option<&Filter>) {
         let Some(f) = filter else {
             self.support = 1;
