@@ -377,6 +377,35 @@ def test_gpu_resize_filter_tables_kept_between_batches_match_cpu(small_images):
                 assert d.max() <= 1 and d.mean() < 0.05, (it, k, i, d.max(), d.mean())
 
 
+@pytest.mark.parametrize("dtype", [None, types.FLOAT])
+def test_gpu_random_resized_crop_matches_cpu(small_images, dtype):
+    """Both backends draw the same windows (shared planning, same seeds) and resample with
+    the same taps: batch after batch the gpu output equals the cpu one up to the resize's
+    +-1 (u8) or float rounding."""
+    require_gpu()
+
+    def pipe(device):
+        @pipeline_def(batch_size=5, num_threads=4, device_id=0, seed=12)
+        def p():
+            data, _ = fn.readers.file(file_root=str(small_images))
+            images = fn.decoders.image(data, device="cpu")
+            if device == "gpu":
+                images = images.gpu()
+            kw = {} if dtype is None else {"dtype": dtype}
+            return fn.random_resized_crop(images, device=device, size=[64, 48], seed=3, **kw)
+
+        return p()
+
+    cpu, gpu = pipe("cpu"), pipe("gpu")
+    for it in range(5):
+        (a,), (b,) = cpu.run(), gpu.run()
+        b = b.as_cpu()
+        assert a.shape() == b.shape() and a.dtype == b.dtype, it
+        for i in range(len(a)):
+            d = np.abs(a.at(i).astype(np.float32) - b.at(i).astype(np.float32))
+            assert d.max() <= 1 and d.mean() < 0.05, (it, i, d.max(), d.mean())
+
+
 def test_resnet50_training_pipeline_on_gpu(small_images):
     require_gpu()
     torch = pytest.importorskip("torch")

@@ -130,10 +130,17 @@ fn main() {
     let mut b = blocked.lock().unwrap().clone();
     b.sort();
     let ms = |d: Duration| d.as_secs_f64() * 1e3;
+    // Device memory in use beyond our own output buffer: nvJPEG's states and buffers (plus
+    // the context's own).
+    let (free, total) = cudarc::driver::result::mem_get_info().expect("cuMemGetInfo");
+    let mib = |v: u64| v as f64 / (1u64 << 20) as f64;
+    let (pool, _) = dev.pool_usage().expect("pool");
     println!(
-        "engine: batch {batch} states {states} threads {threads} window {window} pinned {pinned} busy {busy}: {:.0} img/s; submit blocked median {:.2} ms, p90 {:.2} ms per batch",
+        "engine: batch {batch} states {states} threads {threads} window {window} pinned {pinned} busy {busy}: {:.0} img/s; submit blocked median {:.2} ms, p90 {:.2} ms per batch; device memory {:.0} MiB besides our pool's {:.0} MiB",
         images as f64 / secs,
         ms(b[b.len() / 2]),
-        ms(b[b.len() * 9 / 10])
+        ms(b[b.len() * 9 / 10]),
+        mib((total - free) as u64) - mib(pool),
+        mib(pool)
     );
 }

@@ -1,20 +1,24 @@
-//! `fn.random_resized_crop` (cpu): a random window per sample, drawn as DALI's
+//! `fn.random_resized_crop` (cpu and gpu): a random window per sample, drawn as DALI's
 //! `RandomCropGenerator` (shared with `decoders.image_random_crop`, see
 //! [`crate::ops::decoders::random_crop_window`]), resized to `size` in one pass by the resize
-//! operator's kernel with the window as its region of interest — no intermediate crop.
+//! operator's kernel with the window as its region of interest — no intermediate crop. Both
+//! backends plan the batch with the same code (so they cut the same windows); the gpu one
+//! then resamples every sample in one launch (`resize::GpuResampler`).
+
+mod gpu;
 
 use crate::error::{Error, Result};
 use crate::ops::decoders::random_crop_window::{CropWindow, RandomCropParams, RANDOM_CROP_ARGS};
 use crate::ops::resize::kernel::{axis_filter, FilterKind, Plan};
 use crate::ops::{arg, for_each_sample, ArgDefault as D, ArgType as T, Device, OpContext, OpDef, OpSchema, Operator, Workspace};
-use crate::tensor::{DType, TensorList};
+use crate::tensor::{BatchMeta, DType, TensorList};
 
 /// Schema and backends.
 pub static RANDOM_RESIZED_CROP: OpDef = OpDef {
     schema: OpSchema {
         name: "RandomResizedCrop",
         doc: "Crops a random window (area in random_area of the image, aspect ratio in random_aspect_ratio) and resizes it to size [H, W], in one resampling pass. HWC input.",
-        devices: &[Device::Cpu],
+        devices: &[Device::Cpu, Device::Gpu],
         min_inputs: 1,
         max_inputs: 1,
         num_outputs: 1,
@@ -38,7 +42,7 @@ pub static RANDOM_RESIZED_CROP: OpDef = OpDef {
     },
     cpu: Some(|ctx| Ok(Box::new(RandomResizedCrop::new(ctx)?))),
     mixed: None,
-    gpu: None,
+    gpu: Some(|ctx, _dev| Ok(Box::new(gpu::RandomResizedCropGpu::new(ctx)?))),
 };
 
 struct RandomResizedCrop {
@@ -94,31 +98,45 @@ pub fn window_plan(h: usize, wd: usize, c: usize, w: CropWindow, size: [usize; 2
     p
 }
 
+impl RandomResizedCrop {
+    /// Checks the batch and draws every sample's window: the resampling plans and the
+    /// output's type. Shared by both backends.
+    fn plan(&self, ws: &Workspace<'_>, input: &BatchMeta) -> Result<(Vec<Plan>, DType)> {
+        let ctx = &self.ctx;
+        if input.ndim() != 3 || !(input.layout().is_empty() || input.layout().to_string() == "HWC") {
+            return Err(Error::data(ctx.at(ws.iteration, 0, input.source_info(0)), format!("input must be HWC images, got {}-D layout '{}'", input.ndim(), input.layout())));
+        }
+        let mut plans = Vec::with_capacity(input.len());
+        for i in 0..input.len() {
+            let s = input.shape(i);
+            if s[0] == 0 || s[1] == 0 {
+                return Err(Error::data(ctx.at(ws.iteration, i, input.source_info(i)), "empty image: nothing to crop"));
+            }
+            let w = self.gen.window(&mut ws.rng(ctx, i), s[0], s[1]);
+            plans.push(window_plan(s[0], s[1], s[2], w, self.size, self.min, self.mag, self.antialias));
+        }
+        Ok((plans, self.dtype.unwrap_or(input.dtype())))
+    }
+
+    /// The output batch's shapes and layout.
+    fn output_meta(plans: &[Plan], out_type: DType, input: &BatchMeta) -> BatchMeta {
+        let shapes: Vec<[usize; 3]> = plans.iter().map(|p| [p.out_h, p.out_w, p.c]).collect();
+        let mut meta = BatchMeta::new(out_type, 3, shapes.iter().map(|s| &s[..]));
+        meta.set_layout("HWC".into());
+        meta.inherit_source_info(input);
+        meta
+    }
+}
+
 impl Operator for RandomResizedCrop {
     fn run(&mut self, ws: &Workspace<'_>) -> Result<Vec<TensorList>> {
         let ctx = &self.ctx;
         let input = ws.inputs[0];
         let in_type = input.dtype();
-        let out_type = self.dtype.unwrap_or(in_type);
-        if input.ndim() != 3 || !(input.layout().is_empty() || input.layout().to_string() == "HWC") {
-            return Err(Error::data(ctx.at(ws.iteration, 0, input.source_info(0)), format!("input must be HWC images, got {}-D layout '{}'", input.ndim(), input.layout())));
-        }
-        let plans: Vec<Plan> = (0..input.len())
-            .map(|i| {
-                let s = input.shape(i);
-                let w = self.gen.window(&mut ws.rng(ctx, i), s[0], s[1]);
-                window_plan(s[0], s[1], s[2], w, self.size, self.min, self.mag, self.antialias)
-            })
-            .collect();
-        let shapes: Vec<[usize; 3]> = plans.iter().map(|p| [p.out_h, p.out_w, p.c]).collect();
-        let mut out = TensorList::new(out_type, 3, shapes.iter().map(|s| &s[..]));
-        out.set_layout("HWC".into());
-        out.inherit_source_info(input);
+        let (plans, out_type) = self.plan(ws, input.meta())?;
+        let mut out = TensorList::from_meta(Self::output_meta(&plans, out_type, input.meta()));
         for_each_sample(ws.pool, &mut out, |i, dst| {
             let p = &plans[i];
-            if p.in_h == 0 || p.in_w == 0 {
-                return Err(Error::data(ctx.at(ws.iteration, i, input.source_info(i)), "empty image: nothing to crop"));
-            }
             let src = input.bytes(i);
             let res = crate::ops::resize::resample_sample(in_type, out_type, dst, src, p);
             res.map_err(|m| Error::data(ctx.at(ws.iteration, i, input.source_info(i)), m))

@@ -20,14 +20,21 @@ const DESC: usize = 80;
 
 pub(super) struct ResizeGpu {
     resize: Resize,
-    params: ParamUpload,
-    tables: TableCache,
+    resampler: GpuResampler,
 }
 
 impl ResizeGpu {
     pub(super) fn new(ctx: &OpContext, _device: &Arc<GpuDevice>) -> Result<ResizeGpu> {
-        Ok(ResizeGpu { resize: Resize::from_ctx(ctx)?, params: ParamUpload::default(), tables: TableCache::default() })
+        Ok(ResizeGpu { resize: Resize::from_ctx(ctx)?, resampler: GpuResampler::default() })
     }
+}
+
+/// The GPU half of a resampling operator (`resize`, `random_resized_crop`): given every
+/// sample's [`Plan`] (made by the cpu twin's planning), one launch resamples the batch.
+#[derive(Default)]
+pub(crate) struct GpuResampler {
+    params: ParamUpload,
+    tables: TableCache,
 }
 
 /// What one axis' filter table depends on: output length, source origin and step, and the
@@ -170,6 +177,30 @@ impl GpuOperator for ResizeGpu {
     fn run(&mut self, ws: &GpuWorkspace<'_>) -> Result<Vec<TensorListGpu>> {
         let input = ws.gpu_inputs[0];
         let ResizeBatch { meta, in_type, out_type } = self.resize.plan_batch(&ws.host_view(), input.meta())?;
+        if let Some((i, p)) = self.resize.plans().iter().enumerate().find(|(_, p)| p.c > 4) {
+            return Err(Error::data(self.resize_ctx_at(ws, input, i), format!("{} channels: the GPU resize handles up to 4", p.c)));
+        }
+        let out = self.resampler.run(ws, input, self.resize.plans(), meta, in_type, out_type, true)?;
+        Ok(vec![out])
+    }
+}
+
+impl GpuResampler {
+    /// Resamples every sample of `input` by its plan into a new batch shaped `meta`.
+    /// `keep_tables`: keep the filter tables on the device for later batches (worth it when
+    /// they repeat; random windows, whose origins rarely do, pass false). Planning has
+    /// checked the batch already: at most 4 channels, no empty samples.
+    #[allow(clippy::too_many_arguments)]
+    pub(crate) fn run(
+        &mut self,
+        ws: &GpuWorkspace<'_>,
+        input: &TensorListGpu,
+        plans: &[Plan],
+        meta: crate::tensor::BatchMeta,
+        in_type: DType,
+        out_type: DType,
+        keep_tables: bool,
+    ) -> Result<TensorListGpu> {
         let kernel = match (in_type, out_type) {
             (DType::U8, DType::U8) => "resize_u8_u8",
             (DType::U8, DType::F32) => "resize_u8_f32",
@@ -179,20 +210,17 @@ impl GpuOperator for ResizeGpu {
         let out = TensorListGpu::alloc(meta, ws.device, ws.stream)?;
         let n = input.len();
         if n == 0 {
-            return Ok(vec![out]);
-        }
-        let plans = self.resize.plans();
-        if let Some((i, p)) = plans.iter().enumerate().find(|(_, p)| p.c > 4) {
-            return Err(Error::data(self.resize_ctx_at(ws, input, i), format!("{} channels: the GPU resize handles up to 4", p.c)));
+            return Ok(out);
         }
         let cache = &mut self.tables;
-        if cache.bytes > TABLE_CACHE_LIMIT {
+        if cache.bytes > TABLE_CACHE_LIMIT || !keep_tables {
             cache.clear();
         }
         let (tables, fresh_keys) = cache.tables(plans);
 
         // Upload block: n descriptors, then the new tables (16-byte aligned arrays), which
-        // one device-to-device copy then moves into the cache.
+        // one device-to-device copy then moves into the cache (or which the kernel reads in
+        // place, when the tables are not kept).
         let align = |v: usize| v.next_multiple_of(16);
         let head = align(n * DESC);
         let mut fresh_at = Vec::with_capacity(fresh_keys.len());
@@ -203,8 +231,10 @@ impl GpuOperator for ResizeGpu {
             at = align(weights + 4 * t.weights.len());
         }
         let fresh_len = at - head;
-        let (chunk, chunk_at) = if fresh_len > 0 { cache.room(ws, fresh_len)? } else { (0, 0) };
-        let dest = |off: usize| cache.chunks.get(chunk).map_or(0, |c| c.device_ptr() + (chunk_at + off) as u64);
+        let (chunk, chunk_at) = if fresh_len > 0 && keep_tables { cache.room(ws, fresh_len)? } else { (0, 0) };
+        // Where the fresh tables are read from: the cache's chunk, or the upload block.
+        let block = self.params.reserve(ws, at)? + head as u64;
+        let dest = |off: usize| if keep_tables { cache.chunks.get(chunk).map_or(0, |c| c.device_ptr() + (chunk_at + off) as u64) } else { block + off as u64 };
         let fresh_tables: Vec<TableAt> = fresh_at
             .iter()
             .zip(&cache.fresh)
@@ -239,7 +269,8 @@ impl GpuOperator for ResizeGpu {
             }
             Ok(())
         })?;
-        if fresh_len > 0 {
+        debug_assert_eq!(base + head as u64, block, "reserve and upload_with use the same slot");
+        if fresh_len > 0 && keep_tables {
             // SAFETY: the upload block was copied in on this stream just before, and lives
             // until a later batch reuses its slot (ordered after this copy on the stream).
             unsafe { cache.chunks[chunk].copy_from_device_async(chunk_at, base + head as u64, fresh_len)? };
@@ -251,13 +282,14 @@ impl GpuOperator for ResizeGpu {
         }
         let f = ws.device.kernels().function(ws.device.context(), ws.device.compute_capability(), "resize", SRC, kernel)?;
         let cfg = per_sample_launch(max_pix, n);
-        // SAFETY: descriptors point into `input`, `out` and the cached tables, all alive and
-        // ordered on this stream (the tables' copy above, a dropped chunk's free after this
-        // launch); each thread writes inside its sample's output.
+        // SAFETY: descriptors point into `input`, `out` and the tables (cached, or in the
+        // upload block), all alive and ordered on this stream (the tables' copy above, a
+        // dropped chunk's free after this launch); each thread writes inside its sample's
+        // output.
         unsafe {
             ws.stream.launch_builder(&f).arg(&base).launch(cfg).map_err(sluice_cuda::CudaError::from)?;
         }
-        Ok(vec![out])
+        Ok(out)
     }
 }
 

@@ -11,6 +11,8 @@
 mod gpu;
 pub mod kernel;
 
+pub(crate) use gpu::GpuResampler;
+
 use kernel::{axis_filter, FilterKind, Plan};
 
 use crate::error::{Error, Result};
