@@ -2,6 +2,7 @@
 //! counter-clockwise, on CPU, reproducing DALI 2.4's output size and pixel values (see
 //! [`kernel`] for the exact rules). Volumes (DHWC) and channel-first layouts are rejected.
 
+mod gpu;
 pub mod kernel;
 
 use kernel::{Border, Channel, Interp};
@@ -9,14 +10,14 @@ use kernel::{Border, Channel, Interp};
 use crate::error::{Error, Result};
 use crate::ops::args::element_as_f64;
 use crate::ops::{arg, for_each_sample, tensor_arg, ArgDefault as D, ArgType as T, Device, OpContext, OpDef, OpSchema, Operator, Workspace};
-use crate::tensor::{DType, Layout, TensorList};
+use crate::tensor::{BatchMeta, DType, Layout, TensorList};
 
 /// Schema and backends.
 pub static ROTATE: OpDef = OpDef {
     schema: OpSchema {
         name: "Rotate",
         doc: "Rotates the images by the specified angle (degrees, counter-clockwise with the top-left corner at (0,0)). Accepts HWC and FHWC uint8, int16, int32 and float inputs.",
-        devices: &[Device::Cpu],
+        devices: &[Device::Cpu, Device::Gpu],
         min_inputs: 1,
         max_inputs: 1,
         num_outputs: 1,
@@ -36,7 +37,7 @@ pub static ROTATE: OpDef = OpDef {
     },
     cpu: Some(|ctx| Ok(Box::new(Rotate::new(ctx)?))),
     mixed: None,
-    gpu: None,
+    gpu: Some(|ctx, _dev| Ok(Box::new(gpu::RotateGpu::new(ctx)?))),
 };
 
 struct Rotate {
@@ -56,6 +57,15 @@ struct Plan {
     angle: f32,
     out_h: usize,
     out_w: usize,
+}
+
+/// A checked batch: the output's shapes and layout, the element types, and whether samples
+/// are FHWC sequences (the per-sample plans are in `Rotate::plan`).
+struct RotateBatch {
+    meta: BatchMeta,
+    in_type: DType,
+    out_type: DType,
+    sequence: bool,
 }
 
 fn supported(d: DType) -> bool {
@@ -124,9 +134,10 @@ fn geometry(shape: &[usize], sequence: bool) -> (usize, usize, usize, usize) {
     }
 }
 
-impl Operator for Rotate {
-    fn run(&mut self, ws: &Workspace<'_>) -> Result<Vec<TensorList>> {
-        let input = ws.inputs[0];
+impl Rotate {
+    /// Checks the batch, plans every sample (angle, output size) into `self.plan` and sizes
+    /// the output. Shared by both backends.
+    fn plan_batch(&mut self, ws: &Workspace<'_>, input: &BatchMeta) -> Result<RotateBatch> {
         let name = self.ctx.display_name.clone();
         let n = input.len();
         let batch_err = |m: String| Error::data(self.ctx.at(ws.iteration, 0, input.source_info(0)), m);
@@ -181,9 +192,18 @@ impl Operator for Rotate {
                 [f, p.out_h, p.out_w, c]
             })
             .collect();
-        let mut out = TensorList::new(out_type, input.ndim(), shapes.iter().map(|s| if sequence { &s[..] } else { &s[1..] }));
-        out.set_layout(if layout.is_empty() { Layout::empty() } else { layout.clone() });
-        out.inherit_source_info(input);
+        let mut meta = BatchMeta::new(out_type, input.ndim(), shapes.iter().map(|s| if sequence { &s[..] } else { &s[1..] }));
+        meta.set_layout(if layout.is_empty() { Layout::empty() } else { layout.clone() });
+        meta.inherit_source_info(input);
+        Ok(RotateBatch { meta, in_type, out_type, sequence })
+    }
+}
+
+impl Operator for Rotate {
+    fn run(&mut self, ws: &Workspace<'_>) -> Result<Vec<TensorList>> {
+        let input = ws.inputs[0];
+        let RotateBatch { meta, in_type, out_type, sequence } = self.plan_batch(ws, input.meta())?;
+        let mut out = TensorList::from_meta(meta);
 
         let (plan, interp, border, ctx) = (&self.plan, self.interp, self.border, &self.ctx);
         for_each_sample(ws.pool, &mut out, |i, dst| {
