@@ -5,10 +5,12 @@
 // Every value goes through `Num` (an exact long long or double) as on the cpu:
 //   float -> integer: round half away from zero, saturate, NaN -> 0 (INT32/INT64: minimum);
 //   integer -> integer: saturate; -> BOOL: != 0 after rounding; -> FLOAT16: ties away from
-//   zero (DALI 2.4's cpu quirk), overflow to infinity.
+//   zero (DALI 2.4's cpu quirk), overflow to infinity. UINT64 values past the long long range
+//   are kept as their bits with `big` set: they saturate every other integer type and
+//   convert to floats from the unsigned value.
 // No headers: NVRTC runs without the CUDA toolkit's include folder on user machines.
 
-enum Type { U8 = 0, I8 = 1, U16 = 2, I16 = 3, U32 = 4, I32 = 5, I64 = 6, F16 = 7, F32 = 8, F64 = 9, BOOL = 10 };
+enum Type { U8 = 0, I8 = 1, U16 = 2, I16 = 3, U32 = 4, I32 = 5, I64 = 6, F16 = 7, F32 = 8, F64 = 9, BOOL = 10, U64 = 11 };
 
 struct CastSample {
     unsigned long long in, out;
@@ -17,12 +19,14 @@ struct CastSample {
 
 struct Num {
     bool is_float;
+    bool big;     // an unsigned value of 2^63 or more, whose bits are in `i`
     long long i;
     double f;
 };
 
-__device__ __forceinline__ Num from_int(long long i) { Num n; n.is_float = false; n.i = i; n.f = 0.0; return n; }
-__device__ __forceinline__ Num from_float(double f) { Num n; n.is_float = true; n.i = 0; n.f = f; return n; }
+__device__ __forceinline__ Num from_int(long long i) { Num n; n.is_float = false; n.big = false; n.i = i; n.f = 0.0; return n; }
+__device__ __forceinline__ Num from_float(double f) { Num n; n.is_float = true; n.big = false; n.i = 0; n.f = f; return n; }
+__device__ __forceinline__ Num from_u64(unsigned long long u) { Num n = from_int((long long)u); n.big = u > 0x7fffffffffffffffULL; return n; }
 
 // 2^k for -1022 <= k <= 1023, exactly (built from its bits: no library call to trust).
 __device__ __forceinline__ double pow2(int k) { return __longlong_as_double((long long)(k + 1023) << 52); }
@@ -66,13 +70,14 @@ __device__ __forceinline__ Num load(int type, const void* p, long long k) {
     case F16: return from_float(f16_to_f64(((const unsigned short*)p)[k]));
     case F32: return from_float((double)((const float*)p)[k]);
     case F64: return from_float(((const double*)p)[k]);
+    case U64: return from_u64(((const unsigned long long*)p)[k]);
     default: return from_int(((const unsigned char*)p)[k] != 0); // BOOL
     }
 }
 
 // Saturating conversion to an integer type spanning [lo, hi]; `nan` is what NaN gives.
 __device__ __forceinline__ long long to_int(Num v, long long lo, long long hi, long long nan) {
-    if (!v.is_float) return v.i < lo ? lo : (v.i > hi ? hi : v.i);
+    if (!v.is_float) return v.big ? hi : (v.i < lo ? lo : (v.i > hi ? hi : v.i));
     if (v.f != v.f) return nan;
     const double r = round(v.f); // half away from zero, as Rust's f64::round
     // (double)hi may round up (INT64: 2^63); anything at or past it saturates.
@@ -81,7 +86,7 @@ __device__ __forceinline__ long long to_int(Num v, long long lo, long long hi, l
     return (long long)r;
 }
 
-__device__ __forceinline__ double as_double(Num v) { return v.is_float ? v.f : (double)v.i; }
+__device__ __forceinline__ double as_double(Num v) { return v.is_float ? v.f : (v.big ? __ull2double_rn((unsigned long long)v.i) : __ll2double_rn(v.i)); }
 
 __device__ __forceinline__ void store(int type, void* p, long long k, Num v) {
     switch (type) {
@@ -98,8 +103,19 @@ __device__ __forceinline__ void store(int type, void* p, long long k, Num v) {
     }
     case F16: ((unsigned short*)p)[k] = f64_to_f16(as_double(v)); break;
     // One rounding from the exact value, as the cpu's `as f32` from i128 / f64.
-    case F32: ((float*)p)[k] = v.is_float ? __double2float_rn(v.f) : __ll2float_rn(v.i); break;
-    case F64: ((double*)p)[k] = v.is_float ? v.f : __ll2double_rn(v.i); break;
+    case F32: ((float*)p)[k] = v.is_float ? __double2float_rn(v.f) : (v.big ? __ull2float_rn((unsigned long long)v.i) : __ll2float_rn(v.i)); break;
+    case F64: ((double*)p)[k] = as_double(v); break;
+    case U64: {
+        unsigned long long r;
+        if (v.is_float) {
+            const double x = round(v.f);
+            r = v.f != v.f ? (1ULL << 63) : (x <= 0.0 ? 0ULL : (x >= 18446744073709551616.0 ? 0xffffffffffffffffULL : (unsigned long long)x));
+        } else {
+            r = v.big ? (unsigned long long)v.i : (v.i < 0 ? 0ULL : (unsigned long long)v.i);
+        }
+        ((unsigned long long*)p)[k] = r;
+        break;
+    }
     default: ((unsigned char*)p)[k] = v.is_float ? (round(v.f) != 0.0) : (v.i != 0); break; // BOOL (NaN -> 1)
     }
 }

@@ -25,7 +25,6 @@ impl CastGpu {
 }
 
 /// The type's code in cast.cu (`enum Type`); `None` for types the kernel does not handle.
-/// UINT64 would need an unsigned path beside the kernel's exact `long long` integers.
 pub(crate) fn type_code(t: DType) -> Option<i32> {
     Some(match t {
         DType::U8 => 0,
@@ -39,7 +38,7 @@ pub(crate) fn type_code(t: DType) -> Option<i32> {
         DType::F32 => 8,
         DType::F64 => 9,
         DType::Bool => 10,
-        DType::U64 => return None,
+        DType::U64 => 11,
     })
 }
 
@@ -49,7 +48,7 @@ impl GpuOperator for CastGpu {
         let name = &self.cast.ctx.display_name;
         let (src, dst) = (input.dtype(), self.cast.dtype);
         let (Some(src_code), Some(dst_code)) = (type_code(src), type_code(dst)) else {
-            return Err(Error::Unsupported(format!("{name}: {src} -> {dst} is not supported on the GPU yet (UINT64 is cpu only)")));
+            return Err(Error::Unsupported(format!("{name}: {src} -> {dst} is not supported on the GPU")));
         };
         let out = TensorListGpu::alloc(self.cast.output_meta(input.meta()), ws.device, ws.stream)?;
         let n = input.len();
