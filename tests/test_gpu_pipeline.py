@@ -2,10 +2,11 @@
 Each test needs a CUDA device: it skips without one, and FAILS when SLUICE_REQUIRE_GPU=1
 (as on the GPU machine), so GPU coverage cannot silently vanish."""
 
+import re
 import numpy as np
 import pytest
 
-from sluice import fn, pipeline_def, types
+from sluice import fn, math as smath, pipeline_def, types
 
 from conftest import all_files, require_gpu
 
@@ -384,23 +385,12 @@ def test_gpu_random_resized_crop_matches_cpu(small_images, dtype):
     the same taps: batch after batch the gpu output equals the cpu one up to the resize's
     +-1 (u8) or float rounding."""
     require_gpu()
+    kw = {} if dtype is None else {"dtype": dtype}
 
-    def pipe(device):
-        @pipeline_def(batch_size=5, num_threads=4, device_id=0, seed=12)
-        def p():
-            data, _ = fn.readers.file(file_root=str(small_images))
-            images = fn.decoders.image(data, device="cpu")
-            if device == "gpu":
-                images = images.gpu()
-            kw = {} if dtype is None else {"dtype": dtype}
-            return fn.random_resized_crop(images, device=device, size=[64, 48], seed=3, **kw)
+    def build(images, device):
+        return [fn.random_resized_crop(images, device=device, size=[64, 48], seed=3, **kw)]
 
-        return p()
-
-    cpu, gpu = pipe("cpu"), pipe("gpu")
-    for it in range(5):
-        (a,), (b,) = cpu.run(), gpu.run()
-        b = b.as_cpu()
+    for it, ((a,), (b,)) in enumerate(_cpu_and_gpu_runs(small_images, build, batch=5, iterations=5)):
         assert a.shape() == b.shape() and a.dtype == b.dtype, it
         for i in range(len(a)):
             d = np.abs(a.at(i).astype(np.float32) - b.at(i).astype(np.float32))
@@ -421,26 +411,13 @@ def test_gpu_rotate_equals_cpu_bit_for_bit(small_images, case):
     the two backends give identical outputs."""
     require_gpu()
     case = dict(case)
-    float_input = case.pop("float_input", False)
+    prepare = (lambda images: fn.cast(images, dtype=types.FLOAT) * 1.7 - 40.0) if case.pop("float_input", False) else None
 
-    def pipe(device):
-        @pipeline_def(batch_size=6, num_threads=4, device_id=0, seed=21)
-        def p():
-            data, _ = fn.readers.file(file_root=str(small_images))
-            images = fn.decoders.image(data, device="cpu")
-            if float_input:
-                images = fn.cast(images, dtype=types.FLOAT) * 1.7 - 40.0
-            if device == "gpu":
-                images = images.gpu()
-            angle = fn.random.uniform(range=[-200.0, 200.0], seed=5)
-            return fn.rotate(images, device=device, angle=angle, **case)
+    def build(images, device):
+        angle = fn.random.uniform(range=[-200.0, 200.0], seed=5)
+        return [fn.rotate(images, device=device, angle=angle, **case)]
 
-        return p()
-
-    cpu, gpu = pipe("cpu"), pipe("gpu")
-    for it in range(3):
-        (a,), (b,) = cpu.run(), gpu.run()
-        b = b.as_cpu()
+    for it, ((a,), (b,)) in enumerate(_cpu_and_gpu_runs(small_images, build, batch=6, iterations=3, prepare=prepare)):
         assert a.shape() == b.shape() and a.dtype == b.dtype, it
         for i in range(len(a)):
             assert np.array_equal(a.at(i), b.at(i)), (it, i, np.abs(a.at(i).astype(np.float64) - b.at(i)).max())
@@ -532,25 +509,41 @@ def test_mixed_random_crop_feeding_resize_matches_cpu_pipeline(mixed_root):
 
 
 # --------------------------------------------------------------------------- flip, transpose, cast, normalize
-def _cpu_and_gpu(root, build, batch=BATCH):
+def _cpu_and_gpu_runs(root, build, batch=BATCH, iterations=1, prepare=None):
     """Runs the same graph twice: `build(images, device)` on the decoded images of `root`
-    with device="cpu", then with the images moved by `.gpu()` and device="gpu". Random
-    operators inside `build` need explicit seeds so both runs draw the same values.
-    Returns (cpu outputs, gpu outputs downloaded), each a list of TensorLists."""
+    (first passed through `prepare(images)` on the cpu, when given) with device="cpu", then
+    with the images moved by `.gpu()` and device="gpu". Random operators inside `build`
+    need explicit seeds so both runs draw the same values. Yields, per iteration, (cpu
+    outputs, gpu outputs downloaded), each a list of TensorLists."""
+
+    cpu_pipe, gpu_pipe = _cpu_and_gpu_pipes(root, build, batch, prepare)
+    for _ in range(iterations):
+        cpu, gpu = cpu_pipe.run(), gpu_pipe.run()
+        yield list(cpu), [t.as_cpu() if hasattr(t, "as_cpu") else t for t in gpu]
+
+
+def _cpu_and_gpu_pipes(root, build, batch=BATCH, prepare=None):
+    """The two pipelines `_cpu_and_gpu_runs` runs."""
 
     def pipe(device):
         @pipeline_def(batch_size=batch, num_threads=4, device_id=0, seed=11)
         def p():
             data, _ = fn.readers.file(file_root=str(root))
             images = fn.decoders.image(data, device="cpu")
+            if prepare is not None:
+                images = prepare(images)
             if device == "gpu":
                 images = images.gpu()
             return tuple(build(images, device))
 
         return p()
 
-    cpu, gpu = pipe("cpu").run(), pipe("gpu").run()
-    return list(cpu), [t.as_cpu() if hasattr(t, "as_cpu") else t for t in gpu]
+    return pipe("cpu"), pipe("gpu")
+
+
+def _cpu_and_gpu(root, build, batch=BATCH):
+    """One iteration of `_cpu_and_gpu_runs`."""
+    return next(_cpu_and_gpu_runs(root, build, batch))
 
 
 def _assert_identical(cpu, gpu, what=""):
@@ -723,3 +716,146 @@ def test_cpu_only_pipeline_rejects_the_gpu_backends_clearly():
             p().build()
         msg = str(e.value).lower()
         assert "gpu" in msg and "cpu-only" in msg, msg
+
+
+# --------------------------------------------------------------------------- arithmetic
+# Values that hit wrapping, signed / unsigned edges, -0.0 and large magnitudes.
+_ARITH_VALUES = {
+    "u8": (types.UINT8, [0, 1, 3, 7, 100, 200, 255]),
+    "i8": (types.INT8, [-128, -7, -1, 0, 3, 127]),
+    "u16": (types.UINT16, [0, 5, 300, 40000, 65535]),
+    "i16": (types.INT16, [-32768, -300, -1, 0, 7, 32767]),
+    "i32": (types.INT32, [-2**31 + 1, -70000, -1, 0, 9, 2**31 - 1]),
+    "u32": (types.UINT32, [0, 7, 70000, 2**32 - 1]),
+    "i64": (types.INT64, [-2**40, -5, -1, 0, 11, 2**40]),
+    "u64": (types.UINT64, [0, 1, 13, 2**40]),
+    "f32": (types.FLOAT, [-1e6, -2.5, -1.0, -0.0, 0.0, 0.3, 1.5, 1e6]),
+    "f64": (types.FLOAT64, [-1e12, -1 / 3, 0.0, 0.1, 7.25, 1e12]),
+    "b": (types.BOOL, [0, 1]),
+}
+_ARITH_PAIRS = [("u8", "i8"), ("i32", "i32"), ("u16", "i16"), ("u32", "i64"), ("u64", "u8"), ("i8", "b"),
+                ("f32", "i32"), ("f64", "f32"), ("u8", "f64")]
+# The right operand's shape against the left's (5, 6, 3): same, per channel, per column, scalar.
+_RIGHT_SHAPES = [[5, 6, 3], [3], [5, 1, 3], None]
+
+
+def _arith_input(name, shape, seed, nonzero=False):
+    dtype, values = _ARITH_VALUES[name]
+    values = [float(v) for v in values if not (nonzero and v == 0)]
+    kw = {} if shape is None else {"shape": shape}
+    return fn.random.uniform(values=values, dtype=dtype, seed=seed, **kw)
+
+
+def test_gpu_arithmetic_equals_cpu_bit_for_bit(small_images):
+    """Every operator but the library functions (pow, exp, sin, ...: next test) on pairs
+    of types covering DALI's promotion rules, with broadcasting, constants, fused nested
+    expressions and the decoded images (different sizes). Operands left on the cpu follow
+    the GPU operand, as in DALI."""
+    require_gpu()
+
+    def build(images, device):
+        outs = []
+        for k, (left, right) in enumerate(_ARITH_PAIRS):
+            a = _arith_input(left, [5, 6, 3], seed=100 + k)
+            b = _arith_input(right, _RIGHT_SHAPES[k % len(_RIGHT_SHAPES)], seed=200 + k, nonzero=True)
+            if device == "gpu":
+                a = a.gpu()  # b stays on the cpu: the expression moves it
+            floats = "f" in left[0] + right[0]
+            outs += [a + b, a - b, a * b, a / b, a // b, a % b, a == b, a != b, a < b, a <= b, a > b, a >= b,
+                     smath.min(a, b), smath.max(a, b), smath.clamp(a, -3, b), -a, abs(a), +a, a * 3 - 7, 2.5 * a,
+                     smath.floor(a / b), smath.ceil(a * 0.37), smath.sqrt(smath.abs(a)), (a * 2 - b) // 3 + (a > b)]
+            if not floats:
+                outs += [a & b, a | b, a ^ b, a ** (b & 7), 3 ** (a & 15)]
+        vec = fn.random.uniform(range=(-4.0, 4.0), shape=[3], seed=300)  # per channel, on the cpu
+        outs += [images * 0.5 - vec, (images > 100) & (images < 200), images // 7 + images % 7 * 3,
+                 smath.clamp(images, 20, 235), images * images, images - 128, smath.min(images, vec * 40),
+                 ((images * 3 - 7) // 2 + vec) * (images > 50) - smath.abs(vec - 2)]
+        return outs
+
+    for it, (cpu, gpu) in enumerate(_cpu_and_gpu_runs(small_images, build, batch=6, iterations=2)):
+        assert len(cpu) == len(gpu) > 200
+        for k in range(len(cpu)):
+            _assert_identical(cpu[k], gpu[k], f"iteration {it}, output {k}")
+    last = cpu[-1]
+    assert len({last.at(i).shape for i in range(len(last))}) > 1, "want images of different sizes"
+
+
+def test_gpu_arithmetic_library_functions_match_cpu_within_a_few_ulp():
+    """pow, exp, log, the trigonometric and hyperbolic functions: CUDA's libm and the host's
+    may round the double differently in the last bits, so FLOAT results may differ by 1 ulp
+    and FLOAT64 results by 4; NaNs and infinities must sit in the same places."""
+    require_gpu()
+
+    def build(device):
+        outs = []
+        for dtype, seed in [(types.FLOAT, 1), (types.FLOAT64, 2)]:
+            x = fn.random.uniform(range=(-3.0, 3.0), shape=[4000], dtype=dtype, seed=seed)
+            p = fn.random.uniform(range=(0.001, 60.0), shape=[4000], dtype=dtype, seed=seed + 10)
+            if device == "gpu":
+                x, p = x.gpu(), p.gpu()
+            outs += [smath.exp(x), smath.log(p), smath.log2(p), smath.log10(p), smath.sin(x * 40), smath.cos(x * 40),
+                     smath.tan(x), smath.asin(x / 3), smath.acos(x / 3), smath.atan(p), smath.sinh(x), smath.cosh(x),
+                     smath.tanh(x), smath.asinh(p), smath.acosh(p + 1), smath.atanh(x / 3.5), smath.cbrt(x * p),
+                     smath.rsqrt(p), smath.atan2(x, p - 30), p ** x, smath.fpow(p, 0.37), smath.log(x)]
+        i = fn.random.uniform(values=[-8.0, 0.0, 1.0, 7.0, 100000.0], shape=[500], dtype=types.INT32, seed=5)
+        if device == "gpu":
+            i = i.gpu()
+        outs += [smath.sqrt(i), smath.exp(i / 10000), smath.fpow(i, 2)]
+        return outs
+
+    def run(device):
+        @pipeline_def(batch_size=3, num_threads=2, device_id=0, seed=7)
+        def p():
+            return tuple(build(device))
+
+        return [t.as_cpu() if hasattr(t, "as_cpu") else t for t in p().run()]
+
+    cpu, gpu = run("cpu"), run("gpu")
+    exact = total = 0
+    for k, (a, b) in enumerate(zip(cpu, gpu)):
+        for s in range(len(a)):
+            x, y = a.at(s), b.at(s)
+            assert x.dtype == y.dtype and x.shape == y.shape, (k, s)
+            assert x.dtype.kind == "f", (k, x.dtype)
+            np.testing.assert_array_equal(np.isnan(x), np.isnan(y), err_msg=f"output {k}")
+            np.testing.assert_array_equal(np.isinf(x), np.isinf(y), err_msg=f"output {k}")
+            ok = np.isfinite(x)
+            np.testing.assert_array_max_ulp(x[ok], y[ok], maxulp=1 if x.dtype == np.float32 else 4)
+            exact += int(np.sum(x.view(np.uint8) == y.view(np.uint8)) == x.nbytes)
+            total += 1
+    print(f"library functions: {exact}/{total} samples bit-exact gpu vs cpu")
+
+
+def test_gpu_integer_division_by_zero_names_the_sample_and_the_pipeline_goes_on(small_images):
+    """Per batch, the GPU fails exactly where the cpu fails, naming the same sample; the
+    batches after a failure run normally and equal the cpu's."""
+    require_gpu()
+
+    def build(images, device):
+        d = fn.random.uniform(values=[0.0, 1.0, 2.0, 3.0], dtype=types.INT32, seed=41)  # a scalar per sample
+        x = fn.random.uniform(values=[-9.0, 5.0, 100.0], shape=[4, 3], dtype=types.INT16, seed=42)
+        if device == "gpu":
+            x = x.gpu()
+        return [x // d + x % 7]
+
+    cpu_pipe, gpu_pipe = _cpu_and_gpu_pipes(small_images, build, batch=4)
+    failed = []
+    for it in range(12):
+        outcome = []
+        for pipe in (cpu_pipe, gpu_pipe):
+            try:
+                (out,) = pipe.run()
+                outcome.append(out.as_cpu() if hasattr(out, "as_cpu") else out)
+            except RuntimeError as e:
+                outcome.append(str(e))
+        cpu, gpu = outcome
+        if isinstance(cpu, str):
+            assert isinstance(gpu, str), f"iteration {it}: the cpu failed ({cpu}), the gpu did not"
+            for msg in (cpu, gpu):
+                assert "integer division by zero" in msg and "arithmetic" in msg.lower(), msg
+            assert re.findall(r"sample \d+", cpu) == re.findall(r"sample \d+", gpu), (cpu, gpu)
+        else:
+            assert not isinstance(gpu, str), f"iteration {it}: the gpu failed: {gpu}"
+            _assert_identical(cpu, gpu, f"iteration {it}")
+        failed.append(isinstance(cpu, str))
+    assert any(failed) and not all(failed[failed.index(True):]), f"want a failure followed by good batches: {failed}"

@@ -222,6 +222,9 @@ def _arith(op, *operands):
     desc = emit(tree)
     if not inputs:
         raise TypeError(f"arithmetic operation '{op}' needs at least one DataNode operand")
+    if any(x.device != "cpu" for x in inputs):
+        # As DALI: one GPU operand puts the expression on the GPU, the others follow it there.
+        inputs = [x if x.device != "cpu" else x.gpu() for x in inputs]
     kwargs = {"expression_desc": desc}
     if ints:
         kwargs["integer_constants"] = ints

@@ -134,7 +134,22 @@ pub struct nvjpegJpegStream {
 pub struct nvjpegDecodeParams {
     _opaque: [u8; 0],
 }
+#[repr(C)]
+pub struct nvjpegJpegDecoder {
+    _opaque: [u8; 0],
+}
+#[repr(C)]
+pub struct nvjpegBufferPinned {
+    _opaque: [u8; 0],
+}
+#[repr(C)]
+pub struct nvjpegBufferDevice {
+    _opaque: [u8; 0],
+}
 pub type nvjpegDecodeParams_t = *mut nvjpegDecodeParams;
+pub type nvjpegJpegDecoder_t = *mut nvjpegJpegDecoder;
+pub type nvjpegBufferPinned_t = *mut nvjpegBufferPinned;
+pub type nvjpegBufferDevice_t = *mut nvjpegBufferDevice;
 pub type nvjpegHandle_t = *mut nvjpegHandle;
 pub type nvjpegJpegState_t = *mut nvjpegJpegState;
 pub type nvjpegJpegStream_t = *mut nvjpegJpegStream;
@@ -213,10 +228,42 @@ pub struct NvJpegLib {
     pub nvjpegDecodeParamsCreate: Option<unsafe extern "C" fn(nvjpegHandle_t, *mut nvjpegDecodeParams_t) -> nvjpegStatus_t>,
     pub nvjpegDecodeParamsDestroy: Option<unsafe extern "C" fn(nvjpegDecodeParams_t) -> nvjpegStatus_t>,
     pub nvjpegDecodeParamsSetROI: Option<unsafe extern "C" fn(nvjpegDecodeParams_t, c_int, c_int, c_int, c_int) -> nvjpegStatus_t>,
+    /// The decoupled API (decoder objects, host / transfer / device phases, attachable
+    /// buffers), used for GPU Huffman decoding (NVJPEG_BACKEND_GPU_HYBRID); None when this
+    /// nvJPEG lacks any of it.
+    pub decoupled: Option<Decoupled>,
     /// Which file was loaded, for messages.
     pub soname: &'static str,
     /// Keeps the code the pointers above point into mapped for the life of the process.
     _lib: Library,
+}
+
+pub struct Decoupled {
+    pub nvjpegDecoderCreate: unsafe extern "C" fn(nvjpegHandle_t, nvjpegBackend_t, *mut nvjpegJpegDecoder_t) -> nvjpegStatus_t,
+    pub nvjpegDecoderDestroy: unsafe extern "C" fn(nvjpegJpegDecoder_t) -> nvjpegStatus_t,
+    pub nvjpegDecoderJpegSupported:
+        unsafe extern "C" fn(nvjpegJpegDecoder_t, nvjpegJpegStream_t, nvjpegDecodeParams_t, *mut c_int) -> nvjpegStatus_t,
+    pub nvjpegDecoderStateCreate: unsafe extern "C" fn(nvjpegHandle_t, nvjpegJpegDecoder_t, *mut nvjpegJpegState_t) -> nvjpegStatus_t,
+    pub nvjpegBufferPinnedCreate:
+        unsafe extern "C" fn(nvjpegHandle_t, *mut nvjpegPinnedAllocator_t, *mut nvjpegBufferPinned_t) -> nvjpegStatus_t,
+    pub nvjpegBufferPinnedDestroy: unsafe extern "C" fn(nvjpegBufferPinned_t) -> nvjpegStatus_t,
+    pub nvjpegBufferDeviceCreate:
+        unsafe extern "C" fn(nvjpegHandle_t, *mut nvjpegDevAllocator_t, *mut nvjpegBufferDevice_t) -> nvjpegStatus_t,
+    pub nvjpegBufferDeviceDestroy: unsafe extern "C" fn(nvjpegBufferDevice_t) -> nvjpegStatus_t,
+    pub nvjpegStateAttachPinnedBuffer: unsafe extern "C" fn(nvjpegJpegState_t, nvjpegBufferPinned_t) -> nvjpegStatus_t,
+    pub nvjpegStateAttachDeviceBuffer: unsafe extern "C" fn(nvjpegJpegState_t, nvjpegBufferDevice_t) -> nvjpegStatus_t,
+    pub nvjpegDecodeParamsSetOutputFormat: unsafe extern "C" fn(nvjpegDecodeParams_t, nvjpegOutputFormat_t) -> nvjpegStatus_t,
+    pub nvjpegDecodeJpegHost: unsafe extern "C" fn(
+        nvjpegHandle_t,
+        nvjpegJpegDecoder_t,
+        nvjpegJpegState_t,
+        nvjpegDecodeParams_t,
+        nvjpegJpegStream_t,
+    ) -> nvjpegStatus_t,
+    pub nvjpegDecodeJpegTransferToDevice:
+        unsafe extern "C" fn(nvjpegHandle_t, nvjpegJpegDecoder_t, nvjpegJpegState_t, nvjpegJpegStream_t, cudaStream_t) -> nvjpegStatus_t,
+    pub nvjpegDecodeJpegDevice:
+        unsafe extern "C" fn(nvjpegHandle_t, nvjpegJpegDecoder_t, nvjpegJpegState_t, *mut nvjpegImage_t, cudaStream_t) -> nvjpegStatus_t,
 }
 
 /// Names tried in order: the CUDA 13 library first (what the GPU machines ship), then 12,
@@ -284,8 +331,39 @@ fn resolve(lib: Library, soname: &'static str) -> Result<NvJpegLib, String> {
             nvjpegDecodeParamsCreate: opt!(nvjpegDecodeParamsCreate),
             nvjpegDecodeParamsDestroy: opt!(nvjpegDecodeParamsDestroy),
             nvjpegDecodeParamsSetROI: opt!(nvjpegDecodeParamsSetROI),
+            decoupled: decoupled(&lib),
             soname,
             _lib: lib,
+        })
+    }
+}
+
+/// The decoupled API's entry points, or None when this nvJPEG lacks any of them.
+fn decoupled(lib: &Library) -> Option<Decoupled> {
+    // SAFETY: as in `resolve`: nvjpeg.h's signatures, pointers valid while `lib` lives (it
+    // moves into the static NvJpegLib beside them).
+    unsafe {
+        macro_rules! get {
+            ($name:ident) => {{
+                let sym: libloading::Symbol<_> = lib.get(concat!(stringify!($name), "\0").as_bytes()).ok()?;
+                *sym
+            }};
+        }
+        Some(Decoupled {
+            nvjpegDecoderCreate: get!(nvjpegDecoderCreate),
+            nvjpegDecoderDestroy: get!(nvjpegDecoderDestroy),
+            nvjpegDecoderJpegSupported: get!(nvjpegDecoderJpegSupported),
+            nvjpegDecoderStateCreate: get!(nvjpegDecoderStateCreate),
+            nvjpegBufferPinnedCreate: get!(nvjpegBufferPinnedCreate),
+            nvjpegBufferPinnedDestroy: get!(nvjpegBufferPinnedDestroy),
+            nvjpegBufferDeviceCreate: get!(nvjpegBufferDeviceCreate),
+            nvjpegBufferDeviceDestroy: get!(nvjpegBufferDeviceDestroy),
+            nvjpegStateAttachPinnedBuffer: get!(nvjpegStateAttachPinnedBuffer),
+            nvjpegStateAttachDeviceBuffer: get!(nvjpegStateAttachDeviceBuffer),
+            nvjpegDecodeParamsSetOutputFormat: get!(nvjpegDecodeParamsSetOutputFormat),
+            nvjpegDecodeJpegHost: get!(nvjpegDecodeJpegHost),
+            nvjpegDecodeJpegTransferToDevice: get!(nvjpegDecodeJpegTransferToDevice),
+            nvjpegDecodeJpegDevice: get!(nvjpegDecodeJpegDevice),
         })
     }
 }

@@ -772,6 +772,234 @@ impl Drop for HybridDecoder {
     }
 }
 
+/// nvJPEG's GPU-Huffman decoder (NVJPEG_BACKEND_GPU_HYBRID, decoupled API) on a handle from
+/// [`NvJpeg::hybrid`]: the host only parses the stream; Huffman decoding, IDCT and colour
+/// conversion run on the GPU. DALI uses it for large images its engine share leaves over,
+/// where CPU Huffman decoding is the bottleneck. Shared by the per-thread
+/// [`GpuHuffmanState`]s (nvJPEG allows one decoder object for many states).
+pub struct GpuHuffman {
+    h: Arc<Handle>,
+    api: &'static ffi::Decoupled,
+    decoder: ffi::nvjpegJpegDecoder_t,
+}
+
+// SAFETY: the decoder object holds no per-decode state (that lives in the states); nvJPEG
+// shares it between threads in its own samples. Destroyed once, in Drop.
+unsafe impl Send for GpuHuffman {}
+unsafe impl Sync for GpuHuffman {}
+
+impl GpuHuffman {
+    /// Errors when this nvJPEG lacks the decoupled API or the GPU-Huffman backend.
+    pub fn new(nv: &NvJpeg) -> CudaResult<Arc<GpuHuffman>> {
+        if nv.backend() != Backend::Hybrid {
+            return Err(CudaError("GpuHuffman needs an NvJpeg::hybrid handle".into()));
+        }
+        let h = nv.h.clone();
+        let api = h.lib.decoupled.as_ref().ok_or_else(|| CudaError(format!("{} lacks nvJPEG's decoupled API", h.lib.soname)))?;
+        h.device.bind()?;
+        let mut decoder: ffi::nvjpegJpegDecoder_t = std::ptr::null_mut();
+        // SAFETY: live handle; out-pointer valid.
+        check("nvjpegDecoderCreate", unsafe { (api.nvjpegDecoderCreate)(h.raw, ffi::NVJPEG_BACKEND_GPU_HYBRID, &mut decoder) })?;
+        Ok(Arc::new(GpuHuffman { h, api, decoder }))
+    }
+}
+
+impl Drop for GpuHuffman {
+    fn drop(&mut self) {
+        if self.h.device.bind().is_ok() {
+            // SAFETY: created in new(); every state made from it (holding an Arc) is gone.
+            unsafe { (self.api.nvjpegDecoderDestroy)(self.decoder) };
+        }
+    }
+}
+
+/// One thread's GPU-Huffman decoding: an nvJPEG state with its buffers, a parsed-stream
+/// object, and a stream of its own, so several threads' images decode side by side on the
+/// GPU. Send but not Sync. Two page-locked buffers are used in turn: the host phase of the
+/// next image fills one while the previous image's copy to the GPU reads the other.
+pub struct GpuHuffmanState {
+    g: Arc<GpuHuffman>,
+    state: ffi::nvjpegJpegState_t,
+    jstream: ffi::nvjpegJpegStream_t,
+    params: ffi::nvjpegDecodeParams_t,
+    pinned: [ffi::nvjpegBufferPinned_t; 2],
+    device_buf: ffi::nvjpegBufferDevice_t,
+    stream: Arc<CudaStream>,
+    /// Recorded after the copy out of `pinned[k]`: the host waits on it before refilling.
+    copied: [GpuEvent; 2],
+    /// Recorded after the last decode.
+    done: GpuEvent,
+    turn: usize,
+}
+
+// SAFETY: all nvJPEG objects here are used only through &mut self (one thread at a time).
+unsafe impl Send for GpuHuffmanState {}
+
+impl GpuHuffmanState {
+    pub fn new(g: &Arc<GpuHuffman>) -> CudaResult<GpuHuffmanState> {
+        let (h, api) = (&g.h, g.api);
+        h.device.bind()?;
+        let create_params = h.lib.nvjpegDecodeParamsCreate.ok_or_else(|| CudaError("nvJPEG lacks nvjpegDecodeParamsCreate".into()))?;
+        let mut s = GpuHuffmanState {
+            g: g.clone(),
+            state: std::ptr::null_mut(),
+            jstream: std::ptr::null_mut(),
+            params: std::ptr::null_mut(),
+            pinned: [std::ptr::null_mut(); 2],
+            device_buf: std::ptr::null_mut(),
+            stream: h.device.new_stream()?,
+            copied: [GpuEvent::new(&h.device)?, GpuEvent::new(&h.device)?],
+            done: GpuEvent::new(&h.device)?,
+            turn: 0,
+        };
+        // SAFETY: live handle and decoder; out-pointers valid; null allocators pick nvJPEG's
+        // defaults. Whatever was created is destroyed by Drop if a later step fails.
+        unsafe {
+            check("nvjpegJpegStreamCreate", (h.lib.nvjpegJpegStreamCreate)(h.raw, &mut s.jstream))?;
+            check("nvjpegDecodeParamsCreate", create_params(h.raw, &mut s.params))?;
+            check("nvjpegDecodeParamsSetOutputFormat", (api.nvjpegDecodeParamsSetOutputFormat)(s.params, ffi::NVJPEG_OUTPUT_RGBI))?;
+            for k in 0..2 {
+                check("nvjpegBufferPinnedCreate", (api.nvjpegBufferPinnedCreate)(h.raw, std::ptr::null_mut(), &mut s.pinned[k]))?;
+            }
+            check("nvjpegBufferDeviceCreate", (api.nvjpegBufferDeviceCreate)(h.raw, std::ptr::null_mut(), &mut s.device_buf))?;
+        }
+        s.new_state()?;
+        Ok(s)
+    }
+
+    /// A fresh decode state with our device buffer attached (replacing any old one).
+    fn new_state(&mut self) -> CudaResult<()> {
+        let (h, api) = (&self.g.h, self.g.api);
+        let mut state: ffi::nvjpegJpegState_t = std::ptr::null_mut();
+        // SAFETY: live handle, decoder and buffer; the old state (if any) is idle: callers
+        // wait for `done` first.
+        unsafe {
+            check("nvjpegDecoderStateCreate", (api.nvjpegDecoderStateCreate)(h.raw, self.g.decoder, &mut state))?;
+            if !self.state.is_null() {
+                (h.lib.nvjpegJpegStateDestroy)(self.state);
+            }
+            self.state = state;
+            check("nvjpegStateAttachDeviceBuffer", (api.nvjpegStateAttachDeviceBuffer)(state, self.device_buf))
+        }
+    }
+
+    /// The stream this state decodes on.
+    pub fn stream(&self) -> &Arc<CudaStream> {
+        &self.stream
+    }
+
+    /// Decodes one JPEG (or only `window` of it) into interleaved RGB at `out.0` with row
+    /// pitch `out.1`, queued on this state's stream after `after` (the point on another
+    /// stream where the output memory became ours). Returns Ok(false), queueing nothing,
+    /// when the GPU-Huffman decoder does not take this image (progressive, 12-bit, unusual
+    /// sampling ...). The host phase (parsing, and staging the entropy-coded data in
+    /// page-locked memory) runs on the calling thread. On a decode error the state is
+    /// replaced, so the next call works normally.
+    ///
+    /// # Safety
+    /// - `out.0` must be device memory of this GPU, writable for `out.1 * rows` bytes (rows:
+    ///   the window's or the image's height, `out.1` at least 3 x its width) and not used by
+    ///   anything else until this state's stream has passed this decode.
+    /// - `data` is read during the call only (nvJPEG copies the entropy-coded data into its
+    ///   page-locked buffer).
+    pub unsafe fn decode(&mut self, data: &[u8], window: Option<HwWindow>, out: (u64, usize), after: &GpuEvent) -> CudaResult<bool> {
+        let (h, api) = (self.g.h.clone(), self.g.api);
+        let set_roi = h.lib.nvjpegDecodeParamsSetROI.ok_or_else(|| CudaError("nvJPEG lacks nvjpegDecodeParamsSetROI".into()))?;
+        if out.0 == 0 {
+            return Err(CudaError("GpuHuffmanState::decode: null output".into()));
+        }
+        h.device.bind()?;
+        let r = window.map_or([0, 0, -1, -1], |r| [r.x as c_int, r.y as c_int, r.width as c_int, r.height as c_int]);
+        let mut unsupported: c_int = 1;
+        // SAFETY: live objects of this handle; `data` valid for the call.
+        unsafe {
+            check("nvjpegJpegStreamParse", (h.lib.nvjpegJpegStreamParse)(h.raw, data.as_ptr(), data.len(), 0, 0, self.jstream))?;
+            check("nvjpegDecodeParamsSetROI", set_roi(self.params, r[0], r[1], r[2], r[3]))?;
+            check("nvjpegDecoderJpegSupported", (api.nvjpegDecoderJpegSupported)(self.g.decoder, self.jstream, self.params, &mut unsupported))?;
+        }
+        if unsupported != 0 {
+            return Ok(false);
+        }
+        let info = h.info(data)?;
+        let width = window.map_or(info.width as usize, |r| r.width);
+        if out.1 < width * 3 {
+            return Err(CudaError(format!("GpuHuffmanState::decode: {width} pixels wide needs pitch >= {} bytes, got {}", width * 3, out.1)));
+        }
+        // The buffer we are about to refill may still be feeding an earlier copy.
+        let k = self.turn;
+        self.copied[k].wait()?;
+        let mut img = ffi::nvjpegImage_t::default();
+        img.channel[0] = out.0 as *mut u8;
+        img.pitch[0] = out.1;
+        let raw_stream = stream_ptr(&self.stream);
+        after.make_wait(&self.stream)?;
+        // SAFETY: live objects; the pinned buffer is idle (waited above); output valid per
+        // this function's contract.
+        let st = unsafe {
+            let mut st = (api.nvjpegStateAttachPinnedBuffer)(self.state, self.pinned[k]);
+            if st == ffi::NVJPEG_STATUS_SUCCESS {
+                st = (api.nvjpegDecodeJpegHost)(h.raw, self.g.decoder, self.state, self.params, self.jstream);
+            }
+            if st == ffi::NVJPEG_STATUS_SUCCESS {
+                st = (api.nvjpegDecodeJpegTransferToDevice)(h.raw, self.g.decoder, self.state, self.jstream, raw_stream);
+            }
+            let copied = self.copied[k].record(&self.stream);
+            if st == ffi::NVJPEG_STATUS_SUCCESS {
+                st = (api.nvjpegDecodeJpegDevice)(h.raw, self.g.decoder, self.state, &mut img, raw_stream);
+            }
+            copied?;
+            st
+        };
+        self.turn ^= 1;
+        let fenced = self.done.record(&self.stream);
+        if st != ffi::NVJPEG_STATUS_SUCCESS {
+            // A state that failed mid-image is not documented as reusable: start afresh.
+            self.done.wait()?;
+            self.new_state()?;
+        }
+        check("nvjpegDecodeJpeg", st)?;
+        fenced.map(|()| true)
+    }
+
+    /// Blocks until every decode queued so far is done on the GPU.
+    pub fn wait_idle(&self) -> CudaResult<()> {
+        self.done.wait()
+    }
+}
+
+impl Drop for GpuHuffmanState {
+    fn drop(&mut self) {
+        if self.g.h.device.bind().is_err() {
+            return;
+        }
+        let _ = self.done.wait();
+        let (lib, api) = (self.g.h.lib, self.g.api);
+        // SAFETY: each object was created in new() (or is null), is idle after the wait,
+        // and is destroyed once: the state before the buffers attached to it.
+        unsafe {
+            if !self.state.is_null() {
+                (lib.nvjpegJpegStateDestroy)(self.state);
+            }
+            for b in self.pinned {
+                if !b.is_null() {
+                    (api.nvjpegBufferPinnedDestroy)(b);
+                }
+            }
+            if !self.device_buf.is_null() {
+                (api.nvjpegBufferDeviceDestroy)(self.device_buf);
+            }
+            if !self.params.is_null() {
+                if let Some(destroy) = lib.nvjpegDecodeParamsDestroy {
+                    destroy(self.params);
+                }
+            }
+            if !self.jstream.is_null() {
+                (lib.nvjpegJpegStreamDestroy)(self.jstream);
+            }
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -982,6 +1210,58 @@ mod tests {
         drop(dec2);
         drop(dec);
         stream.synchronize().unwrap();
+    }
+
+    #[test]
+    fn gpu_huffman_decode_matches_libjpeg_turbo_whole_and_windows() {
+        let Some(dev) = test_device() else { return };
+        if !nvjpeg_or_skip() {
+            return;
+        }
+        let nv = NvJpeg::hybrid(&dev).unwrap();
+        let g = GpuHuffman::new(&nv).unwrap();
+        let mut st = GpuHuffmanState::new(&g).unwrap();
+        let stream = dev.new_stream().unwrap();
+        let ready = GpuEvent::new(&dev).unwrap();
+        ready.record(&stream).unwrap();
+        let images = [test_image(1280, 960), test_image(173, 97), test_image(640, 480)];
+        let decode_all = |st: &mut GpuHuffmanState, label: &str| {
+            for (k, (jpeg, reference, w, h)) in images.iter().enumerate() {
+                let pitch = w * 3 + [0, 64, 7][k];
+                let buf = DeviceBuffer::alloc(&dev, &stream, pitch * h).unwrap();
+                ready.record(&stream).unwrap();
+                // SAFETY: buffer is pitch*height bytes on this device, not used elsewhere
+                // until the wait below.
+                assert!(unsafe { st.decode(jpeg, None, (buf.device_ptr(), pitch), &ready).unwrap() }, "{label}: refused");
+                st.wait_idle().unwrap();
+                compare(label, &buf, pitch, *w, *h, reference);
+                // A window: the same pixels as the whole image's.
+                let win = HwWindow { x: w / 4, y: h / 3, width: w / 2, height: h / 2 };
+                let wbuf = DeviceBuffer::alloc(&dev, &stream, win.width * 3 * win.height).unwrap();
+                ready.record(&stream).unwrap();
+                // SAFETY: as above, for the window's size.
+                assert!(unsafe { st.decode(jpeg, Some(win), (wbuf.device_ptr(), win.width * 3), &ready).unwrap() });
+                st.wait_idle().unwrap();
+                let cut: Vec<u8> = (win.y..win.y + win.height)
+                    .flat_map(|y| reference[(y * w + win.x) * 3..(y * w + win.x + win.width) * 3].iter().copied())
+                    .collect();
+                compare(&format!("{label} window"), &wbuf, win.width * 3, win.width, win.height, &cut);
+            }
+        };
+        decode_all(&mut st, "gpu huffman");
+        let buf = DeviceBuffer::alloc(&dev, &stream, 1280 * 3 * 960).unwrap();
+        for bad in corrupt_inputs(&images[0].0) {
+            // SAFETY: buffer is large enough for the one valid size used in this test.
+            let r = unsafe { st.decode(&bad, None, (buf.device_ptr(), 1280 * 3), &ready) };
+            assert!(r.is_err(), "corrupt image decoded: {r:?}");
+            eprintln!("corrupt image: {}", r.unwrap_err());
+        }
+        let truncated = &images[0].0[..images[0].0.len() / 2];
+        // SAFETY: as above.
+        let r = unsafe { st.decode(truncated, None, (buf.device_ptr(), 1280 * 3), &ready) };
+        eprintln!("truncated image: {:?}", r.as_ref().map(|_| "decoded"));
+        st.wait_idle().unwrap();
+        decode_all(&mut st, "gpu huffman (after errors)");
     }
 
     #[test]

@@ -83,6 +83,17 @@ impl ParamUpload {
     }
 }
 
+impl ParamUpload {
+    /// Copies `dst.len()` bytes from `offset` of the last uploaded block back to the host,
+    /// after the work queued so far on the block's stream (the workspace's): for kernels
+    /// that report through their block (a flag per sample). Waits for the stream.
+    pub fn read_back_last(&self, offset: usize, dst: &mut [u8]) -> Result<()> {
+        let slot = &self.slots[(self.turn + DEPTH - 1) % DEPTH];
+        let dev = slot.device.as_ref().expect("read back after an upload");
+        Ok(dev.copy_to_host(offset, dst)?)
+    }
+}
+
 /// Appends a plain-old-data value's bytes to a parameter block.
 /// Launch shape of the per-sample kernels: one grid row (y) per sample, 256 threads per
 /// block, enough blocks along x for the largest sample's `max_items`, at most 1024 (the

@@ -31,6 +31,16 @@ pub enum Op {
 }
 
 impl Op {
+    /// Every operation, in declaration order (`op as i32` is its code in arithmetic.cu).
+    pub const ALL: [Op; 46] = {
+        use Op::*;
+        [
+            Add, Sub, Mul, FDiv, Div, Mod, Pow, FPow, Min, Max, Atan2, Eq, Neq, Lt, Leq, Gt, Geq, BitAnd, BitOr, BitXor,
+            Minus, Plus, Abs, FAbs, Sqrt, Rsqrt, Cbrt, Exp, Log, Log2, Log10, Sin, Cos, Tan, Asin, Acos, Atan,
+            Sinh, Cosh, Tanh, Asinh, Acosh, Atanh, Floor, Ceil, Clamp,
+        ]
+    };
+
     pub fn parse(s: &str) -> Option<Op> {
         use Op::*;
         Some(match s {
@@ -247,6 +257,11 @@ impl Program {
     pub fn out_type(&self) -> DType {
         self.nodes.last().expect("non-empty").dtype
     }
+
+    /// Whether an integer `//` or `%` (which fails on a zero divisor) is in the program.
+    pub fn divides_integers(&self) -> bool {
+        self.nodes.iter().any(|n| matches!(n.kind, Kind::Call(Op::Div | Op::Mod, _)) && cls(n.compute) != Cls::F)
+    }
 }
 
 /// Types `ast` for inputs of `input_types`; a message naming the offending operation on error.
@@ -258,7 +273,7 @@ pub fn compile(ast: &Ast, input_types: &[DType], ints: &[i64], reals: &[f64]) ->
 
 fn check_type(d: DType, what: &str) -> Result<(), String> {
     if d == DType::F16 {
-        return Err(format!("{what} has type FLOAT16, which arithmetic expressions do not support on the CPU"));
+        return Err(format!("{what} has type FLOAT16, which arithmetic expressions do not support"));
     }
     Ok(())
 }

@@ -37,7 +37,7 @@
 
 use std::sync::Arc;
 
-use crossbeam_channel::{bounded, Receiver};
+use crossbeam_channel::{bounded, Receiver, Sender};
 use sluice_codecs::{CoefLayout, ColorSpace, DecodeParams, ImageFormat, ImageInfo, Roi};
 use sluice_cuda::nvjpeg::{self, GpuEvent, HwBatchDecoder, HwTarget, HwWindow, NvJpeg};
 use sluice_cuda::{DeviceBuffer, GpuDevice, PinnedBuffer};
@@ -193,6 +193,14 @@ impl EngineWork {
         Ok(())
     }
 
+    /// Hands the work to the submitting thread `feed`, which reports on `tx`.
+    fn submit_on(self, feed: &rayon::ThreadPool, mut dec: HwBatchDecoder, tx: Sender<EngineOutcome>) {
+        feed.spawn(move || {
+            let result = self.run(&mut dec);
+            let _ = tx.send((dec, self.encoded, result));
+        });
+    }
+
     /// Submits the batch on `dec` (blocks while the engine takes it); if the engine refuses
     /// it, decodes the samples on this thread and copies them into place on the decoder's
     /// stream.
@@ -205,7 +213,7 @@ impl EngineWork {
         // SAFETY: every target is a slot of `out` (allocated on the pipeline stream before
         // `start` was recorded there) with room for the image or window at its pitch; the
         // encoded bytes live in `encoded` or `input`, which this work owns until the call
-        // returns (and `encoded` is not rewritten before the GPU has read it: `pin_encoded`).
+        // returns (and `encoded` is not rewritten before the GPU has read it: `pin`).
         let submitted = unsafe { dec.submit(&images, &self.targets, &self.start) };
         let busy = t.elapsed();
         match submitted {
@@ -502,30 +510,24 @@ impl MixedDecoder {
                 work.offsets.push(out.offset(i));
                 work.windows.push(window);
             }
-            let mut dec = s.dec.take().expect("a slot's decoder is home between batches");
+            let dec = s.dec.take().expect("a slot's decoder is home between batches");
             let (tx, done) = bounded(1);
             let threads = self.engine_threads.as_ref().expect("present with engine slots");
-            let feed = threads.feed.clone();
             if pinned_engine_input() {
                 // The copy to page-locked memory runs on a thread of its own, while the
                 // engine still works on the previous batch: neither this thread nor the
                 // workers (busy with CPU shares) stand between the engine and its work.
                 let device = ws.device.clone();
+                let feed = threads.feed.clone();
                 threads.input.spawn(move || {
                     if let Err(e) = work.pin(&dec, encoded, &device) {
                         let _ = tx.send((dec, None, Err(e)));
                         return;
                     }
-                    feed.spawn(move || {
-                        let result = work.run(&mut dec);
-                        let _ = tx.send((dec, work.encoded, result));
-                    });
+                    work.submit_on(&feed, dec, tx);
                 });
             } else {
-                feed.spawn(move || {
-                    let result = work.run(&mut dec);
-                    let _ = tx.send((dec, work.encoded, result));
-                });
+                work.submit_on(&threads.feed, dec, tx);
             }
             Some(EngineJob { slot, iteration: ws.iteration, done, outcome: None })
         };

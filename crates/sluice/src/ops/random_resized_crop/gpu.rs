@@ -2,7 +2,7 @@
 //! launch of the resize kernel resamples each window to the output size.
 
 use super::RandomResizedCrop;
-use crate::error::{Error, Result};
+use crate::error::Result;
 use crate::ops::resize::GpuResampler;
 use crate::ops::{GpuOperator, GpuWorkspace, OpContext};
 use crate::tensor::TensorListGpu;
@@ -22,13 +22,9 @@ impl GpuOperator for RandomResizedCropGpu {
     fn run(&mut self, ws: &GpuWorkspace<'_>) -> Result<Vec<TensorListGpu>> {
         let input = ws.gpu_inputs[0];
         let (plans, out_type) = self.rrc.plan(&ws.host_view(), input.meta())?;
-        if let Some((i, p)) = plans.iter().enumerate().find(|(_, p)| p.c > 4) {
-            let at = self.rrc.ctx.at(ws.iteration, i, input.source_info(i));
-            return Err(Error::data(at, format!("{} channels: the GPU random_resized_crop handles up to 4", p.c)));
-        }
         let meta = RandomResizedCrop::output_meta(&plans, out_type, input.meta());
         // Random windows seldom repeat an origin, so the filter tables are not kept.
-        let out = self.resampler.run(ws, input, &plans, meta, input.meta().dtype(), out_type, false)?;
+        let out = self.resampler.run(ws, &self.rrc.ctx, input, &plans, meta, input.meta().dtype(), out_type, false)?;
         Ok(vec![out])
     }
 }

@@ -99,17 +99,18 @@ impl TableCache {
     /// (a table new twice in one batch is computed once; nearest-neighbour-on-both-axes
     /// samples, which use the cpu's exact indices, are never cached).
     fn tables(&mut self, plans: &[Plan]) -> (Vec<[Table; 2]>, Vec<Option<TableKey>>) {
-        let mut fresh_n = 0;
         let mut fresh_keys: Vec<Option<TableKey>> = Vec::new();
         let mut pending: HashMap<TableKey, usize> = HashMap::new();
         let mut out = Vec::with_capacity(plans.len());
-        let mut take = |fresh: &mut Vec<Taps>| -> usize {
-            if fresh.len() == fresh_n {
+        // The next fresh table (recycled from earlier batches), recorded under `key`.
+        fn take(fresh: &mut Vec<Taps>, fresh_keys: &mut Vec<Option<TableKey>>, key: Option<TableKey>) -> usize {
+            let k = fresh_keys.len();
+            if fresh.len() == k {
                 fresh.push(Taps::default());
             }
-            fresh_n += 1;
-            fresh_n - 1
-        };
+            fresh_keys.push(key);
+            k
+        }
         for p in plans {
             if p.filter[0].is_none() && p.filter[1].is_none() {
                 // Nearest neighbour on both axes: the cpu picks rows by accumulation; use its
@@ -117,14 +118,13 @@ impl TableCache {
                 let (rows, cols) = super::kernel::nn_indices(p);
                 let mut pair = [Table::Fresh(0); 2];
                 for (a, idx) in [rows, cols].into_iter().enumerate() {
-                    let k = take(&mut self.fresh);
+                    let k = take(&mut self.fresh, &mut fresh_keys, None);
                     let t = &mut self.fresh[k];
                     t.support = 1;
                     t.first.clear();
                     t.first.extend(idx.iter().map(|&v| v as i32));
                     t.weights.clear();
                     t.weights.resize(idx.len(), 1.0);
-                    fresh_keys.push(None);
                     pair[a] = Table::Fresh(k);
                 }
                 out.push(pair);
@@ -140,9 +140,8 @@ impl TableCache {
                 } else if let Some(&k) = pending.get(&key) {
                     Table::Fresh(k)
                 } else {
-                    let k = take(&mut self.fresh);
+                    let k = take(&mut self.fresh, &mut fresh_keys, Some(key));
                     self.fresh[k].compute_tables(len, origin, scale, filter);
-                    fresh_keys.push(Some(key));
                     pending.insert(key, k);
                     Table::Fresh(k)
                 };
@@ -177,10 +176,7 @@ impl GpuOperator for ResizeGpu {
     fn run(&mut self, ws: &GpuWorkspace<'_>) -> Result<Vec<TensorListGpu>> {
         let input = ws.gpu_inputs[0];
         let ResizeBatch { meta, in_type, out_type } = self.resize.plan_batch(&ws.host_view(), input.meta())?;
-        if let Some((i, p)) = self.resize.plans().iter().enumerate().find(|(_, p)| p.c > 4) {
-            return Err(Error::data(self.resize_ctx_at(ws, input, i), format!("{} channels: the GPU resize handles up to 4", p.c)));
-        }
-        let out = self.resampler.run(ws, input, self.resize.plans(), meta, in_type, out_type, true)?;
+        let out = self.resampler.run(ws, self.resize.ctx(), input, self.resize.plans(), meta, in_type, out_type, true)?;
         Ok(vec![out])
     }
 }
@@ -189,11 +185,13 @@ impl GpuResampler {
     /// Resamples every sample of `input` by its plan into a new batch shaped `meta`.
     /// `keep_tables`: keep the filter tables on the device for later batches (worth it when
     /// they repeat; random windows, whose origins rarely do, pass false). Planning has
-    /// checked the batch already: at most 4 channels, no empty samples.
+    /// checked the batch already (no empty samples); samples of more than 4 channels are
+    /// an error naming `ctx`'s operator.
     #[allow(clippy::too_many_arguments)]
     pub(crate) fn run(
         &mut self,
         ws: &GpuWorkspace<'_>,
+        ctx: &OpContext,
         input: &TensorListGpu,
         plans: &[Plan],
         meta: crate::tensor::BatchMeta,
@@ -205,8 +203,12 @@ impl GpuResampler {
             (DType::U8, DType::U8) => "resize_u8_u8",
             (DType::U8, DType::F32) => "resize_u8_f32",
             (DType::F32, DType::F32) => "resize_f32_f32",
-            (i, o) => return Err(Error::Unsupported(format!("resize: {i} -> {o} is not supported on the GPU yet; use UINT8 or FLOAT"))),
+            (i, o) => return Err(Error::Unsupported(format!("{}: {i} -> {o} is not supported on the GPU yet; use UINT8 or FLOAT", ctx.display_name))),
         };
+        if let Some((i, p)) = plans.iter().enumerate().find(|(_, p)| p.c > 4) {
+            let at = ctx.at(ws.iteration, i, input.source_info(i));
+            return Err(Error::data(at, format!("{} channels: the GPU {} handles up to 4", p.c, ctx.display_name)));
+        }
         let out = TensorListGpu::alloc(meta, ws.device, ws.stream)?;
         let n = input.len();
         if n == 0 {
@@ -290,11 +292,5 @@ impl GpuResampler {
             ws.stream.launch_builder(&f).arg(&base).launch(cfg).map_err(sluice_cuda::CudaError::from)?;
         }
         Ok(out)
-    }
-}
-
-impl ResizeGpu {
-    fn resize_ctx_at(&self, ws: &GpuWorkspace<'_>, input: &TensorListGpu, i: usize) -> crate::error::Location {
-        self.resize.ctx().at(ws.iteration, i, input.source_info(i))
     }
 }
