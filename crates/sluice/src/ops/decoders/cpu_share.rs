@@ -16,6 +16,7 @@ use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 
 use sluice_codecs::{DecodeParams, ImageInfo};
 
+use super::gpu_huffman::GpuShare;
 use super::image_mixed::{Route, Staged};
 use crate::error::{Error, Result};
 use crate::ops::OpContext;
@@ -61,6 +62,8 @@ pub(super) struct CpuShare {
     ctx: OpContext,
     staging: StagingPtr,
     samples: Vec<ShareSample>,
+    /// For samples routed to GPU Huffman decoding.
+    gpu: Option<GpuShare>,
     results: Vec<Mutex<Option<Result<Staged>>>>,
     left: Mutex<usize>,
     done: Condvar,
@@ -80,10 +83,16 @@ impl CpuShare {
         ctx: OpContext,
         staging: *mut u8,
         samples: Vec<ShareSample>,
+        gpu: Option<GpuShare>,
     ) -> Arc<CpuShare> {
         let results = samples.iter().map(|_| Mutex::new(None)).collect();
         let left = Mutex::new(samples.len());
-        Arc::new(CpuShare { iteration, input, infos, routes, params, ctx, staging: StagingPtr(staging), samples, results, left, done: Condvar::new() })
+        Arc::new(CpuShare { iteration, input, infos, routes, params, ctx, staging: StagingPtr(staging), samples, gpu, results, left, done: Condvar::new() })
+    }
+
+    /// The GPU-Huffman decodes of this share, when it has any (to join after `wait`).
+    pub(super) fn gpu(&self) -> Option<&GpuShare> {
+        self.gpu.as_ref()
     }
 
     /// The samples, in staging order.
@@ -141,6 +150,20 @@ impl CpuShare {
                 // Damaged or unusual after all: the full decode reports or handles it.
                 let mut px = vec![0u8; out_len];
                 let p = DecodeParams { roi: Some(window), ..self.params };
+                sluice_codecs::decode_into(bytes, info, &p, &mut px).map_err(|e| Error::data(at(), e.to_string()))?;
+                return Ok(Staged::Fallback(px));
+            }
+            Route::GpuHuffman { window, out } => {
+                let gpu = self.gpu.as_ref().expect("a share with GPU-Huffman samples has a GpuShare");
+                let pitch = window.map_or(info.width, |r| r.width) * 3;
+                // SAFETY: `out` is this sample's slot of the batch's output (allocated before
+                // `gpu.ready`, sized for the window), which lives until the batch is joined.
+                if let Ok(true) = unsafe { gpu.decode(bytes, window, (out, pitch)) } {
+                    return Ok(Staged::OnGpu);
+                }
+                // Refused or failed on the GPU: libjpeg-turbo decodes it, or names the error.
+                let mut px = vec![0u8; out_len];
+                let p = DecodeParams { roi: window, ..self.params };
                 sluice_codecs::decode_into(bytes, info, &p, &mut px).map_err(|e| Error::data(at(), e.to_string()))?;
                 return Ok(Staged::Fallback(px));
             }

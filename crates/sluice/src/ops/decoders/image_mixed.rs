@@ -44,6 +44,7 @@ use sluice_cuda::{DeviceBuffer, GpuDevice, PinnedBuffer};
 
 use super::color_space;
 use super::cpu_share::{CpuShare, ShareQueue, ShareSample};
+use super::gpu_huffman::{GpuShare, HuffmanPool};
 use super::gpu_idct::{self, CoefSample, GpuIdct};
 use super::image::read_headers;
 use super::image_crop::scaled_window;
@@ -53,7 +54,7 @@ use crate::ops::{GpuOperator, GpuWorkspace, OpContext};
 use crate::tensor::{BatchMeta, DType, ReadyEvent, TensorList, TensorListGpu};
 
 /// Pinned staging buffers in flight for the CPU share.
-const STAGING_DEPTH: usize = 3;
+pub(super) const STAGING_DEPTH: usize = 3;
 
 /// The CPU share's samples go to the workers costliest first; `SLUICE_COSTLIEST_FIRST=0`
 /// keeps batch order instead (for measurements).
@@ -80,6 +81,9 @@ pub(super) fn trace_headers(ctx: &OpContext, iteration: u64, since: std::time::I
 struct Staging {
     buf: Option<PinnedBuffer>,
     done: Option<ReadyEvent>,
+    /// Recorded on the pipeline stream once the batch's output is allocated: the GPU-Huffman
+    /// decodes start after it.
+    ready: Option<Arc<GpuEvent>>,
 }
 
 /// Where one sample is decoded and what lands in its output slot. Unboxed on purpose (a
@@ -96,12 +100,17 @@ pub(super) enum Route {
     Cpu { window: Option<Roi>, denom: u32 },
     /// A worker entropy-decodes the blocks of this window, the GPU does the rest (gpu_idct).
     Coef { window: Roi, layout: CoefLayout },
+    /// A worker has nvJPEG's GPU-Huffman decoder decode this window (None: whole image)
+    /// straight into the output slot at `out` (gpu_huffman).
+    GpuHuffman { window: Option<Roi>, out: u64 },
 }
 
 /// What a worker left in a CPU-share sample's staging.
 #[allow(clippy::large_enum_variant)] // the tables inline: no allocation per sample
 pub(super) enum Staged {
     Pixels,
+    /// Decoded on the GPU, in place.
+    OnGpu,
     /// Coefficients, with the sample's quantization tables.
     Coefficients([[u16; 64]; 3]),
     /// The coefficient read failed, and a full decode produced these pixels (rare).
@@ -282,6 +291,10 @@ pub(super) struct MixedDecoder {
     started: std::collections::VecDeque<Started>,
     /// The CPU shares' samples, for the pool's workers.
     share_queue: Arc<ShareQueue>,
+    /// nvJPEG's GPU-Huffman decoder states, made on the first batch with a JPEG larger than
+    /// `huffman_threshold` pixels for it (None inside: nvJPEG cannot).
+    huffman: std::sync::OnceLock<Option<Arc<HuffmanPool>>>,
+    huffman_threshold: usize,
 }
 
 impl MixedDecoder {
@@ -317,8 +330,24 @@ impl MixedDecoder {
             fast_idct: ctx.args.bool("use_fast_idct"),
             ..DecodeParams::default()
         };
-        let staging = std::array::from_fn(|_| Staging { buf: None, done: None });
-        Ok(MixedDecoder { ctx: ctx.clone(), params, nv, slots, next_slot: 0, engine_threads, hw_load, staging, turn: 0, idct: GpuIdct::default(), started: Default::default(), share_queue: Default::default() })
+        let staging = std::array::from_fn(|_| Staging { buf: None, done: None, ready: None });
+        let huffman_threshold = ctx.args.int("hybrid_huffman_threshold").max(0) as usize;
+        Ok(MixedDecoder {
+            ctx: ctx.clone(),
+            params,
+            nv,
+            slots,
+            next_slot: 0,
+            engine_threads,
+            hw_load,
+            staging,
+            turn: 0,
+            idct: GpuIdct::default(),
+            started: Default::default(),
+            share_queue: Default::default(),
+            huffman: Default::default(),
+            huffman_threshold,
+        })
     }
 
     /// Waits for the engine thread to finish submitting `job`, keeps its report in the job
@@ -362,6 +391,21 @@ impl MixedDecoder {
 
     pub(super) fn params(&self) -> &DecodeParams {
         &self.params
+    }
+
+    /// Whether sample `i`, left over by the engine, goes to GPU Huffman decoding: a JPEG of
+    /// more than `hybrid_huffman_threshold` pixels that the engine's vetting would pass (the
+    /// GPU decoders turn truncated files into garbage without an error), when nvJPEG has
+    /// the decoder (made here on first need).
+    fn suits_gpu_huffman(&self, device: &Arc<GpuDevice>, data: &[u8], info: &ImageInfo) -> bool {
+        let upright = !self.params.adjust_orientation || info.orientation.to_exif() == 1;
+        self.params.color == ColorSpace::Rgb
+            && info.format == ImageFormat::Jpeg
+            && info.channels == 3
+            && upright
+            && info.width * info.height > self.huffman_threshold
+            && sluice_codecs::jpeg_suits_hardware_decoder(data)
+            && self.huffman.get_or_init(|| nvjpeg::library_present().then(|| HuffmanPool::new(device).ok()).flatten()).is_some()
     }
 
     /// Which samples the hardware engine takes: baseline colour JPEGs it decodes correctly
@@ -439,6 +483,9 @@ impl MixedDecoder {
                     scratch_len += h * w * 3;
                     (route, (r.height, r.width))
                 }
+                (false, window) if self.suits_gpu_huffman(ws.device, data[i], &infos[i]) => {
+                    (Route::GpuHuffman { window, out: 0 }, window.map_or((h, w), |r| (r.height, r.width)))
+                }
                 (false, None) => (Route::Cpu { window: None, denom: 1 }, (h, w)),
                 (false, Some(r)) => {
                     let (r, denom) = scaled_window(&infos[i], &self.params, r, downscale_to);
@@ -453,6 +500,13 @@ impl MixedDecoder {
         meta.inherit_source_info(input.meta());
         let out = TensorListGpu::alloc(meta, ws.device, ws.stream)?;
         let scratch = if scratch_len > 0 { Some(DeviceBuffer::alloc(ws.device, ws.stream, scratch_len)?) } else { None };
+        let mut on_gpu_huffman = false;
+        for (i, route) in routes.iter_mut().enumerate() {
+            if let Route::GpuHuffman { out: ptr, .. } = route {
+                *ptr = out.sample_ptr(i);
+                on_gpu_huffman = true;
+            }
+        }
 
         // The engine's share, submitted on its thread right away (queued behind the
         // previous batch's, when that is still on the engine).
@@ -504,7 +558,7 @@ impl MixedDecoder {
                         },
                         window,
                     ),
-                    Route::Cpu { .. } | Route::Coef { .. } => unreachable!("only engine-routed samples have targets"),
+                    Route::Cpu { .. } | Route::Coef { .. } | Route::GpuHuffman { .. } => unreachable!("only engine-routed samples have targets"),
                 };
                 work.targets.push(target);
                 work.offsets.push(out.offset(i));
@@ -553,6 +607,7 @@ impl MixedDecoder {
             let out_len = out.meta().byte_range(i).len();
             let staged_len = match routes[i] {
                 Route::Coef { layout, .. } => layout.coefficients * 2,
+                Route::GpuHuffman { .. } => 0,
                 _ => out_len,
             };
             samples.push(ShareSample { index: i, staged_at: total, staged_len, out_len });
@@ -572,6 +627,19 @@ impl MixedDecoder {
                 slot.buf = Some(PinnedBuffer::alloc(ws.device, total + total / 4)?);
             }
             let base = slot.buf.as_mut().expect("allocated above").as_mut_slice().as_mut_ptr();
+            let gpu = match (on_gpu_huffman, self.huffman.get()) {
+                (true, Some(Some(pool))) => {
+                    let ready = match slot.ready.take() {
+                        Some(ev) => ev,
+                        None => Arc::new(GpuEvent::new(ws.device)?),
+                    };
+                    // Reused three batches on, when this batch's decodes are all queued.
+                    ready.record(ws.stream)?;
+                    slot.ready = Some(ready.clone());
+                    Some(GpuShare { pool: pool.clone(), ready, slot: staging_slot, used: Default::default() })
+                }
+                _ => None,
+            };
             // Cost: the bytes libjpeg must entropy-decode (a cropped decode stops below its
             // window).
             let cost = |i: usize| match routes[i] {
@@ -585,7 +653,7 @@ impl MixedDecoder {
             // SAFETY: the staging slot holds `total` bytes; nothing else touches it, nor
             // frees it, until `finish` or `abandon` has waited for the share (the ring of
             // STAGING_DEPTH > 2 slots is not reused while two batches are in flight).
-            let share = unsafe { CpuShare::new(ws.iteration, input.clone(), infos.clone(), routes.clone(), self.params, self.ctx.clone(), base, samples) };
+            let share = unsafe { CpuShare::new(ws.iteration, input.clone(), infos.clone(), routes.clone(), self.params, self.ctx.clone(), base, samples, gpu) };
             self.share_queue.start(&share, &order, ws.pool);
             Some(share)
         };
@@ -605,6 +673,10 @@ impl MixedDecoder {
         if let Some(share) = &s.share {
             self.share_queue.drain(Some(s.iteration));
             share.wait();
+            // The output is freed next: the GPU-Huffman decodes into it must be over.
+            if let Some(gpu) = share.gpu() {
+                let _ = gpu.wait();
+            }
         }
         if let Some(mut job) = s.engine {
             self.settle(&mut job);
@@ -637,6 +709,11 @@ impl MixedDecoder {
             share.wait();
             share.results()
         });
+        // The GPU-Huffman decodes, on their own streams, come before anything else here
+        // (even an error return, which frees the output on this stream).
+        if let Some(gpu) = share.as_ref().and_then(|s| s.gpu()) {
+            gpu.join(ws.stream)?;
+        }
         let slot = &mut self.staging[staging_slot];
         let t_cpu = t0.elapsed();
         let staged = cpu_results.into_iter().collect::<Result<Vec<Staged>>>();
@@ -648,6 +725,7 @@ impl MixedDecoder {
             let mut fallbacks = false;
             for (&ShareSample { index: i, staged_at, staged_len, .. }, st) in samples.iter().zip(staged) {
                 match (st, routes[i]) {
+                    (Staged::OnGpu, _) => {}
                     (Staged::Coefficients(quant), Route::Coef { window, layout }) => {
                         coef_samples.push(CoefSample { index: i, window, layout, staged_at, quant: *quant });
                     }

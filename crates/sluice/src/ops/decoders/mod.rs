@@ -2,6 +2,7 @@
 //! PNG, BMP, TIFF, WebP, PNM). The mixed (nvJPEG) backend arrives with the CUDA runtime.
 
 mod cpu_share;
+mod gpu_huffman;
 mod gpu_idct;
 mod image;
 mod image_crop;
@@ -42,7 +43,8 @@ pub(crate) const MIXED_ONLY_ARGS: &[crate::ops::ArgSchema] = {
         arg("host_memory_padding", T::Int, D::Int(8 << 20), "mixed only: extra pinned host memory per buffer."),
         arg("host_memory_padding_jpeg2k", T::Int, D::Int(0), "mixed only: as host_memory_padding, for JPEG 2000."),
         arg("hw_decoder_load", T::Float, D::Float(0.65), "mixed only: share of JPEGs sent to the hardware JPEG decoder."),
-        arg("hybrid_huffman_threshold", T::Int, D::Int(1_000_000), "mixed only: pixel count above which Huffman decoding moves to the GPU."),
+        // DALI's default is 1,000,000; off here, as measured slower (see gpu_huffman.rs).
+        arg("hybrid_huffman_threshold", T::Int, D::Int(i64::MAX), "mixed only: pixel count above which JPEGs the hardware decoder leaves over are decoded by nvJPEG's GPU-Huffman decoder instead of on the CPU. Off by default (DALI: 1000000): on an H200 with 16 cores it was slower than Sluice's CPU share."),
         arg("jpeg_fancy_upsampling", T::Bool, D::Bool(false), "mixed only: upsample chroma as the cpu decoder does."),
         arg("preallocate_width_hint", T::Int, D::Int(0), "mixed only: expected maximum width, to preallocate."),
         arg("preallocate_height_hint", T::Int, D::Int(0), "mixed only: expected maximum height, to preallocate."),
