@@ -58,6 +58,9 @@ struct Normalize {
     mean: Vec<f64>,
     inv: Vec<f64>,
     offsets: Vec<usize>,
+    /// Per sample, how many elements each of its computed parameters is taken over: the
+    /// product of the reduced extents, or with `batch=True` that summed over the batch.
+    counts: Vec<f64>,
 }
 
 /// Where a parameter comes from.
@@ -83,7 +86,7 @@ impl Normalize {
                 }
             }
         }
-        Ok(Normalize { ctx: ctx.clone(), dtype, mean: Vec::new(), inv: Vec::new(), offsets: Vec::new() })
+        Ok(Normalize { ctx: ctx.clone(), dtype, mean: Vec::new(), inv: Vec::new(), offsets: Vec::new(), counts: Vec::new() })
     }
 
     fn param<'a>(&self, ws: &Workspace<'a>, name: &'static str) -> Param<'a> {
@@ -143,6 +146,19 @@ pub(crate) fn param_strides(shape: &[usize], reduced: &[bool], strides: &mut [us
     s
 }
 
+/// A computed standard deviation turned into what the output multiplies by, from the sum of
+/// squared deviations over `count` elements: scale / sqrt(sum / (count - ddof) + epsilon),
+/// and 0 where that variance is 0 (DALI: a constant input normalizes to `shift`). The gpu's
+/// `inv_stddev` in normalize.cu is this, operation for operation.
+pub(crate) fn inv_stddev(sum_sq: f64, count: f64, ddof: f64, epsilon: f64, scale: f64) -> f64 {
+    let var = sum_sq / (count - ddof) + epsilon;
+    if var == 0.0 {
+        0.0
+    } else {
+        scale / var.sqrt()
+    }
+}
+
 /// `buf` cut at `offsets` (n + 1 entries) into one slice per sample.
 fn split<'a>(buf: &'a mut [f64], offsets: &[usize]) -> Vec<&'a mut [f64]> {
     let mut rest = buf;
@@ -197,12 +213,15 @@ struct Plan<'a> {
     mean: Param<'a>,
     stddev: Param<'a>,
     batch: bool,
+    ddof: f64,
+    epsilon: f64,
+    scale: f64,
     shift: f64,
 }
 
 impl Normalize {
     /// Checks a batch of `input` and its arguments and lays out the parameter space
-    /// (`offsets`): given `mean` / `stddev` are broadcast into `self.mean` / `self.inv` and
+    /// (`offsets`, and `counts` for computed parameters): given `mean` / `stddev` are broadcast into `self.mean` / `self.inv` and
     /// a given stddev is already turned into scale / sqrt(stddev^2 + epsilon). Computed ones
     /// are left to the caller (they need the data). Same checks and messages on both backends.
     fn plan<'a>(&mut self, ws: &Workspace<'a>, input: &BatchMeta) -> Result<Plan<'a>> {
@@ -220,10 +239,12 @@ impl Normalize {
         let reduced = self.reduced(ws, input, ndim, mean_p, std_p)?;
         let batch = self.ctx.args.bool("batch");
         let (eps, scale, shift) = (self.ctx.args.float("epsilon"), self.ctx.args.float("scale"), self.ctx.args.float("shift"));
+        let ddof = self.ctx.args.int("ddof") as f64;
 
         // Parameter-space layout: one block per sample (plus one for the batch).
         self.offsets.clear();
         self.offsets.push(0);
+        self.counts.clear();
         for i in 0..n {
             let s = input.shape(i);
             if batch && (0..ndim).any(|a| !reduced[a] && s[a] != input.shape(0)[a]) {
@@ -235,6 +256,11 @@ impl Normalize {
             let mut st = [0; MAX_NDIM];
             let pn = param_strides(s, &reduced[..ndim], &mut st);
             self.offsets.push(self.offsets[i] + pn);
+            self.counts.push((0..ndim).filter(|&a| reduced[a]).map(|a| s[a] as f64).product());
+        }
+        if batch {
+            let total: f64 = self.counts.iter().sum();
+            self.counts.fill(total);
         }
         let total = self.offsets[n];
         self.mean.clear();
@@ -304,21 +330,16 @@ impl Normalize {
                 *v = scale / (*v * *v + eps).sqrt();
             }
         }
-        Ok(Plan { reduced, mean: mean_p, stddev: std_p, batch, shift })
+        Ok(Plan { reduced, mean: mean_p, stddev: std_p, batch, ddof, epsilon: eps, scale, shift })
     }
 }
 
 impl Operator for Normalize {
     fn run(&mut self, ws: &Workspace<'_>) -> Result<Vec<TensorList>> {
         let input = ws.inputs[0];
-        let Plan { reduced, mean: mean_p, stddev: std_p, batch, shift } = self.plan(ws, input.meta())?;
+        let Plan { reduced, mean: mean_p, stddev: std_p, batch, ddof, epsilon, scale, shift } = self.plan(ws, input.meta())?;
         let (ndim, n, dtype) = (input.ndim(), input.len(), input.dtype());
-        let (eps, scale, ddof) = (self.ctx.args.float("epsilon"), self.ctx.args.float("scale"), self.ctx.args.int("ddof") as f64);
-        let offsets = &self.offsets;
-        let count = |i: usize| -> f64 {
-            let s = input.shape(i);
-            (0..ndim).filter(|&a| reduced[a]).map(|a| s[a] as f64).product()
-        };
+        let (offsets, counts) = (&self.offsets, &self.counts);
         // Combines per-sample sums over the batch into every sample's block.
         let batch_combine = |buf: &mut Vec<f64>| {
             let pn = offsets.get(1).copied().unwrap_or(0);
@@ -345,13 +366,9 @@ impl Operator for Normalize {
             });
             if batch {
                 batch_combine(&mut self.mean);
-                let c: f64 = (0..n).map(count).sum();
-                self.mean.iter_mut().for_each(|m| *m /= c);
-            } else {
-                for i in 0..n {
-                    let c = count(i);
-                    self.mean[offsets[i]..offsets[i + 1]].iter_mut().for_each(|m| *m /= c);
-                }
+            }
+            for i in 0..n {
+                self.mean[offsets[i]..offsets[i + 1]].iter_mut().for_each(|m| *m /= counts[i]);
             }
         }
         if let Param::Computed = std_p {
@@ -373,10 +390,8 @@ impl Operator for Normalize {
                 batch_combine(&mut self.inv);
             }
             for i in 0..n {
-                let c = if batch { (0..n).map(count).sum() } else { count(i) };
                 for v in &mut self.inv[offsets[i]..offsets[i + 1]] {
-                    let var = *v / (c - ddof) + eps;
-                    *v = if var == 0.0 { 0.0 } else { scale / var.sqrt() };
+                    *v = inv_stddev(*v, counts[i], ddof, epsilon, scale);
                 }
             }
         }
