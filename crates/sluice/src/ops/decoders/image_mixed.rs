@@ -172,17 +172,6 @@ struct EngineJob {
     outcome: Option<Result<(std::time::Instant, std::time::Duration, Vec<usize>)>>,
 }
 
-/// Mean pixel count of an engine share above which one engine slot serves (see
-/// `MixedDecoder::take_slot`).
-const SINGLE_SLOT_PIXELS: usize = 1_000_000;
-
-/// `SLUICE_SINGLE_SLOT_FOR_LARGE=0` makes the second engine slot whatever the image size
-/// (for measurements).
-fn single_slot_for_large() -> bool {
-    static ON: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
-    *ON.get_or_init(|| std::env::var_os("SLUICE_SINGLE_SLOT_FOR_LARGE").is_none_or(|v| v != "0"))
-}
-
 /// Whether the engine reads its input from page-locked memory (`SLUICE_PINNED_ENGINE_INPUT=0`
 /// turns it off, for measurements).
 fn pinned_engine_input() -> bool {
@@ -383,17 +372,12 @@ impl MixedDecoder {
     }
 
     /// The slot for this batch (the other one than last time, made on first use; without
-    /// it, out of memory say, one slot serves). Batches of large images (`engine_pixels`:
-    /// the engine share's mean pixel count above 1 MP) keep to one slot: there the engine
-    /// itself is the limit and a second state adds nothing but memory (engine alone on an
-    /// H200, large photos: 1 state 3,869 img/s and 861 MiB, 2 states 3,814 img/s and
-    /// 1,200 MiB; on ImageNet-like files the second state buys ~2%).
-    fn take_slot(&mut self, engine_pixels: usize) -> usize {
+    /// it, out of memory say, one slot serves). Two slots also for large images, though the
+    /// engine alone is no faster with them: in the pipeline one slot measured 3,250-3,370
+    /// img/s on large photos against 3,540-3,970 with two (H200, 2026-11-23).
+    fn take_slot(&mut self) -> usize {
         let want = self.next_slot;
         self.next_slot ^= 1;
-        if want == 1 && self.slots.len() == 1 && engine_pixels > SINGLE_SLOT_PIXELS && single_slot_for_large() {
-            return 0;
-        }
         if want == 1 && self.slots.len() == 1 {
             match self.nv.as_ref().map(|nv| new_slot(nv, self.ctx.batch_size)) {
                 Some(Ok(slot)) => self.slots.push(slot),
@@ -532,8 +516,7 @@ impl MixedDecoder {
         let engine = if hw_idx.is_empty() {
             None
         } else {
-            let pixels = hw_idx.iter().map(|&i| infos[i].width * infos[i].height).sum::<usize>() / hw_idx.len();
-            let slot = self.take_slot(pixels);
+            let slot = self.take_slot();
             // With one slot only, the previous batch may still hold its decoder.
             for k in 0..self.started.len() {
                 if let Some(mut job) = self.started[k].engine.take() {
