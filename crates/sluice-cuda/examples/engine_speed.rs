@@ -8,6 +8,9 @@
 //! other threads spinning meanwhile (a loaded CPU, as in a pipeline).
 //! Prints images per second and how long each submit call blocked the calling thread.
 
+#[path = "common/mod.rs"]
+mod common;
+
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -15,28 +18,14 @@ use sluice_codecs::read_info;
 use sluice_cuda::nvjpeg::{GpuEvent, HwBatchDecoder, HwTarget, HwWindow, NvJpeg};
 use sluice_cuda::{DeviceBuffer, GpuDevice};
 
+use common::{take_flag, take_number};
+
 fn main() {
     let mut args: Vec<String> = std::env::args().skip(1).collect();
-    let mut opt = |name: &str, default: f64| -> f64 {
-        match args.iter().position(|a| a == name) {
-            Some(i) => {
-                let v = args[i + 1].parse().expect("number");
-                args.drain(i..i + 2);
-                v
-            }
-            None => default,
-        }
-    };
+    let mut opt = |name: &str, default: f64| take_number(&mut args, name, default);
     let (batch, states, threads, seconds) = (opt("--batch", 166.0) as usize, opt("--states", 2.0) as usize, opt("--threads", 1.0) as usize, opt("--seconds", 5.0));
     let busy = opt("--busy", 0.0) as usize;
-    let mut flag = |name: &str| match args.iter().position(|a| a == name) {
-        Some(i) => {
-            args.remove(i);
-            true
-        }
-        None => false,
-    };
-    let (window, pinned) = (flag("--window"), flag("--pinned"));
+    let (window, pinned) = (take_flag(&mut args, "--window"), take_flag(&mut args, "--pinned"));
     let owned: Vec<Vec<u8>> = args.iter().map(|f| std::fs::read(f).expect("read")).collect();
     let infos: Vec<_> = owned.iter().map(|b| read_info(b).expect("header")).collect();
     let dev = GpuDevice::open(0).expect("GPU");

@@ -7,12 +7,17 @@
 //! Prints images per second, the CPU time the process used per image (the host phase:
 //! parsing and staging the entropy-coded data), and how many files the decoder refused.
 
+#[path = "common/mod.rs"]
+mod common;
+
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
 use sluice_codecs::read_info;
 use sluice_cuda::nvjpeg::{GpuEvent, GpuHuffman, GpuHuffmanState, HwWindow, NvJpeg};
 use sluice_cuda::{DeviceBuffer, GpuDevice};
+
+use common::{take_flag, take_number};
 
 /// User + system CPU seconds of this process so far (Linux).
 fn cpu_seconds() -> f64 {
@@ -25,24 +30,8 @@ fn cpu_seconds() -> f64 {
 
 fn main() {
     let mut args: Vec<String> = std::env::args().skip(1).collect();
-    let mut opt = |name: &str, default: f64| -> f64 {
-        match args.iter().position(|a| a == name) {
-            Some(i) => {
-                let v = args[i + 1].parse().expect("number");
-                args.drain(i..i + 2);
-                v
-            }
-            None => default,
-        }
-    };
-    let (threads, seconds) = (opt("--threads", 8.0) as usize, opt("--seconds", 5.0));
-    let window = match args.iter().position(|a| a == "--window") {
-        Some(i) => {
-            args.remove(i);
-            true
-        }
-        None => false,
-    };
+    let (threads, seconds) = (take_number(&mut args, "--threads", 8.0) as usize, take_number(&mut args, "--seconds", 5.0));
+    let window = take_flag(&mut args, "--window");
     let files: Vec<Vec<u8>> = args.iter().map(|f| std::fs::read(f).expect("read")).collect();
     let infos: Vec<_> = files.iter().map(|b| read_info(b).expect("header")).collect();
     let dev = GpuDevice::open(0).expect("GPU");
