@@ -24,6 +24,7 @@ mod encode;
 mod exif;
 mod jpeg;
 mod other;
+pub mod scan;
 mod transform;
 
 pub use coefficients::{coefficient_layout, read_coefficients, CoefComponent, CoefLayout};

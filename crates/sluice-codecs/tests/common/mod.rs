@@ -33,3 +33,22 @@ pub fn jpeg(px: &[u8], w: usize, h: usize, ch: usize, e: Enc) -> Vec<u8> {
     }
 }
 
+/// A photo-like image: smooth gradients, texture and noise, so every DCT frequency is used.
+pub fn photo(w: usize, h: usize, seed: u32) -> Vec<u8> {
+    let mut s = seed.wrapping_mul(2654435761).max(1);
+    let mut v = Vec::with_capacity(w * h * 3);
+    for y in 0..h {
+        for x in 0..w {
+            s ^= s << 13;
+            s ^= s >> 17;
+            s ^= s << 5;
+            let n = (s % 48) as f32 - 24.0;
+            let t = 128.0 + 80.0 * ((x as f32 / 7.0).sin() * (y as f32 / 11.0).cos());
+            let r = (x * 255 / w.max(1)) as f32 * 0.7 + n;
+            let g = (y * 255 / h.max(1)) as f32 * 0.6 + t * 0.3 + n * 0.5;
+            let b = t + n;
+            v.extend_from_slice(&[r.clamp(0.0, 255.0) as u8, g.clamp(0.0, 255.0) as u8, b.clamp(0.0, 255.0) as u8]);
+        }
+    }
+    v
+}
