@@ -130,9 +130,12 @@ def test_decoding_ahead_gives_the_same_batches_as_running_in_order(mixed_root, d
     n = 3 * len(files)
     ahead = _epoch(pipe(), n)
     in_order = _epoch(pipe(exec_async=False, exec_pipelined=False), n)
+    differ = []
     for k, (a, b) in enumerate(zip(ahead, in_order)):
         assert a.shape == b.shape == (48, 64, 3), k
-        assert np.array_equal(a, b), k
+        if not np.array_equal(a, b):
+            differ.append((k, int(np.abs(a.astype(np.int16) - b.astype(np.int16)).max()), float(a.mean()), float(b.mean())))
+    assert not differ, f"{len(differ)} of {n} samples differ (sample, max abs diff, means ahead / in order): {differ[:10]}"
 
 
 def test_two_mixed_decoders_in_one_pipeline_share_the_workers(mixed_root):
@@ -495,25 +498,81 @@ def test_mixed_window_decoders_cut_the_cpu_windows(mixed_root, kind):
 
 def test_mixed_random_crop_feeding_resize_matches_cpu_pipeline(mixed_root):
     """The graph's DCT-scale hint reaches the mixed decoder's CPU share: with the engine off,
-    the GPU pipeline equals the cpu pipeline up to the resize's +-1."""
+    every GPU output equals, up to the resize's +-1, the cpu pipeline's decoded at a DCT scale
+    (the files decoded on the CPU workers) or at full scale (the baseline JPEGs the GPU
+    entropy-decodes: full-scale windows). A cpu pipeline that also outputs its crops cannot
+    fuse the decode with the resize, so it decodes at full scale."""
     require_gpu()
     files = _files(mixed_root)
 
-    def pipe(dev):
+    def pipe(dev, full_scale=False):
         @pipeline_def(batch_size=BATCH, num_threads=4, device_id=0, seed=9)
         def p():
             data, _ = fn.readers.file(files=files, name="Reader")
             img = fn.decoders.image_random_crop(data, device="mixed" if dev == "gpu" else "cpu", hw_decoder_load=0.0)
-            return fn.resize(img, device=dev, resize_x=56, resize_y=48)
+            out = fn.resize(img, device=dev, resize_x=56, resize_y=48)
+            return (out, img) if full_scale else out
 
         return p()
 
-    cpu = _epoch(pipe("cpu"), len(files))
+    def first_outputs(p):
+        res = []
+        while len(res) < len(files):
+            outs = p.run()
+            res += [outs[0].at(i).copy() for i in range(len(outs[0]))]
+        return res[: len(files)]
+
+    scaled = _epoch(pipe("cpu"), len(files))
+    full = first_outputs(pipe("cpu", full_scale=True))
     gpu = _epoch(pipe("gpu"), len(files))
+    matched = {"scaled": 0, "full": 0}
+    for f, a, c, b in zip(files, scaled, full, gpu):
+        assert a.shape == c.shape == b.shape == (48, 56, 3), f
+        d_scaled = np.abs(a.astype(np.int16) - b.astype(np.int16)).max()
+        d_full = np.abs(c.astype(np.int16) - b.astype(np.int16)).max()
+        assert min(d_scaled, d_full) <= 1, (f, d_scaled, d_full)
+        if d_scaled > 1 or np.array_equal(a, c):
+            matched["full"] += d_full <= 1
+        else:
+            matched["scaled"] += 1
+    # Both kinds occur in the mixed set (progressive files, PNGs... and baseline JPEGs).
+    assert matched["scaled"] > 0 and matched["full"] > 0, matched
+
+
+def _photo(w, h, seed):
+    """A photo-like image (gradients, texture, noise): every DCT frequency in use."""
+    rng = np.random.default_rng(seed)
+    y, x = np.mgrid[0:h, 0:w].astype(np.float32)
+    t = 128 + 80 * np.sin(x / 7.0) * np.cos(y / 11.0)
+    img = np.stack([x * 255 / w * 0.7, y * 255 / h * 0.6 + t * 0.3, t], axis=-1)
+    img += rng.normal(0, 14, img.shape)
+    return np.clip(img, 0, 255).astype(np.uint8)
+
+
+def test_gpu_entropy_decoder_equals_cpu_decoder_on_large_jpegs(tmp_path):
+    """Baseline JPEGs the engine leaves over are entropy-decoded on the GPU (a CUDA block per
+    image, up to 512 self-synchronising chunks of its scan) and finished by the GPU IDCT:
+    whole images and windows equal libjpeg-turbo's decode bit for bit, for 4:2:0, 4:2:2 and
+    4:4:4 and for scans from a few hundred bytes to megabytes."""
+    require_gpu()
+    from PIL import Image
+
+    files = []
+    for k, (w, h, q, sub) in enumerate([(1600, 1200, 95, 2), (1203, 1601, 90, 0), (999, 777, 85, 1), (2400, 1600, 97, 2),
+                                        (40, 30, 75, 2), (333, 217, 90, 0), (17, 9, 50, 2)]):
+        path = tmp_path / f"photo{k}.jpg"
+        Image.fromarray(_photo(w, h, k)).save(path, quality=q, subsampling=sub)
+        files.append(str(path))
+    files = files * 3  # a batch of 16 with repeats, and more than one batch
+    cpu = _epoch(_decode_pipe(files, "cpu"), len(files))
+    gpu = _epoch(_decode_pipe(files, "mixed", hw_decoder_load=0.0), len(files))
     for f, a, b in zip(files, cpu, gpu):
-        assert a.shape == b.shape == (48, 56, 3), f
-        d = np.abs(a.astype(np.int16) - b.astype(np.int16))
-        assert d.max() <= 1, (f, d.max())
+        assert a.shape == b.shape and np.array_equal(a, b), f
+    for kind in ["random_crop", "slice"]:
+        cpu = _epoch(_roi_pipe(files, "cpu", kind), len(files))
+        gpu = _epoch(_roi_pipe(files, "mixed", kind, hw_decoder_load=0.0), len(files))
+        for f, a, b in zip(files, cpu, gpu):
+            assert a.shape == b.shape and np.array_equal(a, b), (kind, f)
 
 
 # --------------------------------------------------------------------------- flip, transpose, cast, normalize

@@ -73,7 +73,7 @@ pub struct ScanHeader {
 
 const _: () = assert!(std::mem::size_of::<HuffTable>() == 1424);
 const _: () = assert!(std::mem::size_of::<ScanHeader>() == 4 * 1424 + 16 + 5 * MAX_MCU_BLOCKS + 14);
-const _: () = assert!(std::mem::size_of::<ScanHeader>() % 8 == 0);
+const _: () = assert!(std::mem::size_of::<ScanHeader>().is_multiple_of(8));
 
 impl ScanHeader {
     /// The header's bytes, as the GPU reads them.
@@ -227,11 +227,8 @@ pub fn prepare_scan(bytes: &[u8], data: &mut [u8]) -> Option<PreparedScan> {
                     at += 1 + size;
                 }
             }
-            0xDD => {
-                if be16(seg, 0)? != 0 {
-                    return None;
-                }
-            }
+            // A restart interval other than 0.
+            0xDD if be16(seg, 0)? != 0 => return None,
             0xDA => break (seg, pos + len),
             0xD9 => return None,
             _ => {}

@@ -105,3 +105,39 @@ fn corrupt_data_is_reported_not_decoded() {
     let err = decode_parallel(&scan.header, &bad, &layout, 2048, &mut out).unwrap_err();
     assert!(matches!(err, ScanError::Corrupt | ScanError::BlockCount { .. }), "{err:?}");
 }
+
+#[test]
+#[ignore]
+fn dump_for_kernel_emulation() {
+    use std::io::Write;
+    let dir = std::env::var("DUMP_DIR").unwrap();
+    let mut k = 0;
+    for (si, &samp) in SAMPLINGS[..4].iter().enumerate() {
+        for (w, h, q) in [(333, 217, 90), (1601, 1203, 92), (64, 48, 75)] {
+            let (bytes, _) = jpeg(w, h, samp, q, 0, (si * 7 + w) as u32);
+            let mut data = vec![0u8; scan_room(bytes.len())];
+            let scan = prepare_scan(&bytes, &mut data).unwrap();
+            for window in [Roi { x: 0, y: 0, width: w, height: h }, Roi { x: w / 3, y: h / 4, width: w / 2, height: h / 2 }] {
+                let (want, layout, _) = libjpeg_coefficients(&bytes, window);
+                let mut f = std::fs::File::create(format!("{dir}/case{k}.bin")).unwrap();
+                let hb = scan.header.as_bytes();
+                f.write_all(&(hb.len() as u64).to_le_bytes()).unwrap();
+                f.write_all(hb).unwrap();
+                f.write_all(&(data.len() as u64).to_le_bytes()).unwrap();
+                f.write_all(&data).unwrap();
+                f.write_all(&(layout.components as u64).to_le_bytes()).unwrap();
+                for c in 0..3 {
+                    let g = &layout.comp[c.min(layout.components - 1)];
+                    for v in [g.bx0, g.by0, g.bw, g.bh, g.offset] {
+                        f.write_all(&(v as u64).to_le_bytes()).unwrap();
+                    }
+                }
+                f.write_all(&(want.len() as u64).to_le_bytes()).unwrap();
+                for v in &want {
+                    f.write_all(&v.to_le_bytes()).unwrap();
+                }
+                k += 1;
+            }
+        }
+    }
+}

@@ -81,6 +81,16 @@ impl DeviceBuffer {
         Ok(())
     }
 
+    /// Sets every byte to zero, ordered on the buffer's stream.
+    pub fn zero_async(&self) -> CudaResult<()> {
+        if self.len == 0 {
+            return Ok(());
+        }
+        self.device.bind()?;
+        // SAFETY: the whole allocation, on its own stream.
+        check("cuMemsetD8Async", unsafe { sys::cuMemsetD8Async(self.ptr, 0, self.len, self.stream.cu_stream()) })
+    }
+
     /// Copies host bytes into the buffer at `offset`, ordered on the buffer's stream. The
     /// source must stay alive and unchanged until the stream reaches the copy (use pinned
     /// memory and keep it until an event after this point completes).

@@ -16,6 +16,7 @@ use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 
 use sluice_codecs::{DecodeParams, ImageInfo};
 
+use super::gpu_entropy;
 use super::gpu_huffman::GpuShare;
 use super::image_mixed::{Route, Staged};
 use crate::error::{Error, Result};
@@ -148,6 +149,20 @@ impl CpuShare {
                     return Ok(Staged::Coefficients(quant));
                 }
                 // Damaged or unusual after all: the full decode reports or handles it.
+                let mut px = vec![0u8; out_len];
+                let p = DecodeParams { roi: Some(window), ..self.params };
+                sluice_codecs::decode_into(bytes, info, &p, &mut px).map_err(|e| Error::data(at(), e.to_string()))?;
+                return Ok(Staged::Fallback(px));
+            }
+            Route::Scan { window, .. } => {
+                let (head, data) = dst.split_at_mut(gpu_entropy::HEADER_BYTES);
+                if let Some(scan) = sluice_codecs::scan::prepare_scan(bytes, data) {
+                    head.copy_from_slice(scan.header.as_bytes());
+                    let (data_bytes, total_blocks) = (scan.header.data_bytes, scan.header.total_blocks());
+                    return Ok(Staged::Scan { quant: scan.quant, data_bytes, total_blocks });
+                }
+                // Restart markers, several scans, damage: libjpeg-turbo decodes it (rare in
+                // the files the engine's vetting passes), or names the error.
                 let mut px = vec![0u8; out_len];
                 let p = DecodeParams { roi: Some(window), ..self.params };
                 sluice_codecs::decode_into(bytes, info, &p, &mut px).map_err(|e| Error::data(at(), e.to_string()))?;

@@ -9,7 +9,7 @@
 //! CPU), for measurements.
 
 use sluice_codecs::{CoefLayout, DecodeParams, ImageFormat, ImageInfo, Roi};
-use sluice_cuda::{DeviceBuffer, PushKernelArg};
+use sluice_cuda::PushKernelArg;
 
 use crate::error::Result;
 use crate::ops::gpu_params::{per_sample_launch, push, ParamUpload};
@@ -35,14 +35,14 @@ pub(super) fn plan(bytes: &[u8], info: &ImageInfo, params: &DecodeParams, window
     sluice_codecs::coefficient_layout(bytes, info, window)
 }
 
-/// One sample whose coefficients are staged: where they sit in the staged run, the window
-/// they decode to, and its quantization tables.
+/// One sample whose coefficients are on the GPU: where they are, the window they decode
+/// to, and its quantization tables.
 pub(super) struct CoefSample {
     pub index: usize,
     pub window: Roi,
     pub layout: CoefLayout,
-    /// Byte offset of its coefficients in the staged run.
-    pub staged_at: usize,
+    /// Device address of its run of coefficients (as `read_coefficients` lays them out).
+    pub coefs: u64,
     pub quant: [[u16; 64]; 3],
 }
 
@@ -53,78 +53,112 @@ pub(super) struct GpuIdct {
     block: Vec<u8>,
 }
 
-impl GpuIdct {
-    /// Uploads `staged` (the coefficients of `samples`, one copy) and queues the IDCT and
-    /// the colour pass that writes each sample's window into its slot of `out`.
-    ///
-    /// # Safety
-    /// `staged` must stay unchanged until the stream has run the copy queued here (pinned
-    /// staging released through an event recorded after this call).
-    pub(super) unsafe fn launch(&mut self, ws: &GpuWorkspace<'_>, staged: &[u8], samples: &[CoefSample], out: &TensorListGpu) -> Result<()> {
-        if samples.is_empty() {
-            return Ok(());
-        }
-        let coefs = DeviceBuffer::alloc(ws.device, ws.stream, staged.len())?;
-        // SAFETY: forwarded contract.
-        unsafe { coefs.copy_from_host_async(0, staged)? };
-        let plane_bytes: usize = samples.iter().map(|s| (0..s.layout.components).map(|c| s.layout.blocks(c) * 64).sum::<usize>()).sum();
-        let planes = DeviceBuffer::alloc(ws.device, ws.stream, plane_bytes)?;
+/// A group of samples decoded together (their planes share one buffer, reused by the next
+/// group in stream order): where its descriptors start, and its launch sizes.
+pub(super) struct IdctGroup {
+    planes_at: u64,
+    n_planes: usize,
+    max_blocks: usize,
+    samples_at: u64,
+    n_samples: usize,
+    max_pixels: usize,
+}
 
-        // Descriptors: every component's plane (struct Plane), then every sample (struct Sample).
+/// The IDCT's descriptors for a batch, uploaded once, launched group by group.
+pub(super) struct IdctPlan {
+    pub groups: Vec<IdctGroup>,
+}
+
+/// The plane bytes (one byte per coefficient) the IDCT of `s` writes.
+pub(super) fn plane_bytes(s: &CoefLayout) -> usize {
+    (0..s.components).map(|c| s.blocks(c) * 64).sum()
+}
+
+impl GpuIdct {
+    /// Builds and uploads the descriptors of every group (`groups`: ranges of `samples`),
+    /// all groups' planes at `planes` (room for the largest group: groups run one after the
+    /// other on `ws.stream`).
+    pub(super) fn prepare(&mut self, ws: &GpuWorkspace<'_>, samples: &[CoefSample], groups: &[std::ops::Range<usize>], planes: u64, out: &TensorListGpu) -> Result<IdctPlan> {
+        // Descriptors: per group, every component's plane (struct Plane), then every sample
+        // (struct Sample).
         self.block.clear();
-        let (mut plane_at, mut n_planes, mut max_blocks, mut max_pixels) = (0usize, 0usize, 0usize, 0usize);
-        let mut plane_ptrs = Vec::with_capacity(samples.len() * 3);
-        for s in samples {
-            for c in 0..s.layout.components {
-                let g = &s.layout.comp[c];
-                let blocks = g.bw * g.bh;
-                push(&mut self.block, coefs.device_ptr() + (s.staged_at + g.offset * 2) as u64);
-                push(&mut self.block, planes.device_ptr() + plane_at as u64);
-                push(&mut self.block, blocks as i64);
-                push(&mut self.block, g.bw as i32);
-                push(&mut self.block, 0i32);
-                for q in s.quant[c] {
-                    push(&mut self.block, q);
+        let mut plan = IdctPlan { groups: Vec::with_capacity(groups.len()) };
+        for range in groups {
+            let group = &samples[range.clone()];
+            let planes_at = self.block.len() as u64;
+            let (mut plane_at, mut n_planes, mut max_blocks, mut max_pixels) = (0usize, 0usize, 0usize, 0usize);
+            let mut plane_ptrs = Vec::with_capacity(group.len() * 3);
+            for s in group {
+                for c in 0..s.layout.components {
+                    let g = &s.layout.comp[c];
+                    let blocks = g.bw * g.bh;
+                    push(&mut self.block, s.coefs + (g.offset * 2) as u64);
+                    push(&mut self.block, planes + plane_at as u64);
+                    push(&mut self.block, blocks as i64);
+                    push(&mut self.block, g.bw as i32);
+                    push(&mut self.block, 0i32);
+                    for q in s.quant[c] {
+                        push(&mut self.block, q);
+                    }
+                    plane_ptrs.push(planes + plane_at as u64);
+                    plane_at += blocks * 64;
+                    n_planes += 1;
+                    max_blocks = max_blocks.max(blocks);
                 }
-                plane_ptrs.push(planes.device_ptr() + plane_at as u64);
-                plane_at += blocks * 64;
-                n_planes += 1;
-                max_blocks = max_blocks.max(blocks);
             }
-        }
-        let samples_at = self.block.len();
-        let mut k = 0;
-        for s in samples {
-            let w = s.window;
-            push(&mut self.block, out.sample_ptr(s.index));
-            for v in [w.x, w.y, w.width, w.height, s.layout.components, 0] {
-                push(&mut self.block, v as i32);
-            }
-            for c in 0..3 {
-                let g = &s.layout.comp[c.min(s.layout.components - 1)];
-                let plane = plane_ptrs[k + c.min(s.layout.components - 1)];
-                push(&mut self.block, plane);
-                for v in [g.bw * 8, g.bx0 * 8, g.by0 * 8, g.width, g.height, g.h_up, g.v_up, 0] {
+            let samples_at = self.block.len() as u64;
+            let mut k = 0;
+            for s in group {
+                let w = s.window;
+                push(&mut self.block, out.sample_ptr(s.index));
+                for v in [w.x, w.y, w.width, w.height, s.layout.components, 0] {
                     push(&mut self.block, v as i32);
                 }
+                for c in 0..3 {
+                    let g = &s.layout.comp[c.min(s.layout.components - 1)];
+                    let plane = plane_ptrs[k + c.min(s.layout.components - 1)];
+                    push(&mut self.block, plane);
+                    for v in [g.bw * 8, g.bx0 * 8, g.by0 * 8, g.width, g.height, g.h_up, g.v_up, 0] {
+                        push(&mut self.block, v as i32);
+                    }
+                }
+                k += s.layout.components;
+                max_pixels = max_pixels.max(w.width * w.height);
             }
-            k += s.layout.components;
-            max_pixels = max_pixels.max(w.width * w.height);
+            plan.groups.push(IdctGroup { planes_at, n_planes, max_blocks, samples_at, n_samples: group.len(), max_pixels });
         }
         let base = self.params.upload(ws, &self.block)?;
-        let samples_ptr = base + samples_at as u64;
+        for g in &mut plan.groups {
+            g.planes_at += base;
+            g.samples_at += base;
+        }
+        Ok(plan)
+    }
+
+    /// Queues the IDCT and the colour pass of one group, which write each sample's window
+    /// into its slot of the `out` given to `prepare`.
+    ///
+    /// # Safety
+    /// Every sample's `coefs` must hold its layout's coefficients on the device (written by
+    /// work queued on `ws.stream` before this call), the planes given to `prepare` must be
+    /// allocated, and both stay so until these launches have run (a buffer freed in
+    /// `ws.stream`'s order after the call is).
+    pub(super) unsafe fn launch(&self, ws: &GpuWorkspace<'_>, g: &IdctGroup) -> Result<()> {
+        if g.n_samples == 0 {
+            return Ok(());
+        }
         let kernels = ws.device.kernels();
         let idct = kernels.function(ws.device.context(), ws.device.compute_capability(), "jpeg_idct", SRC, "idct_islow")?;
         let color = kernels.function(ws.device.context(), ws.device.compute_capability(), "jpeg_idct", SRC, "ycc_to_rgb")?;
-        // SAFETY: every descriptor points into `coefs`, `planes` (allocated above, freed in
-        // stream order after these launches) or `out`, with the sizes the layouts give; the
-        // kernels stay inside them.
+        // SAFETY: every descriptor points into a sample's coefficients, the planes or the
+        // output (see the contract), with the sizes the layouts give; the kernels stay
+        // inside them.
         unsafe {
-            ws.stream.launch_builder(&idct).arg(&base).launch(per_sample_launch(max_blocks, n_planes)).map_err(sluice_cuda::CudaError::from)?;
+            ws.stream.launch_builder(&idct).arg(&g.planes_at).launch(per_sample_launch(g.max_blocks, g.n_planes)).map_err(sluice_cuda::CudaError::from)?;
             ws.stream
                 .launch_builder(&color)
-                .arg(&samples_ptr)
-                .launch(per_sample_launch(max_pixels, samples.len()))
+                .arg(&g.samples_at)
+                .launch(per_sample_launch(g.max_pixels, g.n_samples))
                 .map_err(sluice_cuda::CudaError::from)?;
         }
         Ok(())

@@ -44,6 +44,7 @@ use sluice_cuda::{DeviceBuffer, GpuDevice, PinnedBuffer};
 
 use super::color_space;
 use super::cpu_share::{CpuShare, ShareQueue, ShareSample};
+use super::gpu_entropy::{self, GpuEntropy, ScanSample};
 use super::gpu_huffman::{GpuShare, HuffmanPool};
 use super::gpu_idct::{self, CoefSample, GpuIdct};
 use super::image::read_headers;
@@ -100,6 +101,8 @@ pub(super) enum Route {
     Cpu { window: Option<Roi>, denom: u32 },
     /// A worker entropy-decodes the blocks of this window, the GPU does the rest (gpu_idct).
     Coef { window: Roi, layout: CoefLayout },
+    /// A worker stages the scan; the GPU entropy-decodes it (gpu_entropy) and does the rest.
+    Scan { window: Roi, layout: CoefLayout },
     /// A worker has nvJPEG's GPU-Huffman decoder decode this window (None: whole image)
     /// straight into the output slot at `out` (gpu_huffman).
     GpuHuffman { window: Option<Roi>, out: u64 },
@@ -113,6 +116,9 @@ pub(super) enum Staged {
     OnGpu,
     /// Coefficients, with the sample's quantization tables.
     Coefficients([[u16; 64]; 3]),
+    /// A scan for the GPU's entropy decoder: its quantization tables, data length (stuffing
+    /// removed) and block count.
+    Scan { quant: [[u16; 64]; 3], data_bytes: u32, total_blocks: u64 },
     /// The coefficient read failed, and a full decode produced these pixels (rare).
     Fallback(Vec<u8>),
 }
@@ -214,6 +220,12 @@ impl EngineWork {
     /// it, decodes the samples on this thread and copies them into place on the decoder's
     /// stream.
     fn run(&self, dec: &mut HwBatchDecoder) -> Result<(std::time::Instant, std::time::Duration, Vec<usize>)> {
+        // The outputs may be memory the pipeline stream freed just before allocating them
+        // (stream-ordered reuse): the engine must not write them before that stream reaches
+        // `start`. nvJPEG's hardware path does not honour the stream wait for its writes
+        // (seen on an H200: outputs overwritten by kernels queued before `start`, only when
+        // run ahead), so this thread waits for `start` itself, off the pipeline's threads.
+        self.start.wait().map_err(|e| Error::Unsupported(format!("{}: {e}", self.ctx.display_name)))?;
         let t = std::time::Instant::now();
         let images: Vec<&[u8]> = match &self.encoded {
             Some(buf) => self.spans.iter().map(|&(at, len)| &buf.as_slice()[at..at + len]).collect(),
@@ -257,7 +269,9 @@ struct Started {
     /// The CPU share (its samples in staging order) being decoded by the workers.
     share: Option<Arc<CpuShare>>,
     staging_slot: usize,
-    out: TensorListGpu,
+    /// The output, when allocated early (see `begin`), and its shapes.
+    out: Option<TensorListGpu>,
+    out_meta: BatchMeta,
     /// Whole images for the engine to decode windows out of (see `Route::HwWindow`).
     scratch: Option<DeviceBuffer>,
     engine: Option<EngineJob>,
@@ -286,6 +300,8 @@ pub(super) struct MixedDecoder {
     turn: usize,
     /// The GPU half of the CPU share's JPEG decodes.
     idct: GpuIdct,
+    /// The GPU's entropy decoding of the CPU share's staged scans.
+    entropy: GpuEntropy,
     /// Batches `begin` started, waiting for `finish`, oldest first (at most two: the
     /// executor runs one iteration ahead).
     started: std::collections::VecDeque<Started>,
@@ -343,6 +359,7 @@ impl MixedDecoder {
             staging,
             turn: 0,
             idct: GpuIdct::default(),
+            entropy: GpuEntropy::default(),
             started: Default::default(),
             share_queue: Default::default(),
             huffman: Default::default(),
@@ -408,6 +425,19 @@ impl MixedDecoder {
             && info.width * info.height > self.huffman_threshold
             && sluice_codecs::jpeg_suits_hardware_decoder(data)
             && self.huffman.get_or_init(|| nvjpeg::library_present().then(|| HuffmanPool::new(device).ok()).flatten()).is_some()
+    }
+
+    /// The full-scale window and coefficient layout for decoding sample `data` on the GPU
+    /// from its scan (gpu_entropy), when the path is on and the file qualifies.
+    fn scan_layout(&self, data: &[u8], info: &ImageInfo, window: Option<Roi>) -> Option<(Roi, CoefLayout)> {
+        if !gpu_entropy::enabled() || !gpu_idct::enabled() || data.len() > gpu_entropy::MAX_FILE_BYTES {
+            return None;
+        }
+        let window = window.unwrap_or(Roi { x: 0, y: 0, width: info.width, height: info.height });
+        if !sluice_codecs::jpeg_suits_hardware_decoder(data) {
+            return None;
+        }
+        gpu_idct::plan(data, info, &self.params, window, 1).map(|layout| (window, layout))
     }
 
     /// Which samples the hardware engine takes: baseline colour JPEGs it decodes correctly
@@ -477,6 +507,7 @@ impl MixedDecoder {
         for i in 0..n {
             let (h, w, c) = infos[i].output_shape(&self.params);
             let window = windows.map(|w| w[i]);
+            let scan = if on_hw[i] { None } else { self.scan_layout(data[i], &infos[i], window) };
             let (route, (oh, ow)) = match (on_hw[i], window) {
                 (true, None) => (Route::Hw { window: None }, (h, w)),
                 (true, Some(r)) if engine_windows => (Route::Hw { window: Some(r) }, (r.height, r.width)),
@@ -487,6 +518,10 @@ impl MixedDecoder {
                 }
                 (false, window) if self.suits_gpu_huffman(ws.device, data[i], &infos[i]) => {
                     (Route::GpuHuffman { window, out: 0 }, window.map_or((h, w), |r| (r.height, r.width)))
+                }
+                (false, _) if scan.is_some() => {
+                    let (window, layout) = scan.expect("checked");
+                    (Route::Scan { window, layout }, (window.height, window.width))
                 }
                 (false, None) => (Route::Cpu { window: None, denom: 1 }, (h, w)),
                 (false, Some(r)) => {
@@ -500,11 +535,16 @@ impl MixedDecoder {
         let mut meta = BatchMeta::new(DType::U8, 3, shapes.iter().map(|s| &s[..]));
         meta.set_layout("HWC".into());
         meta.inherit_source_info(input.meta());
-        let out = TensorListGpu::alloc(meta, ws.device, ws.stream)?;
+        // The output is needed now only by decoders that write into it while this batch is
+        // begun ahead (the engine, GPU-Huffman); otherwise `finish` allocates it, so one
+        // batch fewer of decoded images is alive (on large photos ~1 GiB of full-scale windows).
+        let early = on_hw.iter().any(|&h| h) || routes.iter().any(|r| matches!(r, Route::GpuHuffman { .. }));
+        let out_meta = meta.clone();
+        let out = if early { Some(TensorListGpu::alloc(meta, ws.device, ws.stream)?) } else { None };
         let scratch = if scratch_len > 0 { Some(DeviceBuffer::alloc(ws.device, ws.stream, scratch_len)?) } else { None };
         let mut on_gpu_huffman = false;
         for (i, route) in routes.iter_mut().enumerate() {
-            if let Route::GpuHuffman { out: ptr, .. } = route {
+            if let (Route::GpuHuffman { out: ptr, .. }, Some(out)) = (route, &out) {
                 *ptr = out.sample_ptr(i);
                 on_gpu_huffman = true;
             }
@@ -516,6 +556,7 @@ impl MixedDecoder {
         let engine = if hw_idx.is_empty() {
             None
         } else {
+            let out = out.as_ref().expect("allocated early for the engine");
             let slot = self.take_slot();
             // With one slot only, the previous batch may still hold its decoder.
             for k in 0..self.started.len() {
@@ -560,7 +601,9 @@ impl MixedDecoder {
                         },
                         window,
                     ),
-                    Route::Cpu { .. } | Route::Coef { .. } | Route::GpuHuffman { .. } => unreachable!("only engine-routed samples have targets"),
+                    Route::Cpu { .. } | Route::Coef { .. } | Route::Scan { .. } | Route::GpuHuffman { .. } => {
+                        unreachable!("only engine-routed samples have targets")
+                    }
                 };
                 work.targets.push(target);
                 work.offsets.push(out.offset(i));
@@ -600,15 +643,21 @@ impl MixedDecoder {
                 }
             }
         }
-        // One slice of pinned staging per sample, the coefficient samples' first (they go
-        // up in one copy), and the samples queued for the workers, costliest first.
-        cpu_idx.sort_by_key(|&i| !matches!(routes[i], Route::Coef { .. }));
+        // One slice of pinned staging per sample, the coefficient samples' first, then the
+        // scans (together they go up in one copy), and the samples queued for the workers,
+        // costliest first.
+        cpu_idx.sort_by_key(|&i| match routes[i] {
+            Route::Coef { .. } => 0,
+            Route::Scan { .. } => 1,
+            _ => 2,
+        });
         let mut samples = Vec::with_capacity(cpu_idx.len());
         let mut total = 0;
         for &i in &cpu_idx {
-            let out_len = out.meta().byte_range(i).len();
+            let out_len = out_meta.byte_range(i).len();
             let staged_len = match routes[i] {
                 Route::Coef { layout, .. } => layout.coefficients * 2,
+                Route::Scan { .. } => gpu_entropy::staged_len(data[i].len()),
                 Route::GpuHuffman { .. } => 0,
                 _ => out_len,
             };
@@ -659,7 +708,7 @@ impl MixedDecoder {
             self.share_queue.start(&share, &order, ws.pool);
             Some(share)
         };
-        self.started.push_back(Started { iteration: ws.iteration, infos, routes, hw_idx, out, scratch, engine, share, staging_slot, t_plan, t_begin: t0.elapsed(), began: t0 });
+        self.started.push_back(Started { iteration: ws.iteration, infos, routes, hw_idx, out, out_meta, scratch, engine, share, staging_slot, t_plan, t_begin: t0.elapsed(), began: t0 });
         Ok(())
     }
 
@@ -695,15 +744,20 @@ impl MixedDecoder {
         while let Some(stale) = self.started.pop_front_if(|s| s.iteration < ws.iteration) {
             self.abandon(stale);
         }
-        let Some(Started { infos, routes, hw_idx, out, scratch, engine, share, staging_slot, t_plan, t_begin, began, .. }) =
+        let Some(Started { infos, routes, hw_idx, out, out_meta, scratch, engine, share, staging_slot, t_plan, t_begin, began, .. }) =
             self.started.pop_front_if(|s| s.iteration == ws.iteration)
         else {
             return Err(Error::Unsupported(format!("internal error in {}: iteration {} was not started", self.ctx.display_name, ws.iteration)));
         };
+        let out = match out {
+            Some(out) => out,
+            None => TensorListGpu::alloc(out_meta, ws.device, ws.stream)?,
+        };
+
         let n = out.len();
         let samples = share.as_ref().map_or(&[][..], |s| s.samples());
-        // The coefficient samples come first in the staging and go up in one copy.
-        let coef_bytes: usize = samples.iter().take_while(|s| matches!(routes[s.index], Route::Coef { .. })).map(|s| s.staged_len).sum();
+        // The coefficient samples and the scans come first in the staging and go up in one copy.
+        let up_bytes: usize = samples.iter().take_while(|s| matches!(routes[s.index], Route::Coef { .. } | Route::Scan { .. })).map(|s| s.staged_len).sum();
         // This thread helps with what is left of the share, then waits for the workers.
         let t_setup = t0.elapsed();
         let cpu_results = share.as_ref().map_or_else(Vec::new, |share| {
@@ -723,13 +777,21 @@ impl MixedDecoder {
         // Uploads of the CPU share, and the GPU half of the coefficient samples.
         if let (Ok(staged), false) = (&staged, samples.is_empty()) {
             let staging = slot.buf.as_ref().expect("allocated in begin");
+            let up = DeviceBuffer::alloc(ws.device, ws.stream, up_bytes)?;
+            // SAFETY: the staging buffer is not touched again until `done` (recorded below,
+            // after this copy) has completed.
+            unsafe { up.copy_from_host_async(0, &staging.as_slice()[..up_bytes])? };
             let mut coef_samples = Vec::with_capacity(samples.len());
+            let mut scan_samples = Vec::new();
             let mut fallbacks = false;
             for (&ShareSample { index: i, staged_at, staged_len, .. }, st) in samples.iter().zip(staged) {
                 match (st, routes[i]) {
                     (Staged::OnGpu, _) => {}
                     (Staged::Coefficients(quant), Route::Coef { window, layout }) => {
-                        coef_samples.push(CoefSample { index: i, window, layout, staged_at, quant: *quant });
+                        coef_samples.push(CoefSample { index: i, window, layout, coefs: up.device_ptr() + staged_at as u64, quant: *quant });
+                    }
+                    (&Staged::Scan { quant, data_bytes, total_blocks }, Route::Scan { window, layout }) => {
+                        scan_samples.push(ScanSample { index: i, window, layout, staged_at, quant, data_bytes, total_blocks });
                     }
                     (Staged::Fallback(px), _) => {
                         // SAFETY: `px` lives in `staged` until the synchronize below.
@@ -741,8 +803,10 @@ impl MixedDecoder {
                     _ => unsafe { out.buffer().copy_from_host_async(out.offset(i), &staging.as_slice()[staged_at..staged_at + staged_len])? },
                 }
             }
-            // SAFETY: as for the copies above: the staging is released by `done`.
-            unsafe { self.idct.launch(ws, &staging.as_slice()[..coef_bytes], &coef_samples, &out)? };
+            // SAFETY: the scans and coefficients are in `up` (copied above, on this stream),
+            // which is freed in this stream's order after the launches that read it.
+            unsafe { self.entropy.finish(ws, &mut self.idct, up.device_ptr(), &scan_samples, coef_samples, &out)? };
+            drop(up);
             slot.done = Some(ReadyEvent::record(ws.device, ws.stream)?);
             if fallbacks {
                 ws.stream.synchronize().map_err(sluice_cuda::CudaError::from)?;
@@ -805,7 +869,7 @@ impl Drop for MixedDecoder {
 /// An engine slot: a hardware decoder for batches of up to `batch_size` and its start event.
 fn new_slot(nv: &NvJpeg, batch_size: usize) -> sluice_cuda::CudaResult<EngineSlot> {
     let dec = HwBatchDecoder::new(nv, batch_size.max(1))?;
-    Ok(EngineSlot { dec: Some(dec), encoded: None, start: Arc::new(GpuEvent::new(nv.device())?) })
+    Ok(EngineSlot { dec: Some(dec), encoded: None, start: Arc::new(GpuEvent::blocking(nv.device())?) })
 }
 
 /// `decoders.image` with device="mixed".
