@@ -13,12 +13,13 @@ demo: build
 
 test: build rust-test py-test
 
-# System tools the vendored libjpeg-turbo build needs (cmake, nasm for its SIMD code).
+# System tools: cmake, nasm (the vendored libjpeg-turbo and its SIMD code), a C++20 compiler
+# (the CPU emulation of the JPEG entropy kernel in the Rust tests).
 deps:
-	@command -v cmake >/dev/null && command -v nasm >/dev/null || \
-	  { echo "installing cmake and nasm"; \
-	    if [ "$$(id -u)" = 0 ]; then apt-get update -qq && apt-get install -y -qq cmake nasm >/dev/null; \
-	    else sudo apt-get update -qq && sudo apt-get install -y -qq cmake nasm >/dev/null; fi; }
+	@command -v cmake >/dev/null && command -v nasm >/dev/null && command -v c++ >/dev/null || \
+	  { echo "installing cmake, nasm and g++"; \
+	    if [ "$$(id -u)" = 0 ]; then apt-get update -qq && apt-get install -y -qq cmake nasm g++ >/dev/null; \
+	    else sudo apt-get update -qq && sudo apt-get install -y -qq cmake nasm g++ >/dev/null; fi; }
 
 $(STAMP): pyproject.toml
 	python3 -m venv $(VENV)
