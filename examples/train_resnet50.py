@@ -16,7 +16,7 @@ import argparse
 import time
 
 
-def build_pipeline(lib, root, batch, threads):
+def build_pipeline(lib, root, batch, threads, hw_load=None):
     if lib == "dali":
         from nvidia.dali import fn, pipeline_def, types
     else:
@@ -25,8 +25,9 @@ def build_pipeline(lib, root, batch, threads):
     @pipeline_def(batch_size=batch, num_threads=threads, device_id=0, seed=42)
     def rn50_train():
         jpegs, labels = fn.readers.file(file_root=root, random_shuffle=True, name="Reader")
+        dec_args = {} if hw_load is None else {"hw_decoder_load": hw_load}
         images = fn.decoders.image_random_crop(jpegs, device="mixed", output_type=types.RGB,
-                                               random_aspect_ratio=[0.75, 4.0 / 3.0], random_area=[0.08, 1.0])
+                                               random_aspect_ratio=[0.75, 4.0 / 3.0], random_area=[0.08, 1.0], **dec_args)
         images = fn.resize(images, device="gpu", resize_x=224, resize_y=224)
         images = fn.crop_mirror_normalize(images, device="gpu", dtype=types.FLOAT16, output_layout="CHW",
                                           crop=(224, 224), mean=[0.485 * 255, 0.456 * 255, 0.406 * 255],
@@ -44,6 +45,7 @@ def main():
     ap.add_argument("--batch", type=int, default=256)
     ap.add_argument("--threads", type=int, default=16)
     ap.add_argument("--lib", default="sluice", choices=["sluice", "dali"])
+    ap.add_argument("--hw-load", type=float, help="hw_decoder_load (default: the library's, Sluice 0, DALI 0.65)")
     a = ap.parse_args()
 
     import torch
@@ -55,7 +57,7 @@ def main():
         from sluice.plugin.pytorch import DALIClassificationIterator, LastBatchPolicy
 
     torch.backends.cudnn.benchmark = True
-    pipe = build_pipeline(a.lib, a.data, a.batch, a.threads)
+    pipe = build_pipeline(a.lib, a.data, a.batch, a.threads, a.hw_load)
     it = DALIClassificationIterator(pipe, reader_name="Reader", last_batch_policy=LastBatchPolicy.DROP, auto_reset=True)
 
     num_classes = 1000

@@ -159,5 +159,5 @@ fn gpu_kernel_source_equals_libjpeg_when_emulated_on_the_cpu() {
     let _ = std::fs::remove_dir_all(&dir);
     assert!(run.status.success() && report.lines().count() == cases.len(), "{report}");
     // The large scans really ran on all of the kernel's threads.
-    assert!(report.contains(" 1024 chunks, equal"), "{report}");
+    assert!(report.contains(" 1024 chunks, 1024 threads, equal"), "{report}");
 }

@@ -44,15 +44,19 @@ int main(int argc, char** argv) {
         j.data = data.data();
         j.coefs = coefs.data();
         j.dc = dc.data();
-        // As gpu_entropy.rs sizes the chunks.
+        // As gpu_entropy.rs sizes the chunks and the block (the smallest power of two, at
+        // least 32, that holds them).
         unsigned long long bits = (unsigned long long)h->data_bytes * 8;
         unsigned long long chunk = std::max((bits + THREADS - 1) / THREADS, 8192ull);
         j.chunk_bits = (long long)chunk;
         j.chunks = (int)std::max(1ull, (bits + chunk - 1) / chunk);
-        std::barrier<> barrier(THREADS);
+        unsigned block = 32;
+        while (block < (unsigned)j.chunks) block *= 2;
+        blockDim = {block, 1, 1};
+        std::barrier<> barrier(block);
         block_barrier = &barrier;
         std::vector<std::thread> threads;
-        for (unsigned t = 0; t < THREADS; t++)
+        for (unsigned t = 0; t < block; t++)
             threads.emplace_back([&, t] {
                 threadIdx = {t, 0, 0};
                 blockIdx = {0, 0, 0};
@@ -62,7 +66,7 @@ int main(int argc, char** argv) {
         size_t diff = 0, first = 0;
         for (size_t i = 0; i < want.size(); i++)
             if (coefs[i] != want[i] && diff++ == 0) first = i;
-        printf("%s: %d chunks, %s", argv[a], j.chunks, diff ? "DIFFERENT" : "equal");
+        printf("%s: %d chunks, %u threads, %s", argv[a], j.chunks, block, diff ? "DIFFERENT" : "equal");
         if (diff) printf(" (%zu of %zu, first at %zu: %d, want %d)", diff, want.size(), first, coefs[first], want[first]);
         printf("\n");
         bad += diff != 0;

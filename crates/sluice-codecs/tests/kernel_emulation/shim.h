@@ -17,6 +17,7 @@
 
 struct Dim3 { unsigned x, y, z; };
 thread_local Dim3 threadIdx, blockIdx;
+static Dim3 blockDim;
 static std::barrier<>* block_barrier;
 inline void __syncthreads() { block_barrier->arrive_and_wait(); }
 // Only the byte reversal (selector 0x0123) is used.

@@ -23,8 +23,17 @@ use crate::tensor::TensorListGpu;
 
 const SRC: &str = include_str!("jpeg_entropy.cu");
 
-/// Threads per image (the kernel's THREADS): at most this many chunks.
+/// The most threads per image (the kernel's THREADS), so the most chunks. A group launches
+/// as few as its largest image needs (a power of two, at least a warp): ImageNet-sized
+/// files have ~80 chunks, and idle threads would still hold the SM's registers and slots,
+/// which a training step running beside the pipeline wants.
 const THREADS: u32 = 1024;
+
+/// Chunk length and count for a scan of `bits` bits.
+fn chunking(bits: u64) -> (u64, u64) {
+    let chunk = bits.div_ceil(u64::from(THREADS)).max(MIN_CHUNK_BITS);
+    (chunk, bits.div_ceil(chunk).max(1))
+}
 
 /// Chunks are at least this long, so a guess made SYNC_LEAD (4,096) bits early has almost
 /// always fallen into step by the chunk's start (measured in sluice-codecs' scan tests).
@@ -127,9 +136,7 @@ impl GpuEntropy {
             let (mut coef_at, mut dc_at) = (0u64, 0u64);
             for s in &scans[range.clone()] {
                 let header = staged_dev + s.staged_at as u64;
-                let bits = u64::from(s.data_bytes) * 8;
-                let chunk = bits.div_ceil(u64::from(THREADS)).max(MIN_CHUNK_BITS);
-                let chunks = bits.div_ceil(chunk).max(1);
+                let (chunk, chunks) = chunking(u64::from(s.data_bytes) * 8);
                 let at = decoded.device_ptr() + coef_at * 2;
                 push(&mut self.block, header);
                 push(&mut self.block, header + HEADER_BYTES as u64);
@@ -163,7 +170,9 @@ impl GpuEntropy {
         for (range, g) in groups.iter().zip(&plan.groups) {
             if !range.is_empty() {
                 decoded.zero_async()?;
-                let cfg = sluice_cuda::LaunchConfig { grid_dim: (range.len() as u32, 1, 1), block_dim: (THREADS, 1, 1), shared_mem_bytes: 0 };
+                let most = scans[range.clone()].iter().map(|s| chunking(u64::from(s.data_bytes) * 8).1).max().unwrap_or(1);
+                let threads = (most as u32).next_power_of_two().clamp(32, THREADS);
+                let cfg = sluice_cuda::LaunchConfig { grid_dim: (range.len() as u32, 1, 1), block_dim: (threads, 1, 1), shared_mem_bytes: 0 };
                 let group_jobs = jobs + job_at * JOB_BYTES;
                 // SAFETY: each job points at its staged scan (the contract), its run of
                 // `decoded` and its part of the DC scratch after them, sized from its layout

@@ -21,7 +21,7 @@
 
 #define LOOKAHEAD 9
 #define SYNC_LEAD 4096u
-#define THREADS 1024
+#define THREADS 1024  // the most threads (chunks) per image; blockDim.x may be fewer
 #define MAX_MCU_BLOCKS 10
 
 struct HuffTable {
@@ -214,7 +214,7 @@ extern "C" __global__ void __launch_bounds__(THREADS) entropy_decode(const Job* 
     {
         const int* src = (const int*)h->tables;
         int* dst = (int*)tabs;
-        for (int i = t; i < (int)(sizeof(tabs) / 4); i += THREADS) dst[i] = src[i];
+        for (int i = t; i < (int)(sizeof(tabs) / 4); i += (int)blockDim.x) dst[i] = src[i];
     }
     __syncthreads();
 
@@ -290,7 +290,7 @@ extern "C" __global__ void __launch_bounds__(THREADS) entropy_decode(const Job* 
     // 4. DC values: per component, a running sum over the MCUs in decode order.
     const unsigned bpm = h->blocks_per_mcu;
     const unsigned long long mcus = (unsigned long long)h->mcus_per_row * h->mcu_rows;
-    const unsigned long long per = (mcus + THREADS - 1) / THREADS;
+    const unsigned long long per = (mcus + blockDim.x - 1) / blockDim.x;
     const unsigned long long m0 = min(mcus, (unsigned long long)t * per), m1 = min(mcus, m0 + per);
     int acc[3] = {0, 0, 0};
     for (unsigned long long m = m0; m < m1; m++)
@@ -299,7 +299,7 @@ extern "C" __global__ void __launch_bounds__(THREADS) entropy_decode(const Job* 
     __syncthreads();
     if (t < 3) {
         int run = 0;
-        for (int i = 0; i < THREADS; i++) {
+        for (int i = 0; i < (int)blockDim.x; i++) {
             int v = sums[t][i];
             sums[t][i] = run;
             run += v;
