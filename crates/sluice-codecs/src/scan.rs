@@ -146,6 +146,33 @@ pub const ZIGZAG_TO_NATURAL: [u8; 64] = [
     49, 56, 57, 50, 43, 36, 29, 22, 15, 23, 30, 37, 44, 51, 58, 59, 52, 45, 38, 31, 39, 46, 53, 60, 61, 54, 47, 55, 62, 63,
 ];
 
+/// Whether the file declares a restart interval (a DRI marker with a non-zero interval
+/// before its first scan), which [`prepare_scan`] refuses: one walk over the markers, no copy.
+pub fn has_restart_interval(bytes: &[u8]) -> bool {
+    let mut pos = 2usize;
+    loop {
+        while bytes.get(pos).is_some_and(|&b| b != 0xFF) {
+            pos += 1;
+        }
+        while bytes.get(pos + 1) == Some(&0xFF) {
+            pos += 1;
+        }
+        let Some(&marker) = bytes.get(pos + 1) else { return false };
+        pos += 2;
+        if marker == 0x01 || (0xD0..=0xD7).contains(&marker) {
+            continue;
+        }
+        if matches!(marker, 0xDA | 0xD9) {
+            return false;
+        }
+        let Some(len) = be16(bytes, pos) else { return false };
+        if marker == 0xDD {
+            return be16(bytes, pos + 2).is_some_and(|n| n != 0);
+        }
+        pos += len.max(2);
+    }
+}
+
 /// Reads the header of a single-scan baseline (SOF0) 8-bit JPEG with one or three components
 /// and no restart markers, and copies its entropy-coded data, stuffing removed and padded
 /// with [`SCAN_PADDING`] bytes of 0xFF, to the start of `data` (at least

@@ -72,6 +72,9 @@ fn files_outside_the_scheme_are_refused() {
     // Restart markers, progressive files, arithmetic coding's absence aside: refused.
     let (restarts, _) = jpeg(64, 48, tj::TJSAMP_TJSAMP_420, 90, 4, 1);
     assert!(prepare_scan(&restarts, &mut data).is_none(), "restart intervals");
+    // ... and known beforehand from the markers.
+    assert!(sluice_codecs::scan::has_restart_interval(&restarts));
+    assert!(!sluice_codecs::scan::has_restart_interval(&plain));
     let px = photo(64, 48, 2);
     let progressive = common::jpeg(&px, 64, 48, 3, Enc { subsamp: tj::TJSAMP_TJSAMP_420, progressive: true, restart_blocks: 0, quality: 90 });
     assert!(prepare_scan(&progressive, &mut data).is_none(), "progressive");

@@ -434,7 +434,9 @@ impl MixedDecoder {
             return None;
         }
         let window = window.unwrap_or(Roi { x: 0, y: 0, width: info.width, height: info.height });
-        if !sluice_codecs::jpeg_suits_hardware_decoder(data) {
+        // Restart intervals are refused by the scan's preparation: such files take the
+        // coefficient path instead (a second scan, rarer, is found only by the worker).
+        if !sluice_codecs::jpeg_suits_hardware_decoder(data) || sluice_codecs::scan::has_restart_interval(data) {
             return None;
         }
         gpu_idct::plan(data, info, &self.params, window, 1).map(|layout| (window, layout))
