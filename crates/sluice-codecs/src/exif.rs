@@ -141,6 +141,8 @@ pub(crate) struct JpegMarkers {
     pub precision: u8,
     /// (component id, sampling factors H<<4|V) of the first three components.
     pub components: [(u8, u8); 3],
+    /// From the last DRI before the scan (0: no restart markers).
+    pub restart_interval: u16,
 }
 
 /// Whether an EOI marker follows the first SOS. Entropy-coded data cannot contain 0xFF 0xD9
@@ -152,40 +154,66 @@ pub(crate) fn has_eoi_after_sos(bytes: &[u8]) -> bool {
     }
 }
 
-/// Walks the marker segments of a JPEG; stops at SOS or on anything malformed.
-pub(crate) fn scan_jpeg(bytes: &[u8]) -> JpegMarkers {
-    let mut m = JpegMarkers::default();
-    let mut exif_seen = false;
+/// One marker segment of a JPEG header: its marker, where its 0xFF is, and its payload
+/// (after the length field; for SOS, the scan header, empty when its length is unreadable).
+pub(crate) struct Segment<'a> {
+    pub marker: u8,
+    pub at: usize,
+    pub data: &'a [u8],
+}
+
+impl Segment<'_> {
+    /// The offset just past the segment (for SOS: where the entropy-coded data begins).
+    pub fn end(&self) -> usize {
+        self.at + 4 + self.data.len()
+    }
+}
+
+/// The marker segments after SOI, found as libjpeg's next_marker() finds them (garbage up to
+/// the next 0xFF and 0xFF fill bytes skipped, standalone markers passed over), up to and
+/// including the first SOS; ends at EOI or anything malformed.
+pub(crate) fn segments(bytes: &[u8]) -> impl Iterator<Item = Segment<'_>> {
     let mut pos = 2usize; // after SOI
-    loop {
-        // Like libjpeg's next_marker(): skip garbage up to the next 0xFF.
+    let mut done = false;
+    std::iter::from_fn(move || loop {
+        if done {
+            return None;
+        }
         while bytes.get(pos).is_some_and(|&b| b != 0xFF) {
             pos += 1;
         }
-        // Markers may be preceded by any number of 0xFF fill bytes.
         while bytes.get(pos) == Some(&0xFF) && bytes.get(pos + 1) == Some(&0xFF) {
             pos += 1;
         }
-        let (Some(&0xFF), Some(&marker)) = (bytes.get(pos), bytes.get(pos + 1)) else { break };
+        let (Some(&0xFF), Some(&marker)) = (bytes.get(pos), bytes.get(pos + 1)) else { return None };
+        let at = pos;
         pos += 2;
         // Standalone markers carry no length.
         if marker == 0x01 || (0xD0..=0xD7).contains(&marker) {
             continue;
         }
-        if marker == 0xDA {
-            m.sos = Some(pos - 2);
-            break;
-        }
         if marker == 0xD9 {
-            break;
+            return None;
         }
-        let Some(len_bytes) = bytes.get(pos..pos + 2) else { break };
-        let len = u16::from_be_bytes([len_bytes[0], len_bytes[1]]) as usize;
-        if len < 2 {
-            break;
+        let len = bytes.get(pos..pos + 2).map(|b| u16::from_be_bytes([b[0], b[1]]) as usize);
+        let data = len.filter(|&l| l >= 2).and_then(|l| bytes.get(pos + 2..pos + l));
+        if marker == 0xDA {
+            done = true;
+            return Some(Segment { marker, at, data: data.unwrap_or(&[]) });
         }
-        let Some(seg) = bytes.get(pos + 2..pos + len) else { break };
+        let data = data?;
+        pos += 2 + data.len();
+        return Some(Segment { marker, at, data });
+    })
+}
+
+/// Walks the marker segments of a JPEG; stops at SOS or on anything malformed.
+pub(crate) fn scan_jpeg(bytes: &[u8]) -> JpegMarkers {
+    let mut m = JpegMarkers::default();
+    let mut exif_seen = false;
+    for Segment { marker, at, data: seg } in segments(bytes) {
         match marker {
+            0xDA => m.sos = Some(at),
             0xE1 if !exif_seen && seg.starts_with(b"Exif\0\0") => {
                 // Pillow uses the first Exif segment; so do we.
                 exif_seen = true;
@@ -194,6 +222,7 @@ pub(crate) fn scan_jpeg(bytes: &[u8]) -> JpegMarkers {
                 }
             }
             0xEE if seg.starts_with(b"Adobe") => m.adobe = true,
+            0xDD if seg.len() >= 2 => m.restart_interval = u16::from_be_bytes([seg[0], seg[1]]),
             0xC0..=0xCF if !matches!(marker, 0xC4 | 0xC8 | 0xCC) && m.frame.is_none() => {
                 if seg.len() >= 6 {
                     let h = u16::from_be_bytes([seg[1], seg[2]]) as usize;
@@ -211,7 +240,6 @@ pub(crate) fn scan_jpeg(bytes: &[u8]) -> JpegMarkers {
             }
             _ => {}
         }
-        pos += len;
     }
     m
 }

@@ -20,6 +20,7 @@
 //! libjpeg-turbo's own coefficients ([`crate::read_coefficients`]).
 
 use crate::coefficients::CoefLayout;
+use crate::exif;
 
 /// Bits the decoder's first lookup reads (codes up to this long take one step).
 pub const LOOKAHEAD_BITS: u32 = 9;
@@ -40,6 +41,11 @@ pub struct HuffTable {
     /// For each length: the index in `values` of its first code, minus that code.
     pub valoffset: [i32; 18],
     pub values: [u8; 256],
+}
+
+impl HuffTable {
+    /// No codes: what a table the file does not define reads as.
+    const EMPTY: HuffTable = HuffTable { lookup: [0; 1 << LOOKAHEAD_BITS], maxcode: [-1; 18], valoffset: [0; 18], values: [0; 256] };
 }
 
 /// Most blocks in one MCU of a baseline scan (the standard's limit).
@@ -110,7 +116,7 @@ fn be16(b: &[u8], at: usize) -> Option<usize> {
 /// Derives a table from the DHT's code counts and symbols, as jpeg_make_d_derived_tbl;
 /// None for a table no valid stream can use (too many codes for their lengths).
 fn derive_table(counts: &[u8; 16], values: &[u8]) -> Option<HuffTable> {
-    let mut t = HuffTable { lookup: [0; 1 << LOOKAHEAD_BITS], maxcode: [-1; 18], valoffset: [0; 18], values: [0; 256] };
+    let mut t = HuffTable::EMPTY;
     t.values[..values.len()].copy_from_slice(values);
     let (mut code, mut p) = (0i32, 0usize);
     for len in 1..=16usize {
@@ -149,28 +155,7 @@ pub const ZIGZAG_TO_NATURAL: [u8; 64] = [
 /// Whether the file declares a restart interval (a DRI marker with a non-zero interval
 /// before its first scan), which [`prepare_scan`] refuses: one walk over the markers, no copy.
 pub fn has_restart_interval(bytes: &[u8]) -> bool {
-    let mut pos = 2usize;
-    loop {
-        while bytes.get(pos).is_some_and(|&b| b != 0xFF) {
-            pos += 1;
-        }
-        while bytes.get(pos + 1) == Some(&0xFF) {
-            pos += 1;
-        }
-        let Some(&marker) = bytes.get(pos + 1) else { return false };
-        pos += 2;
-        if marker == 0x01 || (0xD0..=0xD7).contains(&marker) {
-            continue;
-        }
-        if matches!(marker, 0xDA | 0xD9) {
-            return false;
-        }
-        let Some(len) = be16(bytes, pos) else { return false };
-        if marker == 0xDD {
-            return be16(bytes, pos + 2).is_some_and(|n| n != 0);
-        }
-        pos += len.max(2);
-    }
+    exif::scan_jpeg(bytes).restart_interval != 0
 }
 
 /// Reads the header of a single-scan baseline (SOF0) 8-bit JPEG with one or three components
@@ -188,21 +173,9 @@ pub fn prepare_scan(bytes: &[u8], data: &mut [u8]) -> Option<PreparedScan> {
     // (id, h, v, tq) per component of the frame.
     let mut frame: Vec<(u8, u8, u8, u8)> = Vec::new();
     let (mut width, mut height) = (0usize, 0usize);
-    let mut pos = 2usize;
-    let (seg, sos) = loop {
-        while *bytes.get(pos)? != 0xFF {
-            pos += 1;
-        }
-        while bytes.get(pos + 1) == Some(&0xFF) {
-            pos += 1;
-        }
-        let marker = *bytes.get(pos + 1)?;
-        pos += 2;
-        if marker == 0x01 || (0xD0..=0xD7).contains(&marker) {
-            continue;
-        }
-        let len = be16(bytes, pos)?;
-        let seg = bytes.get(pos + 2..pos + len.max(2))?;
+    let mut scan = None;
+    for segment in exif::segments(bytes) {
+        let (marker, seg) = (segment.marker, segment.data);
         match marker {
             0xC0 => {
                 if seg.len() < 6 || seg[0] != 8 || !frame.is_empty() {
@@ -256,12 +229,11 @@ pub fn prepare_scan(bytes: &[u8], data: &mut [u8]) -> Option<PreparedScan> {
             }
             // A restart interval other than 0.
             0xDD if be16(seg, 0)? != 0 => return None,
-            0xDA => break (seg, pos + len),
-            0xD9 => return None,
+            0xDA => scan = Some((seg, segment.end())),
             _ => {}
         }
-        pos += len;
-    };
+    }
+    let (seg, sos) = scan?;
 
     // The scan: every component of the frame, in frame order, full spectral range.
     let ns = *seg.first()? as usize;
@@ -272,7 +244,7 @@ pub fn prepare_scan(bytes: &[u8], data: &mut [u8]) -> Option<PreparedScan> {
         return None;
     }
     let mut header = Box::new(ScanHeader {
-        tables: [HuffTable { lookup: [0; 1 << LOOKAHEAD_BITS], maxcode: [-1; 18], valoffset: [0; 18], values: [0; 256] }; 4],
+        tables: [HuffTable::EMPTY; 4],
         mcus_per_row: 0,
         mcu_rows: 0,
         blocks_per_mcu: 0,
