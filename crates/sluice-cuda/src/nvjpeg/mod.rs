@@ -499,7 +499,8 @@ impl HwBatchDecoder {
     /// Decodes `images` into interleaved RGB (3 bytes per pixel, row `i` of image `k` at
     /// `outputs[k].0 + i * outputs[k].1`), ordered on `stream`: the decode starts after the
     /// work queued there so far and work queued there later sees its results. Returns once
-    /// the work is queued. Reads each header with nvJPEG first to check the pitches; callers
+    /// the work is queued (and, see `start_after`, once `stream` has run what came before it).
+    /// Reads each header with nvJPEG first to check the pitches; callers
     /// that know the widths already use [`submit`](Self::submit) and [`join`](Self::join).
     ///
     /// The whole batch shares one status: on error every output is undefined (decode the
@@ -519,18 +520,29 @@ impl HwBatchDecoder {
         }
         self.h.device.bind()?;
         self.start.record(stream)?;
-        self.start.make_wait(&self.stream)?;
+        Self::start_after(&self.start, &self.stream)?;
         // SAFETY: forwarded contract; our stream now waits for the caller's position.
         unsafe { self.queue(images, &targets) }?;
         self.join(stream)
+    }
+
+    /// Orders this decoder's work after `start`: our stream waits for it, and so does this
+    /// thread. The stream wait alone is not enough: nvJPEG's hardware path was seen writing
+    /// its outputs before the stream reached `start` (H200, nvJPEG 13.0), which breaks
+    /// outputs in memory that the caller's stream freed and reallocated just before
+    /// (stream-ordered reuse of the pool). Make `start` a blocking event
+    /// ([`GpuEvent::blocking`]) where the thread's core has other work.
+    fn start_after(start: &GpuEvent, stream: &CudaStream) -> CudaResult<()> {
+        start.wait()?;
+        start.make_wait(stream)
     }
 
     /// Queues the decode of `images` (`widths[k]` pixels wide, as their headers say) on this
     /// decoder's own stream, to start once `start` (recorded by the caller on its stream,
     /// after allocating the outputs there) is reached. Several decoders can thus work on one
     /// batch at once, each called from its own thread. Afterwards [`join`](Self::join) the
-    /// caller's stream. Waits on the host only when this decoder's previous batch has not
-    /// finished yet (its nvJPEG buffers are reused).
+    /// caller's stream. Waits on the host for `start` (see `start_after`), and for this
+    /// decoder's previous batch when it has not finished yet (its nvJPEG buffers are reused).
     ///
     /// # Safety
     /// - `outputs[k].0` must be device memory of this decoder's GPU, writable for at least
@@ -542,7 +554,7 @@ impl HwBatchDecoder {
     ///   keep `images` alive and unchanged until the joined stream reaches the join point.
     pub unsafe fn submit(&mut self, images: &[&[u8]], targets: &[HwTarget], start: &GpuEvent) -> CudaResult<()> {
         self.h.device.bind()?;
-        start.make_wait(&self.stream)?;
+        Self::start_after(start, &self.stream)?;
         // SAFETY: forwarded contract; our stream now waits for `start`.
         unsafe { self.queue(images, targets) }
     }

@@ -220,12 +220,6 @@ impl EngineWork {
     /// it, decodes the samples on this thread and copies them into place on the decoder's
     /// stream.
     fn run(&self, dec: &mut HwBatchDecoder) -> Result<(std::time::Instant, std::time::Duration, Vec<usize>)> {
-        // The outputs may be memory the pipeline stream freed just before allocating them
-        // (stream-ordered reuse): the engine must not write them before that stream reaches
-        // `start`. nvJPEG's hardware path does not honour the stream wait for its writes
-        // (seen on an H200: outputs overwritten by kernels queued before `start`, only when
-        // run ahead), so this thread waits for `start` itself, off the pipeline's threads.
-        self.start.wait().map_err(|e| Error::Unsupported(format!("{}: {e}", self.ctx.display_name)))?;
         let t = std::time::Instant::now();
         let images: Vec<&[u8]> = match &self.encoded {
             Some(buf) => self.spans.iter().map(|&(at, len)| &buf.as_slice()[at..at + len]).collect(),
@@ -235,6 +229,8 @@ impl EngineWork {
         // `start` was recorded there) with room for the image or window at its pitch; the
         // encoded bytes live in `encoded` or `input`, which this work owns until the call
         // returns (and `encoded` is not rewritten before the GPU has read it: `pin`).
+        // (`submit` waits for `start` on this thread, off the pipeline's threads: the outputs
+        // may be memory the pipeline stream freed just before, see HwBatchDecoder.)
         let submitted = unsafe { dec.submit(&images, &self.targets, &self.start) };
         let busy = t.elapsed();
         match submitted {
