@@ -14,7 +14,7 @@ use std::collections::VecDeque;
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 
-use sluice_codecs::{DecodeParams, ImageInfo};
+use sluice_codecs::{DecodeParams, ImageInfo, Roi};
 
 use super::gpu_entropy;
 use super::gpu_huffman::GpuShare;
@@ -139,6 +139,14 @@ impl CpuShare {
         let dst = unsafe { std::slice::from_raw_parts_mut(self.staging.0.add(staged_at), staged_len) };
         let (bytes, info) = (self.input.bytes(i), &self.infos[i]);
         let at = || self.ctx.at(self.iteration, i, self.input.source_info(i));
+        // A whole decode of `window` (None: the image) into memory of its own, for a sample
+        // its route could not take after all.
+        let fallback = |window: Option<Roi>| -> Result<Staged> {
+            let mut px = vec![0u8; out_len];
+            let p = DecodeParams { roi: window, ..self.params };
+            sluice_codecs::decode_into(bytes, info, &p, &mut px).map_err(|e| Error::data(at(), e.to_string()))?;
+            Ok(Staged::Fallback(px))
+        };
         let (window, denom) = match self.routes[i] {
             Route::Cpu { window, denom } => (window, denom),
             Route::Coef { window, layout } => {
@@ -149,10 +157,7 @@ impl CpuShare {
                     return Ok(Staged::Coefficients(quant));
                 }
                 // Damaged or unusual after all: the full decode reports or handles it.
-                let mut px = vec![0u8; out_len];
-                let p = DecodeParams { roi: Some(window), ..self.params };
-                sluice_codecs::decode_into(bytes, info, &p, &mut px).map_err(|e| Error::data(at(), e.to_string()))?;
-                return Ok(Staged::Fallback(px));
+                return fallback(Some(window));
             }
             Route::Scan { window, .. } => {
                 let (head, data) = dst.split_at_mut(gpu_entropy::HEADER_BYTES);
@@ -161,12 +166,9 @@ impl CpuShare {
                     let (data_bytes, total_blocks) = (scan.header.data_bytes, scan.header.total_blocks());
                     return Ok(Staged::Scan { quant: scan.quant, data_bytes, total_blocks });
                 }
-                // Restart markers, several scans, damage: libjpeg-turbo decodes it (rare in
-                // the files the engine's vetting passes), or names the error.
-                let mut px = vec![0u8; out_len];
-                let p = DecodeParams { roi: Some(window), ..self.params };
-                sluice_codecs::decode_into(bytes, info, &p, &mut px).map_err(|e| Error::data(at(), e.to_string()))?;
-                return Ok(Staged::Fallback(px));
+                // Several scans, damage: libjpeg-turbo decodes it (rare in the files the
+                // engine's vetting passes), or names the error.
+                return fallback(Some(window));
             }
             Route::GpuHuffman { window, out } => {
                 let gpu = self.gpu.as_ref().expect("a share with GPU-Huffman samples has a GpuShare");
@@ -177,10 +179,7 @@ impl CpuShare {
                     return Ok(Staged::OnGpu);
                 }
                 // Refused or failed on the GPU: libjpeg-turbo decodes it, or names the error.
-                let mut px = vec![0u8; out_len];
-                let p = DecodeParams { roi: window, ..self.params };
-                sluice_codecs::decode_into(bytes, info, &p, &mut px).map_err(|e| Error::data(at(), e.to_string()))?;
-                return Ok(Staged::Fallback(px));
+                return fallback(window);
             }
             Route::Hw { .. } | Route::HwWindow { .. } => unreachable!("engine samples are not in the CPU share"),
         };

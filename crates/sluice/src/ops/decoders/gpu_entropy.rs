@@ -131,12 +131,15 @@ impl GpuEntropy {
         // coefficient samples first, in group 0).
         self.block.clear();
         let mut idct_groups = Vec::with_capacity(groups.len());
+        // Per group, the most chunks one of its images has (the block it launches with).
+        let mut most_chunks = Vec::with_capacity(groups.len());
         for (gi, range) in groups.iter().enumerate() {
             let first = coefs.len();
-            let (mut coef_at, mut dc_at) = (0u64, 0u64);
+            let (mut coef_at, mut dc_at, mut most) = (0u64, 0u64, 1u64);
             for s in &scans[range.clone()] {
                 let header = staged_dev + s.staged_at as u64;
                 let (chunk, chunks) = chunking(u64::from(s.data_bytes) * 8);
+                most = most.max(chunks);
                 let at = decoded.device_ptr() + coef_at * 2;
                 push(&mut self.block, header);
                 push(&mut self.block, header + HEADER_BYTES as u64);
@@ -157,6 +160,7 @@ impl GpuEntropy {
                 dc_at += s.total_blocks;
             }
             idct_groups.push(if gi == 0 { 0..coefs.len() } else { first..coefs.len() });
+            most_chunks.push(most);
         }
         debug_assert_eq!(self.block.len() as u64, JOB_BYTES * scans.len() as u64);
         let jobs = if scans.is_empty() { 0 } else { self.params.upload(ws, &self.block)? };
@@ -167,10 +171,9 @@ impl GpuEntropy {
         let kernels = ws.device.kernels();
         let decode = kernels.function(ws.device.context(), ws.device.compute_capability(), "jpeg_entropy", SRC, "entropy_decode")?;
         let mut job_at = 0u64;
-        for (range, g) in groups.iter().zip(&plan.groups) {
+        for ((range, g), most) in groups.iter().zip(&plan).zip(most_chunks) {
             if !range.is_empty() {
                 decoded.zero_async()?;
-                let most = scans[range.clone()].iter().map(|s| chunking(u64::from(s.data_bytes) * 8).1).max().unwrap_or(1);
                 let threads = (most as u32).next_power_of_two().clamp(32, THREADS);
                 let cfg = sluice_cuda::LaunchConfig { grid_dim: (range.len() as u32, 1, 1), block_dim: (threads, 1, 1), shared_mem_bytes: 0 };
                 let group_jobs = jobs + job_at * JOB_BYTES;

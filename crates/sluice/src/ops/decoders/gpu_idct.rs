@@ -64,11 +64,6 @@ pub(super) struct IdctGroup {
     max_pixels: usize,
 }
 
-/// The IDCT's descriptors for a batch, uploaded once, launched group by group.
-pub(super) struct IdctPlan {
-    pub groups: Vec<IdctGroup>,
-}
-
 /// The plane bytes (one byte per coefficient) the IDCT of `s` writes.
 pub(super) fn plane_bytes(s: &CoefLayout) -> usize {
     (0..s.components).map(|c| s.blocks(c) * 64).sum()
@@ -77,12 +72,12 @@ pub(super) fn plane_bytes(s: &CoefLayout) -> usize {
 impl GpuIdct {
     /// Builds and uploads the descriptors of every group (`groups`: ranges of `samples`),
     /// all groups' planes at `planes` (room for the largest group: groups run one after the
-    /// other on `ws.stream`).
-    pub(super) fn prepare(&mut self, ws: &GpuWorkspace<'_>, samples: &[CoefSample], groups: &[std::ops::Range<usize>], planes: u64, out: &TensorListGpu) -> Result<IdctPlan> {
+    /// other on `ws.stream`). Returns each group's launch, to pass to [`launch`](Self::launch).
+    pub(super) fn prepare(&mut self, ws: &GpuWorkspace<'_>, samples: &[CoefSample], groups: &[std::ops::Range<usize>], planes: u64, out: &TensorListGpu) -> Result<Vec<IdctGroup>> {
         // Descriptors: per group, every component's plane (struct Plane), then every sample
         // (struct Sample).
         self.block.clear();
-        let mut plan = IdctPlan { groups: Vec::with_capacity(groups.len()) };
+        let mut plan = Vec::with_capacity(groups.len());
         for range in groups {
             let group = &samples[range.clone()];
             let planes_at = self.block.len() as u64;
@@ -125,10 +120,10 @@ impl GpuIdct {
                 k += s.layout.components;
                 max_pixels = max_pixels.max(w.width * w.height);
             }
-            plan.groups.push(IdctGroup { planes_at, n_planes, max_blocks, samples_at, n_samples: group.len(), max_pixels });
+            plan.push(IdctGroup { planes_at, n_planes, max_blocks, samples_at, n_samples: group.len(), max_pixels });
         }
         let base = self.params.upload(ws, &self.block)?;
-        for g in &mut plan.groups {
+        for g in &mut plan {
             g.planes_at += base;
             g.samples_at += base;
         }

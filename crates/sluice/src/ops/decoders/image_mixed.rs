@@ -536,15 +536,16 @@ impl MixedDecoder {
         // The output is needed now only by decoders that write into it while this batch is
         // begun ahead (the engine, GPU-Huffman); otherwise `finish` allocates it, so one
         // batch fewer of decoded images is alive (on large photos ~1 GiB of full-scale windows).
-        let early = on_hw.iter().any(|&h| h) || routes.iter().any(|r| matches!(r, Route::GpuHuffman { .. }));
+        let on_gpu_huffman = routes.iter().any(|r| matches!(r, Route::GpuHuffman { .. }));
+        let early = on_gpu_huffman || on_hw.iter().any(|&h| h);
         let out_meta = meta.clone();
         let out = if early { Some(TensorListGpu::alloc(meta, ws.device, ws.stream)?) } else { None };
         let scratch = if scratch_len > 0 { Some(DeviceBuffer::alloc(ws.device, ws.stream, scratch_len)?) } else { None };
-        let mut on_gpu_huffman = false;
-        for (i, route) in routes.iter_mut().enumerate() {
-            if let (Route::GpuHuffman { out: ptr, .. }, Some(out)) = (route, &out) {
-                *ptr = out.sample_ptr(i);
-                on_gpu_huffman = true;
+        if let (true, Some(out)) = (on_gpu_huffman, &out) {
+            for (i, route) in routes.iter_mut().enumerate() {
+                if let Route::GpuHuffman { out: ptr, .. } = route {
+                    *ptr = out.sample_ptr(i);
+                }
             }
         }
 
