@@ -7,7 +7,8 @@
 //! 4,330-4,530 without (2026-11-23). nvJPEG's host phase for this backend costs about 5 ms of
 //! CPU per 1-2 MP image (`gpu_huffman_speed`: 16 threads, 3,200 img/s, all 16 cores busy),
 //! so it frees no CPU, while the CPU share decodes windows at a DCT scale and leaves the IDCT
-//! to the GPU; with it the engine's batches also took longer.
+//! to the GPU; with it the engine's batches also took longer. Since then those files go to
+//! Sluice's own GPU entropy decoder (`gpu_entropy`), which needs no such host phase.
 //!
 //! The pipeline's workers run these samples from the CPU-share queue like any other: the
 //! worker takes a free decoder state of the pool, which parses the image and stages its

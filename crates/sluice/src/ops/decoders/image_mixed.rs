@@ -3,7 +3,10 @@
 //! `image_slice` decode a window of each (placed by the same code as their cpu twins, so
 //! both backends cut the same windows).
 //!
-//! One batch runs three ways at once:
+//! One batch runs these ways at once:
+//! - Baseline JPEGs that the engine would take are entropy-decoded on the GPU by Sluice's own
+//!   kernel (`gpu_entropy`): a worker stages the scan, the GPU does the rest, bit-exact with
+//!   libjpeg-turbo. Measured faster than the engine, so `hw_decoder_load` defaults to 0.
 //! - Baseline colour JPEGs (`hw_decoder_load` of the batch) go to the GPU's hardware JPEG
 //!   engine in one batched call, made on a thread of its own (nvJPEG's call blocks while
 //!   the engine works) on one of two nvJPEG states used in turn, each with its own stream;
@@ -11,10 +14,10 @@
 //!   the pipeline thread nor the (busy) workers stand between the engine and its next batch.
 //!   Splitting a batch over parallel states was measured on an H200 and is slower (rn50-crop,
 //!   16 threads: 1 part 20,770 img/s, 2 parts 17,165, 4 parts 13,379, 8 parts 11,348).
-//! - Everything else (progressive files, other formats, EXIF-rotated or non-RGB outputs,
-//!   and the share kept off the engine) goes to the pipeline's workers in the background
-//!   (`cpu_share`), one sample at a time, costliest first. JPEGs that `gpu_idct` reproduces are only entropy-decoded there
-//!   and finished on the GPU (bit-exact with libjpeg-turbo); the rest are decoded by
+//! - Everything else (progressive files, restart markers, other formats, EXIF-rotated or
+//!   non-RGB outputs) goes to the pipeline's workers in the background (`cpu_share`), one
+//!   sample at a time, costliest first. JPEGs that `gpu_idct` reproduces are only
+//!   entropy-decoded there and finished on the GPU (bit-exact with libjpeg-turbo); the rest are decoded by
 //!   libjpeg-turbo / image-rs into pinned memory and uploaded. Windows decode only their
 //!   rows and columns, and at a DCT scale when the graph says a fixed-size resize follows.
 //! - Windows of engine-decoded samples are decoded on the engine (nvjpegDecodeBatchedEx

@@ -51,7 +51,7 @@ pub(crate) const MIXED_ONLY_ARGS: &[crate::ops::ArgSchema] = {
              entropy decoder is faster than the engine (H200: 36,100 vs 27,000 img/s on rn50-crop).",
         ),
         // DALI's default is 1,000,000; off here, as measured slower (see gpu_huffman.rs).
-        arg("hybrid_huffman_threshold", T::Int, D::Int(i64::MAX), "mixed only: pixel count above which JPEGs the hardware decoder leaves over are decoded by nvJPEG's GPU-Huffman decoder instead of on the CPU. Off by default (DALI: 1000000): on an H200 with 16 cores it was slower than Sluice's CPU share."),
+        arg("hybrid_huffman_threshold", T::Int, D::Int(i64::MAX), "mixed only: pixel count above which JPEGs the hardware decoder leaves over are decoded by nvJPEG's GPU-Huffman decoder instead of Sluice's own GPU entropy decoder (or the CPU). Off by default (DALI: 1000000): on an H200 with 16 cores it was slower than both."),
         arg("jpeg_fancy_upsampling", T::Bool, D::Bool(false), "mixed only: upsample chroma as the cpu decoder does."),
         arg("preallocate_width_hint", T::Int, D::Int(0), "mixed only: expected maximum width, to preallocate."),
         arg("preallocate_height_hint", T::Int, D::Int(0), "mixed only: expected maximum height, to preallocate."),
