@@ -196,10 +196,28 @@ def test_choice_positional_constant_like_dali(a, kw):
         assert set(np.ravel(x).tolist()) <= allowed
 
 
-def test_positional_constant_still_rejected_elsewhere():
-    with pytest.raises(TypeError, match="flip: input 0 must be a DataNode"):
-        fn.flip(np.zeros((2, 2, 3), np.uint8))
-    with pytest.raises(TypeError, match="random.choice: input `a`"):
+@pytest.mark.parametrize("value", [np.arange(12, dtype=np.uint8).reshape(2, 2, 3), np.int64(7), [1.5, 2.5], True,
+                                   np.array([[1, 2]], np.int16), np.float16(2), [[1, 2], [3, 4]]])
+def test_positional_constants_become_constant_inputs_like_dali(value):
+    """DALI turns a Python or NumPy value given as an input into a constant node: 64-bit
+    ints and floats become INT32 and FLOAT, other NumPy types stay as they are."""
+    expected = np.asarray(value)
+    expected = expected.astype({np.dtype(np.int64): np.int32, np.dtype(np.float64): np.float32}.get(expected.dtype, expected.dtype))
+
+    @pipeline_def(batch_size=3, num_threads=1, device_id=None, seed=1)
+    def s():
+        # a cast to the constant's own type hands it on unchanged
+        return fn.cast(value, dtype=types.FLOAT), fn.cast(value, dtype=types.from_numpy_type(expected.dtype))
+
+    out, raw = s().run()
+    for i in range(3):
+        np.testing.assert_array_equal(np.array(raw.at(i)), expected)
+        assert np.array(raw.at(i)).dtype == expected.dtype
+        np.testing.assert_array_equal(np.array(out.at(i)), expected.astype(np.float32))
+
+
+def test_positional_constant_that_is_not_numeric_is_a_type_error():
+    with pytest.raises(TypeError, match="random.choice: input 0 must be a DataNode or a constant"):
         fn.random.choice("abc")
 
 

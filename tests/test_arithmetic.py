@@ -180,9 +180,10 @@ def test_nested_expressions_fuse_into_one_operator_and_match_dali():
     p = pipe()
     pipe_holder["p"] = p
     outs = p.run()
-    arith = [op for op in p._collect() if op.schema == "_ArithmeticGenericOp"]
+    # The engine prunes the partial expressions Python recorded on the way.
+    arith = [name for name in p.executor_statistics() if "ArithmeticGenericOp" in name]
     assert len(arith) == 1, "a nested expression must become one operator"
-    assert len(arith[0].inputs) == 3
+    assert len(p._outputs[3]._op.inputs) == 3
     ins = [[np.array(o.at(i)) for i in range(BATCH)] for o in outs[:3]]
     theirs = dali_outputs(ins, [expr])
     assert_same([np.array(outs[3].at(i)) for i in range(BATCH)], theirs[0], "fused expression")

@@ -11,6 +11,8 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+
+import sluice
 from PIL import Image
 
 from sluice import fn, ops, pipeline_def
@@ -191,13 +193,19 @@ def test_file_list_with_unparsable_line(tiny_root, tmp_path, bad_line):
         jpegs, labels = fn.readers.file(file_root=str(tiny_root), file_list=str(fl))
         return labels
 
-    with pytest.raises((ValueError, RuntimeError)) as e:
+    with pytest.raises(sluice.errors.ArgumentError) as e:
         p().build()
     msg = str(e.value)
     assert "readers.file" in msg and str(fl) in msg and re.search(r"line\s*3\b", msg), msg
 
 
 def test_unknown_argument_is_type_error_at_call_time(tiny_root):
+    """DALI raises KeyError; Python code expects TypeError: the error is both (and a
+    RuntimeError, as every Sluice error), with the closest argument name suggested."""
+    with pytest.raises(KeyError):
+        fn.readers.file(file_root=str(tiny_root), bogus_arg=3)
+    with pytest.raises(sluice.errors.UnknownArgumentError, match=r"random\.uniform: unknown argument 'rnage'; did you mean 'range'\?$"):
+        fn.random.uniform(rnage=(0, 1))
     with pytest.raises(TypeError, match=r"readers\.file.*bogus_arg"):
         fn.readers.file(file_root=str(tiny_root), bogus_arg=3)
     with pytest.raises(TypeError, match=r"decoders\.image.*colour_space"):
@@ -221,9 +229,10 @@ def test_wrong_argument_type(tiny_root, make, arg):
     def p():
         return make(tiny_root)
 
-    with pytest.raises((TypeError, ValueError)) as e:
+    with pytest.raises(sluice.errors.ArgumentTypeError) as e:
         p().build()
-    assert f"'{arg}'" in str(e.value) or arg in str(e.value)
+    assert f"'{arg}'" in str(e.value)
+    assert isinstance(e.value, TypeError) and isinstance(e.value, ValueError)  # DALI: ValueError
 
 
 def test_file_deleted_after_build(small_images, tmp_path):

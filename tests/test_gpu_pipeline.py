@@ -6,6 +6,8 @@ import re
 import numpy as np
 import pytest
 
+import sluice
+
 from sluice import fn, math as smath, pipeline_def, types
 
 from conftest import all_files, require_gpu
@@ -630,7 +632,7 @@ def _gpu_error(build):
     def p():
         return build()
 
-    with pytest.raises((RuntimeError, ValueError, NotImplementedError)) as e:
+    with pytest.raises(sluice.errors.SluiceError) as e:
         p().run()
     return str(e.value)
 
@@ -820,12 +822,18 @@ def test_cpu_only_pipeline_rejects_the_gpu_backends_clearly():
     for op, kw in [(fn.flip, {}), (fn.transpose, dict(perm=[1, 0])), (fn.cast, dict(dtype=types.FLOAT)), (fn.normalize, dict(mean=0.0, stddev=1.0))]:
         @pipeline_def(batch_size=2, num_threads=1, device_id=None, seed=1)
         def p():
-            return op(fn.random.uniform(range=(0, 1), shape=[4, 5]), device="gpu", **kw)
+            return op(fn.random.uniform(range=(0, 1), shape=[4, 5]).gpu(), device="gpu", **kw)
 
-        with pytest.raises((ValueError, RuntimeError)) as e:
+        with pytest.raises(sluice.errors.GraphError) as e:
             p().build()
         msg = str(e.value).lower()
         assert "gpu" in msg and "cpu-only" in msg, msg
+
+
+def test_gpu_operator_given_a_cpu_input_fails_where_it_is_called():
+    """As DALI: the stage order is checked when the operator is created (no GPU needed)."""
+    with pytest.raises(sluice.errors.GraphError, match=r"flip \(device='gpu'\): input 0 is on the CPU"):
+        fn.flip(fn.random.uniform(range=(0, 1), shape=[4, 5]), device="gpu")
 
 
 # --------------------------------------------------------------------------- arithmetic

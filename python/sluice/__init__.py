@@ -4,6 +4,7 @@
 """
 
 from . import _core
+from . import errors
 from .pipeline import DataNode, Pipeline, pipeline_def
 from . import types
 from . import fn
@@ -13,4 +14,4 @@ from .tensors import TensorCPU, TensorGPU, TensorListCPU, TensorListGPU
 
 __version__ = _core.__version__
 
-__all__ = ["DataNode", "Pipeline", "pipeline_def", "fn", "ops", "types", "TensorCPU", "TensorGPU", "TensorListCPU", "TensorListGPU"]
+__all__ = ["errors", "DataNode", "Pipeline", "pipeline_def", "fn", "ops", "types", "TensorCPU", "TensorGPU", "TensorListCPU", "TensorListGPU"]

@@ -4,10 +4,9 @@ runs it. Mirrors `nvidia.dali.pipeline`."""
 import functools
 import inspect
 import itertools
-import os
 import threading
 
-from . import _core
+from . import _core, errors
 from .tensors import TensorListCPU, TensorListGPU
 
 _op_ids = itertools.count()
@@ -236,11 +235,13 @@ def _arith(op, *operands):
 
 
 class _OpNode:
-    """One operator instance in a graph."""
+    """One operator instance as the user wrote it: name (schema or legacy class), device
+    as given, inputs, argument inputs and arguments. The engine checks it as it is created
+    and says what it produces; Python records, the engine decides."""
 
     __slots__ = ("id", "schema", "device", "name", "inputs", "arg_inputs", "args", "outputs")
 
-    def __init__(self, schema, device, name, inputs, arg_inputs, args, num_outputs, out_device):
+    def __init__(self, schema, device, name, inputs, arg_inputs, args):
         self.id = next(_op_ids)
         self.schema = schema
         self.device = device
@@ -248,7 +249,21 @@ class _OpNode:
         self.inputs = inputs
         self.arg_inputs = arg_inputs
         self.args = args
+        for i, x in enumerate(inputs):
+            if not isinstance(x, DataNode):
+                raise TypeError(f"{schema}: input {i} must be a DataNode, got {type(x).__name__}")
+        # Edges are not known yet (operators are numbered at build): placeholders.
+        _, num_outputs, on_gpu, _ = _core.check_op(
+            self.spec([(0, 0)] * len(inputs), [(k, 0, 0) for k in arg_inputs]),
+            [x.device == "gpu" for x in inputs],
+            [x.device == "gpu" for x in arg_inputs.values()],
+        )
+        out_device = "gpu" if on_gpu else "cpu"
         self.outputs = [DataNode(self, i, out_device) for i in range(num_outputs)]
+
+    def spec(self, inputs, arg_inputs):
+        """The tuple the engine reads, with edges given as (operator index, output)."""
+        return (self.schema, self.device, self.name, inputs, arg_inputs, list(self.args.items()))
 
 
 _PIPELINE_KWARGS = (
@@ -272,30 +287,12 @@ class Pipeline:
                  enable_checkpointing=False, checkpoint=None, py_num_workers=1, py_start_method="fork",
                  py_callback_pickler=None, output_dtype=None, output_ndim=None, output_layout=None,
                  exec_dynamic=False, experimental_exec_dynamic=False, stream_policy=None, concurrency=None):
-        if batch_size is None or batch_size == -1:
-            batch_size = -1
-        elif not isinstance(batch_size, int) or batch_size < 1:
-            raise ValueError(f"batch_size must be a positive integer, got {batch_size!r}")
-        if num_threads is None or num_threads == -1:
-            num_threads = os.cpu_count() or 1
-        if not isinstance(num_threads, int) or num_threads < 1:
-            raise ValueError(f"num_threads must be a positive integer, got {num_threads!r}")
-        if device_id == -1:
-            device_id = None if _gpu_count() == 0 else 0
-        if device_id is not None and (not isinstance(device_id, int) or device_id < 0):
-            raise ValueError(f"device_id must be None (CPU only) or a GPU index, got {device_id!r}")
-        if isinstance(prefetch_queue_depth, dict):
-            depth = max(int(prefetch_queue_depth.get("cpu_size", 2)), int(prefetch_queue_depth.get("gpu_size", 2)))
-        else:
-            depth = int(prefetch_queue_depth)
-        if depth < 1:
-            raise ValueError(f"prefetch_queue_depth must be at least 1, got {prefetch_queue_depth!r}")
-        if seed is None or seed == -1:
-            seed = int.from_bytes(os.urandom(8), "little") & ((1 << 63) - 1)
-        self._batch_size = batch_size
+        batch_size, num_threads, device_id, seed, depth = _core.pipeline_params(
+            batch_size, num_threads, device_id, seed, prefetch_queue_depth)
+        self._batch_size = -1 if batch_size is None else batch_size
         self._num_threads = num_threads
         self._device_id = device_id
-        self._seed = int(seed)
+        self._seed = seed
         self._prefetch_queue_depth = depth
         self._exec_async = bool(exec_async)
         self._exec_pipelined = bool(exec_pipelined)
@@ -379,7 +376,7 @@ class Pipeline:
         if self._built:
             return
         if self._batch_size == -1:
-            raise ValueError("batch_size is required")
+            raise errors.GraphError("batch_size is required")
         if self._outputs is None:
             with self:
                 outs = self.define_graph()
@@ -388,16 +385,9 @@ class Pipeline:
             self.set_outputs(*outs)
         ops = self._collect()
         index = {op.id: k for k, op in enumerate(ops)}
-        spec = []
-        for op in ops:
-            spec.append((
-                op.schema,
-                op.device,
-                op.name,
-                [(index[n._op.id], n._index) for n in op.inputs],
-                [(k, index[n._op.id], n._index) for k, n in op.arg_inputs.items()],
-                list(op.args.items()),
-            ))
+        spec = [op.spec([(index[n._op.id], n._index) for n in op.inputs],
+                        [(k, index[n._op.id], n._index) for k, n in op.arg_inputs.items()])
+                for op in ops]
         outputs = [(index[o._op.id], o._index) for o in self._outputs]
         self._engine = _core.Pipeline(self._batch_size, self._num_threads, self._device_id, self._seed,
                                       self._prefetch_queue_depth, self._exec_async, self._exec_pipelined,
@@ -405,10 +395,10 @@ class Pipeline:
         self._built = True
 
     def _collect(self):
-        """Operators reachable from the outputs, plus preserved ones, in creation order."""
+        """Every operator created for this pipeline, and those its outputs read that were
+        created outside it, in creation order. The engine prunes what no output needs."""
         seen = {}
-        stack = [o._op for o in self._outputs]
-        stack += [op for op in self._ops if op.args.get("preserve")]
+        stack = [o._op for o in self._outputs] + self._ops
         while stack:
             op = stack.pop()
             if op.id in seen:
@@ -481,11 +471,6 @@ class Pipeline:
 
     def __del__(self):
         self._engine = None
-
-
-def _gpu_count():
-    """CUDA devices the engine can use (0 without a driver or GPU)."""
-    return _core.gpu_count()
 
 
 def pipeline_def(fn=None, **pipeline_kwargs):

@@ -6,27 +6,69 @@ mod dlpack;
 
 use std::sync::Arc;
 
-use pyo3::exceptions::{PyRuntimeError, PyStopIteration, PyTypeError, PyValueError};
+use pyo3::exceptions::{PyRuntimeError, PyStopIteration, PyTypeError};
 use pyo3::prelude::*;
-use pyo3::types::{PyDict, PyList, PyTuple};
+use pyo3::sync::PyOnceLock;
+use pyo3::types::{PyDict, PyList, PyTuple, PyType};
 
+use sluice::error::ErrorKind;
 use sluice::exec::Executor;
-use sluice::graph::{Edge, OpSpec, PipelineSpec};
-use sluice::ops::{self, ArgDefault, ArgValue, Device};
+use sluice::graph::{check_op as engine_check_op, Edge, OpSpec, PipelineSpec};
+use sluice::ops::{self, ArgDefault, ArgValue};
 use sluice::tensor::{Batch, TensorList as EngineTensorList, TensorListGpu as EngineTensorListGpu};
 use sluice::Error;
 
-/// Engine error -> Python exception of the matching kind.
-fn to_py(e: Error) -> PyErr {
-    let msg = e.to_string();
-    match e {
-        Error::InvalidArgument { .. } | Error::Graph(_) => PyValueError::new_err(msg),
-        Error::TypeMismatch { .. } => PyTypeError::new_err(msg),
-        Error::EndOfData => PyStopIteration::new_err(msg),
-        _ => PyRuntimeError::new_err(msg),
-    }
+/// `sluice.errors`' classes, made once from [`ErrorKind`]'s table when the module loads.
+static ERROR_CLASSES: PyOnceLock<ErrorClasses> = PyOnceLock::new();
+
+struct ErrorClasses {
+    /// `SluiceError`, the base of all the others.
+    base: Py<PyType>,
+    by_kind: Vec<(ErrorKind, Py<PyType>)>,
 }
 
+/// Creates `SluiceError` (a `RuntimeError`, as DALI raises) and one subclass per error
+/// kind, each also deriving from the built-in classes the kind names.
+fn make_error_classes(py: Python<'_>) -> PyResult<ErrorClasses> {
+    let builtins = PyModule::import(py, "builtins")?;
+    let type_ = builtins.getattr("type")?;
+    let class = |name: &str, bases: Vec<Bound<'_, PyAny>>, doc: &str| -> PyResult<Py<PyType>> {
+        let dict = PyDict::new(py);
+        dict.set_item("__doc__", doc)?;
+        dict.set_item("__module__", "sluice.errors")?;
+        // KeyError quotes its message; every Sluice error prints it as written.
+        dict.set_item("__str__", builtins.getattr("BaseException")?.getattr("__str__")?)?;
+        Ok(type_.call1((name, PyTuple::new(py, bases)?, dict))?.cast_into::<PyType>()?.unbind())
+    };
+    let base = class("SluiceError", vec![builtins.getattr("RuntimeError")?], "Every error Sluice raises (but StopIteration): a RuntimeError, as in DALI.")?;
+    let mut by_kind = Vec::new();
+    for kind in ErrorKind::ALL {
+        let Some(name) = kind.class_name() else { continue };
+        let mut bases = vec![base.bind(py).clone().into_any()];
+        for b in kind.python_bases() {
+            bases.push(builtins.getattr(*b)?);
+        }
+        by_kind.push((kind, class(name, bases, kind.doc())?));
+    }
+    Ok(ErrorClasses { base, by_kind })
+}
+
+/// Engine error -> the Python exception of its kind: the one mapping of the taxonomy.
+fn to_py(e: Error) -> PyErr {
+    let msg = e.to_string();
+    let kind = e.kind();
+    if kind == ErrorKind::EndOfData {
+        return PyStopIteration::new_err(msg);
+    }
+    Python::attach(|py| {
+        let classes = ERROR_CLASSES.get(py).expect("error classes are made when the module loads");
+        let class = classes.by_kind.iter().find(|(k, _)| *k == kind).map_or(&classes.base, |(_, c)| c);
+        PyErr::from_type(class.bind(py).clone(), msg)
+    })
+}
+
+/// A Python value as an argument value. Enums (ours are IntEnums; DALI's pybind enums
+/// convert through `__index__`), NumPy scalars and arrays are accepted as DALI accepts them.
 fn arg_value(v: &Bound<'_, PyAny>) -> PyResult<ArgValue> {
     use pyo3::types::{PyBool, PyFloat, PyInt, PyString};
     if v.is_instance_of::<PyBool>() {
@@ -55,7 +97,122 @@ fn arg_value(v: &Bound<'_, PyAny>) -> PyResult<ArgValue> {
         }
         return Err(PyTypeError::new_err("a list argument must hold only numbers or only strings"));
     }
+    // NumPy scalars and arrays: their Python equivalents.
+    if v.hasattr("tolist")? && v.hasattr("dtype")? {
+        return arg_value(&v.call_method0("tolist")?);
+    }
+    if v.hasattr("__index__")? {
+        return arg_value(&v.call_method0("__index__")?);
+    }
     Err(PyTypeError::new_err(format!("unsupported argument value of type {}", v.get_type().name()?)))
+}
+
+/// An operator spec from the tuple Python records: (schema or legacy name, device as given
+/// or None, instance name, [(op, output)], [(arg, op, output)], [(arg, value)]).
+fn op_spec(t: &Bound<'_, PyTuple>) -> PyResult<OpSpec> {
+    let (schema, device, name, inputs, arg_inputs, args): (
+        String,
+        Option<String>,
+        String,
+        Vec<(usize, usize)>,
+        Vec<(String, usize, usize)>,
+        Vec<(String, Bound<'_, PyAny>)>,
+    ) = t.extract()?;
+    let mut conv = Vec::with_capacity(args.len());
+    for (k, v) in args {
+        let display = ops::lookup(&schema).map_or_else(|| schema.clone(), |(d, _)| d.schema.fn_name());
+        let value = arg_value(&v).map_err(|e| to_py(Error::type_mismatch(&display, format!("argument '{k}': {e}"))))?;
+        conv.push((k, value));
+    }
+    Ok(OpSpec {
+        schema,
+        device,
+        name,
+        inputs: inputs.into_iter().map(|(op, output)| Edge { op, output }).collect(),
+        arg_inputs: arg_inputs.into_iter().map(|(k, op, output)| (k, Edge { op, output })).collect(),
+        args: conv,
+    })
+}
+
+/// Checks one operator as the user creates it (see `sluice::graph::check_op`): `op` is the
+/// tuple Python records (its edges are ignored), `inputs_on_gpu` / `arg_inputs_on_gpu`
+/// where each input lives. Returns (name users know it by, number of outputs, whether the
+/// outputs live on the GPU, device it runs on).
+#[pyfunction]
+fn check_op(op: &Bound<'_, PyTuple>, inputs_on_gpu: Vec<bool>, arg_inputs_on_gpu: Vec<bool>) -> PyResult<(String, usize, bool, &'static str)> {
+    let spec = op_spec(op)?;
+    let c = engine_check_op(&spec, &inputs_on_gpu, &arg_inputs_on_gpu).map_err(to_py)?;
+    Ok((c.def.schema.fn_name(), c.def.schema.num_outputs, c.outputs_on_gpu(), c.device.name()))
+}
+
+/// Checks the arguments an `ops.X(...)` object is created with, by name and type, before
+/// it is called with its inputs (and maybe more arguments).
+#[pyfunction]
+fn check_args(schema: &str, args: Vec<(String, Bound<'_, PyAny>)>) -> PyResult<()> {
+    let (def, _) = ops::lookup(schema).ok_or_else(|| to_py(ops::unknown_operator(schema)))?;
+    let display = def.schema.fn_name();
+    let mut given = Vec::with_capacity(args.len());
+    for (k, v) in args {
+        let value = arg_value(&v).map_err(|e| to_py(Error::type_mismatch(&display, format!("argument '{k}': {e}"))))?;
+        given.push((k, value));
+    }
+    ops::Args::check_given(&def.schema, &display, given).map_err(to_py)?;
+    Ok(())
+}
+
+/// The pipeline's parameters as the engine will use them, checked, with DALI's defaults
+/// resolved: `num_threads` -1 means one per CPU core, `device_id` -1 the first GPU (None
+/// when there is none), `seed` -1 a random one, `prefetch_queue_depth` an int or DALI's
+/// {"cpu_size": n, "gpu_size": m} (Sluice keeps one queue: the larger).
+#[pyfunction]
+#[pyo3(signature = (batch_size, num_threads, device_id, seed, prefetch_queue_depth))]
+fn pipeline_params(
+    batch_size: Option<i64>,
+    num_threads: Option<i64>,
+    device_id: Option<i64>,
+    seed: Option<i64>,
+    prefetch_queue_depth: &Bound<'_, PyAny>,
+) -> PyResult<(Option<usize>, usize, Option<i32>, u64, usize)> {
+    let bad = |what: &str, v: &dyn std::fmt::Debug| to_py(Error::Graph(format!("{what}, got {v:?}")));
+    let batch_size = match batch_size {
+        None | Some(-1) => None,
+        Some(b) if b >= 1 => Some(b as usize),
+        Some(b) => return Err(bad("batch_size must be a positive integer", &b)),
+    };
+    let num_threads = match num_threads {
+        None | Some(-1) => std::thread::available_parallelism().map_or(1, |n| n.get()),
+        Some(n) if n >= 1 => n as usize,
+        Some(n) => return Err(bad("num_threads must be a positive integer", &n)),
+    };
+    let device_id = match device_id {
+        Some(-1) => (sluice::gpu_device_count() > 0).then_some(0),
+        None => None,
+        Some(d) if (0..=i32::MAX as i64).contains(&d) => Some(d as i32),
+        Some(d) => return Err(bad("device_id must be None (CPU only) or a GPU index", &d)),
+    };
+    let seed = match seed {
+        None | Some(-1) => random_seed(),
+        Some(s) => s as u64,
+    };
+    let depth: i64 = if let Ok(d) = prefetch_queue_depth.cast::<PyDict>() {
+        let size = |k: &str| -> PyResult<i64> { d.get_item(k)?.map_or(Ok(2), |v| v.extract()) };
+        size("cpu_size")?.max(size("gpu_size")?)
+    } else {
+        prefetch_queue_depth.extract()?
+    };
+    if depth < 1 {
+        return Err(bad("prefetch_queue_depth must be at least 1", &depth));
+    }
+    Ok((batch_size, num_threads, device_id, seed, depth as usize))
+}
+
+/// A seed nobody chose: from the OS's randomness via std's hasher keys, kept to 63 bits as
+/// DALI's seeds are non-negative.
+fn random_seed() -> u64 {
+    use std::hash::{BuildHasher, Hasher};
+    let mut h = std::collections::hash_map::RandomState::new().build_hasher();
+    h.write_u128(std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_nanos()));
+    h.finish() >> 1
 }
 
 /// A pipeline built and running in the engine.
@@ -83,36 +240,7 @@ impl PyPipeline {
         ops: Vec<Bound<'_, PyTuple>>,
         outputs: Vec<(usize, usize)>,
     ) -> PyResult<PyPipeline> {
-        let mut specs = Vec::with_capacity(ops.len());
-        for t in ops {
-            let (schema, device, name, inputs, arg_inputs, args): (
-                String,
-                Option<String>,
-                String,
-                Vec<(usize, usize)>,
-                Vec<(String, usize, usize)>,
-                Vec<(String, Bound<'_, PyAny>)>,
-            ) = t.extract()?;
-            let device = match device {
-                None => None,
-                Some(d) => Some(Device::parse(&d).ok_or_else(|| {
-                    PyValueError::new_err(format!("{name}: device must be 'cpu', 'mixed' or 'gpu', got '{d}'"))
-                })?),
-            };
-            let mut conv = Vec::with_capacity(args.len());
-            for (k, v) in args {
-                let value = arg_value(&v).map_err(|e| PyTypeError::new_err(format!("{schema}: argument '{k}': {e}")))?;
-                conv.push((k, value));
-            }
-            specs.push(OpSpec {
-                schema,
-                device,
-                name,
-                inputs: inputs.into_iter().map(|(op, output)| Edge { op, output }).collect(),
-                arg_inputs: arg_inputs.into_iter().map(|(k, op, output)| (k, Edge { op, output })).collect(),
-                args: conv,
-            });
-        }
+        let specs = ops.iter().map(op_spec).collect::<PyResult<Vec<_>>>()?;
         let spec = PipelineSpec {
             batch_size,
             num_threads,
@@ -472,6 +600,13 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<PyTensorListGpu>()?;
     m.add_function(wrap_pyfunction!(gpu_count, m)?)?;
     m.add_function(wrap_pyfunction!(schemas, m)?)?;
+    m.add_function(wrap_pyfunction!(check_op, m)?)?;
+    m.add_function(wrap_pyfunction!(check_args, m)?)?;
+    m.add_function(wrap_pyfunction!(pipeline_params, m)?)?;
+    let classes = ERROR_CLASSES.get_or_try_init(m.py(), || make_error_classes(m.py()))?;
+    for class in std::iter::once(&classes.base).chain(classes.by_kind.iter().map(|(_, c)| c)) {
+        m.add(class.bind(m.py()).name()?, class.clone_ref(m.py()))?;
+    }
     m.add_function(wrap_pyfunction!(write_sample_dataset, m)?)?;
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;
     Ok(())

@@ -36,9 +36,12 @@ impl fmt::Display for Location {
 /// Every failure the engine reports.
 #[derive(Debug, thiserror::Error)]
 pub enum Error {
-    /// An argument has the wrong type, is unknown, missing or out of range.
+    /// An argument is missing, out of range or inconsistent with others.
     #[error("{operator}: argument '{argument}': {message}")]
     InvalidArgument { operator: String, argument: String, message: String },
+    /// An argument name the operator does not have.
+    #[error("{operator}: unknown argument '{argument}'{hint}")]
+    UnknownArgument { operator: String, argument: String, hint: String },
     /// An argument or input has the wrong Python/engine type.
     #[error("{operator}: {message}")]
     TypeMismatch { operator: String, message: String },
@@ -62,7 +65,105 @@ pub enum Error {
     Unsupported(String),
 }
 
+/// The kinds of [`Error`] as Python sees them: each is one exception class of
+/// `sluice.errors`, created from this table when the module loads, so the taxonomy is
+/// written once. Every class derives from `SluiceError`, a `RuntimeError` (what DALI raises
+/// for nearly everything), and also from the built-in class idiomatic Python code catches,
+/// so `except RuntimeError` (DALI code) and `except ValueError` both work.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ErrorKind {
+    InvalidArgument,
+    UnknownArgument,
+    TypeMismatch,
+    Graph,
+    Data,
+    Io,
+    EndOfData,
+    Cuda,
+    Unsupported,
+}
+
+impl ErrorKind {
+    /// Every kind, in the order the Python classes are created.
+    pub const ALL: [ErrorKind; 9] = [
+        ErrorKind::InvalidArgument,
+        ErrorKind::UnknownArgument,
+        ErrorKind::TypeMismatch,
+        ErrorKind::Graph,
+        ErrorKind::Data,
+        ErrorKind::Io,
+        ErrorKind::EndOfData,
+        ErrorKind::Cuda,
+        ErrorKind::Unsupported,
+    ];
+
+    /// The Python class name in `sluice.errors`; `None` for [`ErrorKind::EndOfData`], which
+    /// Python sees as `StopIteration` (the iterator protocol's own signal; it cannot share a
+    /// base with `RuntimeError`, their instance layouts differ).
+    pub fn class_name(self) -> Option<&'static str> {
+        Some(match self {
+            ErrorKind::InvalidArgument => "ArgumentError",
+            ErrorKind::UnknownArgument => "UnknownArgumentError",
+            ErrorKind::TypeMismatch => "ArgumentTypeError",
+            ErrorKind::Graph => "GraphError",
+            ErrorKind::Data => "DataError",
+            ErrorKind::Io => "StorageError",
+            ErrorKind::Cuda => "CudaError",
+            ErrorKind::Unsupported => "UnsupportedError",
+            ErrorKind::EndOfData => return None,
+        })
+    }
+
+    /// Built-in Python exception classes the class derives from besides `SluiceError`
+    /// (DALI raises `KeyError` for an unknown argument and `ValueError` for a value of the
+    /// wrong type; Python code expects `TypeError` for both).
+    pub fn python_bases(self) -> &'static [&'static str] {
+        match self {
+            ErrorKind::InvalidArgument | ErrorKind::Graph => &["ValueError"],
+            ErrorKind::UnknownArgument => &["KeyError", "TypeError"],
+            ErrorKind::TypeMismatch => &["TypeError", "ValueError"],
+            ErrorKind::Unsupported => &["NotImplementedError"],
+            ErrorKind::EndOfData | ErrorKind::Data | ErrorKind::Io | ErrorKind::Cuda => &[],
+        }
+    }
+
+    /// One line for the class's docstring.
+    pub fn doc(self) -> &'static str {
+        match self {
+            ErrorKind::InvalidArgument => "An argument is missing, out of range or inconsistent with the others.",
+            ErrorKind::UnknownArgument => "An argument name the operator does not have.",
+            ErrorKind::TypeMismatch => "An argument or input of the wrong type.",
+            ErrorKind::Graph => "The pipeline graph cannot be built: unknown operator, wrong device or stage order, bad wiring, bad pipeline parameters.",
+            ErrorKind::Data => "A sample cannot be read or decoded; the message names the operator, sample, iteration and file.",
+            ErrorKind::Io => "A file, folder or object cannot be read.",
+            ErrorKind::EndOfData => "The data source is exhausted.",
+            ErrorKind::Cuda => "A CUDA, NVRTC or nvJPEG call failed, or no GPU is usable.",
+            ErrorKind::Unsupported => "Something this build or machine does not support.",
+        }
+    }
+}
+
 impl Error {
+    /// The kind, which decides the Python class.
+    pub fn kind(&self) -> ErrorKind {
+        match self {
+            Error::InvalidArgument { .. } => ErrorKind::InvalidArgument,
+            Error::UnknownArgument { .. } => ErrorKind::UnknownArgument,
+            Error::TypeMismatch { .. } => ErrorKind::TypeMismatch,
+            Error::Graph(_) => ErrorKind::Graph,
+            Error::Data { .. } => ErrorKind::Data,
+            Error::Io { .. } => ErrorKind::Io,
+            Error::EndOfData => ErrorKind::EndOfData,
+            Error::Cuda(_) => ErrorKind::Cuda,
+            Error::Unsupported(_) => ErrorKind::Unsupported,
+        }
+    }
+
+    /// Shorthand for a type error naming the operator.
+    pub fn type_mismatch(operator: &str, message: impl Into<String>) -> Self {
+        Error::TypeMismatch { operator: operator.to_string(), message: message.into() }
+    }
+
     /// Shorthand for an invalid-argument error.
     pub fn arg(operator: &str, argument: &str, message: impl Into<String>) -> Self {
         Error::InvalidArgument {

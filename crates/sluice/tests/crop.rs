@@ -20,7 +20,7 @@ fn run1(schema: &str, input: &TensorList, args: Vec<(&str, ArgValue)>) -> sluice
         instance_name: name,
         op_id: 1,
         seed: 1,
-        batch_size: input.len(),
+        max_batch_size: input.len(),
         num_threads: 1,
         device_id: None,
         arg_input_names: vec![],

@@ -26,7 +26,7 @@ fn run(schema: &str, inputs: &[&TensorList], args: Vec<(&str, ArgValue)>, thread
         instance_name: name,
         op_id: OP_ID,
         seed: SEED,
-        batch_size: inputs[0].len(),
+        max_batch_size: inputs[0].len(),
         num_threads: threads,
         device_id: None,
         arg_input_names: vec![],

@@ -2,7 +2,7 @@
 //! generator, so they cannot equal DALI's: these tests check distributions, shapes, types,
 //! layouts and determinism. Shape/type facts were checked against NVIDIA DALI 2.4:
 //! normal is FLOAT by default, takes its shape from an input when given, and rounds/clamps to
-//! integer dtypes; choice keeps the input's type (INT32 for a Python constant `__a`), picks
+//! integer dtypes; choice keeps the input's type (INT32 for a Python constant), picks
 //! along the first axis of an array (shape `shape + a.shape[1:]`, layout without its first
 //! letter), and `p` weights the picks.
 
@@ -97,9 +97,10 @@ fn normal_and_choice_are_deterministic_across_thread_counts() {
     let run = |threads: usize| -> Vec<Vec<u8>> {
         let ops = vec![
             op("random__Normal", "n", vec![("shape", ArgValue::IntList(vec![5, 3]))]),
-            op("random__Choice", "c", vec![("__a", ArgValue::Int(10)), ("shape", ArgValue::IntList(vec![7]))]),
+            op("Constant", "ten", vec![("idata", ArgValue::IntList(vec![10])), ("shape", ArgValue::IntList(vec![]))]),
+            OpSpec { inputs: vec![e(1)], ..op("random__Choice", "c", vec![("shape", ArgValue::IntList(vec![7]))]) },
         ];
-        let mut ex = pipeline(ops, vec![e(0), e(1)], threads);
+        let mut ex = pipeline(ops, vec![e(0), e(2)], threads);
         (0..3).flat_map(|_| {
             let out = ex.next_cpu_batch().unwrap();
             out.into_iter().flat_map(|t| (0..t.len()).map(move |i| t.bytes(i).to_vec()).collect::<Vec<_>>()).collect::<Vec<_>>()
@@ -128,8 +129,9 @@ fn choice_of_a_scalar_is_range_n_with_the_input_type() {
     assert_eq!(out[0].shape(0), &[] as &[usize]);
     let u = TensorList::from_samples::<u8>(&[vec![]], &[vec![3]]);
     assert_eq!(run_op("random__Choice", vec![], &[&u], &[]).unwrap()[0].dtype(), DType::U8);
-    // The `__a` constant form gives INT32 (DALI: fn.random.choice(5) is INT32).
-    let out = run_op("random__Choice", vec![("__a", ArgValue::Int(3)), ("shape", ArgValue::IntList(vec![4]))], &[], &[]).unwrap();
+    // A Python constant arrives as INT32 (DALI: fn.random.choice(5) is INT32).
+    let three = TensorList::from_samples::<i32>(&[vec![], vec![], vec![]], &[vec![3], vec![3], vec![3]]);
+    let out = run_op("random__Choice", vec![("shape", ArgValue::IntList(vec![4]))], &[&three], &[]).unwrap();
     assert_eq!(out[0].dtype(), DType::I32);
     assert_eq!(out[0].len(), 3);
     assert!(out[0].sample::<i32>(0).iter().all(|&v| (0..3).contains(&v)));
@@ -138,9 +140,10 @@ fn choice_of_a_scalar_is_range_n_with_the_input_type() {
 #[test]
 fn choice_probabilities_weight_the_picks() {
     // DALI: p=[0, 0, 1] always gives 2.
-    let out = run_op("random__Choice", vec![("__a", ArgValue::Int(3)), ("p", ArgValue::FloatList(vec![0.0, 0.0, 1.0])), ("shape", ArgValue::IntList(vec![3]))], &[], &[]).unwrap();
+    let three = TensorList::from_samples::<i32>(&[vec![]], &[vec![3]]);
+    let out = run_op("random__Choice", vec![("p", ArgValue::FloatList(vec![0.0, 0.0, 1.0])), ("shape", ArgValue::IntList(vec![3]))], &[&three], &[]).unwrap();
     assert_eq!(out[0].sample::<i32>(0), &[2, 2, 2]);
-    let out = run_op("random__Choice", vec![("__a", ArgValue::Int(3)), ("p", ArgValue::FloatList(vec![0.1, 0.6, 0.3])), ("shape", ArgValue::IntList(vec![20000]))], &[], &[]).unwrap();
+    let out = run_op("random__Choice", vec![("p", ArgValue::FloatList(vec![0.1, 0.6, 0.3])), ("shape", ArgValue::IntList(vec![20000]))], &[&three], &[]).unwrap();
     let mut hist = [0f64; 3];
     for &v in out[0].sample::<i32>(0) {
         hist[v as usize] += 1.0 / 20000.0;
@@ -149,7 +152,7 @@ fn choice_probabilities_weight_the_picks() {
         assert!((h - p).abs() < 0.015, "{hist:?}");
     }
     for (p, msg) in [(vec![0.5, 0.6, 0.1], "sum"), (vec![-0.5, 1.0, 0.5], ">= 0")] {
-        let err = run_op("random__Choice", vec![("__a", ArgValue::Int(3)), ("p", ArgValue::FloatList(p))], &[], &[]).err().unwrap().to_string();
+        let err = run_op("random__Choice", vec![("p", ArgValue::FloatList(p))], &[&three], &[]).err().unwrap().to_string();
         assert!(err.contains("random.choice") && err.contains("'p'") && err.contains(msg), "{err}");
     }
     let n = TensorList::from_samples::<i32>(&[vec![]], &[vec![4]]);

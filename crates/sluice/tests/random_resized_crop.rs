@@ -22,7 +22,7 @@ fn run(schema: &str, input: &TensorList, args: Vec<(&str, ArgValue)>, threads: u
         instance_name: name,
         op_id: OP_ID,
         seed: SEED,
-        batch_size: input.len(),
+        max_batch_size: input.len(),
         num_threads: threads,
         device_id: None,
         arg_input_names: vec![],

@@ -18,7 +18,7 @@ fn run(input: &TensorList, a: &[f32], s: &[f32], args: Vec<(&str, ArgValue)>) ->
         instance_name: name,
         op_id: 1,
         seed: 1,
-        batch_size: 1,
+        max_batch_size: 1,
         num_threads: 1,
         device_id: None,
         arg_input_names: vec![],

@@ -257,9 +257,8 @@ impl Executor {
             let ctx = context(node, spec, num_threads);
             let backend = match node.device {
                 Device::Cpu if !node.fused.is_empty() => {
-                    let schemas: Vec<&str> = node.fused.iter().map(|n| n.def.schema.name).collect();
-                    let parts: Vec<OpContext> = node.fused.iter().map(|n| context(n, spec, num_threads)).collect();
-                    Backend::Cpu(crate::ops::fused::build_cpu(&schemas, &parts)?)
+                    let parts: Vec<_> = node.fused.iter().map(|n| (n.def, context(n, spec, num_threads))).collect();
+                    Backend::Cpu(crate::ops::fused::build_cpu(&parts)?)
                 }
                 Device::Cpu => {
                     let op = (node.def.cpu.expect("backend checked at build"))(&ctx)?;
@@ -393,7 +392,7 @@ fn context(node: &Node, spec: &PipelineSpec, num_threads: usize) -> OpContext {
         instance_name: node.name.clone(),
         op_id,
         seed,
-        batch_size: spec.batch_size,
+        max_batch_size: spec.batch_size,
         num_threads,
         device_id: spec.device_id,
         arg_input_names: node.arg_inputs.iter().map(|(k, _)| k.clone()).collect(),

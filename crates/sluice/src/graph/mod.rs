@@ -21,8 +21,9 @@ pub struct Edge {
 pub struct OpSpec {
     /// Schema name (`decoders__Image`) or legacy class name (`ImageDecoder`).
     pub schema: String,
-    /// Requested device; `None` means "where the inputs are".
-    pub device: Option<Device>,
+    /// Requested device as the user wrote it (`"cpu"`, `"mixed"`, `"gpu"`); `None` means
+    /// "where the inputs are" (or what a legacy class name implies).
+    pub device: Option<String>,
     /// Instance name (`name=`), unique in the pipeline.
     pub name: String,
     pub inputs: Vec<Edge>,
@@ -93,86 +94,133 @@ impl std::fmt::Debug for OpDef {
     }
 }
 
+/// What the engine decides about one operator as the user wrote it: which operator it is
+/// (legacy names resolved), where it runs, and its checked arguments.
+#[derive(Debug, Clone)]
+pub struct CheckedOp {
+    pub def: &'static OpDef,
+    pub device: Device,
+    pub args: Args,
+    /// The argument inputs' names as the schema spells them (aliases resolved), in the
+    /// spec's order.
+    pub arg_input_names: Vec<&'static str>,
+}
+
+impl CheckedOp {
+    /// Where the outputs live: `cpu` operators on the host, the rest on the GPU.
+    pub fn outputs_on_gpu(&self) -> bool {
+        self.device.output_on_gpu()
+    }
+}
+
+/// Checks one operator: known name, device and backend, input count, stage order (data
+/// flows cpu -> mixed -> gpu; argument inputs live on the host), argument names, types and
+/// required arguments. `inputs_on_gpu` / `arg_inputs_on_gpu` say where each input's
+/// producer put its output. The Python front end calls this as each operator is created
+/// (so errors point at the user's line, as DALI's do) and [`Graph::build`] calls it again
+/// for the whole pipeline: one home for these rules.
+pub fn check_op(op: &OpSpec, inputs_on_gpu: &[bool], arg_inputs_on_gpu: &[bool]) -> Result<CheckedOp> {
+    let (def, legacy_device) = ops::lookup(&op.schema).ok_or_else(|| ops::unknown_operator(&op.schema))?;
+    let schema = &def.schema;
+    let display = schema.fn_name();
+    let device = match &op.device {
+        Some(d) => Device::parse(d).ok_or_else(|| Error::Graph(format!("{display}: device must be 'cpu', 'mixed' or 'gpu', got '{d}'")))?,
+        None => legacy_device.unwrap_or(if inputs_on_gpu.iter().any(|&g| g) { Device::Gpu } else { Device::Cpu }),
+    };
+    if !def.has_backend(device) {
+        let have: Vec<&str> = schema.devices.iter().map(|d| d.name()).collect();
+        return Err(Error::Graph(format!("{display}: no '{}' backend; available: {}", device.name(), have.join(", "))));
+    }
+    if inputs_on_gpu.len() < schema.min_inputs || inputs_on_gpu.len() > schema.max_inputs {
+        let want = if schema.min_inputs == schema.max_inputs {
+            schema.min_inputs.to_string()
+        } else {
+            format!("{} to {}", schema.min_inputs, schema.max_inputs)
+        };
+        return Err(Error::Graph(format!("{display}: expects {want} input(s), got {}", inputs_on_gpu.len())));
+    }
+    for (k, &on_gpu) in inputs_on_gpu.iter().enumerate() {
+        let ok = match device {
+            Device::Cpu | Device::Mixed => !on_gpu,
+            Device::Gpu => on_gpu,
+        };
+        if !ok {
+            let hint = if device == Device::Gpu {
+                "move it to the GPU first with `.gpu()` or run this operator on the cpu"
+            } else {
+                "data flows cpu -> mixed -> gpu only; run this operator with device='gpu'"
+            };
+            return Err(Error::Graph(format!(
+                "{display} (device='{}'): input {k} is on the {}; {hint}",
+                device.name(),
+                if on_gpu { "GPU" } else { "CPU" }
+            )));
+        }
+    }
+    for ((name, _), &on_gpu) in op.arg_inputs.iter().zip(arg_inputs_on_gpu) {
+        if on_gpu {
+            return Err(Error::Graph(format!("{display}: argument input '{name}' must be a CPU DataNode; it is on the GPU")));
+        }
+    }
+    let per_sample: Vec<String> = op.arg_inputs.iter().map(|(k, _)| k.clone()).collect();
+    let args = Args::check(schema, &display, op.args.clone(), &per_sample)?;
+    let arg_input_names = per_sample.iter().map(|k| schema.find_arg(k).expect("checked by Args::check").name).collect();
+    Ok(CheckedOp { def, device, args, arg_input_names })
+}
+
+impl PipelineSpec {
+    /// The pipeline's own parameters, checked once for the engine.
+    pub fn check_params(&self) -> Result<()> {
+        if self.batch_size == 0 {
+            return Err(Error::Graph("batch_size must be a positive integer, got 0".into()));
+        }
+        if self.num_threads == 0 {
+            return Err(Error::Graph("num_threads must be a positive integer, got 0".into()));
+        }
+        if self.prefetch_queue_depth == 0 {
+            return Err(Error::Graph("prefetch_queue_depth must be at least 1, got 0".into()));
+        }
+        if self.device_id.is_some_and(|d| d < 0) {
+            return Err(Error::Graph(format!("device_id must be None (CPU only) or a GPU index, got {}", self.device_id.unwrap_or(0))));
+        }
+        Ok(())
+    }
+}
+
 impl Graph {
     /// Checks `spec` and keeps only what the outputs (and `preserve=True` operators) need.
     pub fn build(spec: &PipelineSpec) -> Result<Graph> {
-        if spec.batch_size == 0 {
-            return Err(Error::Graph("batch_size must be at least 1".into()));
-        }
+        spec.check_params()?;
         if spec.outputs.is_empty() {
             return Err(Error::Graph("the pipeline has no outputs: call set_outputs() or return DataNodes from the pipeline function".into()));
         }
         let n = spec.ops.len();
-        let mut devices: Vec<Device> = Vec::with_capacity(n);
-        let mut defs: Vec<&'static OpDef> = Vec::with_capacity(n);
+        let mut checked: Vec<CheckedOp> = Vec::with_capacity(n);
         for (i, op) in spec.ops.iter().enumerate() {
-            let (def, legacy_device) = ops::lookup(&op.schema).ok_or_else(|| ops::unknown_operator(&op.schema))?;
-            let schema = &def.schema;
-            let display = schema.fn_name();
             for e in op.inputs.iter().chain(op.arg_inputs.iter().map(|(_, e)| e)) {
                 if e.op >= i {
-                    return Err(Error::Graph(format!("{display}: input refers to an operator defined later")));
+                    return Err(Error::Graph(format!("{}: input refers to an operator defined later", op.schema)));
                 }
-                if e.output >= defs[e.op].schema.num_outputs {
-                    return Err(Error::Graph(format!("{display}: input refers to a missing output")));
+                if e.output >= checked[e.op].def.schema.num_outputs {
+                    return Err(Error::Graph(format!("{}: input refers to a missing output", op.schema)));
                 }
             }
-            let input_on_gpu = op.inputs.iter().any(|e| devices[e.op].output_on_gpu());
-            let device = op.device.or(legacy_device).unwrap_or(if input_on_gpu { Device::Gpu } else { Device::Cpu });
-            if device != Device::Cpu && spec.device_id.is_none() {
+            let on_gpu = |e: &Edge| checked[e.op].outputs_on_gpu();
+            let inputs_on_gpu: Vec<bool> = op.inputs.iter().map(on_gpu).collect();
+            let arg_inputs_on_gpu: Vec<bool> = op.arg_inputs.iter().map(|(_, e)| on_gpu(e)).collect();
+            let c = check_op(op, &inputs_on_gpu, &arg_inputs_on_gpu)?;
+            if c.device != Device::Cpu && spec.device_id.is_none() {
                 return Err(Error::Graph(format!(
-                    "{display} runs on the GPU (device='{}'{}), but the pipeline is CPU-only (device_id=None); pass device_id=0 to use a GPU",
-                    device.name(),
-                    if def.schema.name == "MakeContiguous" { ", from `.gpu()`" } else { "" }
+                    "{} runs on the GPU (device='{}'{}), but the pipeline is CPU-only (device_id=None); pass device_id=0 to use a GPU",
+                    c.def.schema.fn_name(),
+                    c.device.name(),
+                    if c.def.is(&ops::transfer::MAKE_CONTIGUOUS) { ", from `.gpu()`" } else { "" }
                 )));
             }
-            if !def.has_backend(device) {
-                let have: Vec<&str> = schema.devices.iter().map(|d| d.name()).collect();
-                return Err(Error::Graph(format!(
-                    "{display}: no '{}' backend; available: {}",
-                    device.name(),
-                    have.join(", ")
-                )));
-            }
-            if op.inputs.len() < schema.min_inputs || op.inputs.len() > schema.max_inputs {
-                return Err(Error::Graph(format!(
-                    "{display}: expects {} input(s), got {}",
-                    if schema.min_inputs == schema.max_inputs { schema.min_inputs.to_string() } else { format!("{} to {}", schema.min_inputs, schema.max_inputs) },
-                    op.inputs.len()
-                )));
-            }
-            for (k, e) in op.inputs.iter().enumerate() {
-                let producer = devices[e.op];
-                let ok = match device {
-                    Device::Cpu | Device::Mixed => !producer.output_on_gpu(),
-                    Device::Gpu => producer.output_on_gpu(),
-                };
-                if !ok {
-                    let hint = if device == Device::Gpu {
-                        "move it to the GPU first with `.gpu()` or run this operator on the cpu"
-                    } else {
-                        "data flows cpu -> mixed -> gpu only; run this operator with device='gpu'"
-                    };
-                    return Err(Error::Graph(format!(
-                        "{display} (device='{}'): input {k} is on the {} ({} output); {hint}",
-                        device.name(),
-                        if producer.output_on_gpu() { "GPU" } else { "CPU" },
-                        spec.ops[e.op].schema
-                    )));
-                }
-            }
-            for (name, e) in &op.arg_inputs {
-                if devices[e.op].output_on_gpu() {
-                    return Err(Error::Graph(format!(
-                        "{display}: argument input '{name}' must be a CPU DataNode; it is on the GPU"
-                    )));
-                }
-            }
-            devices.push(device);
-            defs.push(def);
+            checked.push(c);
         }
         for e in &spec.outputs {
-            if e.op >= n || e.output >= defs[e.op].schema.num_outputs {
+            if e.op >= n || e.output >= checked[e.op].def.schema.num_outputs {
                 return Err(Error::Graph("pipeline output refers to a missing operator output".into()));
             }
         }
@@ -180,11 +228,7 @@ impl Graph {
         // Keep what the outputs need, plus operators marked `preserve`.
         let mut keep = vec![false; n];
         let mut stack: Vec<usize> = spec.outputs.iter().map(|e| e.op).collect();
-        for (i, op) in spec.ops.iter().enumerate() {
-            if op.args.iter().any(|(k, v)| k == "preserve" && *v == ArgValue::Bool(true)) {
-                stack.push(i);
-            }
-        }
+        stack.extend((0..n).filter(|&i| checked[i].args.bool("preserve")));
         while let Some(i) = stack.pop() {
             if std::mem::replace(&mut keep[i], true) {
                 continue;
@@ -202,19 +246,16 @@ impl Graph {
             if !names.insert(op.name.clone()) {
                 return Err(Error::Graph(format!("two operators are named '{}'", op.name)));
             }
-            let def = defs[i];
-            let display = def.schema.fn_name();
-            let per_sample: Vec<String> = op.arg_inputs.iter().map(|(k, _)| k.clone()).collect();
-            let args = Args::check(&def.schema, &display, op.args.clone(), &per_sample)?;
+            let CheckedOp { def, device, args, arg_input_names } = checked[i].clone();
             new_index[i] = nodes.len();
             let remap = |e: &Edge| Edge { op: new_index[e.op], output: e.output };
             nodes.push(Node {
                 spec_index: i,
                 def,
-                device: devices[i],
+                device,
                 name: op.name.clone(),
                 inputs: op.inputs.iter().map(remap).collect(),
-                arg_inputs: op.arg_inputs.iter().map(|(k, e)| (k.clone(), remap(e))).collect(),
+                arg_inputs: arg_input_names.iter().zip(&op.arg_inputs).map(|(k, (_, e))| (k.to_string(), remap(e))).collect(),
                 args,
                 fused: Vec::new(),
             });
@@ -242,13 +283,13 @@ impl Graph {
                 Device::Mixed => Device::Gpu,
                 Device::Gpu => continue,
             };
-            if n.def.schema.name != "decoders__ImageRandomCrop" {
+            if !n.def.is(&ops::decoders::IMAGE_RANDOM_CROP) {
                 continue;
             }
             let Some(consumer) = self.only_consumer(i) else { continue };
             let r = &self.nodes[consumer];
             let fixed = |name: &str| r.args.has(name) && !r.arg_inputs.iter().any(|(a, _)| a == name);
-            let target = if r.def.schema.name != "Resize" || r.device != resize_device || r.args.has("roi_start") {
+            let target = if !r.def.is(&ops::resize::RESIZE) || r.device != resize_device || r.args.has("roi_start") {
                 None
             } else if fixed("resize_x") && fixed("resize_y") {
                 Some([r.args.float("resize_y"), r.args.float("resize_x")])
@@ -290,14 +331,14 @@ impl Graph {
         let mut i = 0;
         while i < self.nodes.len() {
             let r = &self.nodes[i];
-            let target = (r.def.schema.name == "Resize" && r.device == Device::Cpu && r.fused.is_empty())
+            let target = (r.def.is(&ops::resize::RESIZE) && r.device == Device::Cpu && r.fused.is_empty())
                 .then(|| self.only_consumer(i))
                 .flatten()
                 .filter(|&k| {
                     let c = &self.nodes[k];
                     // The fused node takes both operators' argument inputs by name.
                     let clash = c.arg_inputs.iter().any(|(a, _)| r.arg_inputs.iter().any(|(b, _)| a == b));
-                    c.def.schema.name == "CropMirrorNormalize" && c.device == Device::Cpu && c.fused.is_empty() && !clash
+                    c.def.is(&ops::crop::CROP_MIRROR_NORMALIZE) && c.device == Device::Cpu && c.fused.is_empty() && !clash
                 });
             let Some(k) = target else {
                 i += 1;

@@ -61,6 +61,38 @@ impl ArgValue {
     }
 }
 
+/// The error for an argument name `schema` does not have, suggesting the closest name
+/// users may set (hidden `_` arguments are never suggested).
+fn unknown_argument(schema: &OpSchema, display: &str, name: &str) -> Error {
+    let closest = schema
+        .all_args()
+        .filter(|a| !a.name.starts_with('_'))
+        .map(|a| (edit_distance(a.name, name), a.name))
+        .filter(|&(d, candidate)| d <= 2.max(candidate.len() / 4))
+        .min();
+    Error::UnknownArgument {
+        operator: display.to_string(),
+        argument: name.to_string(),
+        hint: closest.map_or(String::new(), |(_, c)| format!("; did you mean '{c}'?")),
+    }
+}
+
+/// Levenshtein distance (names are short: the quadratic table is nothing).
+fn edit_distance(a: &str, b: &str) -> usize {
+    let b: Vec<char> = b.chars().collect();
+    let mut row: Vec<usize> = (0..=b.len()).collect();
+    for (i, ca) in a.chars().enumerate() {
+        let mut diagonal = row[0];
+        row[0] = i + 1;
+        for (j, &cb) in b.iter().enumerate() {
+            let next = (diagonal + (ca != cb) as usize).min(row[j] + 1).min(row[j + 1] + 1);
+            diagonal = row[j + 1];
+            row[j + 1] = next;
+        }
+    }
+    row[b.len()]
+}
+
 /// An operator's constant arguments after checking: every known argument present (with its
 /// default) unless it is optional and was not given.
 #[derive(Debug, Clone)]
@@ -74,30 +106,10 @@ impl Args {
     /// arguments are errors naming the operator and the argument. `per_sample` lists the
     /// arguments given as argument inputs (they count as given).
     pub fn check(schema: &OpSchema, display: &str, given: Vec<(String, ArgValue)>, per_sample: &[String]) -> Result<Args> {
-        let mut values = HashMap::new();
-        for (name, value) in given {
-            let Some(a) = schema.find_arg(&name) else {
-                return Err(Error::arg(display, &name, "unknown argument"));
-            };
-            let kind = value.kind();
-            let v = value.coerce(a.ty).ok_or_else(|| {
-                Error::TypeMismatch {
-                    operator: display.to_string(),
-                    message: format!("argument '{}' must be {}, got {kind}", a.name, a.ty.name()),
-                }
-            })?;
-            if a.ty == ArgType::DType {
-                if let ArgValue::Int(id) = v {
-                    if DType::from_id(id).is_none() {
-                        return Err(Error::arg(display, a.name, format!("unsupported data type id {id}")));
-                    }
-                }
-            }
-            values.insert(a.name, v);
-        }
+        let mut values = Args::check_given(schema, display, given)?;
         for name in per_sample {
             let Some(a) = schema.find_arg(name) else {
-                return Err(Error::arg(display, name, "unknown argument"));
+                return Err(unknown_argument(schema, display, name));
             };
             if !a.per_sample {
                 return Err(Error::arg(display, name, "does not accept a per-sample argument input (a DataNode); pass a constant"));
@@ -124,6 +136,31 @@ impl Args {
             values.insert(a.name, v);
         }
         Ok(Args { op: display.to_string(), values })
+    }
+
+    /// The arguments given so far, checked by name and type (aliases resolved), with
+    /// nothing filled in: what an `ops.X(...)` object holds before it is called with the
+    /// rest. [`Args::check`] starts with this.
+    pub fn check_given(schema: &OpSchema, display: &str, given: Vec<(String, ArgValue)>) -> Result<HashMap<&'static str, ArgValue>> {
+        let mut values = HashMap::new();
+        for (name, value) in given {
+            let Some(a) = schema.find_arg(&name) else {
+                return Err(unknown_argument(schema, display, &name));
+            };
+            let kind = value.kind();
+            let v = value
+                .coerce(a.ty)
+                .ok_or_else(|| Error::type_mismatch(display, format!("argument '{}' must be {}, got {kind}", a.name, a.ty.name())))?;
+            if a.ty == ArgType::DType {
+                if let ArgValue::Int(id) = v {
+                    if DType::from_id(id).is_none() {
+                        return Err(Error::arg(display, a.name, format!("unsupported data type id {id}")));
+                    }
+                }
+            }
+            values.insert(a.name, v);
+        }
+        Ok(values)
     }
 
     /// Sets an argument the schema declares (graph passes use it for hidden arguments).

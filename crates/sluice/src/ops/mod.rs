@@ -5,6 +5,7 @@
 pub mod args;
 pub mod arithmetic;
 pub mod cast;
+pub mod constant;
 pub mod crop;
 pub mod decoders;
 pub mod flip;
@@ -50,7 +51,9 @@ pub struct OpContext {
     pub op_id: u64,
     /// The operator's seed (its `seed` argument, or derived from the pipeline seed).
     pub seed: u64,
-    pub batch_size: usize,
+    /// The pipeline's `batch_size`: the most samples a batch holds. The batch at hand may
+    /// hold fewer: see `Workspace::batch_size`.
+    pub max_batch_size: usize,
     pub num_threads: usize,
     pub device_id: Option<i32>,
     /// Names of the arguments given as argument inputs, in the order the executor passes them.
@@ -235,6 +238,12 @@ pub struct OpDef {
 }
 
 impl OpDef {
+    /// True when `self` is `other`: graph rewrites name the operators they match by their
+    /// registry entry, not by a string, so renaming a schema cannot silently turn them off.
+    pub fn is(&self, other: &OpDef) -> bool {
+        std::ptr::eq(self, other)
+    }
+
     /// True when the operator has a backend for `device`.
     pub fn has_backend(&self, device: Device) -> bool {
         match device {
@@ -275,6 +284,7 @@ static REGISTRY: &[&OpDef] = &[
     &subscript::TENSOR_SUBSCRIPT,
     &random_resized_crop::RANDOM_RESIZED_CROP,
     &slice::SLICE,
+    &constant::CONSTANT,
 ];
 
 /// Runs `f(sample_index, sample_bytes)` for every sample of `out` on the worker pool. When

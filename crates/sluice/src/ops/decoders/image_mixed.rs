@@ -327,7 +327,7 @@ impl MixedDecoder {
         // decode everything on the CPU path. Only the first slot is made now: the second
         // waits for the second batch, so the first batch is not held up by it.
         let nv = if hw_load > 0.0 && nvjpeg::library_present() { NvJpeg::hardware(device).ok() } else { None };
-        let first = nv.as_ref().and_then(|nv| new_slot(nv, ctx.batch_size).ok());
+        let first = nv.as_ref().and_then(|nv| new_slot(nv, ctx.max_batch_size).ok());
         let nv = nv.filter(|_| first.is_some());
         let slots: Vec<EngineSlot> = first.into_iter().collect();
         let engine_threads = if slots.is_empty() {
@@ -395,7 +395,7 @@ impl MixedDecoder {
         let want = self.next_slot;
         self.next_slot ^= 1;
         if want == 1 && self.slots.len() == 1 {
-            match self.nv.as_ref().map(|nv| new_slot(nv, self.ctx.batch_size)) {
+            match self.nv.as_ref().map(|nv| new_slot(nv, self.ctx.max_batch_size)) {
                 Some(Ok(slot)) => self.slots.push(slot),
                 _ => return 0,
             }

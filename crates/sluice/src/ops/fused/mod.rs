@@ -6,12 +6,18 @@
 mod resize_crop_mirror_normalize;
 
 use crate::error::{Error, Result};
-use crate::ops::{OpContext, Operator};
+use crate::ops::{crop, resize, OpContext, OpDef, Operator};
 
-/// Builds the cpu operator that runs `parts` (contexts in data order) as one pass.
-pub fn build_cpu(schemas: &[&str], parts: &[OpContext]) -> Result<Box<dyn Operator>> {
-    match (schemas, parts) {
-        (["Resize", "CropMirrorNormalize"], [resize, cmn]) => Ok(Box::new(resize_crop_mirror_normalize::ResizeCmn::new(resize, cmn)?)),
-        _ => Err(Error::Unsupported(format!("no fused operator for {schemas:?} (please report this)"))),
+/// Builds the cpu operator that runs `parts` (operators with their contexts, in data
+/// order) as one pass.
+pub fn build_cpu(parts: &[(&'static OpDef, OpContext)]) -> Result<Box<dyn Operator>> {
+    match parts {
+        [(r, resize), (c, cmn)] if r.is(&resize::RESIZE) && c.is(&crop::CROP_MIRROR_NORMALIZE) => {
+            Ok(Box::new(resize_crop_mirror_normalize::ResizeCmn::new(resize, cmn)?))
+        }
+        _ => {
+            let names: Vec<&str> = parts.iter().map(|(d, _)| d.schema.name).collect();
+            Err(Error::Unsupported(format!("no fused operator for {names:?} (please report this)")))
+        }
     }
 }

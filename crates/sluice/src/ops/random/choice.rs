@@ -1,10 +1,9 @@
 //! `random.choice`: picks from `a`: a scalar integer n means `range(n)` (output has n's
 //! type), an array means its elements along the first axis (output shape `shape + a.shape[1:]`,
-//! its type and layout without the first letter). `a` may also be the constant `__a`
-//! (INT32 output, as DALI's constant input), or the constant list `__a_ints` / `__a_floats`
-//! (INT32 / FLOAT output): Python passes `fn.random.choice(5)` and `fn.random.choice([1, 2])`
-//! this way, as DALI turns such positional constants into constant inputs. `p` gives the
-//! probabilities, one list for the batch or one per sample (an argument input).
+//! its type and layout without the first letter). `fn.random.choice(5)` and
+//! `fn.random.choice([1, 2])` reach it as the output of a `Constant` (INT32, or FLOAT for a
+//! list of floats), as in DALI. `p` gives the probabilities, one list for the batch or one
+//! per sample (an argument input).
 
 use super::sample_shape;
 use crate::error::{Error, Result};
@@ -18,13 +17,10 @@ pub static CHOICE: OpDef = OpDef {
         name: "random__Choice",
         doc: "Generates a random sample from a given 1D array: input `a` is either a scalar n (then range(n) is used) or an array whose elements along the first axis are picked. A second input, if given, only supplies the output shape (`shape_like`).",
         devices: &[Device::Cpu],
-        min_inputs: 0,
+        min_inputs: 1,
         max_inputs: 2,
         num_outputs: 1,
         args: &[&[
-            arg("__a", T::Int, D::Optional, "Constant form of input `a`: a scalar n means range(n)."),
-            arg("__a_ints", T::IntList, D::Optional, "Constant form of input `a`: a list of ints to pick from (INT32 output)."),
-            arg("__a_floats", T::FloatList, D::Optional, "Constant form of input `a`: a list of floats to pick from (FLOAT output)."),
             tensor_arg("p", T::FloatList, D::Optional, "Probabilities of the elements; uniform when not given."),
             arg("shape", T::IntList, D::Optional, "Shape of the output data; a scalar when not given."),
         ]],
@@ -41,8 +37,6 @@ pub static CHOICE: OpDef = OpDef {
 struct Choice {
     ctx: OpContext,
     shape: Vec<usize>,
-    /// Constant `a` given as a list (`__a_ints` / `__a_floats`): the values and their type.
-    values: Option<(DType, Vec<f64>)>,
     /// Cumulative probabilities (normalised) of sample i at `cdf[cdf_at[i]..cdf_at[i + 1]]`;
     /// empty for uniform. Refilled every batch, the buffers are reused.
     cdf: Vec<f64>,
@@ -53,25 +47,11 @@ struct Choice {
 
 impl Choice {
     fn new(ctx: &OpContext) -> Result<Choice> {
-        let name = &ctx.display_name;
-        let values = match (ctx.args.has("__a_ints"), ctx.args.has("__a_floats")) {
-            (true, _) => Some((DType::I32, ctx.args.ints("__a_ints").iter().map(|&v| v as f64).collect::<Vec<_>>())),
-            (_, true) => Some((DType::F32, ctx.args.floats("__a_floats").to_vec())),
-            _ => None,
-        };
-        if values.as_ref().is_some_and(|(_, v)| v.is_empty()) {
-            return Err(Error::arg(name, "a", "the list to choose from is empty"));
-        }
         if ctx.args.has("p") {
             // Checked here too so a bad constant fails at build, not at the first run.
-            cdf_of(name, ctx.args.floats("p"), &mut Vec::new(), None)?;
+            cdf_of(&ctx.display_name, ctx.args.floats("p"), &mut Vec::new(), None)?;
         }
-        if let Some(n) = ctx.args.opt_int("__a") {
-            if n < 1 {
-                return Err(Error::arg(name, "__a", format!("must be >= 1, got {n}")));
-            }
-        }
-        Ok(Choice { ctx: ctx.clone(), shape: sample_shape(ctx)?, values, cdf: Vec::new(), cdf_at: Vec::new(), shapes: Vec::new() })
+        Ok(Choice { ctx: ctx.clone(), shape: sample_shape(ctx)?, cdf: Vec::new(), cdf_at: Vec::new(), shapes: Vec::new() })
     }
 
     /// Index into `n` elements for sample `i`: uniform, or by its probabilities.
@@ -109,23 +89,14 @@ fn cdf_of(op: &str, p: &[f64], cdf: &mut Vec<f64>, sample: Option<usize>) -> Res
 impl Operator for Choice {
     fn run(&mut self, ws: &Workspace<'_>) -> Result<Vec<TensorList>> {
         let name = self.ctx.display_name.clone();
-        let constant = self.ctx.args.opt_int("__a").or(self.values.as_ref().map(|(_, v)| v.len() as i64));
-        let (a, like) = match constant {
-            Some(_) => (None, ws.inputs.first().copied()),
-            None => (ws.inputs.first().copied(), ws.inputs.get(1).copied()),
-        };
-        if a.is_none() && constant.is_none() {
-            return Err(Error::arg(&name, "__a", "the operator needs input `a` (a scalar n or an array)"));
-        }
-        let n_samples = a.map_or(like.map_or(ws.batch_size, |l| l.len()), |t| t.len());
+        let (a, like) = (ws.inputs[0], ws.inputs.get(1).copied());
+        let n_samples = a.len();
         // Output type, trailing shape and layout.
-        let (dtype, tail_ndim, layout) = match a {
-            None => (self.values.as_ref().map_or(DType::I32, |(t, _)| *t), 0, Layout::empty()),
-            Some(t) if t.ndim() == 0 => (t.dtype(), 0, Layout::empty()),
-            Some(t) => {
-                let l = t.layout().as_str();
-                (t.dtype(), t.ndim() - 1, if l.is_empty() { Layout::empty() } else { Layout::from(&l[1..]) })
-            }
+        let (dtype, tail_ndim, layout) = if a.ndim() == 0 {
+            (a.dtype(), 0, Layout::empty())
+        } else {
+            let l = a.layout().as_str();
+            (a.dtype(), a.ndim() - 1, if l.is_empty() { Layout::empty() } else { Layout::from(&l[1..]) })
         };
         let base_ndim = like.map_or(self.shape.len(), |l| l.ndim());
         let ndim = base_ndim + tail_ndim;
@@ -133,27 +104,25 @@ impl Operator for Choice {
         shapes.clear();
         for i in 0..n_samples {
             shapes.extend_from_slice(like.map_or(&self.shape[..], |l| l.shape(i)));
-            if let Some(t) = a.filter(|t| t.ndim() > 0) {
-                shapes.extend_from_slice(&t.shape(i)[1..]);
+            if a.ndim() > 0 {
+                shapes.extend_from_slice(&a.shape(i)[1..]);
             }
         }
         self.shapes = shapes;
         // Validate every sample's `a` first.
         let mut counts = Vec::with_capacity(n_samples);
         for i in 0..n_samples {
-            let n = match a {
-                None => constant.unwrap() as usize,
-                Some(t) if t.ndim() == 0 => {
-                    if t.dtype().is_float() || t.dtype() == DType::Bool {
-                        return Err(Error::arg(&name, "a", format!("a scalar `a` must be an integer, got {} in sample {i}", t.dtype())));
-                    }
-                    let v = scalar_as_f64(t, i);
-                    if v < 1.0 {
-                        return Err(Error::arg(&name, "a", format!("a scalar `a` must be >= 1; sample {i} has {v}")));
-                    }
-                    v as usize
+            let n = if a.ndim() == 0 {
+                if a.dtype().is_float() || a.dtype() == DType::Bool {
+                    return Err(Error::arg(&name, "a", format!("a scalar `a` must be an integer, got {} in sample {i}", a.dtype())));
                 }
-                Some(t) => t.shape(i)[0],
+                let v = scalar_as_f64(a, i);
+                if v < 1.0 {
+                    return Err(Error::arg(&name, "a", format!("a scalar `a` must be >= 1; sample {i} has {v}")));
+                }
+                v as usize
+            } else {
+                a.shape(i)[0]
             };
             if n == 0 {
                 return Err(Error::arg(&name, "a", format!("sample {i} has nothing to choose from")));
@@ -188,24 +157,20 @@ impl Operator for Choice {
         for_each_sample(ws.pool, &mut out, |i, bytes| {
             let mut rng = ws.rng(&this.ctx, i);
             let n = counts[i];
-            match a {
-                Some(t) if t.ndim() > 0 => {
-                    let src = t.bytes(i);
-                    let row = src.len() / n;
-                    if row == 0 {
-                        return Ok(());
-                    }
-                    for d in bytes.chunks_exact_mut(row) {
-                        let k = this.pick(&mut rng, i, n);
-                        d.copy_from_slice(&src[k * row..(k + 1) * row]);
-                    }
+            if a.ndim() > 0 {
+                let src = a.bytes(i);
+                let row = src.len() / n;
+                if row == 0 {
+                    return Ok(());
                 }
-                _ => {
-                    for k in 0..bytes.len() / elem {
-                        let j = this.pick(&mut rng, i, n);
-                        let v = this.values.as_ref().map_or(j as f64, |(_, vals)| vals[j]);
-                        crate::ops::cast::store_f64(dtype, bytes, k, v);
-                    }
+                for d in bytes.chunks_exact_mut(row) {
+                    let k = this.pick(&mut rng, i, n);
+                    d.copy_from_slice(&src[k * row..(k + 1) * row]);
+                }
+            } else {
+                for k in 0..bytes.len() / elem {
+                    let j = this.pick(&mut rng, i, n);
+                    crate::ops::cast::store_f64(dtype, bytes, k, j as f64);
                 }
             }
             Ok(())

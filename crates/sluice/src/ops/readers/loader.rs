@@ -92,7 +92,7 @@ impl SequencerConfig {
             num_samples,
             shard_id: shard_id as usize,
             num_shards: num_shards as usize,
-            batch_size: ctx.batch_size,
+            batch_size: ctx.max_batch_size,
             stick_to_shard,
             pad_last_batch: a.bool("pad_last_batch"),
             random_shuffle,
@@ -119,9 +119,6 @@ impl SequencerConfig {
                 "the dataset has {} samples, fewer than the {} shards requested",
                 self.num_samples, self.num_shards
             )));
-        }
-        if self.batch_size == 0 {
-            return Err(Error::arg(op, "batch_size", "must be at least 1"));
         }
         Ok(())
     }
