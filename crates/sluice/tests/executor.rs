@@ -3,7 +3,7 @@
 
 use sluice::exec::Executor;
 use sluice::graph::{Edge, OpSpec, PipelineSpec};
-use sluice::ops::{ArgValue, Device};
+use sluice::ops::ArgValue;
 
 fn op(schema: &str, name: &str, args: Vec<(&str, ArgValue)>) -> OpSpec {
     OpSpec {
@@ -76,7 +76,7 @@ fn graph_errors_name_the_operator() {
     assert!(err.contains("random.uniform") && err.contains("bogus"), "{err}");
 
     let mut gpu_op = op("random__Uniform", "u", vec![]);
-    gpu_op.device = Some(Device::Gpu);
+    gpu_op.device = Some("gpu".into());
     let err = Executor::new(&spec(vec![gpu_op], vec![Edge { op: 0, output: 0 }], 1, false)).err().unwrap().to_string();
     assert!(err.contains("random.uniform") && err.contains("gpu"), "{err}");
 

@@ -37,6 +37,8 @@ struct Instance {
     backend: Backend,
     inputs: Vec<Edge>,
     arg_inputs: Vec<(String, Edge)>,
+    /// The schema's `host_inputs`: inputs a gpu backend reads on the host.
+    host_inputs: &'static [usize],
 }
 
 /// The GPU the pipeline runs on and its stream.
@@ -170,10 +172,14 @@ impl Runner {
                 }
                 Backend::Gpu(op, device) => {
                     let stage = gpu.as_ref().expect("GPU stage exists when the graph has GPU operators");
-                    let inputs = inst.inputs.iter().map(|e| output(results, e));
+                    // Mixed operators read every input on the host, gpu operators those their
+                    // schema names (`host_inputs`); the graph checked where each one lives.
+                    let host_inputs = inst.host_inputs;
+                    let on_host = |k: &usize| *device == Device::Mixed || host_inputs.contains(k);
+                    let inputs = || inst.inputs.iter().enumerate().map(|(k, e)| (k, output(results, e)));
                     let ws = GpuWorkspace {
-                        cpu_inputs: if *device == Device::Mixed { inputs.clone().map(Batch::cpu).collect() } else { Vec::new() },
-                        gpu_inputs: if *device == Device::Gpu { inputs.map(Batch::gpu).collect() } else { Vec::new() },
+                        cpu_inputs: inputs().filter(|(k, _)| on_host(k)).map(|(_, b)| b.cpu()).collect(),
+                        gpu_inputs: inputs().filter(|(k, _)| !on_host(k)).map(|(_, b)| b.gpu()).collect(),
                         arg_inputs,
                         iteration,
                         batch_size,
@@ -273,7 +279,7 @@ impl Executor {
                     Backend::Gpu((factory.expect("backend checked at build"))(&ctx, device)?, d)
                 }
             };
-            ops.push(Instance { ctx, backend, inputs: node.inputs.clone(), arg_inputs: node.arg_inputs.clone() });
+            ops.push(Instance { ctx, backend, inputs: node.inputs.clone(), arg_inputs: node.arg_inputs.clone(), host_inputs: node.def.schema.host_inputs });
         }
         let stats = Arc::new(Mutex::new(
             graph.nodes.iter().map(|n| OpStats { name: n.name.clone(), ..Default::default() }).collect(),

@@ -142,10 +142,12 @@ pub fn check_op(op: &OpSpec, inputs_on_gpu: &[bool], arg_inputs_on_gpu: &[bool])
     for (k, &on_gpu) in inputs_on_gpu.iter().enumerate() {
         let ok = match device {
             Device::Cpu | Device::Mixed => !on_gpu,
-            Device::Gpu => on_gpu,
+            Device::Gpu => on_gpu != schema.host_inputs.contains(&k),
         };
         if !ok {
-            let hint = if device == Device::Gpu {
+            let hint = if device == Device::Gpu && schema.host_inputs.contains(&k) {
+                "this input is read on the host: give it a cpu operator's output"
+            } else if device == Device::Gpu {
                 "move it to the GPU first with `.gpu()` or run this operator on the cpu"
             } else {
                 "data flows cpu -> mixed -> gpu only; run this operator with device='gpu'"

@@ -17,6 +17,7 @@ pub mod pad;
 pub mod random;
 pub mod random_resized_crop;
 pub mod readers;
+pub mod reshape;
 pub mod resize;
 pub mod rotate;
 pub mod schema;
@@ -285,6 +286,7 @@ static REGISTRY: &[&OpDef] = &[
     &random_resized_crop::RANDOM_RESIZED_CROP,
     &slice::SLICE,
     &constant::CONSTANT,
+    &reshape::RESHAPE,
 ];
 
 /// Runs `f(sample_index, sample_bytes)` for every sample of `out` on the worker pool. When

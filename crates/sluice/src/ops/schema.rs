@@ -130,6 +130,10 @@ pub struct OpSchema {
     pub min_inputs: usize,
     pub max_inputs: usize,
     pub num_outputs: usize,
+    /// Positional inputs that the gpu backend reads on the host, as DALI's CPU inputs of GPU
+    /// operators (a shape, indices): they come from cpu operators, everything else from GPU
+    /// ones. The backend finds them in `GpuWorkspace::cpu_inputs`, in this order.
+    pub host_inputs: &'static [usize],
     /// Groups of arguments (own arguments first, then shared groups such as reader args).
     pub args: &'static [&'static [ArgSchema]],
     /// Old argument names still accepted: (old, new).

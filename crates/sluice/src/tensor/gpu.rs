@@ -114,6 +114,13 @@ impl TensorListGpu {
         Ok(TensorListGpu::new(meta, buf))
     }
 
+    /// The same device memory under other metadata (a reshape): no copy, the same
+    /// completion event. `meta` must describe samples of the same byte sizes, in order.
+    pub fn reinterpreted(&self, meta: BatchMeta) -> TensorListGpu {
+        assert!((0..self.len()).all(|i| self.meta.byte_range(i) == meta.byte_range(i)) && meta.len() == self.len(), "a reinterpretation keeps every sample's bytes");
+        TensorListGpu { meta, data: self.data.clone(), ready: self.ready.clone() }
+    }
+
     /// The batch's metadata.
     pub fn meta(&self) -> &BatchMeta {
         &self.meta

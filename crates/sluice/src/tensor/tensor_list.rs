@@ -76,6 +76,13 @@ impl TensorList {
         TensorList { meta, data: Arc::new(data) }
     }
 
+    /// The same bytes under other metadata (a reshape): no copy. `meta` must describe
+    /// samples of the same byte sizes, in the same order.
+    pub fn reinterpreted(&self, meta: BatchMeta) -> TensorList {
+        assert!((0..self.len()).all(|i| self.meta.byte_range(i) == meta.byte_range(i)) && meta.len() == self.len(), "a reinterpretation keeps every sample's bytes");
+        TensorList { meta, data: self.data.clone() }
+    }
+
     /// The batch's metadata.
     pub fn meta(&self) -> &BatchMeta {
         &self.meta

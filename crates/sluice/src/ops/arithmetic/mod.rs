@@ -23,6 +23,7 @@ pub static ARITHMETIC_GENERIC: OpDef = OpDef {
         min_inputs: 1,
         max_inputs: 64,
         num_outputs: 1,
+        host_inputs: &[],
         args: &[&[
             arg("expression_desc", T::Str, D::Required, "The expression in prefix form, e.g. `add(&0 mul(&1 $0:int32))`."),
             arg("integer_constants", T::IntList, D::IntList(&[]), "Integral and boolean constants referenced as `$N:type`."),

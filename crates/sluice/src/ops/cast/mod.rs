@@ -19,6 +19,7 @@ pub static CAST: OpDef = OpDef {
         min_inputs: 1,
         max_inputs: 1,
         num_outputs: 1,
+        host_inputs: &[],
         args: &[&[arg("dtype", T::DType, D::Required, "Output data type.")]],
         arg_aliases: &[],
         legacy_names: &[],

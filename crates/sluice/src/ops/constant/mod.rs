@@ -20,6 +20,7 @@ pub static CONSTANT: OpDef = OpDef {
         min_inputs: 0,
         max_inputs: 0,
         num_outputs: 1,
+        host_inputs: &[],
         args: &[&[
             arg("fdata", T::FloatList, D::Optional, "Contents of the constant, flattened, as floats (default type FLOAT)."),
             arg("idata", T::IntList, D::Optional, "Contents of the constant, flattened, as integers (default type INT32)."),

@@ -16,6 +16,7 @@ pub static CROP: OpDef = OpDef {
         min_inputs: 1,
         max_inputs: 1,
         num_outputs: 1,
+        host_inputs: &[],
         args: &[&[arg("dtype", T::DType, D::Optional, "Output data type; the input type when not given.")], CROP_ARGS],
         arg_aliases: &[("output_dtype", "dtype")],
         legacy_names: &[],

@@ -25,6 +25,7 @@ pub static CROP_MIRROR_NORMALIZE: OpDef = OpDef {
         min_inputs: 1,
         max_inputs: 1,
         num_outputs: 1,
+        host_inputs: &[],
         args: &[&[
             tensor_arg("mirror", T::Int, D::Int(0), "Mirror the image horizontally when non-zero."),
             tensor_arg("mean", T::FloatList, D::FloatList(&[0.0]), "Mean pixel values: one for all channels or one per channel."),

@@ -51,6 +51,7 @@ pub static IMAGE_CROP: OpDef = OpDef {
         min_inputs: 1,
         max_inputs: 1,
         num_outputs: 1,
+        host_inputs: &[],
         args: &[DECODE_ARGS, IMAGE_CROP_ARGS, MIXED_ONLY_ARGS],
         arg_aliases: &[("output_dtype", "dtype"), ("image_type", "output_type")],
         legacy_names: &[("ImageDecoderCrop", None)],

@@ -19,6 +19,7 @@ pub static IMAGE_RANDOM_CROP: OpDef = OpDef {
         min_inputs: 1,
         max_inputs: 1,
         num_outputs: 1,
+        host_inputs: &[],
         args: &[DECODE_ARGS, RANDOM_CROP_ARGS, MIXED_ONLY_ARGS, &[arg(
             "_downscale_to",
             T::IntList,

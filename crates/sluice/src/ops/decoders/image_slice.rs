@@ -30,6 +30,7 @@ pub static IMAGE_SLICE: OpDef = OpDef {
         min_inputs: 3,
         max_inputs: 3,
         num_outputs: 1,
+        host_inputs: &[],
         args: &[DECODE_ARGS, SLICE_ARGS, MIXED_ONLY_ARGS],
         arg_aliases: &[("output_dtype", "dtype"), ("image_type", "output_type")],
         legacy_names: &[("ImageDecoderSlice", None)],

@@ -18,6 +18,7 @@ pub static FLIP: OpDef = OpDef {
         min_inputs: 1,
         max_inputs: 1,
         num_outputs: 1,
+        host_inputs: &[],
         args: &[&[
             tensor_arg("horizontal", T::Int, D::Int(1), "Flip the horizontal dimension (W) when non-zero."),
             tensor_arg("vertical", T::Int, D::Int(0), "Flip the vertical dimension (H) when non-zero."),

@@ -26,6 +26,7 @@ pub static NORMALIZE: OpDef = OpDef {
         min_inputs: 1,
         max_inputs: 1,
         num_outputs: 1,
+        host_inputs: &[],
         args: &[&[
             arg("axes", T::IntList, D::Optional, "Indices of dimensions along which the input is normalized; all axes by default."),
             arg("axis_names", T::Str, D::Optional, "Names of the axes along which the input is normalized, from the input layout; excludes `axes`."),

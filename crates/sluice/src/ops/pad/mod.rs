@@ -19,6 +19,7 @@ pub static PAD: OpDef = OpDef {
         min_inputs: 1,
         max_inputs: 1,
         num_outputs: 1,
+        host_inputs: &[],
         args: &[&[
             arg("axes", T::IntList, D::Optional, "Indices of the axes to pad (negative counts from the back). All axes when neither `axes` nor `axis_names` is given."),
             arg("axis_names", T::Str, D::Optional, "Names of the axes to pad, from the input layout. Excludes `axes`."),

@@ -20,6 +20,7 @@ pub static CHOICE: OpDef = OpDef {
         min_inputs: 1,
         max_inputs: 2,
         num_outputs: 1,
+        host_inputs: &[],
         args: &[&[
             tensor_arg("p", T::FloatList, D::Optional, "Probabilities of the elements; uniform when not given."),
             arg("shape", T::IntList, D::Optional, "Shape of the output data; a scalar when not given."),

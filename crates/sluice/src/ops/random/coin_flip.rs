@@ -14,6 +14,7 @@ pub static COIN_FLIP: OpDef = OpDef {
         min_inputs: 0,
         max_inputs: 0,
         num_outputs: 1,
+        host_inputs: &[],
         args: &[&[
             tensor_arg("probability", T::Float, D::Float(0.5), "Probability of a 1."),
             arg("shape", T::IntList, D::Optional, "Shape of each output sample; a scalar when not given."),

@@ -16,6 +16,7 @@ pub static NORMAL: OpDef = OpDef {
         min_inputs: 0,
         max_inputs: 1,
         num_outputs: 1,
+        host_inputs: &[],
         args: &[&[
             tensor_arg("mean", T::Float, D::Float(0.0), "Mean of the distribution."),
             tensor_arg("stddev", T::Float, D::Float(1.0), "Standard deviation of the distribution."),

@@ -14,6 +14,7 @@ pub static UNIFORM: OpDef = OpDef {
         min_inputs: 0,
         max_inputs: 0,
         num_outputs: 1,
+        host_inputs: &[],
         args: &[&[
             tensor_arg("range", T::FloatList, D::FloatList(&[-1.0, 1.0]), "Range [min, max) of the distribution."),
             tensor_arg("values", T::FloatList, D::Optional, "Discrete values to pick from, with equal probability; replaces `range`."),

@@ -22,6 +22,7 @@ pub static RANDOM_RESIZED_CROP: OpDef = OpDef {
         min_inputs: 1,
         max_inputs: 1,
         num_outputs: 1,
+        host_inputs: &[],
         args: &[
             &[
                 arg("size", T::FloatList, D::Required, "Output size [H, W], or one value for both."),

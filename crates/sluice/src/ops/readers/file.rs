@@ -61,6 +61,7 @@ pub static FILE: OpDef = OpDef {
         min_inputs: 0,
         max_inputs: 0,
         num_outputs: 2,
+        host_inputs: &[],
         args: &[OWN_ARGS, READER_ARGS],
         arg_aliases: &[],
         legacy_names: &[("FileReader", None)],

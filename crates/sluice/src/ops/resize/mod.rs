@@ -28,6 +28,7 @@ pub static RESIZE: OpDef = OpDef {
         min_inputs: 1,
         max_inputs: 1,
         num_outputs: 1,
+        host_inputs: &[],
         args: &[&[
             tensor_arg("resize_x", T::Float, D::Optional, "Output width; 0 or missing keeps the aspect ratio from resize_y. Negative flips."),
             tensor_arg("resize_y", T::Float, D::Optional, "Output height; 0 or missing keeps the aspect ratio from resize_x. Negative flips."),

@@ -21,6 +21,7 @@ pub static ROTATE: OpDef = OpDef {
         min_inputs: 1,
         max_inputs: 1,
         num_outputs: 1,
+        host_inputs: &[],
         args: &[&[
             tensor_arg("angle", T::Float, D::Required, "Angle, in degrees, by which the image is rotated counter-clockwise."),
             tensor_arg("axis", T::FloatList, D::Optional, "Axis of a 3-D rotation; accepted for compatibility, volumes are not supported."),

@@ -19,6 +19,7 @@ pub static SLICE: OpDef = OpDef {
         min_inputs: 3,
         max_inputs: 3,
         num_outputs: 1,
+        host_inputs: &[],
         args: &[&[
             arg("axes", T::IntList, D::Optional, "Dimension indices that anchor and shape describe, in their order; default [1, 0]. Used instead of axis_names when given."),
             arg("axis_names", T::Str, D::Optional, "Layout letters of the dimensions that anchor and shape describe; default \"WH\" (needs a layout)."),

@@ -36,6 +36,7 @@ pub static TENSOR_SUBSCRIPT: OpDef = OpDef {
         min_inputs: 1,
         max_inputs: 1,
         num_outputs: 1,
+        host_inputs: &[],
         args: &[
             &[arg("num_subscripts", T::Int, D::Int(0), "Number of subscripts given; further axes are kept whole.")],
             SUB_ARGS,

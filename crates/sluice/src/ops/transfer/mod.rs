@@ -15,6 +15,7 @@ pub static MAKE_CONTIGUOUS: OpDef = OpDef {
         min_inputs: 1,
         max_inputs: 1,
         num_outputs: 1,
+        host_inputs: &[],
         args: &[],
         arg_aliases: &[],
         legacy_names: &[],

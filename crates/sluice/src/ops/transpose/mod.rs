@@ -20,6 +20,7 @@ pub static TRANSPOSE: OpDef = OpDef {
         min_inputs: 1,
         max_inputs: 1,
         num_outputs: 1,
+        host_inputs: &[],
         args: &[&[
             arg("perm", T::IntList, D::Required, "Permutation of the dimensions of the input, for example [2, 0, 1]."),
             arg("transpose_layout", T::Bool, D::Bool(true), "When True, the output layout is the input layout permuted by `perm`; otherwise it is kept as is. Ignored when `output_layout` is set."),
