@@ -249,11 +249,8 @@ class _OpNode:
         self.inputs = inputs
         self.arg_inputs = arg_inputs
         self.args = args
-        for i, x in enumerate(inputs):
-            if not isinstance(x, DataNode):
-                raise TypeError(f"{schema}: input {i} must be a DataNode, got {type(x).__name__}")
         # Edges are not known yet (operators are numbered at build): placeholders.
-        _, num_outputs, on_gpu, _ = _core.check_op(
+        num_outputs, on_gpu = _core.check_op(
             self.spec([(0, 0)] * len(inputs), [(k, 0, 0) for k in arg_inputs]),
             [x.device == "gpu" for x in inputs],
             [x.device == "gpu" for x in arg_inputs.values()],

@@ -107,6 +107,17 @@ fn arg_value(v: &Bound<'_, PyAny>) -> PyResult<ArgValue> {
     Err(PyTypeError::new_err(format!("unsupported argument value of type {}", v.get_type().name()?)))
 }
 
+/// Arguments as Python gave them, converted; a value of no argument type is a type error
+/// naming the operator (`display`) and the argument.
+fn arg_values(display: &str, args: Vec<(String, Bound<'_, PyAny>)>) -> PyResult<Vec<(String, ArgValue)>> {
+    args.into_iter()
+        .map(|(k, v)| match arg_value(&v) {
+            Ok(value) => Ok((k, value)),
+            Err(e) => Err(to_py(Error::type_mismatch(display, format!("argument '{k}': {e}")))),
+        })
+        .collect()
+}
+
 /// An operator spec from the tuple Python records: (schema or legacy name, device as given
 /// or None, instance name, [(op, output)], [(arg, op, output)], [(arg, value)]).
 fn op_spec(t: &Bound<'_, PyTuple>) -> PyResult<OpSpec> {
@@ -118,12 +129,8 @@ fn op_spec(t: &Bound<'_, PyTuple>) -> PyResult<OpSpec> {
         Vec<(String, usize, usize)>,
         Vec<(String, Bound<'_, PyAny>)>,
     ) = t.extract()?;
-    let mut conv = Vec::with_capacity(args.len());
-    for (k, v) in args {
-        let display = ops::lookup(&schema).map_or_else(|| schema.clone(), |(d, _)| d.schema.fn_name());
-        let value = arg_value(&v).map_err(|e| to_py(Error::type_mismatch(&display, format!("argument '{k}': {e}"))))?;
-        conv.push((k, value));
-    }
+    let display = ops::lookup(&schema).map_or_else(|| schema.clone(), |(d, _)| d.schema.fn_name());
+    let conv = arg_values(&display, args)?;
     Ok(OpSpec {
         schema,
         device,
@@ -136,13 +143,12 @@ fn op_spec(t: &Bound<'_, PyTuple>) -> PyResult<OpSpec> {
 
 /// Checks one operator as the user creates it (see `sluice::graph::check_op`): `op` is the
 /// tuple Python records (its edges are ignored), `inputs_on_gpu` / `arg_inputs_on_gpu`
-/// where each input lives. Returns (name users know it by, number of outputs, whether the
-/// outputs live on the GPU, device it runs on).
+/// where each input lives. Returns (number of outputs, whether they live on the GPU).
 #[pyfunction]
-fn check_op(op: &Bound<'_, PyTuple>, inputs_on_gpu: Vec<bool>, arg_inputs_on_gpu: Vec<bool>) -> PyResult<(String, usize, bool, &'static str)> {
+fn check_op(op: &Bound<'_, PyTuple>, inputs_on_gpu: Vec<bool>, arg_inputs_on_gpu: Vec<bool>) -> PyResult<(usize, bool)> {
     let spec = op_spec(op)?;
     let c = engine_check_op(&spec, &inputs_on_gpu, &arg_inputs_on_gpu).map_err(to_py)?;
-    Ok((c.def.schema.fn_name(), c.def.schema.num_outputs, c.outputs_on_gpu(), c.device.name()))
+    Ok((c.def.schema.num_outputs, c.outputs_on_gpu()))
 }
 
 /// Checks the arguments an `ops.X(...)` object is created with, by name and type, before
@@ -151,12 +157,7 @@ fn check_op(op: &Bound<'_, PyTuple>, inputs_on_gpu: Vec<bool>, arg_inputs_on_gpu
 fn check_args(schema: &str, args: Vec<(String, Bound<'_, PyAny>)>) -> PyResult<()> {
     let (def, _) = ops::lookup(schema).ok_or_else(|| to_py(ops::unknown_operator(schema)))?;
     let display = def.schema.fn_name();
-    let mut given = Vec::with_capacity(args.len());
-    for (k, v) in args {
-        let value = arg_value(&v).map_err(|e| to_py(Error::type_mismatch(&display, format!("argument '{k}': {e}"))))?;
-        given.push((k, value));
-    }
-    ops::Args::check_given(&def.schema, &display, given).map_err(to_py)?;
+    ops::Args::check_given(&def.schema, &display, arg_values(&display, args)?).map_err(to_py)?;
     Ok(())
 }
 
