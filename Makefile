@@ -1,12 +1,13 @@
 # Two commands on a fresh machine:
 #   make demo   build Sluice and run the demo pipeline (prints images/s, writes a preview PNG)
 #   make test   build Sluice and run every test (Rust and Python, DALI parity included)
+# and the wheel users install: make wheel (dist/, abi3, manylinux_2_28).
 SHELL := /bin/bash
 VENV ?= .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.deps-installed
 
-.PHONY: demo test build deps rust-test py-test bench clean
+.PHONY: demo test build wheel deps rust-test py-test bench clean
 
 demo: build
 	$(PY) -m sluice demo $(DEMO_ARGS)
@@ -21,14 +22,23 @@ deps:
 	    if [ "$$(id -u)" = 0 ]; then apt-get update -qq && apt-get install -y -qq cmake nasm g++ >/dev/null; \
 	    else sudo apt-get update -qq && sudo apt-get install -y -qq cmake nasm g++ >/dev/null; fi; }
 
-$(STAMP): pyproject.toml
+# ziglang is the version the wheel build was checked with.
+$(STAMP): pyproject.toml Makefile
 	python3 -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip
-	$(PY) -m pip install -q "maturin>=1.5,<2" pytest numpy pillow scikit-image "nvidia-dali-cuda130==2.4.0"
+	$(PY) -m pip install -q "maturin>=1.5,<2" "ziglang~=0.17.1" pytest numpy pillow scikit-image "nvidia-dali-cuda130==2.4.0"
 	touch $(STAMP)
 
 build: deps $(STAMP)
 	VIRTUAL_ENV=$(abspath $(VENV)) $(VENV)/bin/maturin develop --release -q
+
+# zig links against glibc 2.28's symbols (the vendored libjpeg-turbo and csrc/ too: maturin
+# hands cmake and cc its zig cc wrapper), so pip takes the wheel on glibc >= 2.28 (RHEL 8,
+# Debian 11, Ubuntu 20.04), not only on this machine's glibc. maturin finds zig through the
+# venv's python (`python -m ziglang`).
+wheel: deps $(STAMP)
+	rm -rf dist
+	PATH=$(abspath $(VENV))/bin:$$PATH $(VENV)/bin/maturin build --release --zig --compatibility manylinux_2_28 -o dist -q
 
 rust-test: deps
 	cargo test --workspace --release -q
@@ -40,4 +50,4 @@ bench: build
 	$(PY) benches/cpu_pipeline.py
 
 clean:
-	rm -rf target $(VENV)
+	rm -rf target dist $(VENV)

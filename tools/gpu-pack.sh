@@ -1,7 +1,7 @@
 #!/bin/bash
 # Build what the GPU machine needs into .gpu/ (git-ignored): the GPU runtime's test binary
-# (the other Rust tests need no GPU and run in CI), an abi3 wheel, the dataset maker, and
-# run.sh, which runs them there with SLUICE_REQUIRE_GPU=1 so GPU tests fail, not skip.
+# (the other Rust tests need no GPU and run in CI), the wheel of `make wheel`, the data set
+# maker, and run.sh, which runs them there with SLUICE_REQUIRE_GPU=1 so GPU tests fail, not skip.
 # Usage: bash tools/gpu-pack.sh [pytest args...]; then `run` with carry [".gpu"] and
 # command `bash .gpu/run.sh`. Adapted from ../shared/gpu/pack.sh.
 set -euo pipefail
@@ -15,7 +15,7 @@ for l in sys.stdin:
     if m.get("reason")=="compiler-artifact" and m.get("profile",{}).get("test") and m.get("executable"):
         print(m["executable"])' | while read -r exe; do cp "$exe" .gpu/bin/; done
 strip .gpu/bin/* 2>/dev/null || true
-maturin build --release -o .gpu/wheels >/dev/null
+make -s wheel >/dev/null && cp dist/*.whl .gpu/wheels/
 cp tests/data_gen/make_dataset.py .gpu/
 printf '%s\n' "$*" > .gpu/pytest-args
 cat > .gpu/run.sh <<'RUN'
