@@ -21,7 +21,8 @@ printf '%s\n' "$*" > .gpu/pytest-args
 cat > .gpu/run.sh <<'RUN'
 #!/bin/bash
 # Runs on the GPU machine from the project root.
-export SLUICE_REQUIRE_GPU=1 RUST_BACKTRACE=1
+# SLUICE_TEST_INSTALLED: tests/conftest.py refuses a sluice imported from the checkout.
+export SLUICE_REQUIRE_GPU=1 SLUICE_TEST_INSTALLED=1 RUST_BACKTRACE=1
 nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader
 fail=0
 for t in .gpu/bin/*; do [ -x "$t" ] || continue; echo "== $t"; "$t" --test-threads=4 || fail=1; done
