@@ -6,7 +6,6 @@
 # command `bash .gpu/run.sh`. Adapted from ../shared/gpu/pack.sh.
 set -euo pipefail
 root=$(git rev-parse --show-toplevel); cd "$root"
-mkdir -p .git/info; grep -qxF '/.gpu/' .git/info/exclude 2>/dev/null || echo '/.gpu/' >> .git/info/exclude
 rm -rf .gpu; mkdir -p .gpu/bin .gpu/wheels
 cargo test --release -p sluice-cuda --no-run --message-format=json 2>/dev/null \
   | python3 -c 'import json,sys
