@@ -20,6 +20,15 @@ MAKE_DATASET = HERE / "data_gen" / "make_dataset.py"
 
 MIXED_COUNT = 120  # files from make_dataset.py --profile mixed
 
+# `make py-test` tests the installed wheel and says so with SLUICE_TEST_INSTALLED=1: a sluice
+# imported from the checkout's python/ instead (an editable install, a stray sys.path entry)
+# would hide a file missing from the wheel, so the run stops before any test.
+if os.environ.get("SLUICE_TEST_INSTALLED") == "1":
+    import sluice
+
+    if Path(sluice.__file__).resolve().is_relative_to(HERE.parent / "python"):
+        raise RuntimeError(f"SLUICE_TEST_INSTALLED=1 but sluice was imported from the checkout: {sluice.__file__}")
+
 
 # --------------------------------------------------------------------------- GPU helper
 def cuda_device_count():

@@ -1027,7 +1027,7 @@ impl Drop for GpuHuffmanState {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::{gpu_required, test_device, DeviceBuffer};
+    use crate::{missing_for_test, report_skip, test_device, DeviceBuffer};
 
     #[test]
     fn library_presence_is_a_bool_never_a_panic() {
@@ -1106,13 +1106,7 @@ mod tests {
     }
 
     fn nvjpeg_or_skip() -> bool {
-        if library_present() {
-            return true;
-        }
-        if gpu_required() {
-            panic!("SLUICE_REQUIRE_GPU=1 but nvJPEG is missing: {}", ffi::lib().err().unwrap());
-        }
-        false
+        ffi::lib().map_err(|e| missing_for_test("nvJPEG", e)).is_ok()
     }
 
     #[test]
@@ -1126,7 +1120,7 @@ mod tests {
             // A100 (8.0), H100/H200 (9.0) and B200 (10.0) have JPEG engines; elsewhere
             // having none is expected.
             Err(e) if ![(8, 0), (9, 0), (10, 0)].contains(&dev.compute_capability()) => {
-                eprintln!("skipping: {e}");
+                report_skip("no JPEG engine", e);
                 return;
             }
             Err(e) => panic!("{dev:?} should have a hardware JPEG decoder: {e}"),
