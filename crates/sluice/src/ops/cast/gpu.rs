@@ -9,7 +9,7 @@ use crate::ops::{GpuOperator, GpuWorkspace, OpContext};
 use sluice_cuda::PushKernelArg;
 use crate::tensor::{DType, TensorListGpu};
 
-const SRC: &str = include_str!("cast.cu");
+const SRC: &str = concat!(include_str!("../element.cuh"), include_str!("cast.cu"));
 
 pub(super) struct CastGpu {
     cast: Cast,

@@ -26,7 +26,7 @@ use crate::ops::{GpuOperator, GpuWorkspace, OpContext};
 use crate::tensor::{BatchMeta, TensorListGpu};
 
 /// cast.cu first: the kernels load and store through its conversions.
-const SRC: &str = concat!(include_str!("../cast/cast.cu"), include_str!("normalize.cu"));
+const SRC: &str = concat!(include_str!("../element.cuh"), include_str!("../cast/cast.cu"), include_str!("normalize.cu"));
 
 /// Elements a partial sum covers (at most): the chunks of a reduction follow from its size
 /// alone, so the summation order, hence the result, never depends on timing.

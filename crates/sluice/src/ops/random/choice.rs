@@ -204,7 +204,7 @@ impl Operator for Choice {
                     for k in 0..bytes.len() / elem {
                         let j = this.pick(&mut rng, i, n);
                         let v = this.values.as_ref().map_or(j as f64, |(_, vals)| vals[j]);
-                        crate::ops::cast::store_f64(dtype, bytes, k, v);
+                        crate::tensor::element::store_f64(dtype, bytes, k, v);
                     }
                 }
             }

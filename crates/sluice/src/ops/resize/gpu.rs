@@ -13,7 +13,7 @@ use crate::ops::gpu_params::{per_sample_launch, push, ParamUpload};
 use crate::ops::{GpuOperator, GpuWorkspace, OpContext};
 use crate::tensor::{DType, TensorListGpu};
 
-const SRC: &str = include_str!("resize.cu");
+const SRC: &str = concat!(include_str!("../element.cuh"), include_str!("resize.cu"));
 
 /// Bytes of one sample's descriptor (`struct Sample` in resize.cu).
 const DESC: usize = 80;

@@ -11,7 +11,7 @@ use crate::ops::gpu_params::{per_sample_launch, push, ParamUpload};
 use crate::ops::{GpuOperator, GpuWorkspace, OpContext};
 use crate::tensor::{DType, TensorListGpu};
 
-const SRC: &str = include_str!("rotate.cu");
+const SRC: &str = concat!(include_str!("../element.cuh"), include_str!("rotate.cu"));
 
 pub(super) struct RotateGpu {
     rotate: Rotate,
