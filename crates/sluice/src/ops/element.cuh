@@ -37,7 +37,8 @@ __device__ __forceinline__ unsigned short f64_to_f16(double v) {
 }
 
 // DALI's ConvertSat from a float or double to an integer type: round half away from zero,
-// saturate, NaN -> 0 (element.rs `store` for these types).
+// saturate, NaN -> 0 (element.rs `store` for these types, but for INT32 from NaN, where
+// fn.cast gives x86's minimum; the image kernels using this give 0, as their cpu twins).
 template <typename T> struct SatRange;
 template <> struct SatRange<unsigned char> { static constexpr long long lo = 0, hi = 255; };
 template <> struct SatRange<signed char> { static constexpr long long lo = -128, hi = 127; };

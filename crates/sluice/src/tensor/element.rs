@@ -292,4 +292,87 @@ mod tests {
         assert_eq!(b, [0, 0]);
         assert_eq!(load_f64(DType::Bool, &[7], 0), 1.0);
     }
+
+    /// ops/element.cuh, compiled for the host against tools/cuda_shim/shim.h and run, gives
+    /// the bits this module gives: the halves' neighbourhoods (every tie, and the doubles
+    /// next to it), the whole subnormal boundary range at a stride, and the integer
+    /// saturation edges, for doubles and for floats.
+    #[test]
+    fn the_cuda_header_converts_as_this_module() {
+        let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR"));
+        let dir = std::env::temp_dir().join(format!("sluice-element-cuh-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let program = dir.join("element.cpp");
+        std::fs::write(&program, format!(r#"#include "{}"
+#include "{}"
+// Per input double (stdin): f64_to_f16 of it and of it as a float, then convert_sat of it
+// to u8, i8, i16, i32 from the double and from the float (stdout, little-endian).
+int main() {{
+    double v;
+    while (fread(&v, 8, 1, stdin) == 1) {{
+        const float f = (float)v;
+        unsigned short h[2] = {{f64_to_f16(v), f64_to_f16((double)f)}};
+        unsigned char u8[2] = {{convert_sat<unsigned char>(v), convert_sat<unsigned char>(f)}};
+        signed char i8[2] = {{convert_sat<signed char>(v), convert_sat<signed char>(f)}};
+        short i16[2] = {{convert_sat<short>(v), convert_sat<short>(f)}};
+        int i32[2] = {{convert_sat<int>(v), convert_sat<int>(f)}};
+        fwrite(h, 2, 2, stdout); fwrite(u8, 1, 2, stdout); fwrite(i8, 1, 2, stdout);
+        fwrite(i16, 2, 2, stdout); fwrite(i32, 4, 2, stdout);
+    }}
+}}
+"#, root.join("../../tools/cuda_shim/shim.h").display(), root.join("src/ops/element.cuh").display())).unwrap();
+        let exe = dir.join("element");
+        let built = std::process::Command::new(std::env::var("CXX").unwrap_or_else(|_| "c++".into()))
+            .args(["-std=c++20", "-O1", "-ffp-contract=off", "-w", "-pthread", "-o"])
+            .arg(&exe)
+            .arg(&program)
+            .output()
+            .expect("a C++20 compiler (c++) to build element.cuh for the host");
+        assert!(built.status.success(), "{}", String::from_utf8_lossy(&built.stderr));
+
+        let mut values: Vec<f64> = Vec::new();
+        let table = halves();
+        for pair in table.windows(2) {
+            let mid = (pair[0] + pair[1]) / 2.0;
+            for m in [mid, -mid] {
+                values.extend([m, f64::from_bits(m.to_bits() + 1), f64::from_bits(m.to_bits() - 1)]);
+            }
+        }
+        values.extend(((100u32 << 23)..(116u32 << 23)).step_by(61).map(|b| f32::from_bits(b) as f64));
+        for edge in [0.0, 127.0, 128.0, 255.0, 256.0, 32767.0, 32768.0, 2147483647.0, 2147483648.0, 65504.0, 65520.0, 1e300] {
+            for d in [-1.0, -0.5, -0.25, 0.0, 0.25, 0.5, 1.0] {
+                values.extend([edge + d, -(edge + d)]);
+            }
+        }
+        values.extend([f64::NAN, -f64::NAN, f64::INFINITY, f64::NEG_INFINITY, f64::MIN_POSITIVE / 3.0, -0.0]);
+        let input: Vec<u8> = values.iter().flat_map(|v| v.to_le_bytes()).collect();
+        let mut child = std::process::Command::new(&exe)
+            .stdin(std::process::Stdio::piped())
+            .stdout(std::process::Stdio::piped())
+            .spawn()
+            .unwrap();
+        let mut stdin = child.stdin.take().unwrap();
+        let writer = std::thread::spawn(move || std::io::Write::write_all(&mut stdin, &input));
+        let out = child.wait_with_output().unwrap();
+        writer.join().unwrap().unwrap();
+        let _ = std::fs::remove_dir_all(&dir);
+        const RECORD: usize = 4 + 2 + 2 + 4 + 8;
+        assert_eq!(out.stdout.len(), values.len() * RECORD);
+        for (v, r) in values.iter().zip(out.stdout.chunks_exact(RECORD)) {
+            let mut want = Vec::with_capacity(RECORD);
+            for x in [*v, *v as f32 as f64] {
+                want.extend(f64_to_f16(x).to_le_bytes());
+            }
+            for t in [DType::U8, DType::I8, DType::I16, DType::I32] {
+                for x in [*v, *v as f32 as f64] {
+                    let mut b = [0u8; 8];
+                    store_f64(t, &mut b, 0, x);
+                    // element.cuh's convert_sat gives 0 for NaN; store's INT32 NaN is x86's minimum.
+                    let b = if x.is_nan() { [0u8; 8] } else { b };
+                    want.extend_from_slice(&b[..t.size()]);
+                }
+            }
+            assert_eq!(r, &want[..], "{v:e}");
+        }
+    }
 }
