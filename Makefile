@@ -17,7 +17,7 @@ demo: build
 test: rust-test py-test
 
 # System tools: cmake, nasm (the vendored libjpeg-turbo and its SIMD code), a C++20 compiler
-# (the CPU emulation of the JPEG entropy kernel in the Rust tests).
+# (the Rust tests compile every CUDA kernel on the host against tools/cuda_shim/shim.h and run the JPEG entropy kernel and element.cuh there).
 deps:
 	@command -v cmake >/dev/null && command -v nasm >/dev/null && command -v c++ >/dev/null || \
 	  { echo "installing cmake, nasm and g++"; \

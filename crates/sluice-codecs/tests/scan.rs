@@ -108,7 +108,7 @@ fn corrupt_data_is_reported_not_decoded() {
 }
 
 /// The GPU kernel itself (jpeg_entropy.cu), compiled for the CPU with a few lines of CUDA
-/// emulation (kernel_emulation/shim.h: one block, its threads as OS threads, barriers for
+/// emulation (tools/cuda_shim/shim.h: one block, its threads as OS threads, barriers for
 /// __syncthreads) and run on scans of every sampling, whole images and windows, up to the
 /// kernel's full 1,024 chunks: its coefficients equal libjpeg-turbo's. This checks the
 /// kernel's logic and its ScanHeader layout where there is no GPU (CI); the GPU tests run
@@ -153,6 +153,7 @@ fn gpu_kernel_source_equals_libjpeg_when_emulated_on_the_cpu() {
         .args(["-std=c++20", "-O2", "-w", "-pthread", "-o"])
         .arg(&exe)
         .arg(format!("-DKERNEL_SOURCE=\"{}\"", kernel.display()))
+        .arg(format!("-I{}", here.join("../../tools/cuda_shim").display()))
         .arg(here.join("tests/kernel_emulation/entropy_harness.cpp"))
         .output()
         .expect("a C++20 compiler (c++) to build the kernel's CPU emulation");

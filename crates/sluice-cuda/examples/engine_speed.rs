@@ -15,7 +15,8 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use sluice_codecs::read_info;
-use sluice_cuda::nvjpeg::{GpuEvent, HwBatchDecoder, HwTarget, HwWindow, NvJpeg};
+use sluice_cuda::nvjpeg::{HwBatchDecoder, HwTarget, HwWindow, NvJpeg};
+use sluice_cuda::GpuEvent;
 use sluice_cuda::{DeviceBuffer, GpuDevice};
 
 use common::{take_flag, take_number};

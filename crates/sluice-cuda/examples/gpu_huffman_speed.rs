@@ -14,7 +14,8 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
 use sluice_codecs::read_info;
-use sluice_cuda::nvjpeg::{GpuEvent, GpuHuffman, GpuHuffmanState, HwWindow, NvJpeg};
+use sluice_cuda::nvjpeg::{GpuHuffman, GpuHuffmanState, HwWindow, NvJpeg};
+use sluice_cuda::GpuEvent;
 use sluice_cuda::{DeviceBuffer, GpuDevice};
 
 use common::{take_flag, take_number};

@@ -5,6 +5,7 @@
 pub mod buffer;
 pub mod device;
 pub mod error;
+pub mod event;
 pub mod kernels;
 pub mod nvjpeg;
 
@@ -12,6 +13,7 @@ pub use buffer::{DeviceBuffer, PinnedBuffer};
 pub use cudarc::driver::{sys, CudaFunction, CudaStream, LaunchConfig, PushKernelArg};
 pub use device::{device_count, driver_present, GpuDevice};
 pub use error::{CudaError, CudaResult};
+pub use event::GpuEvent;
 
 /// For GPU tests: the device to test on, or `None` (the test returns) after
 /// [`missing_for_test`] has said the test is skipped.

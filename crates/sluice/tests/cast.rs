@@ -3,7 +3,7 @@
 //! from zero and saturates; NaN gives 0 except INT32/INT64 minimum and 2^63 for UINT64;
 //! FLOAT16 rounds ties away from zero and overflows to inf.
 
-use sluice::ops::cast::f16_to_f64;
+use sluice::tensor::element::f16_to_f64;
 use sluice::ops::ArgValue;
 use sluice::tensor::{DType, TensorList};
 
@@ -19,7 +19,7 @@ fn cast(x: &TensorList, to: DType) -> TensorList {
 fn values(t: &TensorList) -> Vec<f64> {
     let b = t.bytes(0);
     let n = t.numel(0);
-    (0..n).map(|k| sluice::ops::cast::load_f64(t.dtype(), b, k)).collect()
+    (0..n).map(|k| sluice::tensor::element::load_f64(t.dtype(), b, k)).collect()
 }
 
 fn same(a: &[f64], b: &[f64]) -> bool {
@@ -155,4 +155,35 @@ fn ragged_empty_and_argument_errors() {
     assert!(err.contains("cast") && err.contains("dtype") && err.contains("required"), "{err}");
     let err = run_op("Cast", vec![("dtype", ArgValue::Int(99))], &[&x], &[]).err().unwrap().to_string();
     assert!(err.contains("cast") && err.contains("dtype"), "{err}");
+}
+
+/// FLOAT16 bits of every element of sample 0.
+fn half_bits(t: &TensorList) -> Vec<u16> {
+    assert_eq!(t.dtype(), DType::F16);
+    t.bytes(0).chunks(2).map(|c| u16::from_le_bytes([c[0], c[1]])).collect()
+}
+
+#[test]
+fn every_operator_writing_float16_rounds_the_same_way() {
+    // 3.0785803e-05 (516.50006 times the smallest subnormal) once gave 517 in some operators
+    // and 516 in random.uniform (a converter that dropped bits before rounding); ties round
+    // away from zero in all of DALI 2.4's CPU operators (fn.cast, fn.crop and
+    // fn.crop_mirror_normalize printed 15361 and 48129).
+    let v = [3.0785803e-05f32, 1.0 + 2f32.powi(-11), -(1.0 + 2f32.powi(-11)), -0.3, 99.7];
+    let want = [517u16, 15361, 48129, 0xb4cd, 0x563b];
+    let img = TensorList::from_samples::<f32>(&[vec![1, v.len(), 1]], &[v.to_vec()]).with_layout("HWC");
+    let f16 = |t: DType| ArgValue::Int(t as i64);
+    assert_eq!(half_bits(&cast(&img, DType::F16)), want);
+    let crop = run_op("Crop", vec![("crop", ArgValue::FloatList(vec![1.0, v.len() as f64])), ("dtype", f16(DType::F16))], &[&img], &[]).unwrap();
+    assert_eq!(half_bits(&crop[0]), want);
+    let cmn_args = vec![("dtype", f16(DType::F16)), ("output_layout", ArgValue::Str("HWC".into()))];
+    let cmn = run_op("CropMirrorNormalize", cmn_args, &[&img], &[]).unwrap();
+    assert_eq!(half_bits(&cmn[0]), want);
+    for (&x, &w) in v.iter().zip(&want) {
+        let uniform_args = vec![("values", ArgValue::FloatList(vec![x as f64])), ("dtype", f16(DType::F16))];
+        let drawn = run_op("random__Uniform", uniform_args, &[], &[]).unwrap();
+        assert_eq!(half_bits(&drawn[0]), [w; 1]);
+        let padded = run_op("Pad", vec![("fill_value", ArgValue::Float(x as f64)), ("shape", ArgValue::IntList(vec![2]))], &[&half_batch(&[0.0])], &[]).unwrap();
+        assert_eq!(half_bits(&padded[0]), [0, w]);
+    }
 }

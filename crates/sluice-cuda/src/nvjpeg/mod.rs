@@ -20,10 +20,11 @@ mod ffi;
 use std::os::raw::{c_int, c_uint};
 use std::sync::Arc;
 
-use cudarc::driver::{sys, CudaStream};
+use cudarc::driver::CudaStream;
 
 use crate::device::GpuDevice;
-use crate::error::{self as cuda_error, CudaError, CudaResult};
+use crate::event::GpuEvent;
+use crate::error::{CudaError, CudaResult};
 use ffi::{check, NvJpegLib};
 
 /// True when libnvjpeg (13, 12 or unversioned) can be loaded and has every function we use.
@@ -261,70 +262,6 @@ impl NvJpeg {
     /// parse.
     pub fn info(&self, data: &[u8]) -> CudaResult<JpegInfo> {
         self.h.info(data)
-    }
-}
-
-/// A CUDA event: a point on a stream that the host can wait for ([`wait`](Self::wait)) and
-/// other streams can be made to wait for ([`make_wait`](Self::make_wait)). Decoders record one
-/// after their work and wait for it before reusing their nvJPEG state, whose internal
-/// (pinned and device) buffers the previous decode may still be reading.
-pub struct GpuEvent {
-    ev: sys::CUevent,
-}
-
-// SAFETY: a CUDA event handle may be used from any thread of the process.
-unsafe impl Send for GpuEvent {}
-unsafe impl Sync for GpuEvent {}
-
-impl GpuEvent {
-    pub fn new(dev: &GpuDevice) -> CudaResult<GpuEvent> {
-        dev.bind()?;
-        let mut ev: sys::CUevent = std::ptr::null_mut();
-        // SAFETY: context bound; out-pointer valid.
-        cuda_error::check("cuEventCreate", unsafe {
-            sys::cuEventCreate(&mut ev, sys::CUevent_flags::CU_EVENT_DISABLE_TIMING as u32)
-        })?;
-        Ok(GpuEvent { ev })
-    }
-
-    /// An event whose [`wait`](Self::wait) sleeps instead of spinning: for threads that
-    /// have other work to give their core to (the pipeline's workers).
-    pub fn blocking(dev: &GpuDevice) -> CudaResult<GpuEvent> {
-        dev.bind()?;
-        let mut ev: sys::CUevent = std::ptr::null_mut();
-        let flags = sys::CUevent_flags::CU_EVENT_DISABLE_TIMING as u32 | sys::CUevent_flags::CU_EVENT_BLOCKING_SYNC as u32;
-        // SAFETY: context bound; out-pointer valid.
-        cuda_error::check("cuEventCreate", unsafe { sys::cuEventCreate(&mut ev, flags) })?;
-        Ok(GpuEvent { ev })
-    }
-
-    /// Marks the current end of `stream`'s queue.
-    pub fn record(&self, stream: &CudaStream) -> CudaResult<()> {
-        // SAFETY: live event and stream of the same context.
-        cuda_error::check("cuEventRecord", unsafe { sys::cuEventRecord(self.ev, stream.cu_stream()) })
-    }
-
-    /// Blocks until the last recorded point has run (at once if never recorded).
-    pub fn wait(&self) -> CudaResult<()> {
-        // SAFETY: live event.
-        cuda_error::check("cuEventSynchronize", unsafe { sys::cuEventSynchronize(self.ev) })
-    }
-
-    /// Makes work queued on `stream` from now on wait for the last recorded point (later
-    /// records do not affect this wait).
-    pub fn make_wait(&self, stream: &CudaStream) -> CudaResult<()> {
-        // SAFETY: live event and stream of the same context.
-        cuda_error::check("cuStreamWaitEvent", unsafe { sys::cuStreamWaitEvent(stream.cu_stream(), self.ev, 0) })
-    }
-}
-
-impl Drop for GpuEvent {
-    fn drop(&mut self) {
-        // SAFETY: created by cuEventCreate, destroyed once (the driver defers the actual
-        // release until pending records complete).
-        unsafe {
-            sys::cuEventDestroy_v2(self.ev);
-        }
     }
 }
 

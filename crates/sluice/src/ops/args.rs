@@ -392,30 +392,5 @@ pub fn scalar_as_f64(batch: &TensorList, i: usize) -> f64 {
 
 /// Element `k` of sample `i` (flat index), converted to f64.
 pub fn element_as_f64(batch: &TensorList, i: usize, k: usize) -> f64 {
-    let size = batch.dtype().size();
-    let b = &batch.bytes(i)[k * size..(k + 1) * size];
-    match batch.dtype() {
-        DType::U8 | DType::Bool => b[0] as f64,
-        DType::I8 => b[0] as i8 as f64,
-        DType::U16 => u16::from_le_bytes([b[0], b[1]]) as f64,
-        DType::I16 => i16::from_le_bytes([b[0], b[1]]) as f64,
-        DType::U32 => u32::from_le_bytes(b[..4].try_into().unwrap()) as f64,
-        DType::I32 => i32::from_le_bytes(b[..4].try_into().unwrap()) as f64,
-        DType::F32 => f32::from_le_bytes(b[..4].try_into().unwrap()) as f64,
-        DType::U64 => u64::from_le_bytes(b[..8].try_into().unwrap()) as f64,
-        DType::I64 => i64::from_le_bytes(b[..8].try_into().unwrap()) as f64,
-        DType::F64 => f64::from_le_bytes(b[..8].try_into().unwrap()),
-        DType::F16 => half_to_f64(u16::from_le_bytes([b[0], b[1]])),
-    }
-}
-
-fn half_to_f64(h: u16) -> f64 {
-    let sign = if h & 0x8000 != 0 { -1.0 } else { 1.0 };
-    let exp = ((h >> 10) & 0x1f) as i32;
-    let frac = (h & 0x3ff) as f64;
-    sign * match exp {
-        0 => frac * 2f64.powi(-24),
-        31 => if frac == 0.0 { f64::INFINITY } else { f64::NAN },
-        e => (1.0 + frac / 1024.0) * 2f64.powi(e - 15),
-    }
+    crate::tensor::element::load_f64(batch.dtype(), batch.bytes(i), k)
 }

@@ -94,7 +94,6 @@ impl ParamUpload {
     }
 }
 
-/// Appends a plain-old-data value's bytes to a parameter block.
 /// Launch shape of the per-sample kernels: one grid row (y) per sample, 256 threads per
 /// block, enough blocks along x for the largest sample's `max_items`, at most 1024 (the
 /// kernels' threads stride over larger samples). Counted in usize, so no sample size wraps.
@@ -104,6 +103,69 @@ pub fn per_sample_launch(max_items: usize, samples: usize) -> sluice_cuda::Launc
     sluice_cuda::LaunchConfig { grid_dim: (blocks_x, samples as u32, 1), block_dim: (THREADS, 1, 1), shared_mem_bytes: 0 }
 }
 
+/// Appends a parameter struct (or a plain value) to a block of several kinds of records.
 pub fn push<T: bytemuck::Pod>(block: &mut Vec<u8>, v: T) {
     block.extend_from_slice(bytemuck::bytes_of(&v));
+}
+
+/// Size and field offsets of a kernel parameter struct, which its twin in the CUDA source
+/// must have (checked by compiling the sources on the host, see the tests below).
+#[derive(Debug)]
+pub struct CudaLayout {
+    pub size: usize,
+    /// (field name, offset), in declaration order.
+    pub fields: &'static [(&'static str, usize)],
+}
+
+/// Declares a kernel parameter struct: `#[repr(C)]` and `Pod`, so it uploads as its bytes
+/// and has no hidden padding (every byte is a named field), with its [`CudaLayout`] as
+/// `LAYOUT`. Field names are the CUDA twin's (`r#in` for `in`).
+macro_rules! cuda_struct {
+    ($(#[$meta:meta])* $vis:vis struct $name:ident { $($(#[$fmeta:meta])* $fvis:vis $field:ident: $ty:ty,)* }) => {
+        $(#[$meta])*
+        #[repr(C)]
+        #[derive(Clone, Copy, Debug, bytemuck::Pod, bytemuck::Zeroable)]
+        $vis struct $name { $($(#[$fmeta])* $fvis $field: $ty,)* }
+
+        #[cfg(test)]
+        impl $name {
+            /// The layout its CUDA twin must have.
+            pub const LAYOUT: $crate::ops::gpu_params::CudaLayout = $crate::ops::gpu_params::CudaLayout {
+                size: std::mem::size_of::<$name>(),
+                fields: &[$((stringify!($field), std::mem::offset_of!($name, $field))),*],
+            };
+        }
+    };
+}
+pub(crate) use cuda_struct;
+
+/// Checks a kernel source where there is no GPU: compiles it, as NVRTC receives it, with
+/// the host's C++ compiler (`CXX`, else `c++`) against tools/cuda_shim/shim.h, with a
+/// `static_assert` per size and field offset of each parameter struct's Rust layout
+/// (`twins`: the struct's name in the source, its Rust layout). Panics with the compiler's
+/// report when the source does not compile or a twin disagrees.
+#[cfg(test)]
+pub(crate) fn check_cuda_source(name: &str, source: &str, twins: &[(&str, &CudaLayout)]) {
+    use std::fmt::Write;
+    let shim = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../tools/cuda_shim/shim.h");
+    let mut cpp = format!("#include \"{}\"\n{source}\n", shim.display());
+    for (c_name, layout) in twins {
+        let size = layout.size;
+        writeln!(cpp, "static_assert(sizeof({c_name}) == {size}, \"{c_name}: {size} bytes in Rust\");").unwrap();
+        for (field, offset) in layout.fields {
+            let field = field.trim_start_matches("r#");
+            writeln!(cpp, "static_assert(offsetof({c_name}, {field}) == {offset}, \"{c_name}.{field}: at byte {offset} in Rust\");").unwrap();
+        }
+    }
+    let dir = std::env::temp_dir().join(format!("sluice-cuda-host-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let file = dir.join(format!("{name}.cpp"));
+    std::fs::write(&file, cpp).unwrap();
+    let out = std::process::Command::new(std::env::var("CXX").unwrap_or_else(|_| "c++".into()))
+        .args(["-std=c++20", "-fsyntax-only", "-w"])
+        .arg(&file)
+        .output()
+        .expect("a C++20 compiler (c++) to check the CUDA sources");
+    let _ = std::fs::remove_file(&file);
+    assert!(out.status.success(), "{name}: the CUDA source or its parameter structs disagree with Rust:\n{}", String::from_utf8_lossy(&out.stderr));
 }

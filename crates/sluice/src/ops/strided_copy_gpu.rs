@@ -6,17 +6,29 @@
 use sluice_cuda::PushKernelArg;
 
 use crate::error::{Error, Result};
-use crate::ops::gpu_params::{per_sample_launch, push, ParamUpload};
+use crate::ops::gpu_params::{cuda_struct, per_sample_launch, ParamUpload};
 use crate::ops::GpuWorkspace;
 use crate::tensor::TensorListGpu;
 
-const SRC: &str = include_str!("strided_copy.cu");
+pub(crate) const SRC: &str = include_str!("strided_copy.cu");
 
 /// Most dimensions a gather may keep after merging (`MAX_DIMS` in the .cu).
 pub const MAX_DIMS: usize = 8;
 
-/// Size of `struct CopySample` in the .cu.
-const SAMPLE_BYTES: usize = 4 * 8 + 8 + 2 * MAX_DIMS * 8;
+cuda_struct! {
+    /// The per-sample descriptor of the strided copy (`struct CopySample` in
+    /// strided_copy.cu) and of normalize's output pass (`struct NormSample`).
+    pub struct CopySample {
+        r#in: u64,
+        out: u64,
+        count: i64,
+        base: i64,
+        ndim: i32,
+        unused: i32,
+        extent: [i64; MAX_DIMS],
+        stride: [i64; MAX_DIMS],
+    }
+}
 
 /// One sample's copy: output element `o`, with coordinates `idx` in `extent`, is input
 /// element `base + sum(idx[d] * stride[d])`.
@@ -29,18 +41,10 @@ pub struct Gather {
 }
 
 impl Gather {
-    /// Appends the kernels' per-sample descriptor (`SAMPLE_BYTES`): source and destination
-    /// addresses, element count, then this gather. The strided copy and normalize share it.
-    pub fn push_descriptor(&self, block: &mut Vec<u8>, src: u64, dst: u64, count: usize) {
-        push(block, src);
-        push(block, dst);
-        push(block, count as i64);
-        push(block, self.base);
-        push(block, self.ndim as i32);
-        push(block, 0i32);
-        for v in self.extent.iter().chain(&self.stride) {
-            push(block, *v);
-        }
+    /// The kernels' per-sample descriptor: source and destination addresses, element
+    /// count, then this gather. The strided copy and normalize share it.
+    pub fn descriptor(&self, src: u64, dst: u64, count: usize) -> CopySample {
+        CopySample { r#in: src, out: dst, count: count as i64, base: self.base, ndim: self.ndim as i32, unused: 0, extent: self.extent, stride: self.stride }
     }
 
     /// From output dimensions given as (extent, input stride), outermost first. Unit
@@ -118,7 +122,7 @@ fn dense_strides(shape: &[usize]) -> [i64; MAX_INPUT_DIMS] {
 #[derive(Default)]
 pub struct StridedCopy {
     params: ParamUpload,
-    block: Vec<u8>,
+    samples: Vec<CopySample>,
 }
 
 impl StridedCopy {
@@ -135,18 +139,17 @@ impl StridedCopy {
             8 => "strided_copy_8",
             s => return Err(Error::Unsupported(format!("{op}: {s}-byte elements are not supported on the GPU"))),
         };
-        self.block.clear();
+        self.samples.clear();
         let mut max_count = 0usize;
         for (i, g) in gathers.iter().enumerate() {
             let count = out.numel(i);
             max_count = max_count.max(count);
-            g.push_descriptor(&mut self.block, input.sample_ptr(i), out.sample_ptr(i), count);
+            self.samples.push(g.descriptor(input.sample_ptr(i), out.sample_ptr(i), count));
         }
-        debug_assert_eq!(self.block.len(), n * SAMPLE_BYTES);
         if max_count == 0 {
             return Ok(());
         }
-        let samples_ptr = self.params.upload(ws, &self.block)?;
+        let samples_ptr = self.params.upload(ws, bytemuck::cast_slice(&self.samples))?;
         let f = ws.device.kernels().function(ws.device.context(), ws.device.compute_capability(), "strided_copy", SRC, kernel)?;
         let cfg = per_sample_launch(max_count, n);
         // SAFETY: descriptors point into `input` and `out`, both alive on this stream; each
@@ -211,5 +214,15 @@ mod tests {
         let perm = [8, 7, 6, 5, 4, 3, 2, 1, 0];
         assert!(Gather::transpose(&shape, &perm).is_none());
         assert!(Gather::transpose(&[2usize; 9], &[0, 1, 2, 3, 4, 5, 6, 7, 8]).is_some());
+    }
+}
+
+#[cfg(test)]
+mod cuda_twins {
+    use super::*;
+
+    #[test]
+    fn the_kernel_source_compiles_and_its_parameter_structs_match() {
+        crate::ops::gpu_params::check_cuda_source("strided_copy", SRC, &[("CopySample", &CopySample::LAYOUT)]);
     }
 }

@@ -4,36 +4,22 @@
 use std::ops::{Deref, DerefMut};
 use std::sync::Arc;
 
-use sluice_cuda::{sys, DeviceBuffer};
+use sluice_cuda::{sys, DeviceBuffer, GpuEvent};
 
 use super::{BatchMeta, HostBuffer, TensorList};
-use crate::error::{Error, Result};
+use crate::error::Result;
 
 /// A raw CUDA stream handle from another library (PyTorch, CuPy): 1 and 2 are the legacy
 /// and per-thread default streams, as in the CUDA driver API.
 pub type RawStream = sys::CUstream;
 
 /// Marks the point in a stream after which a batch's data is complete.
-pub struct ReadyEvent {
-    event: sys::CUevent,
-    buffer_device: Arc<sluice_cuda::GpuDevice>,
-}
-
-// SAFETY: a CUDA event handle may be used from any thread of the process.
-unsafe impl Send for ReadyEvent {}
-unsafe impl Sync for ReadyEvent {}
+pub struct ReadyEvent(GpuEvent);
 
 impl ReadyEvent {
     /// Records an event on `stream` now.
     pub fn record(device: &Arc<sluice_cuda::GpuDevice>, stream: &sluice_cuda::CudaStream) -> Result<ReadyEvent> {
-        device.bind()?;
-        let mut ev: sys::CUevent = std::ptr::null_mut();
-        // SAFETY: plain driver calls on a bound context.
-        unsafe {
-            cuda_check(sys::cuEventCreate(&mut ev, sys::CUevent_flags::CU_EVENT_DISABLE_TIMING as u32), "cuEventCreate")?;
-            cuda_check(sys::cuEventRecord(ev, stream.cu_stream()), "cuEventRecord")?;
-        }
-        Ok(ReadyEvent { event: ev, buffer_device: device.clone() })
+        Ok(ReadyEvent(GpuEvent::recorded(device, stream)?))
     }
 
     /// Makes `stream` (any stream of this device, e.g. PyTorch's) wait for the data.
@@ -42,35 +28,13 @@ impl ReadyEvent {
     /// `stream` must be a live stream of this device (or null, the legacy default stream):
     /// the driver dereferences it.
     pub unsafe fn wait_on(&self, stream: RawStream) -> Result<()> {
-        self.buffer_device.bind()?;
-        // SAFETY: live event; the caller vouches for the stream.
-        unsafe { cuda_check(sys::cuStreamWaitEvent(stream, self.event, 0), "cuStreamWaitEvent") }
+        // SAFETY: forwarded from the caller.
+        Ok(unsafe { self.0.make_raw_wait(stream) }?)
     }
 
     /// Blocks the calling thread until the data is complete.
     pub fn synchronize(&self) -> Result<()> {
-        self.buffer_device.bind()?;
-        // SAFETY: live event.
-        unsafe { cuda_check(sys::cuEventSynchronize(self.event), "cuEventSynchronize") }
-    }
-}
-
-impl Drop for ReadyEvent {
-    fn drop(&mut self) {
-        if self.buffer_device.bind().is_ok() {
-            // SAFETY: created in `record`, destroyed once.
-            unsafe {
-                sys::cuEventDestroy_v2(self.event);
-            }
-        }
-    }
-}
-
-pub(crate) fn cuda_check(status: sys::CUresult, what: &str) -> Result<()> {
-    if status == sys::CUresult::CUDA_SUCCESS {
-        Ok(())
-    } else {
-        Err(Error::Cuda(format!("{what} failed: {status:?}")))
+        Ok(self.0.wait()?)
     }
 }
 

@@ -48,6 +48,27 @@ impl Layout {
     }
 }
 
+impl Layout {
+    /// The layout an image operator works with: `layout` when set, else DALI's guess from
+    /// the dimension count (3-D is HWC, 4-D FHWC). Errors (as a message) when there is no
+    /// guess or the layout names no H and W dimensions.
+    pub fn spatial(layout: &Layout, ndim: usize) -> Result<Layout, String> {
+        let l = if layout.is_empty() {
+            match ndim {
+                3 => Layout::from("HWC"),
+                4 => Layout::from("FHWC"),
+                n => return Err(format!("a {n}-D input needs a layout naming its H and W dimensions (e.g. HWC, CHW, FHWC, DHWC)")),
+            }
+        } else {
+            layout.clone()
+        };
+        if l.find('H').is_none() || l.find('W').is_none() {
+            return Err(format!("layout '{l}' has no H and W dimensions; expected one of HWC, CHW, FHWC, DHWC, CDHW, FCHW, FDHWC, FCDHW"));
+        }
+        Ok(l)
+    }
+}
+
 impl fmt::Display for Layout {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str(&self.0)

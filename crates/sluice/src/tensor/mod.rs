@@ -2,6 +2,7 @@
 
 mod buffer;
 mod dtype;
+pub mod element;
 mod gpu;
 mod layout;
 mod meta;

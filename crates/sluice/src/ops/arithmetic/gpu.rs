@@ -14,25 +14,27 @@ use super::expr::{self, Kind, Program, MAX_NDIM};
 use super::{Arithmetic, Planned};
 use crate::error::{Error, Result};
 use crate::ops::cast::gpu::type_code;
-use crate::ops::gpu_params::{per_sample_launch, push, ParamUpload};
+use crate::ops::gpu_params::{cuda_struct, per_sample_launch, push, ParamUpload};
 use crate::ops::{GpuOperator, GpuWorkspace, OpContext};
 use crate::tensor::{BatchMeta, DType, TensorListGpu};
 
-const SRC: &str = include_str!("arithmetic.cu");
+pub(super) const SRC: &str = include_str!("arithmetic.cu");
 
 /// Most nodes (inputs, constants, operations) a program may have on the GPU (`MAX_NODES`
 /// in arithmetic.cu: each thread keeps one word per node).
 const MAX_NODES: usize = 128;
 
-/// `struct Node` in arithmetic.cu (40 bytes).
-struct GpuNode {
-    kind: i32,
-    op: i32,
-    dtype: i32,
-    compute: i32,
-    ch: [i32; 3],
-    input: i32,
-    bits: u64,
+cuda_struct! {
+    /// One node of the program (`struct Node` in arithmetic.cu).
+    pub(super) struct GpuNode {
+        kind: i32,
+        op: i32,
+        dtype: i32,
+        compute: i32,
+        ch: [i32; 3],
+        input: i32,
+        bits: u64,
+    }
 }
 
 /// How an operand is read (`enum Mode` in arithmetic.cu).
@@ -144,12 +146,7 @@ impl GpuOperator for ArithmeticGpu {
         // Block: nodes, then n records, then n flags (zero).
         let nodes = gpu_nodes(&prog);
         self.block.clear();
-        for g in &nodes {
-            for v in [g.kind, g.op, g.dtype, g.compute, g.ch[0], g.ch[1], g.ch[2], g.input] {
-                push(&mut self.block, v);
-            }
-            push(&mut self.block, g.bits);
-        }
+        self.block.extend_from_slice(bytemuck::cast_slice(&nodes));
         let records_at = self.block.len();
         for (i, c) in collapsed.iter().enumerate() {
             push(&mut self.block, out.sample_ptr(i));
@@ -248,5 +245,15 @@ mod tests {
         // Scalars only.
         let c = collapse(&[1, 1], &[&[1, 1]]);
         assert!(c.shape.is_empty());
+    }
+}
+
+#[cfg(test)]
+mod cuda_twins {
+    use super::*;
+
+    #[test]
+    fn the_kernel_source_compiles_and_its_parameter_structs_match() {
+        crate::ops::gpu_params::check_cuda_source("arithmetic", SRC, &[("Node", &GpuNode::LAYOUT)]);
     }
 }

@@ -28,36 +28,6 @@ __device__ __forceinline__ Num from_int(long long i) { Num n; n.is_float = false
 __device__ __forceinline__ Num from_float(double f) { Num n; n.is_float = true; n.big = false; n.i = 0; n.f = f; return n; }
 __device__ __forceinline__ Num from_u64(unsigned long long u) { Num n = from_int((long long)u); n.big = u > 0x7fffffffffffffffULL; return n; }
 
-// 2^k for -1022 <= k <= 1023, exactly (built from its bits: no library call to trust).
-__device__ __forceinline__ double pow2(int k) { return __longlong_as_double((long long)(k + 1023) << 52); }
-
-// IEEE half bits -> double, exactly (as the cpu's f16_to_f64).
-__device__ double f16_to_f64(unsigned short h) {
-    const double sign = (h & 0x8000) ? -1.0 : 1.0;
-    const int biased_exp = (h >> 10) & 0x1f;
-    const double frac = (double)(h & 0x3ff);
-    if (biased_exp == 0) return sign * (frac * pow2(-24));
-    if (biased_exp == 31) return frac == 0.0 ? sign * __longlong_as_double(0x7ff0000000000000LL) : __longlong_as_double(0x7ff8000000000000LL);
-    return sign * ((1.0 + frac / 1024.0) * pow2(biased_exp - 15));
-}
-
-// double -> IEEE half bits, nearest with ties away from zero (as the cpu's f64_to_f16).
-__device__ unsigned short f64_to_f16(double f) {
-    const unsigned short sign = (__double_as_longlong(f) < 0) ? 0x8000 : 0;
-    if (f != f) return sign | 0x7e00;
-    const double a = fabs(f);
-    if (a < pow2(-14)) {
-        // Subnormal halves are multiples of 2^-24; the scaling is exact, round() is ties away.
-        return sign | (unsigned short)round(a * pow2(24)); // 1024 = the smallest normal: same bits
-    }
-    if (a >= 65520.0) return sign | 0x7c00; // halfway between 65504 and 2^16 rounds away
-    int e = (int)((__double_as_longlong(a) >> 52) & 0x7ff) - 1023; // a is a normal double here
-    unsigned int m = (unsigned int)round(a * pow2(10 - e)); // in [1024, 2048]
-    if (m == 2048) { m = 1024; e += 1; }
-    if (e > 15) return sign | 0x7c00;
-    return sign | (unsigned short)((e + 15) << 10) | (unsigned short)(m - 1024);
-}
-
 __device__ __forceinline__ Num load(int type, const void* p, long long k) {
     switch (type) {
     case U8: return from_int(((const unsigned char*)p)[k]);

@@ -4,23 +4,32 @@
 
 use super::Cast;
 use crate::error::{Error, Result};
-use crate::ops::gpu_params::{per_sample_launch, push, ParamUpload};
+use crate::ops::gpu_params::{cuda_struct, per_sample_launch, ParamUpload};
 use crate::ops::{GpuOperator, GpuWorkspace, OpContext};
 use sluice_cuda::PushKernelArg;
 use crate::tensor::{DType, TensorListGpu};
 
-const SRC: &str = include_str!("cast.cu");
+pub(crate) const SRC: &str = concat!(include_str!("../element.cuh"), include_str!("cast.cu"));
 
 pub(super) struct CastGpu {
     cast: Cast,
     params: ParamUpload,
-    /// Per-sample descriptors (`struct CastSample` in the .cu); reused across batches.
-    block: Vec<u8>,
+    /// Per-sample descriptors; reused across batches.
+    samples: Vec<CastSample>,
+}
+
+cuda_struct! {
+    /// One sample's work (`struct CastSample` in cast.cu).
+    pub(crate) struct CastSample {
+        r#in: u64,
+        out: u64,
+        count: i64,
+    }
 }
 
 impl CastGpu {
     pub(super) fn new(ctx: &OpContext) -> CastGpu {
-        CastGpu { cast: Cast::new(ctx), params: ParamUpload::default(), block: Vec::new() }
+        CastGpu { cast: Cast::new(ctx), params: ParamUpload::default(), samples: Vec::new() }
     }
 }
 
@@ -52,19 +61,17 @@ impl GpuOperator for CastGpu {
         };
         let out = TensorListGpu::alloc(self.cast.output_meta(input.meta()), ws.device, ws.stream)?;
         let n = input.len();
-        self.block.clear();
+        self.samples.clear();
         let mut max_count = 0usize;
         for i in 0..n {
             let count = input.numel(i);
             max_count = max_count.max(count);
-            push(&mut self.block, input.sample_ptr(i));
-            push(&mut self.block, out.sample_ptr(i));
-            push(&mut self.block, count as i64);
+            self.samples.push(CastSample { r#in: input.sample_ptr(i), out: out.sample_ptr(i), count: count as i64 });
         }
         if max_count == 0 {
             return Ok(vec![out]);
         }
-        let samples_ptr = self.params.upload(ws, &self.block)?;
+        let samples_ptr = self.params.upload(ws, bytemuck::cast_slice(&self.samples))?;
         let f = ws.device.kernels().function(ws.device.context(), ws.device.compute_capability(), "cast", SRC, "cast")?;
         // Same type: the kernel copies the bits (as the cpu's `convert_slice`).
         let elem_bytes = if src == dst { src.size() as i32 } else { 0 };
@@ -82,5 +89,15 @@ impl GpuOperator for CastGpu {
                 .map_err(sluice_cuda::CudaError::from)?;
         }
         Ok(vec![out])
+    }
+}
+
+#[cfg(test)]
+mod cuda_twins {
+    use super::*;
+
+    #[test]
+    fn the_kernel_source_compiles_and_its_parameter_structs_match() {
+        crate::ops::gpu_params::check_cuda_source("cast", SRC, &[("CastSample", &CastSample::LAYOUT)]);
     }
 }

@@ -7,7 +7,7 @@
 //! or on the GPU one upload of it.
 
 use crate::error::{Error, Result};
-use crate::ops::cast::{store, Num};
+use crate::tensor::element::{store, Num};
 use crate::ops::{arg, ArgDefault as D, ArgType as T, Device, GpuOperator, GpuWorkspace, OpContext, OpDef, OpSchema, Operator, Workspace};
 use crate::tensor::{DType, Layout, TensorList, TensorListGpu};
 

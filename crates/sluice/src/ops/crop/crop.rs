@@ -5,7 +5,8 @@
 use super::window::{fill_per_channel, CropSpec, Span, CROP_ARGS};
 use crate::error::{Error, Result};
 use crate::ops::{arg, for_each_sample, ArgDefault as D, ArgType as T, Device, OpContext, OpDef, OpSchema, Operator, Workspace};
-use crate::tensor::{DType, TensorList};
+use crate::tensor::element::{load, store, store_f64};
+use crate::tensor::{DType, Layout, TensorList};
 
 /// Schema and backends.
 pub static CROP: OpDef = OpDef {
@@ -30,50 +31,6 @@ pub static CROP: OpDef = OpDef {
 
 struct Crop {
     ctx: OpContext,
-}
-
-/// Reads element `k` of `b` (type `t`) as f64.
-pub(crate) fn read_elem(t: DType, b: &[u8], k: usize) -> f64 {
-    let s = t.size();
-    let e = &b[k * s..(k + 1) * s];
-    match t {
-        DType::U8 | DType::Bool => e[0] as f64,
-        DType::I8 => e[0] as i8 as f64,
-        DType::U16 => u16::from_le_bytes([e[0], e[1]]) as f64,
-        DType::I16 => i16::from_le_bytes([e[0], e[1]]) as f64,
-        DType::U32 => u32::from_le_bytes(e.try_into().unwrap()) as f64,
-        DType::I32 => i32::from_le_bytes(e.try_into().unwrap()) as f64,
-        DType::U64 => u64::from_le_bytes(e.try_into().unwrap()) as f64,
-        DType::I64 => i64::from_le_bytes(e.try_into().unwrap()) as f64,
-        DType::F32 => f32::from_le_bytes(e.try_into().unwrap()) as f64,
-        DType::F64 => f64::from_le_bytes(e.try_into().unwrap()),
-        DType::F16 => crate::ops::args::scalar_as_f64(&{
-            let mut tl = TensorList::uniform(DType::F16, &[], 1);
-            tl.samples_mut()[0].copy_from_slice(e);
-            tl
-        }, 0),
-    }
-}
-
-/// Writes `v` as one element of `t` into `e`: integers round half away from zero and saturate.
-pub(crate) fn write_elem(t: DType, v: f64, e: &mut [u8]) {
-    fn sat(v: f64, lo: f64, hi: f64) -> f64 {
-        if v.is_nan() { 0.0 } else { v.round().clamp(lo, hi) }
-    }
-    match t {
-        DType::U8 => e[0] = sat(v, 0.0, 255.0) as u8,
-        DType::Bool => e[0] = (v != 0.0) as u8,
-        DType::I8 => e[0] = sat(v, -128.0, 127.0) as i8 as u8,
-        DType::U16 => e.copy_from_slice(&(sat(v, 0.0, 65535.0) as u16).to_le_bytes()),
-        DType::I16 => e.copy_from_slice(&(sat(v, -32768.0, 32767.0) as i16).to_le_bytes()),
-        DType::U32 => e.copy_from_slice(&(sat(v, 0.0, u32::MAX as f64) as u32).to_le_bytes()),
-        DType::I32 => e.copy_from_slice(&(sat(v, i32::MIN as f64, i32::MAX as f64) as i32).to_le_bytes()),
-        DType::U64 => e.copy_from_slice(&(sat(v, 0.0, u64::MAX as f64) as u64).to_le_bytes()),
-        DType::I64 => e.copy_from_slice(&(sat(v, i64::MIN as f64, i64::MAX as f64) as i64).to_le_bytes()),
-        DType::F32 => e.copy_from_slice(&(v as f32).to_le_bytes()),
-        DType::F64 => e.copy_from_slice(&v.to_le_bytes()),
-        DType::F16 => e.copy_from_slice(&super::f32_to_f16(v as f32).to_le_bytes()),
-    }
 }
 
 /// Copies the window `spans` (one per dimension) of `src` (shape `shape`, type `it`) into
@@ -126,7 +83,7 @@ impl Nd<'_> {
                     if self.it == self.ot {
                         d.copy_from_slice(&src[in_o * os..(in_o + 1) * os]);
                     } else {
-                        write_elem(self.ot, read_elem(self.it, src, in_o), d);
+                        store(self.ot, d, 0, load(self.it, src, in_o));
                     }
                 } else {
                     d.copy_from_slice(&self.fill[chan.unwrap_or(0).min(self.fill.len() - 1)]);
@@ -151,7 +108,7 @@ impl Operator for Crop {
         let input = ws.inputs[0];
         let ctx = &self.ctx;
         let n = input.len();
-        let layout = super::spatial_layout(input.layout(), input.ndim())
+        let layout = Layout::spatial(input.layout(), input.ndim())
             .map_err(|m| Error::data(ctx.at(ws.iteration, 0, input.source_info(0)), m))?;
         let (ha, wa, da, ca) = (layout.find('H').unwrap(), layout.find('W').unwrap(), layout.find('D'), layout.find('C'));
         let it = input.dtype();
@@ -172,7 +129,7 @@ impl Operator for Crop {
         let shapes: Vec<Vec<usize>> = (0..n).map(|i| spans[i * nd..(i + 1) * nd].iter().map(|s| s.len).collect()).collect();
         let channels = ca.map_or(1, |c| input.shape(0).get(c).copied().unwrap_or(1));
         let fill = fill_per_channel(&ctx.display_name, ctx.args.floats("fill_values"), channels.max(1))?;
-        let fill: Vec<Vec<u8>> = fill.iter().map(|&v| { let mut e = vec![0u8; ot.size()]; write_elem(ot, v, &mut e); e }).collect();
+        let fill: Vec<Vec<u8>> = fill.iter().map(|&v| { let mut e = vec![0u8; ot.size()]; store_f64(ot, &mut e, 0, v); e }).collect();
         let mut out = TensorList::new(ot, nd, shapes.iter().map(|s| s.as_slice()));
         out.set_layout(input.layout().clone());
         out.inherit_source_info(input);

@@ -2,7 +2,6 @@
 // blockIdx.y selects the sample; threads stride over its output pixels. The arithmetic is
 // (in - mean') * mul with explicit rounding intrinsics, so no fused multiply-add changes the
 // result: GPU output equals the CPU backend's bit for bit.
-// No headers: NVRTC runs without the CUDA toolkit's include folder on user machines.
 
 struct Sample {
     unsigned long long in, out;
@@ -16,35 +15,11 @@ struct Consts { float mean[16]; float mul[16]; float fill[16]; };
 
 template <typename O> __device__ __forceinline__ O conv(float v);
 template <> __device__ __forceinline__ float conv<float>(float v) { return v; }
-// float -> IEEE half bits, round to nearest even (as the cpu backend's f32_to_f16).
+// FLOAT16 bits, and the integer outputs, by the cpu's rules (element.cuh, prepended).
 struct half_bits { unsigned short b; };
-template <> __device__ __forceinline__ half_bits conv<half_bits>(float v) {
-    unsigned int x = __float_as_uint(v);
-    unsigned short sign = (x >> 16) & 0x8000;
-    int exp = (x >> 23) & 0xff;
-    unsigned int man = x & 0x7fffff;
-    if (exp == 0xff) return {(unsigned short)(sign | 0x7c00 | (man ? 0x200 : 0))};
-    int e = exp - 127 + 15;
-    if (e >= 31) return {(unsigned short)(sign | 0x7c00)};
-    if (e <= 0) {
-        if (e < -10) return {sign};
-        unsigned int m = man | 0x800000;
-        unsigned int shift = 14 - e, half = 1u << (shift - 1);
-        unsigned int r = m >> shift, rem = m & ((1u << shift) - 1);
-        if (rem > half || (rem == half && (r & 1))) r += 1;
-        return {(unsigned short)(sign | r)};
-    }
-    unsigned int r = ((unsigned int)e << 10) | (man >> 13);
-    unsigned int rem = man & 0x1fff;
-    if (rem > 0x1000 || (rem == 0x1000 && (r & 1))) r += 1;
-    return {(unsigned short)(sign | r)};
-}
-template <> __device__ __forceinline__ unsigned char conv<unsigned char>(float v) {
-    return v != v ? 0 : (unsigned char)fminf(fmaxf(roundf(v), 0.f), 255.f);
-}
-template <> __device__ __forceinline__ signed char conv<signed char>(float v) {
-    return v != v ? 0 : (signed char)fminf(fmaxf(roundf(v), -128.f), 127.f);
-}
+template <> __device__ __forceinline__ half_bits conv<half_bits>(float v) { return {f64_to_f16((double)v)}; }
+template <> __device__ __forceinline__ unsigned char conv<unsigned char>(float v) { return convert_sat<unsigned char>(v); }
+template <> __device__ __forceinline__ signed char conv<signed char>(float v) { return convert_sat<signed char>(v); }
 
 template <typename I, typename O>
 __device__ void cmn(const Sample* samples, const Consts* consts, int chw, int per_sample_consts) {

@@ -98,7 +98,7 @@ impl Out for f32 {
 impl Out for u16 {
     // FLOAT16 bits.
     #[inline(always)]
-    fn conv(v: f32) -> u16 { super::f32_to_f16(v) }
+    fn conv(v: f32) -> u16 { crate::tensor::element::f64_to_f16(v as f64) }
 }
 impl Out for u8 {
     #[inline(always)]
@@ -341,7 +341,7 @@ impl Cmn {
         let op = &ctx.display_name;
         let n = input.len();
         let loc0 = || ctx.at(ws.iteration, 0, input.source_info(0));
-        let layout = super::spatial_layout(input.layout(), input.ndim()).map_err(|m| Error::data(loc0(), m))?;
+        let layout = Layout::spatial(input.layout(), input.ndim()).map_err(|m| Error::data(loc0(), m))?;
         let seq = match layout.as_str() {
             "HWC" => false,
             "FHWC" => true,

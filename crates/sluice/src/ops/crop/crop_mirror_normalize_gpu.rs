@@ -7,11 +7,38 @@ use sluice_cuda::{GpuDevice, PushKernelArg};
 
 use super::crop_mirror_normalize::Cmn;
 use crate::error::{Error, Result};
-use crate::ops::gpu_params::{per_sample_launch, push, ParamUpload};
+use crate::ops::gpu_params::{cuda_struct, per_sample_launch, push, ParamUpload};
 use crate::ops::{GpuOperator, GpuWorkspace, OpContext};
 use crate::tensor::{DType, TensorListGpu};
 
-const SRC: &str = include_str!("crop_mirror_normalize.cu");
+pub(super) const SRC: &str = concat!(include_str!("../element.cuh"), include_str!("crop_mirror_normalize.cu"));
+
+cuda_struct! {
+    /// One sample's window (`struct Sample` in crop_mirror_normalize.cu).
+    pub(super) struct CmnSample {
+        r#in: u64,
+        out: u64,
+        h: i32,
+        w: i32,
+        c: i32,
+        y0: i32,
+        x0: i32,
+        oh: i32,
+        ow: i32,
+        oc: i32,
+        mirror: i32,
+        pad: i32,
+    }
+}
+
+cuda_struct! {
+    /// Per-channel constants, the last repeated to 16 (`struct Consts`).
+    pub(super) struct CmnConsts {
+        mean: [f32; 16],
+        mul: [f32; 16],
+        fill: [f32; 16],
+    }
+}
 
 pub(super) struct CmnGpu {
     cmn: Cmn,
@@ -49,19 +76,27 @@ impl GpuOperator for CmnGpu {
         if n == 0 {
             return Ok(vec![out]);
         }
-        // Parameter block: n sample descriptors (56 bytes, as `struct Sample` in the .cu),
-        // then the per-channel constants.
-        let mut block = Vec::with_capacity(n * (56 + 192) + 192);
+        // Parameter block: n sample descriptors, then the per-channel constants.
+        let mut block = Vec::with_capacity((n + 1) * (size_of::<CmnSample>() + size_of::<CmnConsts>()));
         let mut max_pix = 1usize;
         for (i, &(wh, ww, mirror)) in self.cmn.windows().iter().enumerate() {
             let sh = input.shape(i);
             let c = sh[2];
             let oc = if self.cmn.pad() { c.max(4) } else { c };
-            push(&mut block, input.sample_ptr(i));
-            push(&mut block, out.sample_ptr(i));
-            for v in [sh[0] as i32, sh[1] as i32, c as i32, wh.anchor as i32, ww.anchor as i32, wh.len as i32, ww.len as i32, oc as i32, mirror as i32, self.cmn.pad() as i32] {
-                push(&mut block, v);
-            }
+            push(&mut block, CmnSample {
+                r#in: input.sample_ptr(i),
+                out: out.sample_ptr(i),
+                h: sh[0] as i32,
+                w: sh[1] as i32,
+                c: c as i32,
+                y0: wh.anchor as i32,
+                x0: ww.anchor as i32,
+                oh: wh.len as i32,
+                ow: ww.len as i32,
+                oc: oc as i32,
+                mirror: mirror as i32,
+                pad: self.cmn.pad() as i32,
+            });
             max_pix = max_pix.max(wh.len * ww.len);
         }
         // One `Consts` block for the batch, or one per sample when `mean` / `std` came
@@ -70,11 +105,8 @@ impl GpuOperator for CmnGpu {
         let per_sample = (b.stride > 0) as i32;
         for i in 0..if b.stride > 0 { n } else { 1 } {
             let (mean, mul) = b.consts(i);
-            for arr in [mean, mul, &b.fill[..]] {
-                for k in 0..16 {
-                    push(&mut block, arr[k.min(arr.len() - 1)]);
-                }
-            }
+            let sixteen = |arr: &[f32]| std::array::from_fn(|k| arr[k.min(arr.len() - 1)]);
+            push(&mut block, CmnConsts { mean: sixteen(mean), mul: sixteen(mul), fill: sixteen(&b.fill) });
         }
         let params = self.params.upload(ws, &block)?;
         let (samples_ptr, consts_ptr) = (params, params + consts_at as u64);
@@ -92,4 +124,14 @@ impl GpuOperator for CmnGpu {
 
 fn ws_name(cmn: &Cmn) -> &str {
     cmn.display_name()
+}
+
+#[cfg(test)]
+mod cuda_twins {
+    use super::*;
+
+    #[test]
+    fn the_kernel_source_compiles_and_its_parameter_structs_match() {
+        crate::ops::gpu_params::check_cuda_source("crop_mirror_normalize", SRC, &[("Sample", &CmnSample::LAYOUT), ("Consts", &CmnConsts::LAYOUT)]);
+    }
 }

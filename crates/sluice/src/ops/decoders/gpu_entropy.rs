@@ -17,11 +17,11 @@ use sluice_cuda::{DeviceBuffer, PushKernelArg};
 
 use super::gpu_idct::{plane_bytes, CoefSample, GpuIdct};
 use crate::error::Result;
-use crate::ops::gpu_params::{push, ParamUpload};
+use crate::ops::gpu_params::{cuda_struct, ParamUpload};
 use crate::ops::GpuWorkspace;
 use crate::tensor::TensorListGpu;
 
-const SRC: &str = include_str!("jpeg_entropy.cu");
+pub(super) const SRC: &str = include_str!("jpeg_entropy.cu");
 
 /// The most threads per image (the kernel's THREADS), so the most chunks. A group launches
 /// as few as its largest image needs (a power of two, at least a warp): ImageNet-sized
@@ -71,7 +71,7 @@ pub(super) struct ScanSample {
 #[derive(Default)]
 pub(super) struct GpuEntropy {
     params: ParamUpload,
-    block: Vec<u8>,
+    jobs: Vec<Job>,
 }
 
 /// Coefficient bytes decoded per group: the groups of a batch take turns with one buffer of
@@ -79,8 +79,36 @@ pub(super) struct GpuEntropy {
 /// for full-scale windows) holds a fraction of that at a time.
 const GROUP_COEF_BYTES: usize = 256 << 20;
 
-/// Size of a job descriptor (`struct Job` in jpeg_entropy.cu).
-const JOB_BYTES: u64 = 120;
+cuda_struct! {
+    /// The blocks of one component that a window keeps (`struct Window` in jpeg_entropy.cu).
+    pub(super) struct Window {
+        bx0: i32,
+        by0: i32,
+        bw: i32,
+        bh: i32,
+        /// Where its first coefficient goes in the sample's run.
+        offset: i64,
+    }
+}
+
+cuda_struct! {
+    /// One scan's entropy decode (`struct Job` in jpeg_entropy.cu).
+    pub(super) struct Job {
+        /// Device addresses: the staged ScanHeader, the scan data after it, the sample's run
+        /// of coefficients, its DC scratch.
+        header: u64,
+        data: u64,
+        coefs: u64,
+        dc: u64,
+        chunk_bits: i64,
+        chunks: i32,
+        components: i32,
+        win: [Window; 3],
+    }
+}
+
+/// Size of a job descriptor.
+const JOB_BYTES: u64 = size_of::<Job>() as u64;
 
 impl GpuEntropy {
     /// Finishes the CPU share's JPEGs on the GPU: entropy-decodes the staged scans of
@@ -129,7 +157,7 @@ impl GpuEntropy {
 
         // Entropy jobs for every scan, one upload; the IDCT samples in group order (the
         // coefficient samples first, in group 0).
-        self.block.clear();
+        self.jobs.clear();
         let mut idct_groups = Vec::with_capacity(groups.len());
         // Per group, the most chunks one of its images has (the block it launches with).
         let mut most_chunks = Vec::with_capacity(groups.len());
@@ -141,20 +169,21 @@ impl GpuEntropy {
                 let (chunk, chunks) = chunking(u64::from(s.data_bytes) * 8);
                 most = most.max(chunks);
                 let at = decoded.device_ptr() + coef_at * 2;
-                push(&mut self.block, header);
-                push(&mut self.block, header + HEADER_BYTES as u64);
-                push(&mut self.block, at);
-                push(&mut self.block, dc_base + dc_at * 2);
-                push(&mut self.block, chunk as i64);
-                push(&mut self.block, chunks as i32);
-                push(&mut self.block, s.layout.components as i32);
-                for c in 0..3 {
+                let win = std::array::from_fn(|c| {
                     let g = &s.layout.comp[c.min(s.layout.components - 1)];
-                    for v in [g.bx0, g.by0, g.bw, g.bh] {
-                        push(&mut self.block, v as i32);
-                    }
-                    push(&mut self.block, if c < s.layout.components { g.offset as i64 } else { 0 });
-                }
+                    let offset = if c < s.layout.components { g.offset as i64 } else { 0 };
+                    Window { bx0: g.bx0 as i32, by0: g.by0 as i32, bw: g.bw as i32, bh: g.bh as i32, offset }
+                });
+                self.jobs.push(Job {
+                    header,
+                    data: header + HEADER_BYTES as u64,
+                    coefs: at,
+                    dc: dc_base + dc_at * 2,
+                    chunk_bits: chunk as i64,
+                    chunks: chunks as i32,
+                    components: s.layout.components as i32,
+                    win,
+                });
                 coefs.push(CoefSample { index: s.index, window: s.window, layout: s.layout, coefs: at, quant: s.quant });
                 coef_at += s.layout.coefficients as u64;
                 dc_at += s.total_blocks;
@@ -162,8 +191,7 @@ impl GpuEntropy {
             idct_groups.push(if gi == 0 { 0..coefs.len() } else { first..coefs.len() });
             most_chunks.push(most);
         }
-        debug_assert_eq!(self.block.len() as u64, JOB_BYTES * scans.len() as u64);
-        let jobs = if scans.is_empty() { 0 } else { self.params.upload(ws, &self.block)? };
+        let jobs = if scans.is_empty() { 0 } else { self.params.upload(ws, bytemuck::cast_slice(&self.jobs))? };
         let planes_room = idct_groups.iter().map(|r| coefs[r.clone()].iter().map(|s| plane_bytes(&s.layout)).sum::<usize>()).max().unwrap_or(0);
         let planes = DeviceBuffer::alloc(ws.device, ws.stream, planes_room)?;
         let plan = idct.prepare(ws, &coefs, &idct_groups, planes.device_ptr(), out)?;
@@ -194,5 +222,15 @@ impl GpuEntropy {
         }
         drop((decoded, planes));
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod cuda_twins {
+    use super::*;
+
+    #[test]
+    fn the_kernel_source_compiles_and_its_parameter_structs_match() {
+        crate::ops::gpu_params::check_cuda_source("jpeg_entropy", SRC, &[("Job", &Job::LAYOUT), ("Window", &Window::LAYOUT)]);
     }
 }

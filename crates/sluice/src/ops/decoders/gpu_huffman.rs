@@ -21,7 +21,8 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
 use sluice_codecs::Roi;
-use sluice_cuda::nvjpeg::{GpuEvent, GpuHuffman, GpuHuffmanState, HwWindow, NvJpeg};
+use sluice_cuda::nvjpeg::{GpuHuffman, GpuHuffmanState, HwWindow, NvJpeg};
+use sluice_cuda::GpuEvent;
 use sluice_cuda::{CudaResult, CudaStream, GpuDevice};
 
 use super::image_mixed::STAGING_DEPTH;

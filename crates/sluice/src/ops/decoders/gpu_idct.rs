@@ -12,11 +12,11 @@ use sluice_codecs::{CoefLayout, DecodeParams, ImageFormat, ImageInfo, Roi};
 use sluice_cuda::PushKernelArg;
 
 use crate::error::Result;
-use crate::ops::gpu_params::{per_sample_launch, push, ParamUpload};
+use crate::ops::gpu_params::{cuda_struct, per_sample_launch, push, ParamUpload};
 use crate::ops::GpuWorkspace;
 use crate::tensor::TensorListGpu;
 
-const SRC: &str = include_str!("jpeg_idct.cu");
+pub(super) const SRC: &str = include_str!("jpeg_idct.cu");
 
 /// Whether the coefficient path is on (see the module docs).
 pub(super) fn enabled() -> bool {
@@ -44,6 +44,50 @@ pub(super) struct CoefSample {
     /// Device address of its run of coefficients (as `read_coefficients` lays them out).
     pub coefs: u64,
     pub quant: [[u16; 64]; 3],
+}
+
+cuda_struct! {
+    /// One component's blocks to transform (`struct Plane` in jpeg_idct.cu).
+    pub(super) struct Plane {
+        /// bw * bh blocks of 64 int16 (natural order, row-major blocks).
+        coefs: u64,
+        /// (bw * 8) x (bh * 8) samples, rows bw * 8 bytes apart.
+        out: u64,
+        blocks: i64,
+        bw: i32,
+        pad: i32,
+        /// Natural order.
+        quant: [u16; 64],
+    }
+}
+
+cuda_struct! {
+    /// Where a sample's component is in its plane (`struct Comp` in jpeg_idct.cu).
+    pub(super) struct Comp {
+        plane: u64,
+        pitch: i32,
+        x0: i32,
+        y0: i32,
+        width: i32,
+        height: i32,
+        h_up: i32,
+        v_up: i32,
+        pad: i32,
+    }
+}
+
+cuda_struct! {
+    /// One sample's colour conversion (`struct Sample` in jpeg_idct.cu).
+    pub(super) struct IdctSample {
+        dst: u64,
+        x: i32,
+        y: i32,
+        w: i32,
+        h: i32,
+        ncomp: i32,
+        pad: i32,
+        comp: [Comp; 3],
+    }
 }
 
 /// Per-batch descriptors and their upload ring.
@@ -87,14 +131,14 @@ impl GpuIdct {
                 for c in 0..s.layout.components {
                     let g = &s.layout.comp[c];
                     let blocks = g.bw * g.bh;
-                    push(&mut self.block, s.coefs + (g.offset * 2) as u64);
-                    push(&mut self.block, planes + plane_at as u64);
-                    push(&mut self.block, blocks as i64);
-                    push(&mut self.block, g.bw as i32);
-                    push(&mut self.block, 0i32);
-                    for q in s.quant[c] {
-                        push(&mut self.block, q);
-                    }
+                    push(&mut self.block, Plane {
+                        coefs: s.coefs + (g.offset * 2) as u64,
+                        out: planes + plane_at as u64,
+                        blocks: blocks as i64,
+                        bw: g.bw as i32,
+                        pad: 0,
+                        quant: s.quant[c],
+                    });
                     plane_ptrs.push(planes + plane_at as u64);
                     plane_at += blocks * 64;
                     n_planes += 1;
@@ -105,18 +149,31 @@ impl GpuIdct {
             let mut k = 0;
             for s in group {
                 let w = s.window;
-                push(&mut self.block, out.sample_ptr(s.index));
-                for v in [w.x, w.y, w.width, w.height, s.layout.components, 0] {
-                    push(&mut self.block, v as i32);
-                }
-                for c in 0..3 {
-                    let g = &s.layout.comp[c.min(s.layout.components - 1)];
-                    let plane = plane_ptrs[k + c.min(s.layout.components - 1)];
-                    push(&mut self.block, plane);
-                    for v in [g.bw * 8, g.bx0 * 8, g.by0 * 8, g.width, g.height, g.h_up, g.v_up, 0] {
-                        push(&mut self.block, v as i32);
+                let comp = std::array::from_fn(|c| {
+                    let c = c.min(s.layout.components - 1);
+                    let g = &s.layout.comp[c];
+                    Comp {
+                        plane: plane_ptrs[k + c],
+                        pitch: (g.bw * 8) as i32,
+                        x0: (g.bx0 * 8) as i32,
+                        y0: (g.by0 * 8) as i32,
+                        width: g.width as i32,
+                        height: g.height as i32,
+                        h_up: g.h_up as i32,
+                        v_up: g.v_up as i32,
+                        pad: 0,
                     }
-                }
+                });
+                push(&mut self.block, IdctSample {
+                    dst: out.sample_ptr(s.index),
+                    x: w.x as i32,
+                    y: w.y as i32,
+                    w: w.width as i32,
+                    h: w.height as i32,
+                    ncomp: s.layout.components as i32,
+                    pad: 0,
+                    comp,
+                });
                 k += s.layout.components;
                 max_pixels = max_pixels.max(w.width * w.height);
             }
@@ -157,5 +214,15 @@ impl GpuIdct {
                 .map_err(sluice_cuda::CudaError::from)?;
         }
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod cuda_twins {
+    use super::*;
+
+    #[test]
+    fn the_kernel_source_compiles_and_its_parameter_structs_match() {
+        crate::ops::gpu_params::check_cuda_source("jpeg_idct", SRC, &[("Plane", &Plane::LAYOUT), ("Comp", &Comp::LAYOUT), ("Sample", &IdctSample::LAYOUT)]);
     }
 }

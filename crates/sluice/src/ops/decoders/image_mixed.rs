@@ -42,7 +42,8 @@ use std::sync::Arc;
 
 use crossbeam_channel::{bounded, Receiver, Sender};
 use sluice_codecs::{CoefLayout, ColorSpace, DecodeParams, ImageFormat, ImageInfo, Roi};
-use sluice_cuda::nvjpeg::{self, GpuEvent, HwBatchDecoder, HwTarget, HwWindow, NvJpeg};
+use sluice_cuda::nvjpeg::{self, HwBatchDecoder, HwTarget, HwWindow, NvJpeg};
+use sluice_cuda::GpuEvent;
 use sluice_cuda::{DeviceBuffer, GpuDevice, PinnedBuffer};
 
 use super::color_space;

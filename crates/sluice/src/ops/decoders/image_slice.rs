@@ -10,8 +10,8 @@ use sluice_codecs::Roi;
 use super::image_crop::{PlaceWindow, WindowDecoderCpu, WindowDecoderMixed, DECODE_ARGS};
 use super::MIXED_ONLY_ARGS;
 use crate::error::{Error, Result};
-use crate::ops::crop::crop::read_elem;
 use crate::ops::{arg, ArgDefault as D, ArgSchema, ArgType as T, Device, OpContext, OpDef, OpSchema, Workspace};
+use crate::tensor::element::load_f64;
 use crate::tensor::TensorList;
 
 const SLICE_ARGS: &[ArgSchema] = &[
@@ -103,7 +103,7 @@ impl PlaceWindow for SliceWindow {
                 if t.numel(i) != n_ax {
                     return Err(Error::data(at(), format!("input '{name}' must hold {n_ax} numbers (one per axis of {:?}), got shape {:?} of {}", self.axes, t.shape(i), t.dtype())));
                 }
-                Ok((0..n_ax).map(|k| read_elem(t.dtype(), t.bytes(i), k)).collect())
+                Ok((0..n_ax).map(|k| load_f64(t.dtype(), t.bytes(i), k)).collect())
             };
             let (a, s) = (read(anchors, "anchor")?, read(shapes, "shape")?);
             let mut roi = [(0i64, h as i64), (0i64, w as i64)];

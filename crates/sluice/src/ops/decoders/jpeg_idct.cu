@@ -23,6 +23,7 @@ struct Comp {
     int x0, y0;                // component sample at the plane's top-left (bx0 * 8, by0 * 8)
     int width, height;         // the component's size in samples (edges replicate past it)
     int h_up, v_up;            // image pixels per sample across and down (1 or 2)
+    int pad;                   // (the padding the compiler would add, named for the layout check)
 };
 
 struct Sample {

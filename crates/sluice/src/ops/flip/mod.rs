@@ -90,24 +90,12 @@ impl Axes {
 /// Where W, H and D are for a batch of `ndim` dimensions with `layout`: by letter, with an
 /// empty layout taken as HWC (3-D) or FHWC (4-D) as DALI does; an error message otherwise.
 pub fn find_axes(layout: &Layout, ndim: usize) -> std::result::Result<Axes, String> {
-    let implied;
-    let layout = if layout.is_empty() {
-        implied = match ndim {
-            3 => Layout::from("HWC"),
-            4 => Layout::from("FHWC"),
-            n => return Err(format!("a {n}-D input needs a layout naming its H and W dimensions (e.g. HWC, CHW, FHWC, DHWC)")),
-        };
-        &implied
-    } else {
-        layout
-    };
+    let layout = Layout::spatial(layout, ndim)?;
     if ndim > kernel::MAX_NDIM {
         return Err(format!("inputs may have at most {} dimensions, got {ndim}", kernel::MAX_NDIM));
     }
-    match (layout.find('W'), layout.find('H')) {
-        (Some(w), Some(h)) => Ok(Axes { w, h, d: layout.find('D') }),
-        _ => Err(format!("layout '{layout}' has no H and W dimensions; expected one of HWC, CHW, FHWC, DHWC, CDHW, FCHW, FDHWC, FCDHW")),
-    }
+    let at = |c| layout.find(c).expect("Layout::spatial checked H and W");
+    Ok(Axes { w: at('W'), h: at('H'), d: layout.find('D') })
 }
 
 impl Operator for Flip {

@@ -20,13 +20,13 @@ use sluice_cuda::{DeviceBuffer, LaunchConfig, PushKernelArg};
 use super::{param_strides, Normalize, Param, Plan, MAX_NDIM};
 use crate::error::{Error, Result};
 use crate::ops::cast::gpu::type_code;
-use crate::ops::gpu_params::{per_sample_launch, push, ParamUpload};
+use crate::ops::gpu_params::{cuda_struct, per_sample_launch, push, ParamUpload};
 use crate::ops::strided_copy_gpu::{Gather, MAX_DIMS};
 use crate::ops::{GpuOperator, GpuWorkspace, OpContext};
 use crate::tensor::{BatchMeta, TensorListGpu};
 
 /// cast.cu first: the kernels load and store through its conversions.
-const SRC: &str = concat!(include_str!("../cast/cast.cu"), include_str!("normalize.cu"));
+pub(super) const SRC: &str = concat!(include_str!("../element.cuh"), include_str!("../cast/cast.cu"), include_str!("normalize.cu"));
 
 /// Elements a partial sum covers (at most): the chunks of a reduction follow from its size
 /// alone, so the summation order, hence the result, never depends on timing.
@@ -38,8 +38,36 @@ const FINISH_THREADS: u32 = 256;
 /// Most blocks along x of a `normalize_finish` launch; they stride over larger slot counts.
 const MAX_FINISH_BLOCKS: usize = 1024;
 
-/// Size of `struct StatSample` in normalize.cu: six 8-byte fields, the count, two `Axes`.
-const STAT_SAMPLE_BYTES: usize = 7 * 8 + 2 * (8 + 2 * MAX_DIMS * 8);
+cuda_struct! {
+    /// A row-major index -> element offset map over merged axes (`struct Axes` in
+    /// normalize.cu): a [`Gather`] without its base.
+    pub(super) struct Axes {
+        ndim: i64,
+        extent: [i64; MAX_DIMS],
+        stride: [i64; MAX_DIMS],
+    }
+}
+
+cuda_struct! {
+    /// One sample's reductions (`struct StatSample` in normalize.cu).
+    pub(super) struct StatSample {
+        r#in: u64,
+        slots: i64,
+        slot_base: i64,
+        reduced: i64,
+        chunks: i64,
+        partial_base: i64,
+        count: f64,
+        slot_axes: Axes,
+        reduced_axes: Axes,
+    }
+}
+
+impl From<&Gather> for Axes {
+    fn from(g: &Gather) -> Axes {
+        Axes { ndim: g.ndim as i64, extent: g.extent, stride: g.stride }
+    }
+}
 
 pub(super) struct NormalizeGpu {
     normalize: Normalize,
@@ -93,18 +121,21 @@ impl NormalizeGpu {
             let slots = offsets[i + 1] - offsets[i];
             let elements: usize = (0..shape.len()).filter(|&a| reduced[a]).map(|a| shape[a]).product();
             let chunks = chunks_for(elements);
-            push(&mut self.block, input.sample_ptr(i));
-            for v in [slots, offsets[i], elements, chunks, r.partials] {
-                push(&mut self.block, v as i64);
-            }
-            push(&mut self.block, counts[i]);
-            push_axes(&mut self.block, &slot_axes);
-            push_axes(&mut self.block, &reduced_axes);
+            push(&mut self.block, StatSample {
+                r#in: input.sample_ptr(i),
+                slots: slots as i64,
+                slot_base: offsets[i] as i64,
+                reduced: elements as i64,
+                chunks: chunks as i64,
+                partial_base: r.partials as i64,
+                count: counts[i],
+                slot_axes: Axes::from(&slot_axes),
+                reduced_axes: Axes::from(&reduced_axes),
+            });
             r.partials += slots * chunks;
             r.max_items = r.max_items.max(slots * chunks);
             r.max_slots = r.max_slots.max(slots);
         }
-        debug_assert_eq!(self.block.len() - r.descriptors_at, input.len() * STAT_SAMPLE_BYTES);
         Ok(r)
     }
 }
@@ -127,14 +158,6 @@ fn reduction_axes(shape: &[usize], reduced: &[bool]) -> Option<(Gather, Gather)>
     }
     let axes = |keep_reduced: bool| (0..shape.len()).filter(move |&a| reduced[a] == keep_reduced).map(move |a| (shape[a], strides[a]));
     Some((Gather::new(0, axes(false))?, Gather::new(0, axes(true))?))
-}
-
-/// Appends a gather as `struct Axes` (its base is always 0 here).
-fn push_axes(block: &mut Vec<u8>, g: &Gather) {
-    push(block, g.ndim as i64);
-    for v in g.extent.iter().chain(&g.stride) {
-        push(block, *v);
-    }
 }
 
 /// Pass 2's launch: one block per slot (at most [`MAX_FINISH_BLOCKS`] along x), one grid row
@@ -231,7 +254,7 @@ impl GpuOperator for NormalizeGpu {
             })?;
             let count = input.numel(i);
             max_count = max_count.max(count);
-            g.push_descriptor(&mut self.block, input.sample_ptr(i), out.sample_ptr(i), count);
+            push(&mut self.block, g.descriptor(input.sample_ptr(i), out.sample_ptr(i), count));
         }
         if max_count == 0 {
             return Ok(vec![out]);
@@ -334,5 +357,15 @@ mod tests {
         assert_eq!((reduced.ndim, reduced.extent[0], reduced.stride[0]), (1, 224 * 224, 3));
         let (slots, reduced) = reduction_axes(&[224, 224, 3], &[true; 3]).unwrap();
         assert_eq!((slots.ndim, reduced.ndim, reduced.extent[0], reduced.stride[0]), (0, 1, 224 * 224 * 3, 1));
+    }
+}
+
+#[cfg(test)]
+mod cuda_twins {
+    use super::*;
+
+    #[test]
+    fn the_kernel_source_compiles_and_its_parameter_structs_match() {
+        crate::ops::gpu_params::check_cuda_source("normalize", SRC, &[("NormSample", &crate::ops::strided_copy_gpu::CopySample::LAYOUT), ("StatSample", &StatSample::LAYOUT), ("Axes", &Axes::LAYOUT)]);
     }
 }

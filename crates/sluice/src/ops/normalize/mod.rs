@@ -10,7 +10,8 @@ mod gpu;
 use rayon::prelude::*;
 
 use crate::error::{Error, Result};
-use crate::ops::cast::{load_f64, require_dtype, store_f64};
+use crate::ops::cast::require_dtype;
+use crate::tensor::element::{load_f64, store_f64};
 use crate::ops::{arg, for_each_sample, tensor_arg, ArgDefault as D, ArgType as T, Device, OpContext, OpDef, OpSchema, Operator, Workspace};
 use crate::tensor::{BatchMeta, DType, TensorList};
 

@@ -5,7 +5,8 @@
 
 use crate::error::{Error, Result};
 use crate::ops::{arg, for_each_sample, tensor_arg, MAX_LIST, ArgDefault as D, ArgType as T, Device, OpContext, OpDef, OpSchema, Operator, Workspace};
-use crate::tensor::{DType, TensorList};
+use crate::tensor::element::store_static_cast;
+use crate::tensor::TensorList;
 
 /// Most dimensions a padded tensor may have.
 pub const MAX_NDIM: usize = 16;
@@ -143,33 +144,14 @@ impl Operator for Pad {
         let elem = dtype.size();
         for_each_sample(ws.pool, &mut out, |i, dst| {
             let v = fill.get(name, i)?.unwrap_or(0.0);
-            let pattern = fill_bytes(dtype, v);
+            // The argument is a float in DALI, stored with a plain static_cast.
+            let pattern = store_static_cast(dtype, v as f32);
             let out_shape = &self.shapes[i * ndim..(i + 1) * ndim];
             pad_bytes(dst, input.bytes(i), input.shape(i), out_shape, &pattern[..elem]);
             Ok(())
         })?;
         Ok(vec![out])
     }
-}
-
-/// The fill value as DALI stores it: `static_cast<T>(float)`: floats convert, integers
-/// truncate toward zero and wrap (as x86 does: 300 -> UINT8 44, -1.6 -> UINT8 255).
-pub fn fill_bytes(dtype: DType, v: f64) -> [u8; 8] {
-    let mut b = [0u8; 8];
-    let v32 = v as f32; // the argument is a float in DALI
-    let t = v32 as i64;
-    match dtype {
-        DType::U8 | DType::I8 => b[0] = t as u8,
-        DType::Bool => b[0] = (v32 != 0.0) as u8,
-        DType::U16 | DType::I16 => b[..2].copy_from_slice(&(t as u16).to_le_bytes()),
-        DType::U32 | DType::I32 => b[..4].copy_from_slice(&(t as u32).to_le_bytes()),
-        DType::I64 => b.copy_from_slice(&t.to_le_bytes()),
-        DType::U64 => b.copy_from_slice(&(if v32 >= 0.0 { v32 as u64 } else { t as u64 }).to_le_bytes()),
-        DType::F16 => b[..2].copy_from_slice(&crate::ops::cast::f64_to_f16(v32 as f64).to_le_bytes()),
-        DType::F32 => b[..4].copy_from_slice(&v32.to_le_bytes()),
-        DType::F64 => b.copy_from_slice(&(v32 as f64).to_le_bytes()),
-    }
-    b
 }
 
 /// Copies `src` (dense, `in_shape`) into the leading corner of `dst` (dense, `out_shape`,

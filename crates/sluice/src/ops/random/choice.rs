@@ -171,7 +171,7 @@ impl Operator for Choice {
             } else {
                 for k in 0..bytes.len() / elem {
                     let j = this.pick(&mut rng, i, n);
-                    crate::ops::cast::store_f64(dtype, bytes, k, j as f64);
+                    crate::tensor::element::store_f64(dtype, bytes, k, j as f64);
                 }
             }
             Ok(())

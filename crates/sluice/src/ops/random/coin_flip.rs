@@ -1,8 +1,9 @@
 //! `random.coin_flip`: 1 with probability `probability`, else 0 (Bernoulli).
 
-use super::{alloc, dtype_or, sample_shape, store};
+use super::{alloc, dtype_or, sample_shape};
 use crate::error::{Error, Result};
 use crate::ops::{arg, for_each_sample, tensor_arg, ArgDefault as D, ArgType as T, Device, OpContext, OpDef, OpSchema, Operator, Workspace};
+use crate::tensor::element::store_f64;
 use crate::tensor::{DType, TensorList};
 
 /// Schema and backends.
@@ -54,7 +55,7 @@ impl Operator for CoinFlip {
             }
             let mut rng = ws.rng(&self.ctx, i);
             for k in 0..n {
-                store(self.dtype, bytes, k, rng.bernoulli(p) as u8 as f64);
+                store_f64(self.dtype, bytes, k, rng.bernoulli(p) as u8 as f64);
             }
             Ok(())
         })?;

@@ -3,7 +3,8 @@
 
 use super::sample_shape;
 use crate::error::{Error, Result};
-use crate::ops::cast::{require_dtype, store_f64};
+use crate::ops::cast::require_dtype;
+use crate::tensor::element::store_f64;
 use crate::ops::{arg, for_each_sample, tensor_arg, ArgDefault as D, ArgType as T, Device, OpContext, OpDef, OpSchema, Operator, Workspace};
 use crate::tensor::{DType, TensorList};
 

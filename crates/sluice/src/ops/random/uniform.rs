@@ -1,8 +1,9 @@
 //! `random.uniform`: values drawn uniformly from `range` = [lo, hi), or picked from `values`.
 
-use super::{alloc, dtype_or, sample_shape, store};
+use super::{alloc, dtype_or, sample_shape};
 use crate::error::{Error, Result};
 use crate::ops::{for_each_sample, ArgDefault as D, ArgType as T, ArgValue, Device, OpContext, OpDef, OpSchema, Operator, Workspace, arg, tensor_arg, MAX_LIST};
+use crate::tensor::element::store_f64;
 use crate::tensor::{DType, TensorList};
 
 /// Schema and backends.
@@ -93,7 +94,7 @@ impl Operator for Uniform {
                     Source::Range(lo, hi) => rng.uniform(*lo, *hi),
                     Source::Values(vals) => vals[rng.below(vals.len() as u64) as usize],
                 };
-                store(self.dtype, bytes, k, v);
+                store_f64(self.dtype, bytes, k, v);
             }
             Ok(())
         })?;

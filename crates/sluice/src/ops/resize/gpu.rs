@@ -9,14 +9,32 @@ use sluice_cuda::{DeviceBuffer, GpuDevice, PushKernelArg};
 use super::kernel::{Filter, Plan, Taps};
 use super::{Resize, ResizeBatch};
 use crate::error::{Error, Result};
-use crate::ops::gpu_params::{per_sample_launch, push, ParamUpload};
+use crate::ops::gpu_params::{cuda_struct, per_sample_launch, ParamUpload};
 use crate::ops::{GpuOperator, GpuWorkspace, OpContext};
 use crate::tensor::{DType, TensorListGpu};
 
-const SRC: &str = include_str!("resize.cu");
+pub(super) const SRC: &str = concat!(include_str!("../element.cuh"), include_str!("resize.cu"));
 
-/// Bytes of one sample's descriptor (`struct Sample` in resize.cu).
-const DESC: usize = 80;
+cuda_struct! {
+    /// One sample's resampling (`struct Sample` in resize.cu).
+    struct ResizeSample {
+        r#in: u64,
+        out: u64,
+        /// First-index (int32) and weight (f32) tables, rows then columns.
+        fy: u64,
+        wy: u64,
+        fx: u64,
+        wx: u64,
+        in_h: i32,
+        in_w: i32,
+        c: i32,
+        out_h: i32,
+        out_w: i32,
+        sup_y: i32,
+        sup_x: i32,
+        pad: i32,
+    }
+}
 
 pub(super) struct ResizeGpu {
     resize: Resize,
@@ -224,7 +242,7 @@ impl GpuResampler {
         // one device-to-device copy then moves into the cache (or which the kernel reads in
         // place, when the tables are not kept).
         let align = |v: usize| v.next_multiple_of(16);
-        let head = align(n * DESC);
+        let head = align(n * size_of::<ResizeSample>());
         let mut fresh_at = Vec::with_capacity(fresh_keys.len());
         let mut at = head;
         for t in &cache.fresh[..fresh_keys.len()] {
@@ -247,22 +265,31 @@ impl GpuResampler {
             Table::Fresh(k) => fresh_tables[k],
         };
         let mut max_pix = 1usize;
-        let mut desc = Vec::with_capacity(n * DESC);
+        let mut desc = Vec::with_capacity(n);
         for (i, (p, [ty, tx])) in plans.iter().zip(&tables).enumerate() {
             let (ty, tx) = (resolve(*ty), resolve(*tx));
-            push(&mut desc, input.sample_ptr(i));
-            push(&mut desc, out.sample_ptr(i));
-            for addr in [ty.first, ty.weights, tx.first, tx.weights] {
-                push(&mut desc, addr);
-            }
-            for v in [p.in_h, p.in_w, p.c, p.out_h, p.out_w, ty.support, tx.support, 0] {
-                push(&mut desc, v as i32);
-            }
+            desc.push(ResizeSample {
+                r#in: input.sample_ptr(i),
+                out: out.sample_ptr(i),
+                fy: ty.first,
+                wy: ty.weights,
+                fx: tx.first,
+                wx: tx.weights,
+                in_h: p.in_h as i32,
+                in_w: p.in_w as i32,
+                c: p.c as i32,
+                out_h: p.out_h as i32,
+                out_w: p.out_w as i32,
+                sup_y: ty.support as i32,
+                sup_x: tx.support as i32,
+                pad: 0,
+            });
             max_pix = max_pix.max(p.out_h * p.out_w);
         }
         let fresh = &cache.fresh;
         let base = self.params.upload_with(ws, at, |block, _| {
-            block[..desc.len()].copy_from_slice(&desc);
+            let desc: &[u8] = bytemuck::cast_slice(&desc);
+            block[..desc.len()].copy_from_slice(desc);
             for (&(first, weights), t) in fresh_at.iter().zip(fresh) {
                 let first_bytes: &[u8] = bytemuck::cast_slice(&t.first);
                 let weight_bytes: &[u8] = bytemuck::cast_slice(&t.weights);
@@ -292,5 +319,15 @@ impl GpuResampler {
             ws.stream.launch_builder(&f).arg(&base).launch(cfg).map_err(sluice_cuda::CudaError::from)?;
         }
         Ok(out)
+    }
+}
+
+#[cfg(test)]
+mod cuda_twins {
+    use super::*;
+
+    #[test]
+    fn the_kernel_source_compiles_and_its_parameter_structs_match() {
+        crate::ops::gpu_params::check_cuda_source("resize", SRC, &[("Sample", &ResizeSample::LAYOUT)]);
     }
 }

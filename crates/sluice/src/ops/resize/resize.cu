@@ -14,9 +14,7 @@ template <typename I> __device__ __forceinline__ float load(const I* p) { return
 
 template <typename O> __device__ __forceinline__ O store(float v);
 template <> __device__ __forceinline__ float store<float>(float v) { return v; }
-template <> __device__ __forceinline__ unsigned char store<unsigned char>(float v) {
-    return (unsigned char)fminf(fmaxf(roundf(v), 0.f), 255.f);
-}
+template <> __device__ __forceinline__ unsigned char store<unsigned char>(float v) { return convert_sat<unsigned char>(v); }
 
 template <typename I, typename O>
 __device__ void resize(const Sample* samples) {

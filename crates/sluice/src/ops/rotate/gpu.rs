@@ -7,11 +7,31 @@ use sluice_cuda::PushKernelArg;
 use super::kernel::{self, Border, Interp};
 use super::{geometry, Rotate, RotateBatch};
 use crate::error::{Error, Result};
-use crate::ops::gpu_params::{per_sample_launch, push, ParamUpload};
+use crate::ops::gpu_params::{cuda_struct, per_sample_launch, ParamUpload};
 use crate::ops::{GpuOperator, GpuWorkspace, OpContext};
 use crate::tensor::{DType, TensorListGpu};
 
-const SRC: &str = include_str!("rotate.cu");
+pub(super) const SRC: &str = concat!(include_str!("../element.cuh"), include_str!("rotate.cu"));
+
+cuda_struct! {
+    /// One sample's warp (`struct Sample` in rotate.cu).
+    pub(super) struct RotateSample {
+        src: u64,
+        dst: u64,
+        /// m00 m01 m02 m10 m11 m12: output pixel centre -> source point.
+        m: [f32; 6],
+        in_h: i32,
+        in_w: i32,
+        c: i32,
+        out_h: i32,
+        out_w: i32,
+        frames: i32,
+        linear: i32,
+        clamp: i32,
+        fill: f32,
+        pad: i32,
+    }
+}
 
 pub(super) struct RotateGpu {
     rotate: Rotate,
@@ -55,25 +75,30 @@ impl GpuOperator for RotateGpu {
             Border::Clamp => (true, 0.0f32),
             Border::Fill(v) => (false, v),
         });
-        let mut desc = Vec::with_capacity(n * 80);
+        let mut desc = Vec::with_capacity(n);
         let mut max_pix = 1usize;
         for i in 0..n {
             let (frames, h, w, c) = geometry(input.shape(i), sequence);
             let p = self.rotate.plan[i];
             let m = kernel::rotation_mapping(h, w, p.out_h, p.out_w, p.angle);
-            push(&mut desc, input.sample_ptr(i));
-            push(&mut desc, out.sample_ptr(i));
-            for v in [m[0][0], m[0][1], m[0][2], m[1][0], m[1][1], m[1][2]] {
-                push(&mut desc, v);
-            }
-            for v in [h, w, c, p.out_h, p.out_w, frames, linear as usize, clamp as usize] {
-                push(&mut desc, v as i32);
-            }
-            push(&mut desc, fill);
-            push(&mut desc, 0i32);
+            desc.push(RotateSample {
+                src: input.sample_ptr(i),
+                dst: out.sample_ptr(i),
+                m: [m[0][0], m[0][1], m[0][2], m[1][0], m[1][1], m[1][2]],
+                in_h: h as i32,
+                in_w: w as i32,
+                c: c as i32,
+                out_h: p.out_h as i32,
+                out_w: p.out_w as i32,
+                frames: frames as i32,
+                linear: linear as i32,
+                clamp: clamp as i32,
+                fill,
+                pad: 0,
+            });
             max_pix = max_pix.max(frames * p.out_h * p.out_w);
         }
-        let base = self.params.upload(ws, &desc)?;
+        let base = self.params.upload(ws, bytemuck::cast_slice(&desc))?;
         let f = ws.device.kernels().function(ws.device.context(), ws.device.compute_capability(), "rotate", SRC, kernel)?;
         let cfg = per_sample_launch(max_pix, n);
         // SAFETY: each descriptor points into `input` and `out`, alive and ordered on this
@@ -82,5 +107,15 @@ impl GpuOperator for RotateGpu {
             ws.stream.launch_builder(&f).arg(&base).launch(cfg).map_err(sluice_cuda::CudaError::from)?;
         }
         Ok(vec![out])
+    }
+}
+
+#[cfg(test)]
+mod cuda_twins {
+    use super::*;
+
+    #[test]
+    fn the_kernel_source_compiles_and_its_parameter_structs_match() {
+        crate::ops::gpu_params::check_cuda_source("rotate", SRC, &[("Sample", &RotateSample::LAYOUT)]);
     }
 }

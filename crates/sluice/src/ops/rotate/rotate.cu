@@ -17,22 +17,14 @@ struct Sample {
 
 __device__ __forceinline__ int floor_i32(float v) { return __float2int_rd(v); }  // saturates, NaN -> 0
 
-template <typename T> struct Sat;
+// The cpu kernel's stores: ConvertSat (element.cuh, prepended) to integers, plain to float.
+template <typename T> struct Sat {
+    static __device__ __forceinline__ T f32(float v) { return convert_sat<T>(v); }
+    static __device__ __forceinline__ T f64(double v) { return convert_sat<T>(v); }
+};
 template <> struct Sat<float> {
     static __device__ __forceinline__ float f32(float v) { return v; }
     static __device__ __forceinline__ float f64(double v) { return (float)v; }
-};
-template <> struct Sat<unsigned char> {
-    static __device__ __forceinline__ unsigned char f32(float v) { float r = roundf(v); return v != v ? 0 : (r <= 0.f ? 0 : (r >= 255.f ? 255 : (unsigned char)r)); }
-    static __device__ __forceinline__ unsigned char f64(double v) { double r = round(v); return v != v ? 0 : (r <= 0.0 ? 0 : (r >= 255.0 ? 255 : (unsigned char)r)); }
-};
-template <> struct Sat<short> {
-    static __device__ __forceinline__ short f32(float v) { float r = roundf(v); return v != v ? 0 : (r <= -32768.f ? -32768 : (r >= 32767.f ? 32767 : (short)r)); }
-    static __device__ __forceinline__ short f64(double v) { double r = round(v); return v != v ? 0 : (r <= -32768.0 ? -32768 : (r >= 32767.0 ? 32767 : (short)r)); }
-};
-template <> struct Sat<int> {
-    static __device__ __forceinline__ int f32(float v) { float r = roundf(v); return v != v ? 0 : (r <= -2147483648.f ? (-2147483647 - 1) : (r >= 2147483648.f ? 2147483647 : (int)r)); }
-    static __device__ __forceinline__ int f64(double v) { double r = round(v); return v != v ? 0 : (r <= -2147483648.0 ? (-2147483647 - 1) : (r >= 2147483647.0 ? 2147483647 : (int)r)); }
 };
 
 // The cpu's `convert`: the value itself between equal types, else ConvertSat through f64.

@@ -5,9 +5,10 @@
 //! ("error", "pad" with `fill_values`, "trim_to_shape"). Any element type; `dtype` converts.
 
 use crate::error::{Error, Result};
-use crate::ops::crop::crop::{crop_nd, read_elem, write_elem};
+use crate::ops::crop::crop::crop_nd;
 use crate::ops::crop::window::{fill_per_channel, OobPolicy, Span};
 use crate::ops::{arg, for_each_sample, ArgDefault as D, ArgType as T, Device, OpContext, OpDef, OpSchema, Operator, Workspace};
+use crate::tensor::element::{load_f64, store_f64};
 use crate::tensor::TensorList;
 
 /// Schema and backends.
@@ -79,7 +80,7 @@ impl Operator for Slice {
                 if t.numel(i) != axes.len() {
                     return Err(Error::data(at(), format!("input '{name}' must hold {} values (one per sliced axis {axes:?}), got shape {:?}", axes.len(), t.shape(i))));
                 }
-                Ok((0..axes.len()).map(|k| read_elem(t.dtype(), t.bytes(i), k)).collect())
+                Ok((0..axes.len()).map(|k| load_f64(t.dtype(), t.bytes(i), k)).collect())
             };
             let (a, s) = (read(anchors, "anchor")?, read(shapes, "shape")?);
             let mut sp: Vec<Span> = sh.iter().map(|&e| Span::full(e)).collect();
@@ -116,7 +117,7 @@ impl Operator for Slice {
         let ca = layout.find('C');
         let channels = ca.map_or(1, |c| data.shape(0).get(c).copied().unwrap_or(1)).max(1);
         let fill = fill_per_channel(op, ctx.args.floats("fill_values"), channels)?;
-        let fill: Vec<Vec<u8>> = fill.iter().map(|&v| { let mut e = vec![0u8; ot.size()]; write_elem(ot, v, &mut e); e }).collect();
+        let fill: Vec<Vec<u8>> = fill.iter().map(|&v| { let mut e = vec![0u8; ot.size()]; store_f64(ot, &mut e, 0, v); e }).collect();
         let mut out = TensorList::new(ot, nd, out_shapes.iter().map(|s| s.as_slice()));
         out.set_layout(data.layout().clone());
         out.inherit_source_info(data);
