@@ -117,7 +117,7 @@ fn corrupt_data_is_reported_not_decoded() {
 fn gpu_kernel_source_equals_libjpeg_when_emulated_on_the_cpu() {
     use std::io::Write;
     let here = std::path::Path::new(env!("CARGO_MANIFEST_DIR"));
-    let kernel = here.join("../sluice/src/ops/decoders/jpeg_entropy.cu").canonicalize().expect("the kernel source");
+    let kernel = here.join("../sluice/src/ops/decoders/mixed/jpeg_entropy.cu").canonicalize().expect("the kernel source");
     let dir = std::env::temp_dir().join(format!("sluice-kernel-emulation-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
     let mut cases = Vec::new();

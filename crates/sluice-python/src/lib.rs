@@ -174,46 +174,15 @@ fn pipeline_params(
     seed: Option<i64>,
     prefetch_queue_depth: &Bound<'_, PyAny>,
 ) -> PyResult<(Option<usize>, usize, Option<i32>, u64, usize)> {
-    let bad = |what: &str, v: &dyn std::fmt::Debug| to_py(Error::Graph(format!("{what}, got {v:?}")));
-    let batch_size = match batch_size {
-        None | Some(-1) => None,
-        Some(b) if b >= 1 => Some(b as usize),
-        Some(b) => return Err(bad("batch_size must be a positive integer", &b)),
-    };
-    let num_threads = match num_threads {
-        None | Some(-1) => std::thread::available_parallelism().map_or(1, |n| n.get()),
-        Some(n) if n >= 1 => n as usize,
-        Some(n) => return Err(bad("num_threads must be a positive integer", &n)),
-    };
-    let device_id = match device_id {
-        Some(-1) => (sluice::gpu_device_count() > 0).then_some(0),
-        None => None,
-        Some(d) if (0..=i32::MAX as i64).contains(&d) => Some(d as i32),
-        Some(d) => return Err(bad("device_id must be None (CPU only) or a GPU index", &d)),
-    };
-    let seed = match seed {
-        None | Some(-1) => random_seed(),
-        Some(s) => s as u64,
-    };
-    let depth: i64 = if let Ok(d) = prefetch_queue_depth.cast::<PyDict>() {
+    let prefetch_queue_depth: i64 = if let Ok(d) = prefetch_queue_depth.cast::<PyDict>() {
         let size = |k: &str| -> PyResult<i64> { d.get_item(k)?.map_or(Ok(2), |v| v.extract()) };
         size("cpu_size")?.max(size("gpu_size")?)
     } else {
         prefetch_queue_depth.extract()?
     };
-    if depth < 1 {
-        return Err(bad("prefetch_queue_depth must be at least 1", &depth));
-    }
-    Ok((batch_size, num_threads, device_id, seed, depth as usize))
-}
-
-/// A seed nobody chose: from the OS's randomness via std's hasher keys, kept to 63 bits as
-/// DALI's seeds are non-negative.
-fn random_seed() -> u64 {
-    use std::hash::{BuildHasher, Hasher};
-    let mut h = std::collections::hash_map::RandomState::new().build_hasher();
-    h.write_u128(std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_nanos()));
-    h.finish() >> 1
+    let given = sluice::graph::ParamsGiven { batch_size, num_threads, device_id, seed, prefetch_queue_depth };
+    let p = given.resolve().map_err(to_py)?;
+    Ok((p.batch_size, p.num_threads, p.device_id, p.seed, p.prefetch_queue_depth))
 }
 
 /// A pipeline built and running in the engine.

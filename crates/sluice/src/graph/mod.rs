@@ -170,21 +170,80 @@ pub fn check_op(op: &OpSpec, inputs_on_gpu: &[bool], arg_inputs_on_gpu: &[bool])
     Ok(CheckedOp { def, device, args, arg_input_names })
 }
 
+/// A pipeline's own parameters as the user gives them, DALI's way: `None` or -1 asks for
+/// the default (`batch_size`: none, for pipelines fed only by their inputs; `num_threads`:
+/// every core; `device_id` -1: GPU 0 if there is one, `None`: CPU only; `seed`: random).
+/// [`ParamsGiven::resolve`] is the one place they are checked; [`PipelineSpec::check_params`]
+/// runs the same checks on resolved values.
+#[derive(Debug, Clone, Copy)]
+pub struct ParamsGiven {
+    pub batch_size: Option<i64>,
+    pub num_threads: Option<i64>,
+    pub device_id: Option<i64>,
+    pub seed: Option<i64>,
+    pub prefetch_queue_depth: i64,
+}
+
+/// Resolved pipeline parameters (see [`ParamsGiven`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Params {
+    pub batch_size: Option<usize>,
+    pub num_threads: usize,
+    pub device_id: Option<i32>,
+    pub seed: u64,
+    pub prefetch_queue_depth: usize,
+}
+
+fn positive(what: &str, v: i64) -> Result<usize> {
+    usize::try_from(v).ok().filter(|&n| n >= 1).ok_or_else(|| Error::Graph(format!("{what} must be a positive integer, got {v}")))
+}
+
+fn queue_depth(v: i64) -> Result<usize> {
+    usize::try_from(v).ok().filter(|&n| n >= 1).ok_or_else(|| Error::Graph(format!("prefetch_queue_depth must be at least 1, got {v}")))
+}
+
+fn gpu_index(v: i64) -> Result<i32> {
+    i32::try_from(v).ok().filter(|&d| d >= 0).ok_or_else(|| Error::Graph(format!("device_id must be None (CPU only) or a GPU index, got {v}")))
+}
+
+impl ParamsGiven {
+    pub fn resolve(&self) -> Result<Params> {
+        Ok(Params {
+            batch_size: self.batch_size.filter(|&b| b != -1).map(|b| positive("batch_size", b)).transpose()?,
+            num_threads: match self.num_threads {
+                None | Some(-1) => std::thread::available_parallelism().map_or(1, |n| n.get()),
+                Some(n) => positive("num_threads", n)?,
+            },
+            device_id: match self.device_id {
+                Some(-1) => (crate::gpu_device_count() > 0).then_some(0),
+                d => d.map(gpu_index).transpose()?,
+            },
+            seed: match self.seed {
+                None | Some(-1) => random_seed(),
+                Some(s) => s as u64,
+            },
+            prefetch_queue_depth: queue_depth(self.prefetch_queue_depth)?,
+        })
+    }
+}
+
+/// A seed nobody chose: from the OS's randomness via std's hasher keys, kept to 63 bits as
+/// DALI's seeds are non-negative.
+fn random_seed() -> u64 {
+    use std::hash::{BuildHasher, Hasher};
+    let mut h = std::collections::hash_map::RandomState::new().build_hasher();
+    h.write_u128(std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_nanos()));
+    h.finish() >> 1
+}
+
 impl PipelineSpec {
-    /// The pipeline's own parameters, checked once for the engine.
+    /// The pipeline's own parameters, checked once for the engine (as [`ParamsGiven::resolve`]
+    /// checks them: a spec built in Rust gets the same messages).
     pub fn check_params(&self) -> Result<()> {
-        if self.batch_size == 0 {
-            return Err(Error::Graph("batch_size must be a positive integer, got 0".into()));
-        }
-        if self.num_threads == 0 {
-            return Err(Error::Graph("num_threads must be a positive integer, got 0".into()));
-        }
-        if self.prefetch_queue_depth == 0 {
-            return Err(Error::Graph("prefetch_queue_depth must be at least 1, got 0".into()));
-        }
-        if self.device_id.is_some_and(|d| d < 0) {
-            return Err(Error::Graph(format!("device_id must be None (CPU only) or a GPU index, got {}", self.device_id.unwrap_or(0))));
-        }
+        positive("batch_size", self.batch_size as i64)?;
+        positive("num_threads", self.num_threads as i64)?;
+        queue_depth(self.prefetch_queue_depth as i64)?;
+        self.device_id.map(|d| gpu_index(d.into())).transpose()?;
         Ok(())
     }
 }

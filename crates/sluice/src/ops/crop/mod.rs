@@ -3,7 +3,6 @@
 
 pub mod crop;
 pub mod crop_mirror_normalize;
-mod crop_mirror_normalize_gpu;
 pub mod window;
 
 pub use crop::CROP;

@@ -1,9 +1,8 @@
 //! `decoders.image` (legacy `ImageDecoder`, `HostDecoder`): encoded bytes in, HWC images out.
 
-use rayon::prelude::*;
-use sluice_codecs::{read_info, DecodeParams, ImageInfo};
+use sluice_codecs::DecodeParams;
 
-use super::MIXED_ONLY_ARGS;
+use super::common::{decode_sample, decode_setup, read_headers, MIXED_ONLY_ARGS};
 use crate::error::{Error, Result};
 use crate::ops::{arg, ArgDefault as D, ArgType as T, Device, OpContext, OpDef, OpSchema, Operator, Workspace};
 use crate::tensor::{BatchMeta, DType, TensorList};
@@ -33,7 +32,7 @@ pub static IMAGE: OpDef = OpDef {
         is_random: false,
     },
     cpu: Some(|ctx| Ok(Box::new(ImageDecoderCpu::new(ctx)?))),
-    mixed: Some(|ctx, dev| Ok(Box::new(super::image_mixed::ImageDecoderMixed::new(ctx, dev)?))),
+    mixed: Some(|ctx, dev| Ok(Box::new(super::mixed::ImageDecoderMixed::new(ctx, dev)?))),
     gpu: None,
 };
 
@@ -45,39 +44,9 @@ struct ImageDecoderCpu {
 
 impl ImageDecoderCpu {
     fn new(ctx: &OpContext) -> Result<ImageDecoderCpu> {
-        let (params, dtype) = super::image_crop::decode_setup(ctx)?;
+        let (params, dtype) = decode_setup(ctx)?;
         Ok(ImageDecoderCpu { ctx: ctx.clone(), params, dtype })
     }
-}
-
-/// Reads every sample's header: the output shapes, so the batch can be allocated once
-/// before any pixel is decoded. In parallel on the workers for the cpu decoders; on this
-/// thread (`parallel` false) for the mixed ones, whose workers are busy with CPU shares in
-/// the background: a header costs microseconds, while a parallel step would wait for
-/// workers to finish their current image.
-pub(crate) fn read_headers(ctx: &OpContext, ws: &Workspace<'_>, input: &TensorList, parallel: bool) -> Result<Vec<ImageInfo>> {
-    if input.dtype() != DType::U8 || input.ndim() != 1 {
-        return Err(Error::TypeMismatch {
-            operator: ctx.display_name.clone(),
-            message: format!(
-                "input must be encoded bytes (1-D UINT8 samples, e.g. from readers.file); got {}-D {}",
-                input.ndim(),
-                input.dtype()
-            ),
-        });
-    }
-    let header = |i: usize| {
-        let bytes = input.bytes(i);
-        if bytes.is_empty() {
-            return Err(Error::data(ctx.at(ws.iteration, i, input.source_info(i)), "empty input: no encoded data"));
-        }
-        read_info(bytes).map_err(|e| Error::data(ctx.at(ws.iteration, i, input.source_info(i)), e.to_string()))
-    };
-    if !parallel {
-        return (0..input.len()).map(header).collect();
-    }
-    let infos: Vec<Result<ImageInfo>> = ws.pool.install(|| (0..input.len()).into_par_iter().map(header).collect());
-    infos.into_iter().collect()
 }
 
 impl Operator for ImageDecoderCpu {
@@ -95,27 +64,8 @@ impl Operator for ImageDecoderCpu {
         let mut out = TensorList::for_overwrite(BatchMeta::new(self.dtype, 3, shapes.iter().map(|s| &s[..])));
         out.set_layout("HWC".into());
         out.inherit_source_info(input);
-        let params = self.params;
-        let ctx = &self.ctx;
-        let to_float = self.dtype == DType::F32;
-        crate::ops::for_each_sample(ws.pool, &mut out, |i, dst| {
-            let at = || ctx.at(ws.iteration, i, input.source_info(i));
-            if to_float {
-                // Decode the bytes into the last quarter of the sample's float storage, then
-                // widen front to back: element k is read before anything overwrites it, so no
-                // scratch buffer is needed.
-                let n = dst.len() / 4;
-                sluice_codecs::decode_into(input.bytes(i), &infos[i], &params, &mut dst[3 * n..])
-                    .map_err(|e| Error::data(at(), e.to_string()))?;
-                for k in 0..n {
-                    let v = dst[3 * n + k] as f32 * (1.0 / 255.0);
-                    dst[4 * k..4 * k + 4].copy_from_slice(&v.to_le_bytes());
-                }
-                Ok(())
-            } else {
-                sluice_codecs::decode_into(input.bytes(i), &infos[i], &params, dst).map_err(|e| Error::data(at(), e.to_string()))
-            }
-        })?;
+        let (ctx, params, dtype) = (&self.ctx, &self.params, self.dtype);
+        crate::ops::for_each_sample(ws.pool, &mut out, |i, dst| decode_sample(ctx, ws, input, i, &infos[i], params, dtype, dst))?;
         Ok(vec![out])
     }
 }

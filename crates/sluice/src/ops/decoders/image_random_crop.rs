@@ -4,9 +4,9 @@
 
 use sluice_codecs::Roi;
 
-use super::image_crop::{PlaceWindow, WindowDecoderCpu, WindowDecoderMixed, DECODE_ARGS};
+use super::common::{PlaceWindow, DECODE_ARGS, MIXED_ONLY_ARGS};
+use super::window::{WindowDecoderCpu, WindowDecoderMixed};
 use super::random_crop_window::{RandomCropParams, RANDOM_CROP_ARGS};
-use super::MIXED_ONLY_ARGS;
 use crate::error::Result;
 use crate::ops::{arg, ArgDefault as D, ArgType as T, Device, OpContext, OpDef, OpSchema, Workspace};
 

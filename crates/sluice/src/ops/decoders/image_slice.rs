@@ -7,8 +7,8 @@
 
 use sluice_codecs::Roi;
 
-use super::image_crop::{PlaceWindow, WindowDecoderCpu, WindowDecoderMixed, DECODE_ARGS};
-use super::MIXED_ONLY_ARGS;
+use super::common::{PlaceWindow, DECODE_ARGS, MIXED_ONLY_ARGS};
+use super::window::{WindowDecoderCpu, WindowDecoderMixed};
 use crate::error::{Error, Result};
 use crate::ops::{arg, ArgDefault as D, ArgSchema, ArgType as T, Device, OpContext, OpDef, OpSchema, Workspace};
 use crate::tensor::element::load_f64;

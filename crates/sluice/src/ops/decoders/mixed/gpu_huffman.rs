@@ -25,7 +25,7 @@ use sluice_cuda::nvjpeg::{GpuHuffman, GpuHuffmanState, HwWindow, NvJpeg};
 use sluice_cuda::GpuEvent;
 use sluice_cuda::{CudaResult, CudaStream, GpuDevice};
 
-use super::image_mixed::STAGING_DEPTH;
+use super::route::STAGING_DEPTH;
 
 /// Most decoder states (one per thread decoding at once; `used` masks are 64 bits).
 const MAX_STATES: usize = 64;

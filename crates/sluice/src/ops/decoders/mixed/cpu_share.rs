@@ -18,7 +18,7 @@ use sluice_codecs::{DecodeParams, ImageInfo, Roi};
 
 use super::gpu_entropy;
 use super::gpu_huffman::GpuShare;
-use super::image_mixed::{Route, Staged};
+use super::route::{Route, Staged};
 use crate::error::{Error, Result};
 use crate::ops::OpContext;
 use crate::tensor::TensorList;

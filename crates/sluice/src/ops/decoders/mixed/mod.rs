@@ -46,20 +46,22 @@ use sluice_cuda::nvjpeg::{self, HwBatchDecoder, HwTarget, HwWindow, NvJpeg};
 use sluice_cuda::GpuEvent;
 use sluice_cuda::{DeviceBuffer, GpuDevice, PinnedBuffer};
 
-use super::color_space;
-use super::cpu_share::{CpuShare, ShareQueue, ShareSample};
-use super::gpu_entropy::{self, GpuEntropy, ScanSample};
-use super::gpu_huffman::{GpuShare, HuffmanPool};
-use super::gpu_idct::{self, CoefSample, GpuIdct};
-use super::image::read_headers;
-use super::image_crop::scaled_window;
+mod cpu_share;
+mod gpu_entropy;
+mod gpu_huffman;
+mod gpu_idct;
+mod route;
+
+use self::cpu_share::{CpuShare, ShareQueue, ShareSample};
+use self::gpu_entropy::{GpuEntropy, ScanSample};
+use self::gpu_huffman::{GpuShare, HuffmanPool};
+use self::gpu_idct::{CoefSample, GpuIdct};
+use self::route::{Route, Staged, STAGING_DEPTH};
+use super::common::{color_space, read_headers, scaled_window};
 use crate::error::{Error, Result};
 use crate::exec::trace_clock;
 use crate::ops::{GpuOperator, GpuWorkspace, OpContext};
 use crate::tensor::{BatchMeta, DType, ReadyEvent, TensorList, TensorListGpu};
-
-/// Pinned staging buffers in flight for the CPU share.
-pub(super) const STAGING_DEPTH: usize = 3;
 
 /// The CPU share's samples go to the workers costliest first; `SLUICE_COSTLIEST_FIRST=0`
 /// keeps batch order instead (for measurements).
@@ -89,42 +91,6 @@ struct Staging {
     /// Recorded on the pipeline stream once the batch's output is allocated: the GPU-Huffman
     /// decodes start after it.
     ready: Option<Arc<GpuEvent>>,
-}
-
-/// Where one sample is decoded and what lands in its output slot. Unboxed on purpose (a
-/// few hundred bytes per sample, no allocation per sample on the hot path).
-#[derive(Clone, Copy)]
-#[allow(clippy::large_enum_variant)]
-pub(super) enum Route {
-    /// Hardware engine straight into the output: the whole image, or only a window.
-    Hw { window: Option<Roi> },
-    /// Hardware engine into scratch at this offset (whole image), then the window is copied
-    /// out (for an nvJPEG that cannot decode windows on the engine).
-    HwWindow { scratch: usize, window: Roi },
-    /// libjpeg-turbo / image-rs on a worker: this window (None: whole image) at this DCT scale.
-    Cpu { window: Option<Roi>, denom: u32 },
-    /// A worker entropy-decodes the blocks of this window, the GPU does the rest (gpu_idct).
-    Coef { window: Roi, layout: CoefLayout },
-    /// A worker stages the scan; the GPU entropy-decodes it (gpu_entropy) and does the rest.
-    Scan { window: Roi, layout: CoefLayout },
-    /// A worker has nvJPEG's GPU-Huffman decoder decode this window (None: whole image)
-    /// straight into the output slot at `out` (gpu_huffman).
-    GpuHuffman { window: Option<Roi>, out: u64 },
-}
-
-/// What a worker left in a CPU-share sample's staging.
-#[allow(clippy::large_enum_variant)] // the tables inline: no allocation per sample
-pub(super) enum Staged {
-    Pixels,
-    /// Decoded on the GPU, in place.
-    OnGpu,
-    /// Coefficients, with the sample's quantization tables.
-    Coefficients([[u16; 64]; 3]),
-    /// A scan for the GPU's entropy decoder: its quantization tables, data length (stuffing
-    /// removed) and block count.
-    Scan { quant: [[u16; 64]; 3], data_bytes: u32, total_blocks: u64 },
-    /// The coefficient read failed, and a full decode produced these pixels (rare).
-    Fallback(Vec<u8>),
 }
 
 /// One of the two engine slots used in turn: a hardware decoder (lent to the engine thread

@@ -1,4 +1,4 @@
-//! `fn.crop_mirror_normalize`: crop (see [`super::window`]), optional horizontal mirror,
+//! `fn.crop_mirror_normalize`: crop (see [`crate::ops::crop::window`]), optional horizontal mirror,
 //! per-channel normalization `out = (in - mean) / std * scale + shift` (evaluated as DALI
 //! does, see `run`), output in CHW
 //! (default) or HWC with optional channel padding to 4. One fused pass per output row reads
@@ -9,9 +9,11 @@
 //! ([`U8Lut`]) and the pass is a lookup per element; `ops::fused` reuses that table to
 //! normalize resized rows.
 
+mod gpu;
+
 use std::any::TypeId;
 
-use super::window::{fill_per_channel, CropSpec, OobPolicy, Span, CROP_ARGS};
+use crate::ops::crop::window::{fill_per_channel, CropSpec, OobPolicy, Span, CROP_ARGS};
 use crate::error::{Error, Result};
 use crate::ops::{arg, for_each_sample, tensor_arg, MAX_LIST, ArgDefault as D, ArgType as T, Device, OpContext, OpDef, OpSchema, Operator, Workspace};
 use crate::tensor::{BatchMeta, DType, Layout, TensorList};
@@ -43,7 +45,7 @@ pub static CROP_MIRROR_NORMALIZE: OpDef = OpDef {
     },
     cpu: Some(|ctx| Ok(Box::new(Cmn::new(ctx)?))),
     mixed: None,
-    gpu: Some(|ctx, dev| Ok(Box::new(super::crop_mirror_normalize_gpu::CmnGpu::new(ctx, dev)?))),
+    gpu: Some(|ctx, dev| Ok(Box::new(gpu::CmnGpu::new(ctx, dev)?))),
 };
 
 pub(crate) struct Cmn {

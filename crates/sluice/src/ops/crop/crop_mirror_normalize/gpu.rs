@@ -5,13 +5,13 @@ use std::sync::Arc;
 
 use sluice_cuda::{GpuDevice, PushKernelArg};
 
-use super::crop_mirror_normalize::Cmn;
+use super::Cmn;
 use crate::error::{Error, Result};
 use crate::ops::gpu_params::{cuda_struct, per_sample_launch, push, ParamUpload};
 use crate::ops::{GpuOperator, GpuWorkspace, OpContext};
 use crate::tensor::{DType, TensorListGpu};
 
-pub(super) const SRC: &str = concat!(include_str!("../element.cuh"), include_str!("crop_mirror_normalize.cu"));
+pub(super) const SRC: &str = concat!(include_str!("../../element.cuh"), include_str!("crop_mirror_normalize.cu"));
 
 cuda_struct! {
     /// One sample's window (`struct Sample` in crop_mirror_normalize.cu).
