@@ -3,7 +3,7 @@
 use sluice_codecs::DecodeParams;
 
 use super::common::{decode_sample, decode_setup, read_headers, MIXED_ONLY_ARGS};
-use crate::error::{Error, Result};
+use crate::error::Result;
 use crate::ops::{arg, ArgDefault as D, ArgType as T, Device, OpContext, OpDef, OpSchema, Operator, Workspace};
 use crate::tensor::{BatchMeta, DType, TensorList};
 
