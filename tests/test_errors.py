@@ -17,6 +17,7 @@ def test_every_class_is_a_runtime_error_and_its_builtin():
         "GraphError": (ValueError,),
         "DataError": (),
         "StorageError": (),
+        "InputError": (KeyError, IndexError),
         "CudaError": (),
         "UnsupportedError": (NotImplementedError,),
     }

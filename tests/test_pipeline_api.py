@@ -88,9 +88,10 @@ def test_subclass_define_graph_legacy_ops(small_images, decoder_cls):
     pipe = LegacyPipe(small_images, decoder_cls)
     images, labels, u, c = pipe.run()
     assert pipe.current_in_define is pipe
-    assert pipe.setup_calls == 1
-    pipe.run()
+    # Once per scheduled iteration, as DALI: the first run schedules prefetch_queue_depth (2).
     assert pipe.setup_calls == 2
+    pipe.run()
+    assert pipe.setup_calls == 3
     assert images.layout() == "HWC" and all(len(s) == 3 and s[2] == 3 for s in images.shape())
     assert [labels.at(i).item() for i in range(2)] == [0, 0]
     assert ((u.as_array() >= 1.0) & (u.as_array() < 2.0)).all()
@@ -288,3 +289,45 @@ def test_prefetch_queue_depth_dict_accepted(tiny_root):
     pipe = shuffled_pipe(tiny_root, prefetch_queue_depth={"cpu_size": 4, "gpu_size": 2})
     assert pipe.prefetch_queue_depth == 4
     assert len(pipe.run()[0]) == 4
+
+
+# --------------------------------------------------------------------------- old programs
+class SeedTrainPipe(Pipeline):
+    """The training pipeline of an old DALI tutorial (../shared/seeds/000), CPU-only: a
+    reader named when called (`self.input(name="Reader")`), `image_type` and `output_dtype`
+    on crop_mirror_normalize."""
+
+    def __init__(self, root):
+        super().__init__(2, 2, None, seed=12)
+        self.input = ops.FileReader(file_root=str(root), shard_id=0, num_shards=1, random_shuffle=True)
+        self.decode = ops.ImageDecoder(device="cpu", output_type=types.RGB)
+        self.res = ops.RandomResizedCrop(size=64, random_area=[0.08, 1.25])
+        self.cmnp = ops.CropMirrorNormalize(output_dtype=types.FLOAT, output_layout=types.NCHW, image_type=types.RGB,
+                                            mean=[0.485 * 255, 0.456 * 255, 0.406 * 255],
+                                            std=[0.229 * 255, 0.224 * 255, 0.225 * 255])
+        self.coin = ops.CoinFlip(probability=0.5)
+
+    def define_graph(self):
+        rng = self.coin()
+        self.jpegs, self.labels = self.input(name="Reader")
+        return [self.cmnp(self.res(self.decode(self.jpegs)), mirror=rng), self.labels]
+
+
+def test_old_tutorial_pipeline_runs_with_dalis_deprecation_warnings(small_images):
+    with pytest.warns(DeprecationWarning) as w:
+        pipe = SeedTrainPipe(small_images)
+    messages = [str(x.message) for x in w]
+    assert "The argument `image_type` is no longer used and will be removed in a future release." in messages
+    assert "The argument `output_dtype` is a deprecated alias for `dtype`. Use `dtype` instead." in messages
+    pipe.build()
+    assert pipe.epoch_size("Reader") > 0
+    images, labels = pipe.run()
+    assert images.as_array().shape == (2, 3, 64, 64) and images.as_array().dtype == np.float32
+
+
+def test_numpy_integers_as_pipeline_parameters(tiny_root):
+    pipe = Pipeline(batch_size=np.int64(3), num_threads=np.int32(1), device_id=None, seed=np.uint16(5))
+    with pipe:
+        jpegs, labels = fn.readers.file(file_root=str(tiny_root))
+        pipe.set_outputs(labels)
+    assert pipe.batch_size == 3 and len(pipe.run()[0]) == 3

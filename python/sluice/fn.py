@@ -6,3 +6,6 @@ import sys as _sys
 from .ops_gen import populate_fn as _populate
 
 _populate(_sys.modules[__name__])
+
+# external_source is a Python operator around the engine's queue (see external_source.py).
+from .external_source import external_source  # noqa: E402

@@ -6,3 +6,5 @@ import sys as _sys
 from .ops_gen import populate_ops as _populate
 
 _populate(_sys.modules[__name__])
+
+from .external_source import ExternalSource  # noqa: E402

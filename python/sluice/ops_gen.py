@@ -8,7 +8,7 @@ import types as _pytypes
 import numpy as np
 
 from . import _core
-from .pipeline import DataNode, Pipeline, _OpNode
+from .pipeline import DataNode, Pipeline, _OpNode, _warn_deprecated
 
 SCHEMAS = {s["name"]: s for s in _core.schemas()}
 
@@ -35,7 +35,7 @@ def _constant_node(value, device, display, i):
     return make_node("Constant", [], dict(data, shape=list(arr.shape), dtype=from_numpy_type(arr.dtype)), device=device)
 
 
-def make_node(schema_name, inputs, kwargs, device=None, name=None):
+def make_node(schema_name, inputs, kwargs, device=None, name=None, warn=True):
     """Records one operator in the current graph and returns its output node(s). The
     engine checks it at once (names, types, inputs, devices): see `_OpNode`."""
     display = SCHEMAS[schema_name]["fn_name"] if schema_name in SCHEMAS else schema_name
@@ -46,7 +46,7 @@ def make_node(schema_name, inputs, kwargs, device=None, name=None):
                   for i, x in enumerate(inputs)]
     args = {k: v for k, v in kwargs.items() if v is not None and not isinstance(v, DataNode)}
     arg_inputs = {k: v for k, v in kwargs.items() if isinstance(v, DataNode)}
-    op = _OpNode(schema_name, device, name, list(inputs), arg_inputs, args)
+    op = _OpNode(schema_name, device, name, list(inputs), arg_inputs, args, warn=warn)
     current = Pipeline.current()
     if current is not None:
         current._register(op)
@@ -99,14 +99,17 @@ def _make_class(schema, class_name, class_path):
     def __init__(self, *, device=None, **kwargs):
         self._device = device
         self._name = kwargs.pop("name", None)
-        # As DALI: a wrong argument fails here, where the user wrote it.
-        _core.check_args(class_path, [(k, v) for k, v in kwargs.items() if v is not None and not isinstance(v, DataNode)])
+        # As DALI: a wrong argument fails here, where the user wrote it (and an old one warns).
+        _warn_deprecated(_core.check_args(class_path, [(k, v) for k, v in kwargs.items()
+                                                       if v is not None and not isinstance(v, DataNode)]))
         self._kwargs = kwargs
 
-    def __call__(self, *inputs, **arg_inputs):
+    def __call__(self, *inputs, name=None, **arg_inputs):
+        """Inputs and argument inputs; `name` here names the instance too (DALI's
+        `self.input(name="Reader")`)."""
         kwargs = dict(self._kwargs)
         kwargs.update(arg_inputs)
-        return make_node(class_path, inputs, kwargs, device=self._device, name=self._name)
+        return make_node(class_path, inputs, kwargs, device=self._device, name=name or self._name, warn=False)
 
     return type(class_name, (), {
         "__init__": __init__,

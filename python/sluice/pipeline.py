@@ -234,14 +234,23 @@ def _arith(op, *operands):
     return out
 
 
+def _warn_deprecated(messages):
+    """DALI's deprecation warnings for old argument names, at the user's line."""
+    if messages:
+        import warnings
+
+        for m in messages:
+            warnings.warn(m, DeprecationWarning, stacklevel=5)
+
+
 class _OpNode:
     """One operator instance as the user wrote it: name (schema or legacy class), device
     as given, inputs, argument inputs and arguments. The engine checks it as it is created
     and says what it produces; Python records, the engine decides."""
 
-    __slots__ = ("id", "schema", "device", "name", "inputs", "arg_inputs", "args", "outputs")
+    __slots__ = ("id", "schema", "device", "name", "inputs", "arg_inputs", "args", "outputs", "source")
 
-    def __init__(self, schema, device, name, inputs, arg_inputs, args):
+    def __init__(self, schema, device, name, inputs, arg_inputs, args, warn=True):
         self.id = next(_op_ids)
         self.schema = schema
         self.device = device
@@ -249,12 +258,15 @@ class _OpNode:
         self.inputs = inputs
         self.arg_inputs = arg_inputs
         self.args = args
+        self.source = None  # an external source's Python source (external_source._SourceGroup)
         # Edges are not known yet (operators are numbered at build): placeholders.
-        num_outputs, on_gpu = _core.check_op(
+        num_outputs, on_gpu, deprecations = _core.check_op(
             self.spec([(0, 0)] * len(inputs), [(k, 0, 0) for k in arg_inputs]),
             [x.device == "gpu" for x in inputs],
             [x.device == "gpu" for x in arg_inputs.values()],
         )
+        if warn:
+            _warn_deprecated(deprecations)
         out_device = "gpu" if on_gpu else "cpu"
         self.outputs = [DataNode(self, i, out_device) for i in range(num_outputs)]
 
@@ -298,6 +310,15 @@ class Pipeline:
         self._outputs = None
         self._engine = None
         self._built = False
+        # External sources: the Python sources the built graph kept, and the fed ones by name.
+        self._sources = []
+        self._input_names = {}
+        # Epoch bookkeeping, as DALI keeps it: iterations scheduled (sources called and fed)
+        # but not yet returned; the end of the data reached; epochs begun.
+        self._first_iter = True
+        self._last_iter = False
+        self._batches_to_consume = 0
+        self._epoch_idx = 0
 
     # -- properties DALI exposes
     @property
@@ -390,6 +411,34 @@ class Pipeline:
                                       self._prefetch_queue_depth, self._exec_async, self._exec_pipelined,
                                       spec, outputs)
         self._built = True
+        self._bind_sources(ops)
+
+    def _bind_sources(self, ops):
+        """Keeps the Python sources whose external sources survived pruning; warns about
+        outputs of a multi-output source that nothing uses (the source computes them anyway)."""
+        kept = set(self._engine.feed_names())
+        groups = {}
+        for op in ops:
+            if op.schema != "ExternalSource":
+                continue
+            if op.source is None:
+                self._input_names[op.name] = op
+            else:
+                groups[id(op.source)] = op.source
+        for g in groups.values():
+            used = [op.name in kept for op in g.nodes]
+            if not any(used):
+                continue
+            unused = [i for i, u in enumerate(used) if not u]
+            if unused:
+                import warnings
+
+                which = (f"output at the index {unused[0]} is" if len(unused) == 1
+                         else f"outputs at the indices {', '.join(map(str, unused))} are")
+                warnings.warn(f"The external source node '{str(g.source)[:103]}' produces {len(g.nodes)} outputs, "
+                              f"but the {which} not used. For best performance, adjust your callback so that it "
+                              "computes only the needed outputs.", Warning, stacklevel=3)
+            self._sources.append((g, used))
 
     def _collect(self):
         """Every operator created for this pipeline, and those its outputs read that were
@@ -406,33 +455,114 @@ class Pipeline:
         return sorted(seen.values(), key=lambda op: op.id)
 
     def iter_setup(self):
-        """Override to feed inputs before each iteration."""
+        """Override to feed inputs before each iteration (called once per iteration the
+        pipeline schedules, `feed_input` included)."""
 
-    def run(self, **inputs):
-        """Runs one iteration; returns a tuple with one TensorList per output."""
-        if inputs:
-            raise TypeError(f"run() got inputs {sorted(inputs)} but the pipeline has no external sources")
+    def feed_input(self, data_node, data, layout=None, cuda_stream=None, use_copy_kernel=False):
+        """Queues one batch for the external source `data_node` (its name or its DataNode):
+        a list of arrays (one per sample), one array whose first dimension is the batch, or
+        a TensorListCPU. Each iteration takes one batch."""
         self.build()
-        self.iter_setup()
-        return tuple(TensorListCPU(t) if isinstance(t, _core.TensorList) else TensorListGPU(t)
-                     for t in self._engine.run())
+        name = data_node._op.name if isinstance(data_node, DataNode) else data_node
+        if name not in self._input_names and any(name == op.name for g, _ in self._sources for op in g.nodes):
+            raise errors.GraphError(f"Cannot use `feed_input` on the external source '{name}' with a `source` "
+                                    "argument specified.")
+        self._feed(name, data, layout)
+
+    def _feed(self, name, data, layout):
+        from .external_source import to_feed
+
+        batch, layout = to_feed(data, layout)
+        self._engine.feed(name, batch, layout)
+
+    def run(self, *cuda_stream, **inputs):
+        """Runs one iteration; returns a tuple with one TensorList per output. `inputs`
+        (name=data) are fed to the external sources of those names first; that needs
+        `prefetch_queue_depth=1` or `exec_pipelined=False`, so the data is for this iteration."""
+        if inputs and self._exec_pipelined and self._prefetch_queue_depth > 1:
+            raise errors.GraphError(
+                "When using pipeline inputs (run(**inputs)), `prefetch_queue_depth` in Pipeline constructor shall be "
+                f"set to 1 (for both devices) or exec_pipelined=False. Received: "
+                f"prefetch_queue_depth={self._prefetch_queue_depth},\n exec_pipelined={self._exec_pipelined}.")
+        self.build()
+        for name, data in inputs.items():
+            self.feed_input(name, data)
+        self.schedule_run()
+        return self.outputs()
 
     def schedule_run(self):
-        """Batches are prepared ahead continuously (prefetch_queue_depth); nothing to schedule."""
+        """Schedules iterations: calls every external source's `source` and `iter_setup()`
+        and feeds what they give. The first call schedules `prefetch_queue_depth`
+        iterations (the engine runs that far ahead), later ones one each. A source that
+        raises StopIteration ends the epoch: nothing more is scheduled until `reset()`."""
         self.build()
+        rounds = self._prefetch_queue_depth if self._first_iter and self._exec_pipelined else 1
+        self._first_iter = False
+        for _ in range(rounds):
+            if self._last_iter:
+                return
+            if not self._schedule_iteration():
+                self._last_iter = True
+                return
+            self._batches_to_consume += 1
+
+    def _schedule_iteration(self):
+        """One iteration's data: every source called, then `iter_setup()`; fed only when
+        none raised StopIteration (then False: the epoch ended)."""
+        ended = False
+        data = []
+        for group, used in self._sources:
+            try:
+                data.append((group, used, group.next_data(self._batch_size, self._epoch_idx)))
+            except StopIteration:
+                ended = True
+        try:
+            self.iter_setup()
+        except StopIteration:
+            ended = True
+        if ended:
+            return False
+        for group, used, outs in data:
+            for op, u, out, layout in zip(group.nodes, used, outs, group.layouts):
+                if u:
+                    self._feed(op.name, out, layout)
+        return True
 
     def outputs(self):
-        """The next prepared batch (use after schedule_run())."""
-        return self.run()
+        """The next scheduled iteration's outputs; StopIteration once the epoch's are all
+        returned."""
+        self.build()
+        if self._batches_to_consume == 0:
+            if self._last_iter:
+                raise StopIteration
+            # More outputs() than scheduled iterations: schedule the next (DALI would wait).
+            self.schedule_run()
+            if self._batches_to_consume == 0:
+                raise StopIteration
+        self._batches_to_consume -= 1
+        try:
+            out = self._engine.run()
+        except errors.InputError:
+            self._batches_to_consume += 1  # not run: no data yet
+            raise
+        return tuple(TensorListCPU(t) if isinstance(t, _core.TensorList) else TensorListGPU(t) for t in out)
 
     def share_outputs(self):
-        return self.run()
+        return self.outputs()
 
     def release_outputs(self):
         """Output memory is released when the last view of it is dropped."""
 
     def reset(self):
-        """Readers loop over epochs by themselves; nothing to rewind."""
+        """Starts the next epoch once the last one ended (a source raised StopIteration
+        and its batches were returned): sources are called again, from index 0 with
+        `epoch_idx` one higher. Readers loop over epochs by themselves."""
+        if self._last_iter:
+            self._first_iter = True
+            self._last_iter = False
+            self._epoch_idx += 1
+            for group, _ in self._sources:
+                group.reset_indices()
 
     def empty(self):
         return False

@@ -50,6 +50,33 @@ class TensorLayout(str):
     """A layout string such as "HWC"; one letter per dimension."""
 
 
+class SampleInfo:
+    """What a per-sample `external_source` callback is told: the sample's index in the
+    epoch and in its batch, the iteration (in the epoch) and the epoch."""
+
+    def __init__(self, idx_in_epoch, idx_in_batch, iteration, epoch_idx):
+        self.idx_in_epoch = idx_in_epoch
+        self.idx_in_batch = idx_in_batch
+        self.iteration = iteration
+        self.epoch_idx = epoch_idx
+
+    def __repr__(self):
+        return (f"SampleInfo(idx_in_epoch={self.idx_in_epoch}, idx_in_batch={self.idx_in_batch}, "
+                f"iteration={self.iteration}, epoch_idx={self.epoch_idx})")
+
+
+class BatchInfo:
+    """What a batch `external_source` callback is told with `batch_info=True`: the
+    iteration (in the epoch) and the epoch."""
+
+    def __init__(self, iteration, epoch_idx):
+        self.iteration = iteration
+        self.epoch_idx = epoch_idx
+
+    def __repr__(self):
+        return f"BatchInfo(iteration={self.iteration}, epoch_idx={self.epoch_idx})"
+
+
 # Module-level names, as DALI exports them.
 globals().update({m.name: m for m in DALIDataType})
 globals().update({m.name: m for m in DALIImageType})

@@ -15,7 +15,8 @@ use sluice::error::ErrorKind;
 use sluice::exec::Executor;
 use sluice::graph::{check_op as engine_check_op, Edge, OpSpec, PipelineSpec};
 use sluice::ops::{self, ArgDefault, ArgValue};
-use sluice::tensor::{Batch, TensorList as EngineTensorList, TensorListGpu as EngineTensorListGpu};
+use sluice::ops::external_source::Feed;
+use sluice::tensor::{Batch, BatchMeta, DType, Layout, TensorList as EngineTensorList, TensorListGpu as EngineTensorListGpu};
 use sluice::Error;
 
 /// `sluice.errors`' classes, made once from [`ErrorKind`]'s table when the module loads.
@@ -143,22 +144,26 @@ fn op_spec(t: &Bound<'_, PyTuple>) -> PyResult<OpSpec> {
 
 /// Checks one operator as the user creates it (see `sluice::graph::check_op`): `op` is the
 /// tuple Python records (its edges are ignored), `inputs_on_gpu` / `arg_inputs_on_gpu`
-/// where each input lives. Returns (number of outputs, whether they live on the GPU).
+/// where each input lives. Returns (number of outputs, whether they live on the GPU, the
+/// deprecation warnings DALI gives for the arguments used).
 #[pyfunction]
-fn check_op(op: &Bound<'_, PyTuple>, inputs_on_gpu: Vec<bool>, arg_inputs_on_gpu: Vec<bool>) -> PyResult<(usize, bool)> {
+fn check_op(op: &Bound<'_, PyTuple>, inputs_on_gpu: Vec<bool>, arg_inputs_on_gpu: Vec<bool>) -> PyResult<(usize, bool, Vec<String>)> {
     let spec = op_spec(op)?;
     let c = engine_check_op(&spec, &inputs_on_gpu, &arg_inputs_on_gpu).map_err(to_py)?;
-    Ok((c.def.schema.num_outputs, c.outputs_on_gpu()))
+    let names = spec.args.iter().map(|(k, _)| k.as_str()).chain(spec.arg_inputs.iter().map(|(k, _)| k.as_str()));
+    Ok((c.def.schema.num_outputs, c.outputs_on_gpu(), c.def.schema.deprecations(names)))
 }
 
 /// Checks the arguments an `ops.X(...)` object is created with, by name and type, before
-/// it is called with its inputs (and maybe more arguments).
+/// it is called with its inputs (and maybe more arguments). Returns the deprecation
+/// warnings DALI gives for them.
 #[pyfunction]
-fn check_args(schema: &str, args: Vec<(String, Bound<'_, PyAny>)>) -> PyResult<()> {
+fn check_args(schema: &str, args: Vec<(String, Bound<'_, PyAny>)>) -> PyResult<Vec<String>> {
     let (def, _) = ops::lookup(schema).ok_or_else(|| to_py(ops::unknown_operator(schema)))?;
     let display = def.schema.fn_name();
+    let names: Vec<String> = args.iter().map(|(k, _)| k.clone()).collect();
     ops::Args::check_given(&def.schema, &display, arg_values(&display, args)?).map_err(to_py)?;
-    Ok(())
+    Ok(def.schema.deprecations(names.iter().map(String::as_str)))
 }
 
 /// The pipeline's parameters as the engine will use them, checked, with DALI's defaults
@@ -185,11 +190,78 @@ fn pipeline_params(
     Ok((p.batch_size, p.num_threads, p.device_id, p.seed, p.prefetch_queue_depth))
 }
 
+/// One host array's memory, through its `__array_interface__` (NumPy's): address, shape and
+/// type. It must be C-contiguous (the Python side makes it so).
+fn host_array(source: &str, k: usize, a: &Bound<'_, PyAny>) -> PyResult<(usize, Vec<usize>, DType)> {
+    let bad = |what: String| to_py(Error::type_mismatch(source, format!("sample {k}: {what}")));
+    let iface = a.getattr("__array_interface__").map_err(|_| bad(format!("{} is not an array", a.get_type().name().map_or("?".into(), |n| n.to_string()))))?;
+    let iface = iface.cast_into::<PyDict>()?;
+    let item = |key: &str| iface.get_item(key)?.ok_or_else(|| bad(format!("its __array_interface__ has no '{key}'")));
+    let (ptr, _readonly): (usize, bool) = item("data")?.extract()?;
+    let shape: Vec<usize> = item("shape")?.extract()?;
+    let typestr: String = item("typestr")?.extract()?;
+    if iface.get_item("strides")?.is_some_and(|s| !s.is_none()) {
+        return Err(bad("the array is not C-contiguous".into()));
+    }
+    let dtype = DType::from_typestr(&typestr).ok_or_else(|| bad(format!("type '{typestr}' is not supported")))?;
+    Ok((ptr, shape, dtype))
+}
+
+/// A batch copied from one array per sample, all of one type and number of dimensions.
+fn host_samples(py: Python<'_>, source: &str, samples: &[Bound<'_, PyAny>]) -> PyResult<EngineTensorList> {
+    let arrays = samples.iter().enumerate().map(|(k, a)| host_array(source, k, a)).collect::<PyResult<Vec<_>>>()?;
+    let Some((_, shape0, dtype)) = arrays.first() else {
+        return Err(to_py(Error::Data { location: sluice::error::Location { operator: source.into(), ..Default::default() }, message: "the batch is empty; feed at least one sample".into() }));
+    };
+    for (k, (_, shape, t)) in arrays.iter().enumerate() {
+        if t != dtype {
+            return Err(to_py(Error::type_mismatch(source, format!("sample {k} is {t} but sample 0 is {dtype}: every sample of a batch must have the same type"))));
+        }
+        if shape.len() != shape0.len() {
+            return Err(to_py(Error::type_mismatch(
+                source,
+                format!("sample {k} has {} dimensions but sample 0 has {}: all tensors in a batch must have the same number of dimensions", shape.len(), shape0.len()),
+            )));
+        }
+    }
+    let mut out = EngineTensorList::for_overwrite(BatchMeta::new(*dtype, shape0.len(), arrays.iter().map(|(_, s, _)| &s[..])));
+    let dsts: Vec<(usize, usize)> = out.samples_mut().into_iter().map(|d| (d.as_mut_ptr() as usize, d.len())).collect();
+    py.detach(|| {
+        for ((dst, len), (src, _, _)) in dsts.into_iter().zip(&arrays) {
+            // SAFETY: `src` is a live array of `len` bytes (its shape and type say so; the
+            // caller holds it); `dst` is this sample's slot of the new batch.
+            unsafe { std::ptr::copy_nonoverlapping(*src as *const u8, dst as *mut u8, len) };
+        }
+    });
+    Ok(out)
+}
+
+/// A batch copied from one array whose first dimension is the batch.
+fn host_dense(py: Python<'_>, source: &str, a: &Bound<'_, PyAny>) -> PyResult<EngineTensorList> {
+    let (src, shape, dtype) = host_array(source, 0, a)?;
+    let Some((&n, sample)) = shape.split_first() else {
+        return Err(to_py(Error::type_mismatch(source, "a single array fed as a batch needs a first dimension (the samples)")));
+    };
+    let mut out = EngineTensorList::for_overwrite(BatchMeta::new(dtype, sample.len(), std::iter::repeat_n(sample, n)));
+    let dsts: Vec<(usize, usize)> = out.samples_mut().into_iter().map(|d| (d.as_mut_ptr() as usize, d.len())).collect();
+    py.detach(|| {
+        for (i, (dst, len)) in dsts.into_iter().enumerate() {
+            // SAFETY: the array holds n samples of `len` bytes back to back (C-contiguous,
+            // the caller holds it); `dst` is sample i's slot of the new batch.
+            unsafe { std::ptr::copy_nonoverlapping((src + i * len) as *const u8, dst as *mut u8, len) };
+        }
+    });
+    Ok(out)
+}
+
 /// A pipeline built and running in the engine.
 #[pyclass(module = "sluice._core", name = "Pipeline")]
 struct PyPipeline {
     // The executor is driven by one Python thread at a time; the mutex makes that explicit.
     exec: std::sync::Mutex<Executor>,
+    /// The external sources' queues, fed without the executor's lock (a `run()` waiting
+    /// for a blocking source holds it).
+    feeds: Vec<Arc<Feed>>,
 }
 
 #[pymethods]
@@ -223,7 +295,34 @@ impl PyPipeline {
             outputs: outputs.into_iter().map(|(op, output)| Edge { op, output }).collect(),
         };
         let exec = py.detach(|| Executor::new(&spec)).map_err(to_py)?;
-        Ok(PyPipeline { exec: std::sync::Mutex::new(exec) })
+        let feeds = exec.feeds().to_vec();
+        Ok(PyPipeline { exec: std::sync::Mutex::new(exec), feeds })
+    }
+
+    /// The names of the external sources the built graph kept (the others were pruned).
+    fn feed_names(&self) -> Vec<String> {
+        self.feeds.iter().map(|f| f.name().to_string()).collect()
+    }
+
+    /// Queues one batch for external source `name`: a Sluice batch (shared, not copied), a
+    /// list of C-contiguous arrays (one per sample), or one C-contiguous array whose first
+    /// dimension is the batch (copied once). `layout` replaces the batch's own.
+    #[pyo3(signature = (name, data, layout=None))]
+    fn feed(&self, py: Python<'_>, name: &str, data: &Bound<'_, PyAny>, layout: Option<&str>) -> PyResult<()> {
+        let feed = self.feeds.iter().find(|f| f.name() == name).ok_or_else(|| {
+            to_py(Error::Input { name: name.into(), message: format!("Could not find an input operator with name \"{name}\"") })
+        })?;
+        let mut batch = if let Ok(t) = data.cast::<PyTensorList>() {
+            (*t.get().inner).clone()
+        } else if let Ok(list) = data.cast::<PyList>() {
+            host_samples(py, name, &list.iter().collect::<Vec<_>>())?
+        } else {
+            host_dense(py, name, data)?
+        };
+        if let Some(l) = layout {
+            batch.set_layout(Layout::new(l).map_err(|e| to_py(Error::arg(name, "layout", e)))?);
+        }
+        feed.push(Batch::Cpu(batch)).map_err(to_py)
     }
 
     /// The next batch, one TensorList per output. Waits without holding the GIL.

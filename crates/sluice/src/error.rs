@@ -54,6 +54,9 @@ pub enum Error {
     /// A file or folder could not be read.
     #[error("{operator}: {path}: {message}")]
     Io { operator: String, path: String, message: String },
+    /// A pipeline input (external source) named `name` does not exist or was not fed.
+    #[error("{message}")]
+    Input { name: String, message: String },
     /// The pipeline has no more data (an external source ended).
     #[error("end of data")]
     EndOfData,
@@ -78,6 +81,7 @@ pub enum ErrorKind {
     Graph,
     Data,
     Io,
+    Input,
     EndOfData,
     Cuda,
     Unsupported,
@@ -85,13 +89,14 @@ pub enum ErrorKind {
 
 impl ErrorKind {
     /// Every kind, in the order the Python classes are created.
-    pub const ALL: [ErrorKind; 9] = [
+    pub const ALL: [ErrorKind; 10] = [
         ErrorKind::InvalidArgument,
         ErrorKind::UnknownArgument,
         ErrorKind::TypeMismatch,
         ErrorKind::Graph,
         ErrorKind::Data,
         ErrorKind::Io,
+        ErrorKind::Input,
         ErrorKind::EndOfData,
         ErrorKind::Cuda,
         ErrorKind::Unsupported,
@@ -108,6 +113,7 @@ impl ErrorKind {
             ErrorKind::Graph => "GraphError",
             ErrorKind::Data => "DataError",
             ErrorKind::Io => "StorageError",
+            ErrorKind::Input => "InputError",
             ErrorKind::Cuda => "CudaError",
             ErrorKind::Unsupported => "UnsupportedError",
             ErrorKind::EndOfData => return None,
@@ -123,6 +129,8 @@ impl ErrorKind {
             ErrorKind::UnknownArgument => &["KeyError", "TypeError"],
             ErrorKind::TypeMismatch => &["TypeError", "ValueError"],
             ErrorKind::Unsupported => &["NotImplementedError"],
+            // DALI raises KeyError for an unknown input name, IndexError for an input not fed.
+            ErrorKind::Input => &["KeyError", "IndexError"],
             ErrorKind::EndOfData | ErrorKind::Data | ErrorKind::Io | ErrorKind::Cuda => &[],
         }
     }
@@ -136,6 +144,7 @@ impl ErrorKind {
             ErrorKind::Graph => "The pipeline graph cannot be built: unknown operator, wrong device or stage order, bad wiring, bad pipeline parameters.",
             ErrorKind::Data => "A sample cannot be read or decoded; the message names the operator, sample, iteration and file.",
             ErrorKind::Io => "A file, folder or object cannot be read.",
+            ErrorKind::Input => "A pipeline input (external source) does not exist, or was not fed data for the iteration asked for.",
             ErrorKind::EndOfData => "The data source is exhausted.",
             ErrorKind::Cuda => "A CUDA, NVRTC or nvJPEG call failed, or no GPU is usable.",
             ErrorKind::Unsupported => "Something this build or machine does not support.",
@@ -153,6 +162,7 @@ impl Error {
             Error::Graph(_) => ErrorKind::Graph,
             Error::Data { .. } => ErrorKind::Data,
             Error::Io { .. } => ErrorKind::Io,
+            Error::Input { .. } => ErrorKind::Input,
             Error::EndOfData => ErrorKind::EndOfData,
             Error::Cuda(_) => ErrorKind::Cuda,
             Error::Unsupported(_) => ErrorKind::Unsupported,

@@ -15,6 +15,7 @@ use sluice_cuda::{CudaStream, GpuDevice};
 
 use crate::error::{Error, Result};
 use crate::graph::{Edge, Graph, Node, PipelineSpec};
+use crate::ops::external_source::Feed;
 use crate::ops::{Device, GpuOperator, GpuWorkspace, OpContext, Operator, ReaderMeta, Workspace};
 use crate::tensor::{Batch, ReadyEvent};
 
@@ -50,6 +51,9 @@ struct GpuStage {
 /// One iteration's operator outputs, by operator (None: not run yet).
 type Results = Vec<Option<Vec<Batch>>>;
 
+/// An iteration's front run ahead: its batch size and outputs, or the error it met.
+type Front = Result<(usize, Results)>;
+
 /// Owns the built operators and runs one iteration at a time.
 ///
 /// Operators that start early (the mixed decoders, see [`GpuOperator::starts_early`]) and
@@ -70,8 +74,13 @@ struct Runner {
     front: Vec<bool>,
     /// Run the next iteration's front ahead (asynchronous pipelines that have a front).
     run_ahead: bool,
-    /// The next iteration's front, run ahead, or the error it met.
-    ahead: Option<(u64, Result<Results>)>,
+    /// The next iteration's front, run ahead.
+    ahead: Option<(u64, Front)>,
+    /// The external sources' queues, staged at the start of each iteration.
+    feeds: Vec<Arc<Feed>>,
+    /// Wait for fed data (the asynchronous producer, which runs ahead of what is asked
+    /// for); otherwise an iteration without data fails at once (see `Executor::next_batch`).
+    wait_for_feeds: bool,
 }
 
 impl Runner {
@@ -85,6 +94,7 @@ impl Runner {
         batch_size: usize,
         stats: Arc<Mutex<Vec<OpStats>>>,
         run_ahead: bool,
+        wait_for_feeds: bool,
     ) -> Runner {
         // The front: operators that start early, and everything they read from. Such an
         // operator takes only CPU inputs, so its ancestors are all CPU operators.
@@ -102,23 +112,78 @@ impl Runner {
             front.iter_mut().for_each(|f| *f = false);
         }
         let run_ahead = run_ahead && front.contains(&true);
-        Runner { ops, outputs, pool, gpu, batch_size, iteration: 0, stats, front, run_ahead, ahead: None }
+        let feeds = ops.iter().filter_map(|inst| inst.feed()).collect();
+        Runner { ops, outputs, pool, gpu, batch_size, iteration: 0, stats, front, run_ahead, ahead: None, feeds, wait_for_feeds }
     }
 
     fn run_iteration(&mut self) -> Result<Vec<Batch>> {
         let iteration = self.iteration;
-        self.iteration += 1;
-        let front = match self.ahead.take() {
-            Some((it, front)) if it == iteration => front,
-            _ => self.run_front(iteration),
+        let ahead = self.ahead.take().filter(|(it, _)| *it == iteration);
+        // Staged before the iteration counts: an iteration without data fails here and is
+        // run again once data is fed.
+        let front = match ahead {
+            Some((_, front)) => front,
+            None => {
+                let batch_size = self.stage(iteration)?;
+                self.run_front(iteration, batch_size).map(|r| (batch_size, r))
+            }
         };
-        if self.run_ahead {
-            self.ahead = Some((iteration + 1, self.run_front(iteration + 1)));
+        self.iteration += 1;
+        // The next front runs ahead only when its data is there: waiting for it here would
+        // hold back this iteration (the caller feeds the next batch after taking this one).
+        if self.run_ahead && self.feeds.iter().all(|f| f.ready()) {
+            let next = self.stage(iteration + 1).and_then(|n| self.run_front(iteration + 1, n).map(|r| (n, r)));
+            self.ahead = Some((iteration + 1, next));
         }
-        let mut results = front?;
+        let out = front.and_then(|(batch_size, results)| self.run_rest(iteration, batch_size, results));
+        for f in &self.feeds {
+            f.discard_through(iteration);
+        }
+        out
+    }
+
+    /// The batch size of `iteration`: that of the batches fed for it, staged now (one per
+    /// external source, which must agree), or the pipeline's without external sources.
+    fn stage(&mut self, iteration: u64) -> Result<usize> {
+        if self.feeds.is_empty() {
+            return Ok(self.batch_size);
+        }
+        if !self.wait_for_feeds {
+            if let Some(f) = self.feeds.iter().find(|f| !f.blocking && !f.ready()) {
+                return Err(f.no_data(iteration));
+            }
+        }
+        let mut first: Option<(usize, &str)> = None;
+        for f in &self.feeds {
+            let staged = f.stage(iteration, true).and_then(|n| match first {
+                Some((m, other)) if m != n => Err(Error::Input {
+                    name: f.name().into(),
+                    message: format!(
+                        "batch size clash: the external source '{}' gave a batch of {n} samples for iteration {iteration}, \
+                         but '{other}' gave {m}; every source must give the same number of samples each iteration",
+                        f.name()
+                    ),
+                }),
+                _ => Ok(n),
+            });
+            match staged {
+                Ok(n) => first = first.or(Some((n, f.name()))),
+                Err(e) => {
+                    for f in &self.feeds {
+                        f.discard_through(iteration);
+                    }
+                    return Err(e);
+                }
+            }
+        }
+        Ok(first.map_or(self.batch_size, |(n, _)| n))
+    }
+
+    /// Runs what the front left of `iteration`.
+    fn run_rest(&mut self, iteration: u64, batch_size: usize, mut results: Results) -> Result<Vec<Batch>> {
         for k in 0..self.ops.len() {
             if !(self.front[k] && matches!(self.ops[k].backend, Backend::Cpu(_))) {
-                results[k] = Some(self.run_op(k, iteration, &results, false)?);
+                results[k] = Some(self.run_op(k, iteration, batch_size, &results, false)?);
             }
         }
         let mut outputs: Vec<Batch> = self.outputs.iter().map(|e| output(&results, e).clone()).collect();
@@ -138,12 +203,12 @@ impl Runner {
     }
 
     /// Runs the front's CPU operators and starts its early operators for `iteration`.
-    fn run_front(&mut self, iteration: u64) -> Result<Results> {
+    fn run_front(&mut self, iteration: u64, batch_size: usize) -> Result<Results> {
         let mut results: Results = vec![None; self.ops.len()];
         for k in 0..self.ops.len() {
             if self.front[k] {
                 let early = matches!(self.ops[k].backend, Backend::Gpu(..));
-                let out = self.run_op(k, iteration, &results, early)?;
+                let out = self.run_op(k, iteration, batch_size, &results, early)?;
                 results[k] = Some(out).filter(|_| !early);
             }
         }
@@ -152,11 +217,11 @@ impl Runner {
 
     /// Runs operator `k` on `results` (its inputs are there), or with `start` only begins
     /// it (an early operator: nothing to return yet; its time counts, its call does not).
-    fn run_op(&mut self, k: usize, iteration: u64, results: &Results, start: bool) -> Result<Vec<Batch>> {
+    fn run_op(&mut self, k: usize, iteration: u64, batch_size: usize, results: &Results, start: bool) -> Result<Vec<Batch>> {
         let inst = &mut self.ops[k];
         let arg_inputs = inst.arg_inputs.iter().map(|(n, e)| (n.as_str(), output(results, e).cpu())).collect();
         let begun = Instant::now();
-        let (pool, gpu, batch_size) = (&self.pool, &self.gpu, self.batch_size);
+        let (pool, gpu) = (&self.pool, &self.gpu);
         // A panic in an operator is a bug, but it must not take the user's process down.
         let out = catch_unwind(AssertUnwindSafe(|| -> Result<Vec<Batch>> {
             match &mut inst.backend {
@@ -215,6 +280,15 @@ impl Runner {
     }
 }
 
+impl Instance {
+    fn feed(&self) -> Option<Arc<Feed>> {
+        match &self.backend {
+            Backend::Cpu(op) => op.feed(),
+            Backend::Gpu(op, _) => op.feed(),
+        }
+    }
+}
+
 /// The batch an edge carries (its operator ran before: the graph is in topological order).
 fn output<'r>(results: &'r Results, e: &Edge) -> &'r Batch {
     &results[e.op].as_ref().expect("inputs run before their consumers")[e.output]
@@ -231,6 +305,10 @@ enum Mode {
 pub struct Executor {
     mode: Mode,
     readers: Vec<(String, ReaderMeta)>,
+    /// The external sources' queues (by instance name: `Feed::name`).
+    feeds: Vec<Arc<Feed>>,
+    /// Iterations asked for by `next_batch` so far.
+    requested: u64,
     stats: Arc<Mutex<Vec<OpStats>>>,
     graph: Graph,
 }
@@ -285,30 +363,43 @@ impl Executor {
             graph.nodes.iter().map(|n| OpStats { name: n.name.clone(), ..Default::default() }).collect(),
         ));
         let asynchronous = spec.exec_async && spec.exec_pipelined;
-        let runner = Runner::new(ops, graph.outputs.clone(), pool, gpu, spec.batch_size, stats.clone(), asynchronous && run_ahead());
+        let runner = Runner::new(ops, graph.outputs.clone(), pool, gpu, spec.batch_size, stats.clone(), asynchronous && run_ahead(), asynchronous);
+        let feeds = runner.feeds.clone();
         let mode = if asynchronous {
             start_producer(runner, spec.prefetch_queue_depth.max(1))?
         } else {
             Mode::Sync(Box::new(runner))
         };
-        Ok(Executor { mode, readers, stats, graph })
+        Ok(Executor { mode, readers, feeds, requested: 0, stats, graph })
     }
 
-    /// The next batch: one TensorList per pipeline output. Blocks until it is ready.
+    /// The next batch: one TensorList per pipeline output. Blocks until it is ready; fails
+    /// at once when an external source (not `blocking`) was fed no data for it, and the
+    /// same iteration is asked for again by the next call.
     pub fn next_batch(&mut self) -> Result<Vec<Batch>> {
         match &mut self.mode {
             Mode::Sync(runner) => runner.run_iteration(),
-            Mode::Async { rx, .. } => loop {
-                match rx.recv_timeout(Duration::from_millis(100)) {
-                    Ok(r) => return r,
-                    Err(RecvTimeoutError::Timeout) => continue,
-                    Err(RecvTimeoutError::Disconnected) => {
-                        return Err(Error::Unsupported("the pipeline's executor thread stopped".into()))
-                    }
+            Mode::Async { rx, .. } => {
+                if let Some(f) = self.feeds.iter().find(|f| !f.blocking && !f.has_data_for(self.requested)) {
+                    return Err(f.no_data(self.requested));
                 }
-            },
+                self.requested += 1;
+                recv(rx)
+            }
         }
     }
+
+    /// The external source fed by `feed_input(name, ...)`, if the built graph has it.
+    pub fn feed(&self, name: &str) -> Option<&Arc<Feed>> {
+        self.feeds.iter().find(|f| f.name() == name)
+    }
+
+    /// Every external source's queue, in graph order.
+    pub fn feeds(&self) -> &[Arc<Feed>] {
+        &self.feeds
+    }
+
+
 
     /// The next batch when every output is on the host (CPU pipelines, tests).
     pub fn next_cpu_batch(&mut self) -> Result<Vec<crate::tensor::TensorList>> {
@@ -334,6 +425,17 @@ impl Executor {
     /// The checked, pruned graph.
     pub fn graph(&self) -> &Graph {
         &self.graph
+    }
+}
+
+/// The next result of the producer thread.
+fn recv(rx: &Receiver<Result<Vec<Batch>>>) -> Result<Vec<Batch>> {
+    loop {
+        match rx.recv_timeout(Duration::from_millis(100)) {
+            Ok(r) => return r,
+            Err(RecvTimeoutError::Timeout) => continue,
+            Err(RecvTimeoutError::Disconnected) => return Err(Error::Unsupported("the pipeline's executor thread stopped".into())),
+        }
     }
 }
 
@@ -426,6 +528,10 @@ fn start_producer(mut runner: Runner, depth: usize) -> Result<Mode> {
 
 impl Drop for Executor {
     fn drop(&mut self) {
+        // A producer waiting for fed data wakes up and stops.
+        for f in &self.feeds {
+            f.close();
+        }
         if let Mode::Async { rx, stop, handle } = &mut self.mode {
             stop.store(true, Ordering::Relaxed);
             // Drain so a producer blocked in `send` wakes up, sees the flag and exits.

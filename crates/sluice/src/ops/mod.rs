@@ -8,6 +8,7 @@ pub mod cast;
 pub mod constant;
 pub mod crop;
 pub mod decoders;
+pub mod external_source;
 pub mod flip;
 pub mod fused;
 pub mod gpu_params;
@@ -29,7 +30,7 @@ pub mod transpose;
 use std::collections::HashMap;
 
 pub use args::{ArgValue, Args, PerSample, PerSampleList, MAX_LIST};
-pub use schema::{arg, tensor_arg, ArgDefault, ArgSchema, ArgType, Device, OpSchema};
+pub use schema::{arg, removed_arg, tensor_arg, ArgDefault, ArgSchema, ArgType, Device, OpSchema};
 
 use std::sync::Arc;
 
@@ -153,6 +154,11 @@ pub trait Operator: Send {
     fn reader_meta(&self) -> Option<ReaderMeta> {
         None
     }
+
+    /// The queue data is fed into from outside; `None` but for external sources.
+    fn feed(&self) -> Option<Arc<external_source::Feed>> {
+        None
+    }
 }
 
 /// The data of one mixed or GPU operator invocation. Mixed operators read `cpu_inputs`
@@ -222,6 +228,11 @@ pub trait GpuOperator: Send {
     fn start(&mut self, _ws: &GpuWorkspace<'_>) -> Result<()> {
         Ok(())
     }
+
+    /// See [`Operator::feed`].
+    fn feed(&self) -> Option<Arc<external_source::Feed>> {
+        None
+    }
 }
 
 /// Builds a CPU backend from its context.
@@ -287,6 +298,7 @@ static REGISTRY: &[&OpDef] = &[
     &slice::SLICE,
     &constant::CONSTANT,
     &reshape::RESHAPE,
+    &external_source::EXTERNAL_SOURCE,
 ];
 
 /// Runs `f(sample_index, sample_bytes)` for every sample of `out` on the worker pool. When

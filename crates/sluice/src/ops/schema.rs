@@ -99,16 +99,25 @@ pub struct ArgSchema {
     /// True when the argument may be a per-sample argument input (a CPU DataNode).
     pub per_sample: bool,
     pub doc: &'static str,
+    /// Accepted for old programs, with a deprecation warning, and ignored (DALI's removed
+    /// arguments, e.g. crop_mirror_normalize's `image_type`).
+    pub removed: bool,
 }
 
 /// Shorthand constructor for schema tables.
 pub const fn arg(name: &'static str, ty: ArgType, default: ArgDefault, doc: &'static str) -> ArgSchema {
-    ArgSchema { name, ty, default, per_sample: false, doc }
+    ArgSchema { name, ty, default, per_sample: false, doc, removed: false }
 }
 
 /// Like [`arg`], for arguments that also accept a per-sample argument input.
 pub const fn tensor_arg(name: &'static str, ty: ArgType, default: ArgDefault, doc: &'static str) -> ArgSchema {
-    ArgSchema { name, ty, default, per_sample: true, doc }
+    ArgSchema { name, ty, default, per_sample: true, doc, removed: false }
+}
+
+/// An argument DALI no longer uses but still accepts, with a deprecation warning: checked
+/// for its type, then ignored.
+pub const fn removed_arg(name: &'static str, ty: ArgType) -> ArgSchema {
+    ArgSchema { name, ty, default: ArgDefault::Optional, per_sample: false, doc: "No longer used; accepted with a deprecation warning, as in DALI.", removed: true }
 }
 
 /// Arguments every operator accepts (DALI's common arguments).
@@ -159,6 +168,22 @@ impl OpSchema {
     pub fn find_arg(&self, name: &str) -> Option<&'static ArgSchema> {
         let name = self.arg_aliases.iter().find(|(old, _)| *old == name).map_or(name, |(_, new)| new);
         self.all_args().find(|a| a.name == name)
+    }
+
+    /// The deprecation warnings DALI gives for these argument names: old aliases and
+    /// arguments no longer used (accepted, ignored).
+    pub fn deprecations<'a>(&self, given: impl IntoIterator<Item = &'a str>) -> Vec<String> {
+        given
+            .into_iter()
+            .filter_map(|name| {
+                if let Some((old, new)) = self.arg_aliases.iter().find(|(old, _)| *old == name) {
+                    return Some(format!("The argument `{old}` is a deprecated alias for `{new}`. Use `{new}` instead."));
+                }
+                self.find_arg(name)
+                    .filter(|a| a.removed)
+                    .map(|a| format!("The argument `{}` is no longer used and will be removed in a future release.", a.name))
+            })
+            .collect()
     }
 
     /// Every argument, own and common.

@@ -78,6 +78,13 @@ impl DType {
         }
     }
 
+    /// The type of a NumPy/array-interface type string (`<f4`, `|u1`, `=i8`; native or
+    /// little-endian only).
+    pub fn from_typestr(s: &str) -> Option<DType> {
+        let body = s.strip_prefix(['<', '|', '=']).unwrap_or(s);
+        DType::ALL.iter().copied().find(|d| &d.typestr()[1..] == body)
+    }
+
     /// DLPack (code, bits): kDLInt = 0, kDLUInt = 1, kDLFloat = 2, kDLBool = 6.
     pub fn dlpack(self) -> (u8, u8) {
         let bits = (self.size() * 8) as u8;

@@ -32,6 +32,11 @@ impl ReadyEvent {
         Ok(unsafe { self.0.make_raw_wait(stream) }?)
     }
 
+    /// Makes `stream`, one of Sluice's own, wait for the data.
+    pub fn make_wait(&self, stream: &sluice_cuda::CudaStream) -> Result<()> {
+        Ok(self.0.make_wait(stream)?)
+    }
+
     /// Blocks the calling thread until the data is complete.
     pub fn synchronize(&self) -> Result<()> {
         Ok(self.0.wait()?)

@@ -4,7 +4,7 @@
 
 use super::window::{fill_per_channel, CropSpec, Span, CROP_ARGS};
 use crate::error::{Error, Result};
-use crate::ops::{arg, for_each_sample, ArgDefault as D, ArgType as T, Device, OpContext, OpDef, OpSchema, Operator, Workspace};
+use crate::ops::{arg, removed_arg, for_each_sample, ArgDefault as D, ArgType as T, Device, OpContext, OpDef, OpSchema, Operator, Workspace};
 use crate::tensor::element::{load, store, store_f64};
 use crate::tensor::{DType, Layout, TensorList};
 
@@ -18,7 +18,7 @@ pub static CROP: OpDef = OpDef {
         max_inputs: 1,
         num_outputs: 1,
         host_inputs: &[],
-        args: &[&[arg("dtype", T::DType, D::Optional, "Output data type; the input type when not given.")], CROP_ARGS],
+        args: &[&[arg("dtype", T::DType, D::Optional, "Output data type; the input type when not given."), removed_arg("image_type", T::ImageType)], CROP_ARGS],
         arg_aliases: &[("output_dtype", "dtype")],
         legacy_names: &[],
         is_reader: false,

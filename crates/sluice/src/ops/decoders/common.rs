@@ -6,7 +6,7 @@ use rayon::prelude::*;
 use sluice_codecs::{read_info, ColorSpace, DecodeParams, ImageInfo, Roi};
 
 use crate::error::{Error, Result};
-use crate::ops::{arg, ArgDefault as D, ArgSchema, ArgType as T, OpContext, Workspace};
+use crate::ops::{arg, removed_arg, ArgDefault as D, ArgSchema, ArgType as T, OpContext, Workspace};
 use crate::tensor::{DType, TensorList};
 
 /// `types.DALIImageType` id -> codec colour space.
@@ -41,9 +41,9 @@ pub(crate) const MIXED_ONLY_ARGS: &[ArgSchema] = &[
     arg("jpeg_fancy_upsampling", T::Bool, D::Bool(false), "mixed only: upsample chroma as the cpu decoder does."),
     arg("preallocate_width_hint", T::Int, D::Int(0), "mixed only: expected maximum width, to preallocate."),
     arg("preallocate_height_hint", T::Int, D::Int(0), "mixed only: expected maximum height, to preallocate."),
-    arg("split_stages", T::Bool, D::Bool(false), "Accepted for DALI compatibility; no effect."),
-    arg("use_chunk_allocator", T::Bool, D::Bool(false), "Accepted for DALI compatibility; no effect."),
-    arg("memory_stats", T::Bool, D::Bool(false), "Accepted for DALI compatibility; no effect."),
+    removed_arg("split_stages", T::Bool),
+    removed_arg("use_chunk_allocator", T::Bool),
+    removed_arg("memory_stats", T::Bool),
     arg("cache_size", T::Int, D::Int(0), "mixed only: decoded-image cache size in MB."),
     arg("cache_threshold", T::Int, D::Int(0), "mixed only: minimum image size to cache."),
     arg("cache_type", T::Str, D::Str(""), "mixed only: cache policy."),

@@ -59,10 +59,9 @@ impl RandomCropParams {
             }
             Ok((lo as f32, hi as f32))
         };
+        // Fractions above 1 are allowed, as in DALI (old tutorials use [0.08, 1.25]): windows
+        // larger than the image are drawn again, then the fallback keeps to the image.
         let area = pair("random_area")?;
-        if area.1 > 1.0 {
-            return Err(Error::arg(op, "random_area", format!("fractions of the image area must be at most 1, got {:?}", ctx.args.floats("random_area"))));
-        }
         let aspect = pair("random_aspect_ratio")?;
         let num_attempts = ctx.args.int("num_attempts");
         if num_attempts < 1 {

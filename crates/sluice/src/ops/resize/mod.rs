@@ -16,7 +16,7 @@ pub(crate) use gpu::GpuResampler;
 use kernel::{axis_filter, FilterKind, Plan};
 
 use crate::error::{Error, Result};
-use crate::ops::{arg, for_each_sample, tensor_arg, ArgDefault as D, ArgType as T, Device, OpContext, OpDef, OpSchema, Operator, PerSampleList, Workspace, MAX_LIST};
+use crate::ops::{arg, removed_arg, for_each_sample, tensor_arg, ArgDefault as D, ArgType as T, Device, OpContext, OpDef, OpSchema, Operator, PerSampleList, Workspace, MAX_LIST};
 use crate::tensor::{BatchMeta, DType, Layout, TensorList};
 
 /// Schema and backends.
@@ -30,6 +30,7 @@ pub static RESIZE: OpDef = OpDef {
         num_outputs: 1,
         host_inputs: &[],
         args: &[&[
+            removed_arg("image_type", T::ImageType),
             tensor_arg("resize_x", T::Float, D::Optional, "Output width; 0 or missing keeps the aspect ratio from resize_y. Negative flips."),
             tensor_arg("resize_y", T::Float, D::Optional, "Output height; 0 or missing keeps the aspect ratio from resize_x. Negative flips."),
             tensor_arg("resize_shorter", T::Float, D::Optional, "Length of the shorter side; keeps the aspect ratio (mode not_smaller)."),

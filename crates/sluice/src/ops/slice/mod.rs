@@ -7,7 +7,7 @@
 use crate::error::{Error, Result};
 use crate::ops::crop::crop::crop_nd;
 use crate::ops::crop::window::{fill_per_channel, OobPolicy, Span};
-use crate::ops::{arg, for_each_sample, ArgDefault as D, ArgType as T, Device, OpContext, OpDef, OpSchema, Operator, Workspace};
+use crate::ops::{arg, removed_arg, for_each_sample, ArgDefault as D, ArgType as T, Device, OpContext, OpDef, OpSchema, Operator, Workspace};
 use crate::tensor::element::{load_f64, store_f64};
 use crate::tensor::TensorList;
 
@@ -22,6 +22,7 @@ pub static SLICE: OpDef = OpDef {
         num_outputs: 1,
         host_inputs: &[],
         args: &[&[
+            removed_arg("image_type", T::ImageType),
             arg("axes", T::IntList, D::Optional, "Dimension indices that anchor and shape describe, in their order; default [1, 0]. Used instead of axis_names when given."),
             arg("axis_names", T::Str, D::Optional, "Layout letters of the dimensions that anchor and shape describe; default \"WH\" (needs a layout)."),
             arg("normalized_anchor", T::Bool, D::Bool(true), "The anchor is a fraction of the extent (else elements)."),
@@ -29,7 +30,6 @@ pub static SLICE: OpDef = OpDef {
             arg("out_of_bounds_policy", T::Str, D::Str("error"), "\"error\", \"pad\" (fill with fill_values) or \"trim_to_shape\"."),
             arg("fill_values", T::FloatList, D::FloatList(&[0.0]), "Padding values: one, or one per channel."),
             arg("dtype", T::DType, D::Optional, "Output type; the input type when not given."),
-            arg("image_type", T::ImageType, D::Optional, "Accepted for DALI compatibility; no effect."),
         ]],
         arg_aliases: &[("output_dtype", "dtype")],
         legacy_names: &[],

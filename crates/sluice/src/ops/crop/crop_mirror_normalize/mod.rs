@@ -15,7 +15,7 @@ use std::any::TypeId;
 
 use crate::ops::crop::window::{fill_per_channel, CropSpec, OobPolicy, Span, CROP_ARGS};
 use crate::error::{Error, Result};
-use crate::ops::{arg, for_each_sample, tensor_arg, MAX_LIST, ArgDefault as D, ArgType as T, Device, OpContext, OpDef, OpSchema, Operator, Workspace};
+use crate::ops::{arg, removed_arg, for_each_sample, tensor_arg, MAX_LIST, ArgDefault as D, ArgType as T, Device, OpContext, OpDef, OpSchema, Operator, Workspace};
 use crate::tensor::{BatchMeta, DType, Layout, TensorList};
 
 /// Schema and backends.
@@ -29,6 +29,7 @@ pub static CROP_MIRROR_NORMALIZE: OpDef = OpDef {
         num_outputs: 1,
         host_inputs: &[],
         args: &[&[
+            removed_arg("image_type", T::ImageType),
             tensor_arg("mirror", T::Int, D::Int(0), "Mirror the image horizontally when non-zero."),
             tensor_arg("mean", T::FloatList, D::FloatList(&[0.0]), "Mean pixel values: one for all channels or one per channel."),
             tensor_arg("std", T::FloatList, D::FloatList(&[1.0]), "Standard deviations: one for all channels or one per channel."),

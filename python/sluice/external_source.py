@@ -1,0 +1,311 @@
+"""`fn.external_source` / `ops.ExternalSource`: data from Python into the pipeline.
+
+The engine's `ExternalSource` operator is a queue that takes one batch per iteration and
+checks it (type, dimensions, layout). This module is the Python half: it works out what
+kind of `source` the user gave (a callable, an iterable, a generator function), calls it
+once per iteration when the pipeline schedules one (`Pipeline.schedule_run`), turns what it
+returns into batches and feeds them. A source that raises `StopIteration` ends the epoch:
+`run()` returns the batches already scheduled, then raises `StopIteration`; `reset()`
+starts the next epoch. Mirrors `nvidia.dali.external_source`.
+"""
+
+import functools
+import inspect
+
+import numpy as np
+
+from . import types as _types
+
+_CYCLE_HELP = ('Valid values are\n  - "no", False or None - cycling disabled\n'
+               '  - "quiet", True - quietly rewind the data\n  - "raise" - raise StopIteration on each rewind.')
+
+
+def _cycle_mode(cycle):
+    """`cycle` as one of None (no cycling), "quiet" or "raise"."""
+    if cycle is None or cycle is False or cycle == "no":
+        return None
+    if cycle is True or cycle == "quiet":
+        return "quiet"
+    if cycle == "raise":
+        return "raise"
+    raise ValueError(f"Invalid value {cycle!r} for the argument `cycle`. {_CYCLE_HELP}")
+
+
+def _is_generator_function(x):
+    if inspect.isgeneratorfunction(x):
+        return True
+    if isinstance(x, functools.partial):
+        return _is_generator_function(x.func)
+    call = getattr(type(x), "__call__", None)
+    return call is not None and not inspect.isfunction(x) and inspect.isgeneratorfunction(call)
+
+
+def accepted_arg_count(callback):
+    """How many positional arguments `callback` takes (0 or 1): 1 means it wants the
+    sample's or batch's index information."""
+    prefix = ("The `source` callable must accept either 0 or 1 positional arguments to indicate whether it "
+              "accepts the batch or sample indexing information.")
+    params = list(inspect.signature(callback).parameters.values())
+    for p in params:
+        if p.kind == p.VAR_POSITIONAL:
+            raise TypeError(f"{prefix} Found var-positional argument `*{p.name}` which is not allowed.")
+        if p.kind == p.VAR_KEYWORD:
+            raise TypeError(f"{prefix} Found var-keyword argument `**{p.name}` which is not allowed.")
+        if p.kind == p.KEYWORD_ONLY:
+            raise TypeError(f"{prefix} Found keyword-only argument `{p.name}` which is not allowed.")
+    if len(params) > 1:
+        raise TypeError(f"{prefix} Found more than one positional argument, which is not allowed.")
+    return len(params)
+
+
+class _Cycle:
+    """Iterates `make()` again each time it runs out; with "raise", says so first."""
+
+    def __init__(self, make, mode):
+        self._make = make
+        self._raise = mode == "raise"
+        self._it = make()
+
+    def __call__(self):
+        try:
+            return next(self._it)
+        except StopIteration:
+            self._it = self._make()
+            if self._raise:
+                raise
+            return next(self._it)
+
+
+def _callback(source, cycle):
+    """(callback, takes_info): a function giving the next datum, and whether it takes the
+    index information (a callable of one argument)."""
+    mode = _cycle_mode(cycle)
+    if mode is not None:
+        if inspect.isgenerator(source):
+            raise TypeError("Cannot cycle through a generator - if the generator is a result of calling a generator "
+                            "function, pass that function instead as `source`.")
+        if _is_generator_function(source):
+            return _Cycle(source, mode), False
+        try:
+            iter(source)
+        except TypeError:
+            raise ValueError("The argument `cycle` can only be specified if `source` is iterable.") from None
+        return _Cycle(lambda: iter(source), mode), False
+    if _is_generator_function(source):
+        gen = source()
+        return (lambda: next(gen)), False
+    try:
+        it = iter(source)
+        return (lambda: next(it)), False
+    except TypeError:
+        pass
+    if cycle is not None:
+        raise ValueError("The argument `cycle` can only be specified if `source` is iterable.")
+    if not callable(source):
+        raise TypeError("The `source` must be callable, iterable or a parameterless generator function.")
+    return source, accepted_arg_count(source) > 0
+
+
+class _SourceGroup:
+    """One `source` and the external source operators it feeds (one per output)."""
+
+    def __init__(self, source, cycle, batch, batch_info, num_outputs):
+        self.source = source
+        self.callback, self.takes_info = _callback(source, cycle)
+        self.batch = batch
+        self.batch_info = batch_info
+        self.num_outputs = num_outputs  # None: one output, the datum itself
+        self.nodes = []  # the operators' _OpNodes, by output
+        self.layouts = []
+        self.reset_indices()
+
+    def reset_indices(self):
+        self.iteration = 0
+        self.sample = 0
+
+    def next_data(self, batch_size, epoch_idx):
+        """The data of every output for the next iteration. `StopIteration` ends the epoch."""
+        try:
+            if self.batch:
+                if not self.takes_info:
+                    data = self.callback()
+                elif self.batch_info:
+                    data = self.callback(_types.BatchInfo(self.iteration, epoch_idx))
+                else:
+                    data = self.callback(self.iteration)
+                outs = self._split(data)
+            else:
+                samples = []
+                for i in range(batch_size):
+                    info = _types.SampleInfo(self.sample + i, i, self.iteration, epoch_idx)
+                    samples.append(self.callback(info) if self.takes_info else self.callback())
+                outs = [samples] if self.num_outputs is None else [[s[k] for s in samples] for k in range(self.num_outputs)]
+        except StopIteration:
+            self.reset_indices()
+            raise
+        self.iteration += 1
+        self.sample += batch_size
+        return outs
+
+    def _split(self, data):
+        if self.num_outputs is None:
+            return [data]
+        if not isinstance(data, (tuple, list)) or len(data) != self.num_outputs:
+            raise TypeError(f"the external source's `source` must return {self.num_outputs} batches (num_outputs), "
+                            f"got {type(data).__name__}{f' of {len(data)}' if isinstance(data, (tuple, list)) else ''}")
+        return list(data)
+
+
+def _per_output(value, n, what):
+    """A per-output argument (`layout`, `dtype`, `ndim`) as a list of `n`: a list or tuple
+    gives one per output (missing ones unset), anything else applies to all."""
+    if isinstance(value, (list, tuple)):
+        if len(value) > n:
+            raise ValueError(f"`{what}` has {len(value)} entries but the external source has {n} outputs")
+        return list(value) + [None] * (n - len(value))
+    return [value] * n
+
+
+def _check_parallel(parallel, no_copy, prefetch_queue_depth, bytes_per_sample_hint):
+    if parallel:
+        raise NotImplementedError("external_source(parallel=True) is not supported yet by Sluice; "
+                                  "use parallel=False (the default)")
+    for name, v in (("prefetch_queue_depth", prefetch_queue_depth), ("bytes_per_sample_hint", bytes_per_sample_hint)):
+        if v is not None:
+            raise ValueError(f"The argument `{name}` is valid only for parallel external sources "
+                             "(when ``parallel`` is True).")
+
+
+def _make(device, name, num_outputs, source, cycle, batch, batch_info, repeat_last, layout, dtype, ndim, kwargs, api):
+    """Records the external source operator(s); returns a DataNode, or a list of them when
+    `num_outputs` is given."""
+    from .ops_gen import make_node
+
+    if source is None:
+        if cycle is not None and _cycle_mode(cycle) is not None:
+            raise ValueError("`cycle` argument is only valid for iterable `source`")
+        if num_outputs is not None and api == "fn":
+            raise ValueError("The parameter ``num_outputs`` is only valid when using ``source`` to provide data. "
+                             "To feed multiple external sources in ``feed_input``, use multiple "
+                             "`nvidia.dali.external_source` nodes.")
+    elif repeat_last:
+        raise ValueError("``repeat_last`` must not be set when using the ``source`` argument It's usable only with "
+                         "manually fed `nvidia.dali.ops.ExternalSource`.")
+    if num_outputs is not None and name is not None:
+        raise ValueError("``num_outputs`` is not compatible with named external sources: give each its own "
+                         "`external_source` to name them")
+    n = 1 if num_outputs is None else int(num_outputs)
+    group = None if source is None else _SourceGroup(source, cycle, True if batch is None else batch, bool(batch_info), num_outputs)
+    layouts, dtypes, ndims = _per_output(layout, n, "layout"), _per_output(dtype, n, "dtype"), _per_output(ndim, n, "ndim")
+    outs = []
+    for k in range(n):
+        args = dict(kwargs, layout=layouts[k], dtype=dtypes[k], ndim=ndims[k], repeat_last=repeat_last or None)
+        node = make_node("ExternalSource", [], args, device=device, name=name)
+        node._op.source = group
+        if group is not None:
+            group.nodes.append(node._op)
+            group.layouts.append(layouts[k])
+        outs.append(node)
+    return outs[0] if num_outputs is None else outs
+
+
+def external_source(source=None, num_outputs=None, *, cycle=None, name=None, device="cpu", layout=None, dtype=None,
+                    ndim=None, cuda_stream=None, use_copy_kernel=None, blocking=None, batch=None, repeat_last=False,
+                    parallel=None, no_copy=None, prefetch_queue_depth=None, bytes_per_sample_hint=None,
+                    batch_info=None, **kwargs):
+    """Data from Python: `source` (a callable, an iterable or a generator function) is
+    called once per iteration, or the pipeline is fed with `Pipeline.feed_input(name, data)`
+    / `run(name=data)`. Returns a DataNode, or a list of `num_outputs` of them."""
+    _check_parallel(parallel, no_copy, prefetch_queue_depth, bytes_per_sample_hint)
+    kwargs = dict(kwargs, blocking=blocking, no_copy=no_copy)
+    return _make(device, name, num_outputs, source, cycle, batch, batch_info, repeat_last, layout, dtype, ndim, kwargs, "fn")
+
+
+class ExternalSource:
+    """The object API of `external_source`: arguments given to the constructor or when
+    the object is called (not both)."""
+
+    def __init__(self, source=None, num_outputs=None, *, cycle=None, layout=None, dtype=None, ndim=None, name=None,
+                 device="cpu", cuda_stream=None, use_copy_kernel=None, batch=None, parallel=None, no_copy=None,
+                 prefetch_queue_depth=None, bytes_per_sample_hint=None, batch_info=None, repeat_last=False, **kwargs):
+        _check_parallel(parallel, no_copy, prefetch_queue_depth, bytes_per_sample_hint)
+        if num_outputs is not None and name is not None:
+            raise ValueError("`num_outputs` is not compatible with named `nvidia.dali.ops.ExternalSource`")
+        self._device = device
+        self._num_outputs = num_outputs
+        self._given = dict(source=source, cycle=cycle, layout=layout, dtype=dtype, ndim=ndim, name=name, batch=batch,
+                           batch_info=batch_info, repeat_last=repeat_last or None)
+        self._kwargs = dict(kwargs, no_copy=no_copy)
+
+    @property
+    def device(self):
+        return self._device
+
+    def __call__(self, *, source=None, cycle=None, name=None, layout=None, dtype=None, ndim=None, cuda_stream=None,
+                 use_copy_kernel=None, batch=None, parallel=None, no_copy=None, prefetch_queue_depth=None,
+                 bytes_per_sample_hint=None, batch_info=None, repeat_last=False, **kwargs):
+        _check_parallel(parallel, no_copy, prefetch_queue_depth, bytes_per_sample_hint)
+        given = dict(self._given)
+        call = dict(source=source, cycle=cycle, layout=layout, dtype=dtype, ndim=ndim, name=name, batch=batch,
+                    batch_info=batch_info, repeat_last=repeat_last or None)
+        for k, v in call.items():
+            if v is None:
+                continue
+            if given.get(k) is not None and k != "name":
+                raise ValueError(f"The argument ``{k}`` already specified in constructor.")
+            given[k] = v
+        if cycle is not None and source is None:
+            raise ValueError("The argument ``cycle`` can only be specified if ``source`` is a reusable iterable or a "
+                             "generator function specified in this call.")
+        kw = dict(self._kwargs, **kwargs)
+        return _make(self._device, given["name"], self._num_outputs, given["source"], given["cycle"], given["batch"],
+                     given["batch_info"], bool(given["repeat_last"]), given["layout"], given["dtype"], given["ndim"], kw, "ops")
+
+
+def to_feed(data, layout, is_gpu=False):
+    """What the engine's `feed` takes for `data`: a Sluice batch (shared, not copied), a
+    list of C-contiguous arrays (one per sample), or one array whose first dimension is the
+    batch; and the layout to give it (None: keep the batch's own)."""
+    from .tensors import TensorCPU, TensorListCPU
+
+    if isinstance(data, TensorListCPU):
+        return data._b, layout
+    if isinstance(data, (list, tuple)):
+        samples = []
+        for x in data:
+            if isinstance(x, TensorCPU) and layout is None:
+                layout = x.layout() or None
+            samples.append(_as_array(x))
+        return samples, layout
+    return _as_array(data, batch=True), layout
+
+
+class _Capsule:
+    """A bare DLPack capsule, for `np.from_dlpack`."""
+
+    def __init__(self, capsule):
+        self._c = capsule
+
+    def __dlpack__(self, stream=None, **kw):
+        return self._c
+
+    def __dlpack_device__(self):
+        return (1, 0)
+
+
+def _as_array(x, batch=False):
+    if type(x).__name__ == "PyCapsule":
+        x = np.from_dlpack(_Capsule(x))
+    elif hasattr(x, "__cuda_array_interface__") and not hasattr(x, "__array_interface__"):
+        raise NotImplementedError("GPU data for an external source is not supported yet by Sluice; give host arrays")
+    elif type(x).__module__.startswith("torch"):
+        x = x.detach().cpu().numpy()
+    a = np.asarray(x)
+    if not a.flags.c_contiguous:
+        a = np.ascontiguousarray(a)  # (not for 0-d arrays: it makes them 1-d)
+    if a.dtype.kind not in "biuf":
+        raise TypeError(f"external source data of type {a.dtype} is not supported; give numeric arrays")
+    if batch and a.ndim == 0:
+        raise TypeError("a single array fed as a batch needs a first dimension (the samples); "
+                        "give a list of arrays for a batch of scalars")
+    return a
