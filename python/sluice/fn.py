@@ -9,3 +9,4 @@ _populate(_sys.modules[__name__])
 
 # external_source is a Python operator around the engine's queue (see external_source.py).
 from .external_source import external_source  # noqa: E402
+from .python_function import dl_tensor_python_function, python_function, torch_python_function  # noqa: E402

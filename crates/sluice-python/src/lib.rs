@@ -151,7 +151,7 @@ fn check_op(op: &Bound<'_, PyTuple>, inputs_on_gpu: Vec<bool>, arg_inputs_on_gpu
     let spec = op_spec(op)?;
     let c = engine_check_op(&spec, &inputs_on_gpu, &arg_inputs_on_gpu).map_err(to_py)?;
     let names = spec.args.iter().map(|(k, _)| k.as_str()).chain(spec.arg_inputs.iter().map(|(k, _)| k.as_str()));
-    Ok((c.def.schema.num_outputs, c.outputs_on_gpu(), c.def.schema.deprecations(names)))
+    Ok((c.num_outputs(), c.outputs_on_gpu(), c.def.schema.deprecations(names)))
 }
 
 /// Checks the arguments an `ops.X(...)` object is created with, by name and type, before
@@ -258,7 +258,8 @@ fn host_dense(py: Python<'_>, source: &str, a: &Bound<'_, PyAny>) -> PyResult<En
 #[pyclass(module = "sluice._core", name = "Pipeline")]
 struct PyPipeline {
     // The executor is driven by one Python thread at a time; the mutex makes that explicit.
-    exec: std::sync::Mutex<Executor>,
+    // Dropped by hand (see `Drop`), without the interpreter lock.
+    exec: std::mem::ManuallyDrop<std::sync::Mutex<Executor>>,
     /// The external sources' queues, fed without the executor's lock (a `run()` waiting
     /// for a blocking source holds it).
     feeds: Vec<Arc<Feed>>,
@@ -296,7 +297,7 @@ impl PyPipeline {
         };
         let exec = py.detach(|| Executor::new(&spec)).map_err(to_py)?;
         let feeds = exec.feeds().to_vec();
-        Ok(PyPipeline { exec: std::sync::Mutex::new(exec), feeds })
+        Ok(PyPipeline { exec: std::mem::ManuallyDrop::new(std::sync::Mutex::new(exec)), feeds })
     }
 
     /// The names of the external sources the built graph kept (the others were pruned).
@@ -360,6 +361,55 @@ impl PyPipeline {
     /// [(operator name, calls, seconds)] since build.
     fn stats(&self) -> Vec<(String, u64, f64)> {
         self.exec().stats().into_iter().map(|s| (s.name, s.calls, s.total.as_secs_f64())).collect()
+    }
+}
+
+impl Drop for PyPipeline {
+    fn drop(&mut self) {
+        for f in &self.feeds {
+            f.close();
+        }
+        // SAFETY: taken once, here; the field is not used after.
+        let exec = unsafe { std::mem::ManuallyDrop::take(&mut self.exec) };
+        // Dropping the executor joins its thread, which may be waiting for the interpreter
+        // lock to run a Python function: let it have the lock meanwhile.
+        Python::attach(|py| py.detach(move || drop(exec)));
+    }
+}
+
+/// Runs `fn.python_function`'s functions for the engine: `sluice.python_function.call`
+/// holds them and does the conversions; this only hands the batches over (shared, not
+/// copied) and copies the results back.
+struct PyFunctionHost;
+
+impl sluice::ops::python_function::FunctionHost for PyFunctionHost {
+    fn call(&self, call: &sluice::ops::python_function::FunctionCall<'_>) -> Result<Vec<EngineTensorList>, String> {
+        Python::attach(|py| {
+            let run = || -> PyResult<Vec<EngineTensorList>> {
+                let inputs = call
+                    .inputs
+                    .iter()
+                    .map(|t| Bound::new(py, PyTensorList { inner: Arc::new((*t).clone()) }))
+                    .collect::<PyResult<Vec<_>>>()?;
+                let module = py.import("sluice.python_function")?;
+                let args = (call.function_id, inputs, call.batch_size, call.batch_processing, call.num_outputs, call.kind);
+                let outs: Vec<Bound<'_, PyList>> = module.getattr("call")?.call1(args)?.extract()?;
+                outs.iter().map(|o| host_samples(py, "python_function", &o.iter().collect::<Vec<_>>())).collect()
+            };
+            run().map_err(|e| python_error_text(py, &e))
+        })
+    }
+}
+
+/// A Python exception as the engine reports it: its traceback (last frames) and message.
+fn python_error_text(py: Python<'_>, e: &PyErr) -> String {
+    let formatted = py
+        .import("traceback")
+        .and_then(|tb| tb.getattr("format_exception")?.call1((e.value(py),)))
+        .and_then(|lines| lines.extract::<Vec<String>>());
+    match formatted {
+        Ok(lines) => format!("the Python function raised:\n{}", lines.concat().trim_end()),
+        Err(_) => format!("the Python function raised {e}"),
     }
 }
 
@@ -664,6 +714,7 @@ fn write_sample_dataset(py: Python<'_>, root: std::path::PathBuf, count: usize, 
 
 #[pymodule]
 fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    sluice::ops::python_function::set_function_host(Arc::new(PyFunctionHost));
     m.add_class::<PyPipeline>()?;
     m.add_class::<PyTensorList>()?;
     m.add_class::<PyTensorListGpu>()?;

@@ -107,6 +107,15 @@ pub struct CheckedOp {
 }
 
 impl CheckedOp {
+    /// How many outputs this instance has: its `num_outputs` argument for operators that
+    /// take one (python_function), else the schema's count.
+    pub fn num_outputs(&self) -> usize {
+        match self.def.schema.find_arg("num_outputs") {
+            Some(_) => self.args.int("num_outputs").max(0) as usize,
+            None => self.def.schema.num_outputs,
+        }
+    }
+
     /// Where the outputs live: `cpu` operators on the host, the rest on the GPU.
     pub fn outputs_on_gpu(&self) -> bool {
         self.device.output_on_gpu()
@@ -262,7 +271,7 @@ impl Graph {
                 if e.op >= i {
                     return Err(Error::Graph(format!("{}: input refers to an operator defined later", op.schema)));
                 }
-                if e.output >= checked[e.op].def.schema.num_outputs {
+                if e.output >= checked[e.op].num_outputs() {
                     return Err(Error::Graph(format!("{}: input refers to a missing output", op.schema)));
                 }
             }
@@ -281,7 +290,7 @@ impl Graph {
             checked.push(c);
         }
         for e in &spec.outputs {
-            if e.op >= n || e.output >= checked[e.op].def.schema.num_outputs {
+            if e.op >= n || e.output >= checked[e.op].num_outputs() {
                 return Err(Error::Graph("pipeline output refers to a missing operator output".into()));
             }
         }

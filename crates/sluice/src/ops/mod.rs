@@ -15,6 +15,7 @@ pub mod gpu_params;
 pub mod strided_copy_gpu;
 pub mod normalize;
 pub mod pad;
+pub mod python_function;
 pub mod random;
 pub mod random_resized_crop;
 pub mod readers;
@@ -299,6 +300,7 @@ static REGISTRY: &[&OpDef] = &[
     &constant::CONSTANT,
     &reshape::RESHAPE,
     &external_source::EXTERNAL_SOURCE,
+    &python_function::PYTHON_FUNCTION,
 ];
 
 /// Runs `f(sample_index, sample_bytes)` for every sample of `out` on the worker pool. When

@@ -1,0 +1,149 @@
+"""`fn.python_function`, `fn.torch_python_function` and `fn.dl_tensor_python_function`:
+Python code as a pipeline operator. The engine's `PythonFunction` operator calls `call`
+below (from its executor thread, holding the interpreter lock only meanwhile) with the
+input batches; the function sees NumPy arrays (read-only views of the engine's memory),
+PyTorch tensors or DLPack capsules, per sample or, with `batch_processing=True`, as lists.
+Mirrors `nvidia.dali.fn.python_function`."""
+
+import itertools
+
+import numpy as np
+
+from .tensors import TensorCPU
+
+_functions = {}
+_ids = itertools.count(1)
+
+
+def _register(function):
+    if not callable(function):
+        raise TypeError(f"`function` must be callable, got {type(function).__name__}")
+    fid = next(_ids)
+    _functions[fid] = function
+    return fid
+
+
+def _make(kind, inputs, function, num_outputs, batch_processing, output_layouts, device, kwargs):
+    from .ops_gen import make_node
+    from .pipeline import Pipeline
+
+    if device not in (None, "cpu"):
+        raise NotImplementedError(f"python_function with device='{device}' is not supported yet by Sluice; use device='cpu'")
+    if Pipeline.current() is None:
+        raise RuntimeError("python_function has side effects, so it can be used only with a current pipeline: inside "
+                           "`with pipe:`, a pipeline_def function or define_graph()")
+    if isinstance(output_layouts, str):
+        output_layouts = [output_layouts]
+    args = dict(kwargs, function_id=_register(function), num_outputs=num_outputs, batch_processing=batch_processing,
+                output_layouts=output_layouts, _kind=kind)
+    out = make_node("PythonFunction", list(inputs), args, device="cpu")
+    if num_outputs == 0:
+        return None
+    return out
+
+
+def python_function(*inputs, function, num_outputs=1, batch_processing=False, output_layouts=None, device=None, **kwargs):
+    """Runs `function` on NumPy arrays: one call per sample with one array per input
+    (returning one array, or a tuple of `num_outputs`), or with `batch_processing=True` one
+    call per batch with a list of arrays per input (returning a list per output)."""
+    return _make("numpy", inputs, function, num_outputs, batch_processing, output_layouts, device, kwargs)
+
+
+def torch_python_function(*inputs, function, num_outputs=1, batch_processing=True, output_layouts=None, device=None,
+                          **kwargs):
+    """As `python_function`, with PyTorch tensors; per batch by default (each input a list
+    of tensors), as DALI."""
+    return _make("torch", inputs, function, num_outputs, batch_processing, output_layouts, device, kwargs)
+
+
+def dl_tensor_python_function(*inputs, function, num_outputs=1, batch_processing=True, output_layouts=None, device=None,
+                              **kwargs):
+    """As `python_function`, with DLPack capsules in and out; per batch by default."""
+    return _make("dlpack", inputs, function, num_outputs, batch_processing, output_layouts, device, kwargs)
+
+
+def _to_function(batch, kind):
+    samples = [TensorCPU(batch, i) for i in range(len(batch))]
+    if kind == "numpy":
+        return [np.asarray(s) for s in samples]
+    if kind == "torch":
+        import torch
+
+        return [torch.from_numpy(np.array(s)) for s in samples]  # a copy: the engine's memory is read-only
+    return [s.__dlpack__() for s in samples]
+
+
+def _from_function(x, kind):
+    if kind == "dlpack" and type(x).__name__ == "PyCapsule":
+        from .external_source import _as_array
+
+        return _as_array(x)
+    if kind == "torch" and hasattr(x, "detach"):
+        x = x.detach().cpu().numpy()
+    a = np.asarray(x)
+    if a.dtype.kind not in "biuf":
+        raise TypeError(f"the function returned data of type {a.dtype}; return numeric arrays")
+    return a if a.flags.c_contiguous else np.ascontiguousarray(a)
+
+
+def call(function_id, inputs, batch_size, batch_processing, num_outputs, kind):
+    """Called by the engine: runs function `function_id` on the input batches; returns a
+    list (per output) of lists of C-contiguous arrays (per sample)."""
+    function = _functions[function_id]
+    args = [_to_function(b, kind) for b in inputs]
+    if batch_processing:
+        out = function(*args)
+        outs = [out] if num_outputs == 1 else _split(out, num_outputs, "batch")
+        return [[_from_function(x, kind) for x in o] for o in outs]
+    per_sample = []
+    for i in range(batch_size):
+        out = function(*(a[i] for a in args))
+        per_sample.append([out] if num_outputs == 1 else _split(out, num_outputs, "sample"))
+    return [[_from_function(s[k], kind) for s in per_sample] for k in range(num_outputs)]
+
+
+def _split(out, n, what):
+    if not isinstance(out, (tuple, list)) or len(out) != n:
+        raise TypeError(f"the function must return {n} outputs (num_outputs) per {what}, got {type(out).__name__}")
+    return list(out)
+
+
+class _PythonFunctionClass:
+    """The object API (`ops.PythonFunction(function=..., ...)`, then called on inputs)."""
+
+    _kind = "numpy"
+    _batch_default = False
+
+    def __init__(self, function, num_outputs=1, device="cpu", batch_processing=None, output_layouts=None, **kwargs):
+        self._function = function
+        self._num_outputs = num_outputs
+        self._device = device
+        self._batch = self._batch_default if batch_processing is None else batch_processing
+        self._layouts = output_layouts
+        self._kwargs = kwargs
+
+    @property
+    def device(self):
+        return self._device
+
+    def __call__(self, *inputs, **kwargs):
+        kw = dict(self._kwargs, **kwargs)
+        return _make(self._kind, inputs, self._function, self._num_outputs, self._batch, self._layouts, self._device, kw)
+
+
+class PythonFunction(_PythonFunctionClass):
+    """`ops.PythonFunction`: see `python_function`."""
+
+
+class TorchPythonFunction(_PythonFunctionClass):
+    """`ops.TorchPythonFunction`: see `torch_python_function`."""
+
+    _kind = "torch"
+    _batch_default = True
+
+
+class DLTensorPythonFunction(_PythonFunctionClass):
+    """`ops.DLTensorPythonFunction`: see `dl_tensor_python_function`."""
+
+    _kind = "dlpack"
+    _batch_default = True
