@@ -784,3 +784,25 @@ def test_same_results_for_any_thread_count():
     for x, y in zip(a, b):
         for u, v in zip(x, y):
             np.testing.assert_array_equal(u, v)
+
+
+# --------------------------------------------------------------------------- GPU
+def test_gpu_external_source_uploads_host_data():
+    from conftest import require_gpu
+
+    require_gpu()
+    pipe = sluice.Pipeline(2, 2, 0, prefetch_queue_depth=1)
+    with pipe:
+        x = sluice.fn.external_source(name="x", device="gpu", layout="HW")
+        y = sluice.fn.external_source([[np.ones((2, 2), np.float32)] * 2], cycle=True, device="gpu")
+        z = sluice.fn.python_function(sluice.fn.external_source(name="z"), function=lambda a: a + 1).gpu()
+        pipe.set_outputs(x, y * 2, z)
+    for k in range(3):
+        a = np.arange(8, dtype=np.float32).reshape(2, 2, 2) + k
+        pipe.feed_input("x", a)
+        pipe.feed_input("z", a)
+        out, dbl, plus = pipe.run()
+        assert out.layout() == "HW"
+        np.testing.assert_array_equal(out.as_cpu().as_array(), a)
+        np.testing.assert_array_equal(dbl.as_cpu().as_array(), np.full((2, 2, 2), 2, np.float32))
+        np.testing.assert_array_equal(plus.as_cpu().as_array(), a + 1)

@@ -11,6 +11,7 @@ starts the next epoch. Mirrors `nvidia.dali.external_source`.
 
 import functools
 import inspect
+import itertools
 
 import numpy as np
 
@@ -106,12 +107,47 @@ def _callback(source, cycle):
     return source, accepted_arg_count(source) > 0
 
 
+def _is_iterable(x):
+    try:
+        iter(x)
+        return True
+    except TypeError:
+        return False
+
+
+def _iterate(source, cycle):
+    """A parallel iterable source's iterator, made in its worker (picklable for spawn)."""
+    if cycle == "quiet":
+        return _quiet_cycle(source)
+    return source() if _is_generator_function(source) else iter(source)
+
+
+def _quiet_cycle(source):
+    while True:
+        it = source() if _is_generator_function(source) else iter(source)
+        empty = True
+        for x in it:
+            empty = False
+            yield x
+        if empty:
+            return
+
+
 class _SourceGroup:
     """One `source` and the external source operators it feeds (one per output)."""
 
-    def __init__(self, source, cycle, batch, batch_info, num_outputs):
+    def __init__(self, source, cycle, batch, batch_info, num_outputs, parallel=False, lead=1):
         self.source = source
-        self.callback, self.takes_info = _callback(source, cycle)
+        self.cycle = _cycle_mode(cycle)
+        self.parallel = bool(parallel)
+        self.lead = lead
+        self.pool = None  # the pipeline's WorkerPool, for parallel sources
+        self.index = None  # this group's index in the pool
+        self.in_flight = {}  # iteration -> [(task id, first sample)]
+        self.held = []  # messages read and fed, to free after feeding
+        if self.parallel:
+            self._check_parallel_source(source, cycle, batch)
+        self.callback, self.takes_info = _callback(source, cycle) if not self.parallel or not self._iterates() else (None, False)
         self.batch = batch
         self.batch_info = batch_info
         self.num_outputs = num_outputs  # None: one output, the datum itself
@@ -122,11 +158,98 @@ class _SourceGroup:
     def reset_indices(self):
         self.iteration = 0
         self.sample = 0
+        self._restart = True
+        for tasks in getattr(self, "in_flight", {}).values():
+            for task_id, _ in tasks:
+                self.pool.discard(task_id)
+        self.in_flight = {}
+
+    # -- parallel sources
+    def _iterates(self):
+        return _is_generator_function(self.source) or (not callable(self.source) and _is_iterable(self.source))
+
+    def _check_parallel_source(self, source, cycle, batch):
+        if self._iterates():
+            if batch is False:
+                kind = "a generator function" if _is_generator_function(source) else "an iterable"
+                raise TypeError(f"Parallel external source with {kind} must be run in a batch mode "
+                                "(specify `batch=True` in the external source definition and make sure "
+                                "your source returns batches)")
+            if inspect.isgenerator(source):
+                raise TypeError("A parallel external source cannot iterate a generator object: pass the generator "
+                                "function instead")
+            return
+        if not callable(source):
+            raise TypeError("The `source` must be callable, iterable or a parameterless generator function.")
+        if accepted_arg_count(source) != 1:
+            raise TypeError("Callable passed to External Source in parallel mode (when `parallel=True`) must accept "
+                            "exactly one argument: `nvidia.dali.types.SampleInfo` if run with `batch=False` or either "
+                            "`nvidia.dali.types.BatchInfo` or integer that represents the index of the batch within "
+                            "the epoch otherwise.")
+
+    def worker_callable(self):
+        """What a worker calls: the source, or for iterables a function making the iterator."""
+        if self._iterates():
+            return functools.partial(_iterate, self.source, self.cycle)
+        return self.source
+
+    def _submit(self, iteration, epoch_idx, batch_size):
+        pool, workers = self.pool, len(self.pool.procs)
+        outputs = self.num_outputs
+        if self._iterates():
+            mode_args = "restart" if self._restart else None
+            self._restart = False
+            tasks = [(pool.submit(self.index % workers, self.index, "iterate", mode_args, outputs), 0)]
+        elif self.batch:
+            mode = "batch_info" if self.batch_info else "iteration"
+            args = (iteration, epoch_idx) if self.batch_info else iteration
+            tasks = [(pool.submit((self.index + iteration) % workers, self.index, mode, args, outputs), 0)]
+        else:
+            share = -(-batch_size // workers)
+            first = self.sample + (iteration - self.iteration) * batch_size
+            tasks = []
+            for w, lo in enumerate(range(0, batch_size, share)):
+                infos = [(first + i, i, iteration, epoch_idx) for i in range(lo, min(lo + share, batch_size))]
+                tasks.append((pool.submit(w, self.index, "samples", infos, outputs), lo))
+        self.in_flight[iteration] = tasks
+
+    def _next_parallel(self, batch_size, epoch_idx):
+        for it in range(self.iteration, self.iteration + self.lead + 1):
+            if it not in self.in_flight:
+                self._submit(it, epoch_idx, batch_size)
+        tasks = self.in_flight.pop(self.iteration)
+        msgs = [self.pool.wait(t, f"external source '{self._name()}'") for t, _ in tasks]
+        failed = next((m for m in msgs if m[0] == "error"), None)
+        ended = any(m[0] == "end" for m in msgs)
+        if failed or ended:
+            for m in msgs:
+                self.pool.release(m)
+        if failed:
+            self.iteration += 1
+            self.sample += batch_size
+            raise RuntimeError(f"external source '{self._name()}' (parallel, worker process {failed[2]}), iteration "
+                               f"{self.iteration - 1}: the source raised:\n{failed[3]}")
+        if ended:
+            raise StopIteration
+        parts = [self.pool.read(m) for m in msgs]
+        self.held.extend(msgs)
+        n = len(parts[0])
+        return [[s for part in parts for s in part[k]] for k in range(n)]
+
+    def release_fed(self):
+        for m in self.held:
+            self.pool.release(m)
+        self.held = []
+
+    def _name(self):
+        return self.nodes[0].name if self.nodes else "?"
 
     def next_data(self, batch_size, epoch_idx):
         """The data of every output for the next iteration. `StopIteration` ends the epoch."""
         try:
-            if self.batch:
+            if self.parallel:
+                outs = self._next_parallel(batch_size, epoch_idx)
+            elif self.batch:
                 if not self.takes_info:
                     data = self.callback()
                 elif self.batch_info:
@@ -167,16 +290,21 @@ def _per_output(value, n, what):
 
 
 def _check_parallel(parallel, no_copy, prefetch_queue_depth, bytes_per_sample_hint):
-    if parallel:
-        raise NotImplementedError("external_source(parallel=True) is not supported yet by Sluice; "
-                                  "use parallel=False (the default)")
+    if not parallel:
+        for name, v in (("prefetch_queue_depth", prefetch_queue_depth), ("bytes_per_sample_hint", bytes_per_sample_hint)):
+            if v is not None:
+                raise ValueError(f"The argument `{name}` is valid only for parallel external sources "
+                                 "(when ``parallel`` is True).")
+        return
+    if no_copy is False:
+        raise ValueError("The argument ``no_copy`` cannot be specified to False  when used with ``parallel=True``.")
     for name, v in (("prefetch_queue_depth", prefetch_queue_depth), ("bytes_per_sample_hint", bytes_per_sample_hint)):
-        if v is not None:
-            raise ValueError(f"The argument `{name}` is valid only for parallel external sources "
-                             "(when ``parallel`` is True).")
+        if v is not None and (not isinstance(v, int) or v < 1):
+            raise ValueError(f"``{name}`` must be a positive integer, got {v}.")
 
 
-def _make(device, name, num_outputs, source, cycle, batch, batch_info, repeat_last, layout, dtype, ndim, kwargs, api):
+def _make(device, name, num_outputs, source, cycle, batch, batch_info, repeat_last, layout, dtype, ndim, kwargs, api,
+          parallel=False, lead=None):
     """Records the external source operator(s); returns a DataNode, or a list of them when
     `num_outputs` is given."""
     from .ops_gen import make_node
@@ -195,7 +323,12 @@ def _make(device, name, num_outputs, source, cycle, batch, batch_info, repeat_la
         raise ValueError("``num_outputs`` is not compatible with named external sources: give each its own "
                          "`external_source` to name them")
     n = 1 if num_outputs is None else int(num_outputs)
-    group = None if source is None else _SourceGroup(source, cycle, True if batch is None else batch, bool(batch_info), num_outputs)
+    if parallel and source is None:
+        raise ValueError("A parallel external source needs a `source`")
+    if batch is None:
+        batch = not parallel if api == "ops" else True
+    group = None if source is None else _SourceGroup(source, cycle, batch, bool(batch_info), num_outputs,
+                                                     parallel=bool(parallel), lead=lead or 1)
     layouts, dtypes, ndims = _per_output(layout, n, "layout"), _per_output(dtype, n, "dtype"), _per_output(ndim, n, "ndim")
     outs = []
     for k in range(n):
@@ -218,7 +351,8 @@ def external_source(source=None, num_outputs=None, *, cycle=None, name=None, dev
     / `run(name=data)`. Returns a DataNode, or a list of `num_outputs` of them."""
     _check_parallel(parallel, no_copy, prefetch_queue_depth, bytes_per_sample_hint)
     kwargs = dict(kwargs, blocking=blocking, no_copy=no_copy)
-    return _make(device, name, num_outputs, source, cycle, batch, batch_info, repeat_last, layout, dtype, ndim, kwargs, "fn")
+    return _make(device, name, num_outputs, source, cycle, batch, batch_info, repeat_last, layout, dtype, ndim, kwargs, "fn",
+                 parallel=parallel, lead=prefetch_queue_depth)
 
 
 class ExternalSource:
@@ -234,7 +368,8 @@ class ExternalSource:
         self._device = device
         self._num_outputs = num_outputs
         self._given = dict(source=source, cycle=cycle, layout=layout, dtype=dtype, ndim=ndim, name=name, batch=batch,
-                           batch_info=batch_info, repeat_last=repeat_last or None)
+                           batch_info=batch_info, repeat_last=repeat_last or None, parallel=parallel,
+                           prefetch_queue_depth=prefetch_queue_depth)
         self._kwargs = dict(kwargs, no_copy=no_copy)
 
     @property
@@ -247,7 +382,8 @@ class ExternalSource:
         _check_parallel(parallel, no_copy, prefetch_queue_depth, bytes_per_sample_hint)
         given = dict(self._given)
         call = dict(source=source, cycle=cycle, layout=layout, dtype=dtype, ndim=ndim, name=name, batch=batch,
-                    batch_info=batch_info, repeat_last=repeat_last or None)
+                    batch_info=batch_info, repeat_last=repeat_last or None, parallel=parallel,
+                    prefetch_queue_depth=prefetch_queue_depth)
         for k, v in call.items():
             if v is None:
                 continue
@@ -259,7 +395,8 @@ class ExternalSource:
                              "generator function specified in this call.")
         kw = dict(self._kwargs, **kwargs)
         return _make(self._device, given["name"], self._num_outputs, given["source"], given["cycle"], given["batch"],
-                     given["batch_info"], bool(given["repeat_last"]), given["layout"], given["dtype"], given["ndim"], kw, "ops")
+                     given["batch_info"], bool(given["repeat_last"]), given["layout"], given["dtype"], given["ndim"], kw, "ops",
+                     parallel=given["parallel"], lead=given["prefetch_queue_depth"])
 
 
 def to_feed(data, layout, is_gpu=False):

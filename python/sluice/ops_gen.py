@@ -44,6 +44,9 @@ def make_node(schema_name, inputs, kwargs, device=None, name=None, warn=True):
         on_gpu = device == "gpu" or any(isinstance(x, DataNode) and x.device == "gpu" for x in inputs)
         inputs = [x if isinstance(x, DataNode) else _constant_node(x, "gpu" if on_gpu else "cpu", display, i)
                   for i, x in enumerate(inputs)]
+    from .types import ScalarConstant
+
+    kwargs = {k: (v.value if isinstance(v, ScalarConstant) else v) for k, v in kwargs.items()}
     args = {k: v for k, v in kwargs.items() if v is not None and not isinstance(v, DataNode)}
     arg_inputs = {k: v for k, v in kwargs.items() if isinstance(v, DataNode)}
     op = _OpNode(schema_name, device, name, list(inputs), arg_inputs, args, warn=warn)

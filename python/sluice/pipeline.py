@@ -6,6 +6,8 @@ import inspect
 import itertools
 import threading
 
+import numpy as np
+
 from . import _core, errors
 from .tensors import TensorListCPU, TensorListGPU
 
@@ -182,6 +184,10 @@ def _operand(x):
     scalar constant, typed as DALI types them (bool -> BOOL, int -> INT32, float -> FLOAT)."""
     if isinstance(x, DataNode):
         return x._expr if x._expr is not None else ("in", x)
+    from .types import ScalarConstant, to_numpy_type
+
+    if isinstance(x, ScalarConstant):
+        return ("const", x.value, np.dtype(to_numpy_type(x.dtype)).name)
     if hasattr(x, "dtype") and hasattr(x, "item") and getattr(x, "shape", None) == ():
         x = x.item()  # NumPy scalar
     if isinstance(x, bool):
@@ -306,6 +312,10 @@ class Pipeline:
         self._exec_async = bool(exec_async)
         self._exec_pipelined = bool(exec_pipelined)
         self._enable_checkpointing = enable_checkpointing
+        self._py_num_workers = py_num_workers
+        self._py_start_method = py_start_method
+        self._py_callback_pickler = py_callback_pickler
+        self._pool = None  # worker processes of parallel external sources
         self._ops = []  # every operator created while this pipeline was current
         self._outputs = None
         self._engine = None
@@ -379,6 +389,12 @@ class Pipeline:
                 flat.extend(o)
             else:
                 flat.append(o)
+        from .types import Constant, ScalarConstant
+
+        # Constants returned as outputs become Constant operators, as in DALI.
+        flat = [Constant(o.value, o.dtype, shape=[]) if isinstance(o, ScalarConstant)
+                else Constant(o, shape=[]) if isinstance(o, (int, float, bool, np.generic))
+                else Constant(o) if isinstance(o, np.ndarray) else o for o in flat]
         for o in flat:
             if not isinstance(o, DataNode):
                 raise TypeError(f"pipeline outputs must be DataNodes, got {type(o).__name__}")
@@ -439,6 +455,19 @@ class Pipeline:
                               f"but the {which} not used. For best performance, adjust your callback so that it "
                               "computes only the needed outputs.", Warning, stacklevel=3)
             self._sources.append((g, used))
+        parallel = [g for g, _ in self._sources if g.parallel]
+        if parallel and self._py_num_workers == 0:
+            for g in parallel:  # DALI: no workers means every source runs here
+                g.parallel = False
+                g.callback, g.takes_info = g.callback or _serial_callback(g), g.takes_info
+        elif parallel:
+            from ._parallel import WorkerPool
+
+            for k, g in enumerate(parallel):
+                g.index = k
+            self._pool = WorkerPool(parallel, self._py_num_workers, self._py_start_method, self._py_callback_pickler)
+            for g in parallel:
+                g.pool = self._pool
 
     def _collect(self):
         """Every operator created for this pipeline, and those its outputs read that were
@@ -522,10 +551,15 @@ class Pipeline:
             ended = True
         if ended:
             return False
-        for group, used, outs in data:
-            for op, u, out, layout in zip(group.nodes, used, outs, group.layouts):
-                if u:
-                    self._feed(op.name, out, layout)
+        try:
+            for group, used, outs in data:
+                for op, u, out, layout in zip(group.nodes, used, outs, group.layouts):
+                    if u:
+                        self._feed(op.name, out, layout)
+        finally:
+            for group, _, _ in data:
+                if group.parallel:
+                    group.release_fed()
         return True
 
     def outputs(self):
@@ -596,8 +630,31 @@ class Pipeline:
         self.build()
         return {name: {"calls": calls, "seconds": secs} for name, calls, secs in self._engine.stats()}
 
+    def start_py_workers(self):
+        """Starts the worker processes of parallel external sources (with the rest of the
+        pipeline: Sluice's workers never touch the GPU, so forking after it is safe)."""
+        self.build()
+
     def __del__(self):
+        pool = getattr(self, "_pool", None)
+        if pool is not None:
+            pool.close()
         self._engine = None
+
+
+def _serial_callback(group):
+    from .external_source import _callback
+
+    cb, _ = _callback(group.source, group.cycle)
+    return cb
+
+
+def do_not_convert(func=None):
+    """Marks a function not to be converted by conditionals' AutoGraph (DALI's
+    `pipeline.do_not_convert`); Sluice does not convert functions, so it returns `func`."""
+    if func is None:
+        return do_not_convert
+    return func
 
 
 def pipeline_def(fn=None, **pipeline_kwargs):

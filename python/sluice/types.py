@@ -77,6 +77,56 @@ class BatchInfo:
         return f"BatchInfo(iteration={self.iteration}, epoch_idx={self.epoch_idx})"
 
 
+class ScalarConstant:
+    """A scalar constant with a type (DALI's `types.ScalarConstant`): usable as an
+    operator argument, in arithmetic with DataNodes, and as a pipeline output."""
+
+    def __init__(self, value, dtype=None):
+        if isinstance(value, np.generic):
+            value = value.item()
+        if not isinstance(value, (bool, int, float)):
+            raise TypeError(f"ScalarConstant needs a bool, int or float, got {type(value).__name__}")
+        if dtype is None:
+            dtype = DALIDataType.BOOL if isinstance(value, bool) else (
+                DALIDataType.INT32 if isinstance(value, int) else DALIDataType.FLOAT)
+        self.dtype = DALIDataType(dtype)
+        self.value = bool(value) if self.dtype == DALIDataType.BOOL else (
+            float(value) if self.dtype in (DALIDataType.FLOAT, DALIDataType.FLOAT64, DALIDataType.FLOAT16) else int(value))
+
+    def __int__(self):
+        return int(self.value)
+
+    def __float__(self):
+        return float(self.value)
+
+    def __bool__(self):
+        return bool(self.value)
+
+    def __repr__(self):
+        return f"{self.value}:{self.dtype.name}"
+
+
+def Constant(value, dtype=None, shape=None, layout=None, device=None, **kwargs):
+    """DALI's `types.Constant`: a scalar becomes a `ScalarConstant` (unless a shape, layout
+    or device is given); anything else a `fn.constant` node holding the array."""
+    if shape is None and layout is None and device is None and not kwargs and (
+            isinstance(value, (bool, int, float)) or (isinstance(value, np.generic))):
+        return ScalarConstant(value, dtype)
+    from .ops_gen import make_node
+
+    arr = np.asarray(value)
+    if dtype is not None:
+        arr = arr.astype(to_numpy_type(dtype))
+    elif arr.dtype == np.float64:
+        arr = arr.astype(np.float32)
+    elif arr.dtype == np.int64:
+        arr = arr.astype(np.int32)
+    data = {"fdata" if arr.dtype.kind == "f" else "idata": arr.ravel().tolist()}
+    args = dict(kwargs, shape=list(arr.shape) if shape is None else list(np.atleast_1d(shape)),
+                dtype=from_numpy_type(arr.dtype), layout=layout)
+    return make_node("Constant", [], dict(data, **args), device=device)
+
+
 # Module-level names, as DALI exports them.
 globals().update({m.name: m for m in DALIDataType})
 globals().update({m.name: m for m in DALIImageType})

@@ -43,10 +43,8 @@ class DALIGenericIterator:
             raise ValueError("DALIGenericIterator needs at least one pipeline")
         if len(set(output_map)) != len(output_map):
             raise ValueError(f"output_map has duplicate names: {output_map}")
-        if (size > 0) == (reader_name is not None):
-            if reader_name is not None:
-                raise ValueError("give either size or reader_name, not both")
-            raise ValueError("give reader_name (the reader's name=) or size (samples per shard)")
+        if size > 0 and reader_name is not None:
+            raise ValueError("give either size or reader_name, not both")
         if fill_last_batch is not None:  # DALI's deprecated flag
             last_batch_policy = LastBatchPolicy.FILL if fill_last_batch else LastBatchPolicy.PARTIAL
         self._output_map = list(output_map)
@@ -62,15 +60,23 @@ class DALIGenericIterator:
             # Samples of this pipeline's shard, as the reader splits them.
             self._shard_size = math.floor((shard + 1) * n / shards) - math.floor(shard * n / shards)
             self._size_all = n
-        else:
+        elif size > 0:
             self._shard_size = size
             self._size_all = size * len(self._pipes)
+        else:
+            # Neither: the epoch ends when a pipeline's external source does (StopIteration).
+            self._shard_size = None
+            self._size_all = -1
         # As in DALI, the caller says whether the reader pads its last batch.
         self._pad_last_batch = last_batch_padded
         self._counter = 0
         self._pending = None
+        self._ended = False
         if prepare_first_batch:
-            self._pending = self._fetch()
+            try:
+                self._pending = self._fetch()
+            except StopIteration:
+                self._ended = True
 
     def _fetch(self):
         outs = []
@@ -82,6 +88,8 @@ class DALIGenericIterator:
         return outs
 
     def __len__(self):
+        if self._shard_size is None:
+            raise TypeError("the epoch's length is not known: the pipelines end it (StopIteration)")
         per_epoch = self._shard_size / self._batch_size
         return math.floor(per_epoch) if self._policy == LastBatchPolicy.DROP else math.ceil(per_epoch)
 
@@ -89,6 +97,8 @@ class DALIGenericIterator:
         return self
 
     def __next__(self):
+        if self._shard_size is None:
+            return self._next_until_stop()
         remaining = self._shard_size - self._counter
         if 0 < remaining < self._batch_size and self._policy == LastBatchPolicy.DROP:
             # Like DALI: pull the incomplete batch out of the pipeline and drop it, so the
@@ -111,11 +121,30 @@ class DALIGenericIterator:
 
     next = __next__
 
+    def _next_until_stop(self):
+        batch, self._pending = self._pending, None
+        if batch is None and not self._ended:
+            try:
+                batch = self._fetch()
+            except StopIteration:
+                self._ended = True
+        if batch is None:
+            if self._auto_reset:
+                self.reset()
+            raise StopIteration
+        return batch
+
     def reset(self):
         """Starts the next epoch (ignored before the current one ends, as in DALI). Readers
         never rewind: with FILL and no padding the last batch already held samples of the next
         epoch, so the count carries over; with pad_last_batch the reader starts the new epoch
         on a batch boundary."""
+        if self._shard_size is None:
+            if self._ended:
+                for p in self._pipes:
+                    p.reset()
+                self._ended = False
+            return
         if self._counter < self._shard_size:
             return
         if self._policy == LastBatchPolicy.FILL and not self._pad_last_batch:
@@ -142,3 +171,28 @@ class DALIClassificationIterator(DALIGenericIterator):
 
 GenericIterator = DALIGenericIterator
 ClassificationIterator = DALIClassificationIterator
+
+
+def feed_ndarray(dali_tensor, arr, cuda_stream=None):
+    """Copies a Sluice tensor (TensorCPU / TensorGPU, or a dense TensorList) into the
+    PyTorch tensor `arr`, which must have its shape and type and live on the same side (DALI's
+    `plugin.pytorch.feed_ndarray`). A GPU copy is queued on `cuda_stream` (default: PyTorch's
+    current stream), ordered after Sluice's work through DLPack. Returns `arr`."""
+    import contextlib
+
+    src = dali_tensor.as_tensor() if hasattr(dali_tensor, "as_tensor") else dali_tensor
+    on_stream = contextlib.nullcontext()
+    if arr.is_cuda and cuda_stream is not None:
+        s = cuda_stream if isinstance(cuda_stream, torch.cuda.Stream) else torch.cuda.ExternalStream(
+            getattr(cuda_stream, "cuda_stream", cuda_stream))
+        on_stream = torch.cuda.stream(s)
+    with on_stream:
+        t = torch.from_dlpack(src)
+        if tuple(t.shape) != tuple(arr.shape):
+            raise ValueError(f"feed_ndarray: shapes differ: the tensor is {tuple(t.shape)}, arr {tuple(arr.shape)}")
+        if t.dtype != arr.dtype:
+            raise TypeError(f"feed_ndarray: types differ: the tensor is {t.dtype}, arr {arr.dtype}")
+        if t.is_cuda != arr.is_cuda:
+            raise TypeError("feed_ndarray: the tensor and arr must both be on the CPU or both on the GPU")
+        arr.copy_(t)
+    return arr

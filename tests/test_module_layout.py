@@ -1,0 +1,93 @@
+"""DALI's module layout and constants: `sluice.data_node`, `pipeline.do_not_convert`,
+`types.Constant` / `ScalarConstant` (as arguments, in arithmetic, as outputs),
+`plugin.pytorch.feed_ndarray` and the PyTorch iterator over a pipeline its external source
+ends; constants checked against DALI 2.4."""
+
+import types as _pytypes
+
+import numpy as np
+import pytest
+
+import sluice
+
+try:
+    import nvidia.dali as _dali
+    import nvidia.dali.fn  # noqa: F401
+    import nvidia.dali.types  # noqa: F401
+except ImportError:
+    _dali = None
+
+LIBS = [pytest.param(sluice, id="sluice")] + ([pytest.param(_dali, id="dali")] if _dali is not None else [])
+
+
+@pytest.fixture(params=LIBS)
+def lib(request):
+    m = request.param
+    return _pytypes.SimpleNamespace(fn=m.fn, types=m.types, Pipeline=m.Pipeline)
+
+
+def test_imports_resolve_where_dali_has_them():
+    from sluice.data_node import DataNode
+    from sluice.pipeline import do_not_convert
+
+    assert DataNode is sluice.DataNode
+
+    @do_not_convert
+    def f(x):
+        return x + 1
+
+    assert f(1) == 2 and do_not_convert()(f) is f
+
+
+def test_scalar_constants(lib):
+    c = lib.types.ScalarConstant(90)
+    pipe = lib.Pipeline(2, 1, None)
+    with pipe:
+        x = lib.fn.external_source([[np.arange(12, dtype=np.uint8).reshape(3, 4, 1)] * 2], cycle=True, layout="HWC")
+        rotated = lib.fn.rotate(x, angle=c)
+        pipe.set_outputs(rotated, x + lib.types.ScalarConstant(3, lib.types.UINT8), c, lib.types.Constant(np.float32(2.5)))
+    rot, plus, const, half = pipe.run()
+    assert np.array(rot[0]).shape == (4, 3, 1)
+    assert np.array(plus[0]).dtype == np.uint8 and np.array(plus[0]).ravel().tolist() == list(range(3, 15))
+    assert const.as_array().tolist() == [90, 90] and const.as_array().dtype == np.int32
+    assert half.as_array().tolist() == [2.5, 2.5] and half.as_array().dtype == np.float32
+
+
+def test_array_constant(lib):
+    pipe = lib.Pipeline(2, 1, None)
+    with pipe:
+        pipe.set_outputs(lib.types.Constant(np.array([[1, 2], [3, 4]], np.int16), layout="AB"))
+    (out,) = pipe.run()
+    assert out.layout() == "AB" and out.as_array().dtype == np.int16
+    assert out.as_array().tolist() == [[[1, 2], [3, 4]]] * 2
+
+
+def test_pytorch_iterator_until_the_source_ends():
+    torch = pytest.importorskip("torch")
+    from sluice.plugin.pytorch import DALIGenericIterator
+
+    batches = [[np.full(3, i, np.float32)] * 2 for i in range(3)]
+    pipe = sluice.Pipeline(2, 1, None)
+    with pipe:
+        pipe.set_outputs(sluice.fn.external_source(batches))
+    it = DALIGenericIterator(pipe, ["x"])
+    for _ in range(2):
+        got = [d[0]["x"][:, 0].tolist() for d in it]
+        assert got == [[0, 0], [1, 1], [2, 2]]
+        it.reset()
+    assert isinstance(torch.zeros(1), torch.Tensor)
+
+
+def test_feed_ndarray_cpu():
+    torch = pytest.importorskip("torch")
+    from sluice.plugin.pytorch import feed_ndarray
+
+    pipe = sluice.Pipeline(2, 1, None)
+    with pipe:
+        pipe.set_outputs(sluice.fn.external_source([[np.arange(6, dtype=np.float32).reshape(2, 3)] * 2]))
+    (out,) = pipe.run()
+    arr = torch.empty((2, 2, 3), dtype=torch.float32)
+    feed_ndarray(out, arr)
+    assert arr[1].tolist() == [[0, 1, 2], [3, 4, 5]]
+    with pytest.raises(ValueError, match="shapes differ"):
+        feed_ndarray(out, torch.empty((2, 6)))
