@@ -14,6 +14,7 @@ A source that raises gives an error naming the source, the sample and the except
 its traceback; a worker that dies is reported (its exit code), never waited for forever.
 """
 
+import atexit
 import itertools
 import multiprocessing
 import os
@@ -177,6 +178,8 @@ class WorkerPool:
                                   name=f"sluice-es-worker-{i}") for i in range(num_workers)]
         for p in self.procs:
             p.start()
+        # Workers unlink their shared memory when told to stop: tell them at exit too.
+        atexit.register(self.close)
         self.ids = itertools.count()
         self.done = {}  # task id -> message
         self.blocks = {}  # (worker, shm name) -> SharedMemory attached here
@@ -223,6 +226,7 @@ class WorkerPool:
         if self.closed:
             return
         self.closed = True
+        atexit.unregister(self.close)
         for t in self.tasks:
             try:
                 t.put(("stop",))
