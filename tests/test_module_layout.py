@@ -69,7 +69,7 @@ def test_pytorch_iterator_until_the_source_ends():
     batches = [[np.full(3, i, np.float32)] * 2 for i in range(3)]
     pipe = sluice.Pipeline(2, 1, None)
     with pipe:
-        pipe.set_outputs(sluice.fn.external_source(batches))
+        pipe.set_outputs(sluice.fn.external_source(batches, cycle="raise"))  # a new pass each epoch
     it = DALIGenericIterator(pipe, ["x"])
     for _ in range(2):
         got = [d[0]["x"][:, 0].tolist() for d in it]
@@ -91,3 +91,16 @@ def test_feed_ndarray_cpu():
     assert arr[1].tolist() == [[0, 1, 2], [3, 4, 5]]
     with pytest.raises(ValueError, match="shapes differ"):
         feed_ndarray(out, torch.empty((2, 6)))
+
+
+def test_legacy_flat_functions_warn_and_work(lib, tmp_path):
+    f = tmp_path / "a.bin"
+    f.write_bytes(b"abc")
+    pipe = lib.Pipeline(1, 1, None)
+    with pipe:
+        with pytest.warns(DeprecationWarning, match="fn.file_reader` is now deprecated. Use `nvidia.dali.fn.readers.file`"):
+            data, label = lib.fn.file_reader(files=[str(f)], labels=[4])
+        pipe.set_outputs(data, label)
+    data, label = pipe.run()
+    assert np.array(data[0]).tobytes() == b"abc" and label.as_array().tolist() == [[4]]
+    assert callable(lib.fn.image_decoder) and callable(lib.fn.image_decoder_random_crop)

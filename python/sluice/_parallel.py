@@ -12,14 +12,18 @@ pickling of array data). Work is handed out ahead of the pipeline (the source's
 
 A source that raises gives an error naming the source, the sample and the exception with
 its traceback; a worker that dies is reported (its exit code), never waited for forever.
+`SLUICE_TRACE_WORKERS=1` prints each worker's busy share when it stops (stderr).
 """
 
 import atexit
+import ctypes
 import itertools
 import multiprocessing
 import os
 import pickle
 import queue
+import sys
+import time
 import threading
 import traceback
 from multiprocessing import shared_memory
@@ -44,12 +48,18 @@ class _Slots:
         for i, slot in enumerate(self.free):
             if self.blocks[slot].size >= nbytes:
                 return self.free.pop(i)
-        if self.free:  # too small: grow one
-            slot = self.free.pop()
-            self.blocks.pop(slot).unlink()
+        if self.free:  # all too small: replace the largest
+            slot = max(self.free, key=lambda k: self.blocks[k].size)
+            self.free.remove(slot)
+            old = self.blocks.pop(slot)
+            old.close()
+            old.unlink()
         else:
             slot = next(self.next)
-        self.blocks[slot] = shared_memory.SharedMemory(create=True, size=max(nbytes, 1))
+        # A quarter more, in whole MiB: batches vary in size, and a new block costs page
+        # faults on first touch (a reused one does not).
+        size = -(-(nbytes + nbytes // 4) // (1 << 20)) * (1 << 20)
+        self.blocks[slot] = shared_memory.SharedMemory(create=True, size=size)
         return slot
 
     def close(self):
@@ -96,15 +106,22 @@ def _worker(worker_id, sources, tasks, results):
         sources = pickle.loads(sources)
     slots = _Slots()
     iterators = {}
+    trace = os.environ.get("SLUICE_TRACE_WORKERS", "0") != "0"
+    started, busy, source_s, tasks_done = time.perf_counter(), 0.0, 0.0, 0
     try:
         while True:
             msg = tasks.get()
             if msg[0] == "stop":
+                if trace:
+                    wall = time.perf_counter() - started
+                    print(f"[sluice worker {worker_id}] {tasks_done} tasks, busy {busy / wall:.0%} of {wall:.1f} s "
+                          f"(source {source_s / wall:.0%})", file=sys.stderr, flush=True)
                 return
             if msg[0] == "free":
                 slots.free.append(msg[1])
                 continue
             _, task_id, group, mode, args, num_outputs = msg
+            t0 = time.perf_counter()
             cb = sources[group]
             where = "the batch"
             try:
@@ -128,13 +145,17 @@ def _worker(worker_id, sources, tasks, results):
                     outs = [data] if num_outputs is None else list(data)
                     if num_outputs is not None and len(outs) != num_outputs:
                         raise TypeError(f"the source must return {num_outputs} batches (num_outputs), got {len(outs)}")
+                t1 = time.perf_counter()
                 slot, name, metas = _write(slots, outs)
                 results.put(("ok", task_id, worker_id, slot, name, metas))
+                source_s += t1 - t0
             except StopIteration:
                 results.put(("end", task_id, worker_id))
             except BaseException as e:  # noqa: BLE001 - reported to the pipeline's process
                 text = "".join(traceback.format_exception(e)).rstrip()
                 results.put(("error", task_id, worker_id, f"{where}: {text}"))
+            busy += time.perf_counter() - t0
+            tasks_done += 1
     finally:
         slots.close()
 
@@ -206,12 +227,15 @@ class WorkerPool:
         return self.done.pop(task_id)
 
     def read(self, msg):
-        """The arrays of an "ok" message (views into shared memory, valid until `release`)."""
+        """The samples of an "ok" message, per output: (address, shape, type string) in
+        shared memory, valid until `release`."""
         _, _, worker, slot, name, metas = msg
-        block = self.blocks.get((worker, name))
-        if block is None:
-            block = self.blocks[(worker, name)] = _attach(name)
-        return [[np.ndarray(shape, np.dtype(dt), buffer=block.buf, offset=off) for off, shape, dt in meta] for meta in metas]
+        key = (worker, name)
+        if key not in self.blocks:
+            block = _attach(name)
+            self.blocks[key] = (block, ctypes.addressof(ctypes.c_char.from_buffer(block.buf)))
+        base = self.blocks[key][1]
+        return [[(base + off, shape, dt) for off, shape, dt in meta] for meta in metas]
 
     def release(self, msg):
         if msg[0] == "ok":
@@ -236,5 +260,5 @@ class WorkerPool:
             p.join(timeout=5)
             if p.is_alive():
                 p.terminate()
-        for b in self.blocks.values():
-            b.close()
+        self.blocks.clear()  # (the mappings go with the blocks: closing them while a
+        # ctypes view exists would fail, and the process is done with them)

@@ -136,13 +136,45 @@ def _submodule(parent, path):
     return mod
 
 
+def _make_legacy_fn(schema, legacy):
+    """DALI's old flat function for a legacy class name (`fn.file_reader`), with DALI's
+    deprecation warning pointing at the current one."""
+    current = _make_fn(schema)
+    old_name = _snake(legacy)
+
+    def op_fn(*inputs, device=None, name=None, **kwargs):
+        import warnings
+
+        warnings.warn(f"WARNING: `nvidia.dali.fn.{old_name}` is now deprecated. Use `nvidia.dali.fn.{schema['fn_name']}` "
+                      "instead.", DeprecationWarning, stacklevel=2)
+        return make_node(legacy, inputs, kwargs, device=device, name=name)
+
+    op_fn.__name__ = op_fn.__qualname__ = old_name
+    op_fn.__doc__ = f"Deprecated: use fn.{schema['fn_name']}.\n\n" + current.__doc__
+    op_fn.__signature__ = current.__signature__
+    return op_fn
+
+
+def _snake(camel):
+    out = []
+    for i, c in enumerate(camel):
+        if c.isupper() and i and (camel[i - 1].islower() or (i + 1 < len(camel) and camel[i + 1].islower())):
+            out.append("_")
+        out.append(c.lower())
+    return "".join(out)
+
+
 def populate_fn(module):
-    """Adds one function per operator to `module` (sluice.fn), in DALI's submodules."""
+    """Adds one function per operator to `module` (sluice.fn), in DALI's submodules, and
+    DALI's deprecated flat names of legacy classes (`fn.image_decoder`, `fn.file_reader`)."""
     for schema in SCHEMAS.values():
         if schema["name"].startswith("_"):
             continue
         parts = schema["fn_name"].split(".")
         setattr(_submodule(module, parts[:-1]), parts[-1], _make_fn(schema))
+        for legacy, implied_device in schema["legacy_names"]:
+            if implied_device is None and "__" in schema["name"]:
+                setattr(module, _snake(legacy), _make_legacy_fn(schema, legacy))
 
 
 def populate_ops(module):

@@ -554,7 +554,9 @@ class Pipeline:
         try:
             for group, used, outs in data:
                 for op, u, out, layout in zip(group.nodes, used, outs, group.layouts):
-                    if u:
+                    if u and group.parallel:
+                        self._engine.feed_regions(op.name, out, layout)  # samples in shared memory
+                    elif u:
                         self._feed(op.name, out, layout)
         finally:
             for group, _, _ in data:

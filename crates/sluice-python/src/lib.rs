@@ -210,6 +210,12 @@ fn host_array(source: &str, k: usize, a: &Bound<'_, PyAny>) -> PyResult<(usize, 
 /// A batch copied from one array per sample, all of one type and number of dimensions.
 fn host_samples(py: Python<'_>, source: &str, samples: &[Bound<'_, PyAny>]) -> PyResult<EngineTensorList> {
     let arrays = samples.iter().enumerate().map(|(k, a)| host_array(source, k, a)).collect::<PyResult<Vec<_>>>()?;
+    copy_samples(py, source, &arrays)
+}
+
+/// A batch copied from samples at (address, shape, type), all of one type and number of
+/// dimensions; large batches are copied on several threads, without the interpreter lock.
+fn copy_samples(py: Python<'_>, source: &str, arrays: &[(usize, Vec<usize>, DType)]) -> PyResult<EngineTensorList> {
     let Some((_, shape0, dtype)) = arrays.first() else {
         return Err(to_py(Error::Data { location: sluice::error::Location { operator: source.into(), ..Default::default() }, message: "the batch is empty; feed at least one sample".into() }));
     };
@@ -226,11 +232,18 @@ fn host_samples(py: Python<'_>, source: &str, samples: &[Bound<'_, PyAny>]) -> P
     }
     let mut out = EngineTensorList::for_overwrite(BatchMeta::new(*dtype, shape0.len(), arrays.iter().map(|(_, s, _)| &s[..])));
     let dsts: Vec<(usize, usize)> = out.samples_mut().into_iter().map(|d| (d.as_mut_ptr() as usize, d.len())).collect();
+    let copy = |(&(dst, len), (src, _, _)): (&(usize, usize), &(usize, Vec<usize>, DType))| {
+        // SAFETY: `src` is live memory of `len` bytes (its shape and type say so; the caller
+        // holds it); `dst` is this sample's slot of the new batch.
+        unsafe { std::ptr::copy_nonoverlapping(*src as *const u8, dst as *mut u8, len) };
+    };
     py.detach(|| {
-        for ((dst, len), (src, _, _)) in dsts.into_iter().zip(&arrays) {
-            // SAFETY: `src` is a live array of `len` bytes (its shape and type say so; the
-            // caller holds it); `dst` is this sample's slot of the new batch.
-            unsafe { std::ptr::copy_nonoverlapping(*src as *const u8, dst as *mut u8, len) };
+        use rayon::prelude::*;
+        // Below a few MiB a thread hand-off costs more than the copy.
+        if out.total_bytes() < 4 << 20 {
+            dsts.iter().zip(arrays).for_each(copy);
+        } else {
+            dsts.par_iter().zip(arrays.par_iter()).for_each(copy);
         }
     });
     Ok(out)
@@ -298,6 +311,31 @@ impl PyPipeline {
         let exec = py.detach(|| Executor::new(&spec)).map_err(to_py)?;
         let feeds = exec.feeds().to_vec();
         Ok(PyPipeline { exec: std::mem::ManuallyDrop::new(std::sync::Mutex::new(exec)), feeds })
+    }
+
+    /// Queues one batch for external source `name` from raw memory: one (address, shape,
+    /// type string) per sample, all of one type and rank, such as the parallel sources'
+    /// shared-memory blocks. The caller keeps the memory alive until this returns; samples
+    /// are copied in parallel without the interpreter lock.
+    #[pyo3(signature = (name, regions, layout=None))]
+    fn feed_regions(&self, py: Python<'_>, name: &str, regions: Vec<(usize, Vec<usize>, String)>, layout: Option<&str>) -> PyResult<()> {
+        let feed = self.feeds.iter().find(|f| f.name() == name).ok_or_else(|| {
+            to_py(Error::Input { name: name.into(), message: format!("Could not find an input operator with name \"{name}\"") })
+        })?;
+        let arrays = regions
+            .into_iter()
+            .enumerate()
+            .map(|(k, (ptr, shape, typestr))| {
+                let dtype = DType::from_typestr(&typestr)
+                    .ok_or_else(|| to_py(Error::type_mismatch(name, format!("sample {k}: type '{typestr}' is not supported"))))?;
+                Ok((ptr, shape, dtype))
+            })
+            .collect::<PyResult<Vec<_>>>()?;
+        let mut batch = copy_samples(py, name, &arrays)?;
+        if let Some(l) = layout {
+            batch.set_layout(Layout::new(l).map_err(|e| to_py(Error::arg(name, "layout", e)))?);
+        }
+        feed.push(Batch::Cpu(batch)).map_err(to_py)
     }
 
     /// The names of the external sources the built graph kept (the others were pruned).
