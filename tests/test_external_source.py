@@ -806,3 +806,37 @@ def test_gpu_external_source_uploads_host_data():
         np.testing.assert_array_equal(out.as_cpu().as_array(), a)
         np.testing.assert_array_equal(dbl.as_cpu().as_array(), np.full((2, 2, 2), 2, np.float32))
         np.testing.assert_array_equal(plus.as_cpu().as_array(), a + 1)
+
+
+# --------------------------------------------------------------------------- repeat_last
+# Sluice only: DALI 2.4's CPU-only pipelines reject feed_input on a repeat_last source
+# ("Resetting order to an empty one is not supported"); these follow DALI's GPU tests.
+def test_repeat_last():
+    pipe = _pipe(_lib(sluice), 3, prefetch_queue_depth=1)
+    with pipe:
+        x = sluice.fn.external_source(name="x", repeat_last=True)
+        pipe.set_outputs(x, sluice.fn.random.uniform(range=[0, 1]))
+    pipe.feed_input("x", [np.array([1], np.int32)] * 2)
+    for _ in range(3):
+        out, u = pipe.run()
+        assert out.as_array().tolist() == [[1], [1]] and len(u) == 2  # the batch size repeats too
+    pipe.feed_input("x", [np.array([2], np.int32)] * 3)
+    out, u = pipe.run()
+    assert out.as_array().tolist() == [[2], [2], [2]] and len(u) == 3
+    assert pipe.run()[0].as_array().tolist() == [[2], [2], [2]]
+
+
+def test_repeat_last_with_a_source_is_an_error():
+    with sluice.Pipeline(1, 1, None):
+        with pytest.raises(ValueError, match="repeat_last"):
+            sluice.fn.external_source(source=[[np.zeros(1)]], repeat_last=True)
+
+
+def test_repeat_last_synchronous_and_before_any_feed():
+    pipe = sluice.Pipeline(2, 1, None, exec_async=False, exec_pipelined=False)
+    with pipe:
+        pipe.set_outputs(sluice.fn.external_source(name="x", repeat_last=True))
+    with pytest.raises(sluice.errors.InputError):
+        pipe.run()
+    pipe.feed_input("x", [np.array([3], np.int32)])
+    assert [pipe.run()[0].as_array().tolist() for _ in range(2)] == [[[3]], [[3]]]

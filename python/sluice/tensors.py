@@ -4,15 +4,25 @@ are views of engine memory: NumPy, PyTorch and JAX read them without a copy thro
 
 import numpy as np
 
+from . import _core
+
 from .types import DALIDataType
 
 
 class TensorCPU:
-    """One array on the host: a sample, or a dense batch from `TensorListCPU.as_tensor()`."""
+    """One array on the host: a sample, or a dense batch from `TensorListCPU.as_tensor()`.
+    `TensorCPU(array, layout="")` copies an array (anything NumPy takes, or DLPack), as DALI's
+    `backend.TensorCPU`."""
 
     __slots__ = ("_batch", "_index", "_interface")
 
-    def __init__(self, batch, index):
+    def __init__(self, batch, index=None, layout=None):
+        if not isinstance(batch, _core.TensorList):  # an array: a batch of one sample
+            if isinstance(index, str):
+                layout, index = index, None
+            from .external_source import _as_array
+
+            batch, index = _core.TensorList.from_host([_as_array(batch)], layout or None), 0
         self._batch = batch  # _core.TensorList; keeps the memory alive
         self._index = index  # sample index, or None for the whole dense batch
         self._interface = batch.batch_interface() if index is None else batch.sample_interface(index)
@@ -50,6 +60,10 @@ class TensorCPU:
     def as_array(self):
         return np.asarray(self)
 
+    def data_ptr(self):
+        """Address of the first element."""
+        return self._interface["data"][0]
+
     def as_cpu(self):
         return self
 
@@ -68,10 +82,22 @@ class _ArrayView:
 
 
 class TensorListCPU:
-    """A batch on the host: one array per sample, each with its own shape."""
+    """A batch on the host: one array per sample, each with its own shape.
+    `TensorListCPU(data, layout="")` makes one from a list of arrays or TensorCPUs (copied), an
+    array whose first dimension is the batch, or another TensorListCPU (shared, relabelled),
+    as DALI's `backend.TensorListCPU`."""
 
-    def __init__(self, core_batch):
-        self._b = core_batch
+    def __init__(self, data, layout=None):
+        if isinstance(data, _core.TensorList):
+            self._b = data if layout is None else data.with_layout(layout)
+            return
+        if isinstance(data, TensorListCPU):
+            self._b = data._b if layout is None else data._b.with_layout(layout)
+            return
+        from .external_source import to_feed
+
+        batch, layout = to_feed(list(data) if isinstance(data, tuple) else data, layout)
+        self._b = batch if isinstance(batch, _core.TensorList) else _core.TensorList.from_host(batch, layout)
 
     def __len__(self):
         return len(self._b)
@@ -96,6 +122,10 @@ class TensorListCPU:
     def as_tensor(self):
         """The batch as one TensorCPU of shape (N, ...); all samples must share a shape."""
         return TensorCPU(self._b, None)
+
+    def data_ptr(self):
+        """Address of the first sample's first element (samples are contiguous)."""
+        return self._b.batch_interface()["data"][0] if self._b.is_dense_tensor() else self._b.sample_interface(0)["data"][0]
 
     def as_array(self):
         """The batch as one NumPy array of shape (N, ...) (a view, no copy)."""

@@ -466,6 +466,37 @@ struct PyTensorList {
 
 #[pymethods]
 impl PyTensorList {
+    /// A batch copied from host arrays: a list of C-contiguous arrays (one per sample) or
+    /// one array whose first dimension is the batch (`TensorListCPU(...)`, as in DALI).
+    #[staticmethod]
+    #[pyo3(signature = (data, layout=None))]
+    fn from_host(py: Python<'_>, data: &Bound<'_, PyAny>, layout: Option<&str>) -> PyResult<PyTensorList> {
+        let mut t = if let Ok(list) = data.cast::<PyList>() {
+            if list.is_empty() {
+                EngineTensorList::new(DType::U8, 0, std::iter::empty())
+            } else {
+                host_samples(py, "TensorListCPU", &list.iter().collect::<Vec<_>>())?
+            }
+        } else {
+            host_dense(py, "TensorListCPU", data)?
+        };
+        if let Some(l) = layout {
+            t.set_layout(Layout::new(l).map_err(|e| to_py(Error::arg("TensorListCPU", "layout", e)))?);
+        }
+        Ok(PyTensorList { inner: Arc::new(t) })
+    }
+
+    /// The same batch (shared, not copied) with another layout.
+    fn with_layout(&self, layout: &str) -> PyResult<PyTensorList> {
+        let mut t = (*self.inner).clone();
+        let l = Layout::new(layout).map_err(|e| to_py(Error::arg("TensorListCPU", "layout", e)))?;
+        if !l.is_empty() && l.ndim() != t.ndim() {
+            return Err(to_py(Error::arg("TensorListCPU", "layout", format!("'{l}' cannot describe {}-dimensional samples", t.ndim()))));
+        }
+        t.set_layout(l);
+        Ok(PyTensorList { inner: Arc::new(t) })
+    }
+
     fn __len__(&self) -> usize {
         self.inner.len()
     }

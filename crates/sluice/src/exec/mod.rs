@@ -149,7 +149,11 @@ impl Runner {
             return Ok(self.batch_size);
         }
         if !self.wait_for_feeds {
-            if let Some(f) = self.feeds.iter().find(|f| !f.blocking && !f.ready()) {
+            // Synchronous: this iteration is the one the caller asked for.
+            for f in &self.feeds {
+                f.request(iteration + 1);
+            }
+            if let Some(f) = self.feeds.iter().find(|f| !f.blocking && !f.has_next()) {
                 return Err(f.no_data(iteration));
             }
         }
@@ -384,6 +388,9 @@ impl Executor {
                     return Err(f.no_data(self.requested));
                 }
                 self.requested += 1;
+                for f in &self.feeds {
+                    f.request(self.requested);
+                }
                 recv(rx)
             }
         }

@@ -38,6 +38,10 @@ struct State {
     staged: VecDeque<(u64, Batch)>,
     /// The last batch staged (with `repeat_last`).
     last: Option<Batch>,
+    /// Iterations the pipeline's caller has asked for so far. A repeated batch is staged
+    /// only for an iteration asked for: until then new data may still come (as DALI, where
+    /// an iteration runs only once scheduled).
+    requested: u64,
     /// The pipeline is going away: waits end.
     closed: bool,
 }
@@ -96,10 +100,26 @@ impl Feed {
         s.fed > iteration || (self.repeat_last && s.fed > 0)
     }
 
-    /// Whether the next [`Feed::stage`] would find a batch without waiting.
+    /// Whether the next [`Feed::stage`] would find fed data without waiting (a repeat of
+    /// the last batch does not count: see `State::requested`).
     pub fn ready(&self) -> bool {
+        !self.lock().queued.is_empty()
+    }
+
+    /// Whether a batch can be staged now for an iteration the caller asked for: fed, or
+    /// the last one repeated.
+    pub fn has_next(&self) -> bool {
         let s = self.lock();
         !s.queued.is_empty() || (self.repeat_last && s.last.is_some())
+    }
+
+    /// The caller has asked for `count` iterations in all: repeats may be staged for them.
+    pub fn request(&self, count: u64) {
+        let mut s = self.lock();
+        if count > s.requested {
+            s.requested = count;
+            self.fed.notify_all();
+        }
     }
 
     /// Stages the next batch for `iteration` and returns its size. Without data, waits
@@ -110,9 +130,10 @@ impl Feed {
             if s.closed {
                 return Err(Error::Unsupported(format!("{}: the pipeline was closed while waiting for data", self.display_name)));
             }
+            let asked = !wait || s.requested > iteration;
             let next = match s.queued.pop_front() {
                 Some(b) => Some(b),
-                None if self.repeat_last => s.last.clone(),
+                None if self.repeat_last && asked => s.last.clone(),
                 None => None,
             };
             if let Some(b) = next {
@@ -126,6 +147,7 @@ impl Feed {
             if !wait {
                 return Err(self.no_data(iteration));
             }
+            // (With `repeat_last` and data fed before, this waits for new data or the ask.)
             s = self.fed.wait(s).unwrap_or_else(|e| e.into_inner());
         }
     }
