@@ -10,6 +10,7 @@ pub mod crop;
 pub mod decoders;
 pub mod external_source;
 pub mod flip;
+pub mod full;
 pub mod fused;
 pub mod gpu_params;
 pub mod strided_copy_gpu;
@@ -301,6 +302,12 @@ static REGISTRY: &[&OpDef] = &[
     &reshape::RESHAPE,
     &external_source::EXTERNAL_SOURCE,
     &python_function::PYTHON_FUNCTION,
+    &full::FULL,
+    &full::FULL_LIKE,
+    &full::ZEROS,
+    &full::ZEROS_LIKE,
+    &full::ONES,
+    &full::ONES_LIKE,
 ];
 
 /// Runs `f(sample_index, sample_bytes)` for every sample of `out` on the worker pool. When
