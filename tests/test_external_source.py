@@ -840,3 +840,49 @@ def test_repeat_last_synchronous_and_before_any_feed():
         pipe.run()
     pipe.feed_input("x", [np.array([3], np.int32)])
     assert [pipe.run()[0].as_array().tolist() for _ in range(2)] == [[[3]], [[3]]]
+
+
+class _FakeCudaArray:
+    """Has a CUDA array interface (no memory behind it): enough to be taken for GPU data."""
+
+    __cuda_array_interface__ = {"shape": (2, 3), "typestr": "<f4", "data": (1 << 40, False), "version": 3, "strides": None}
+
+
+def test_gpu_data_to_a_cpu_source_is_an_error():
+    pipe = _pipe(_lib(sluice), 2, prefetch_queue_depth=1)
+    with pipe:
+        pipe.set_outputs(sluice.fn.external_source(name="x"))
+    with pytest.raises(sluice.errors.ArgumentTypeError, match="GPU data fed to the cpu external source 'x'"):
+        pipe.feed_input("x", _FakeCudaArray())
+    pipe.feed_input("x", np.zeros((2, 3), np.float32))  # still usable
+    assert pipe.run()[0].as_array().shape == (2, 3)
+
+
+def test_gpu_data_feeds_a_gpu_source():
+    from conftest import require_gpu
+
+    require_gpu()
+    torch = pytest.importorskip("torch")
+    pipe = sluice.Pipeline(3, 2, 0, prefetch_queue_depth=1)
+    with pipe:
+        x = sluice.fn.external_source(name="x", device="gpu", layout="AB")
+        pipe.set_outputs(x * 2)
+    for k in range(3):
+        side = torch.cuda.Stream()
+        with torch.cuda.stream(side):  # produced on a side stream: the copy must wait for it
+            t = torch.arange(3 * 4 * 5, dtype=torch.float32, device="cuda").reshape(3, 4, 5) + k
+            pipe.feed_input("x", t, cuda_stream=side)
+        t.add_(1000)  # after feed_input returns, the caller may overwrite its memory
+        (out,) = pipe.run()
+        expect = (np.arange(60, dtype=np.float32).reshape(3, 4, 5) + k) * 2
+        np.testing.assert_array_equal(out.as_cpu().as_array(), expect)
+    # a list of samples of different shapes, and a Sluice GPU batch from another pipeline
+    samples = [torch.full((i + 1, 2), float(i), device="cuda") for i in range(3)]
+    pipe.feed_input("x", samples)
+    (out,) = pipe.run()
+    assert [np.array(s).tolist() for s in out.as_cpu()] == [[[2 * i] * 2] * (i + 1) for i in range(3)]
+    src = sluice.Pipeline(3, 2, 0)
+    with src:
+        src.set_outputs(sluice.fn.external_source([[np.full((2, 2), 5, np.float32)] * 3], cycle=True, device="gpu"))
+    pipe.feed_input("x", src.run()[0])
+    np.testing.assert_array_equal(pipe.run()[0].as_cpu().as_array(), np.full((3, 2, 2), 10, np.float32))

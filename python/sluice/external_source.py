@@ -417,6 +417,43 @@ def to_feed(data, layout, is_gpu=False):
     return _as_array(data, batch=True), layout
 
 
+def gpu_regions(data):
+    """For data on the GPU (objects with `__cuda_array_interface__`: CuPy, PyTorch, Numba...;
+    one whose first dimension is the batch, or a list of samples): the samples as (device
+    address, shape, type string) and the producer's stream (from the interface; None: the
+    legacy default stream). None for host data."""
+    if isinstance(data, (list, tuple)):
+        gpu = [hasattr(x, "__cuda_array_interface__") for x in data]
+        if not any(gpu):
+            return None
+        if not all(gpu):
+            raise TypeError("a batch mixes GPU and host samples; give all on one side")
+        regions, stream = [], None
+        for x in data:
+            (r,), stream = _cuda_samples(x.__cuda_array_interface__, dense=False)
+            regions.append(r)
+        return regions, stream
+    if hasattr(data, "__cuda_array_interface__"):
+        return _cuda_samples(data.__cuda_array_interface__, dense=True)
+    return None
+
+
+def _cuda_samples(cai, dense):
+    shape, typestr = tuple(cai["shape"]), cai["typestr"]
+    itemsize = np.dtype(typestr).itemsize
+    strides = cai.get("strides")
+    if strides is not None and tuple(strides) != tuple(int(np.prod(shape[k + 1:])) * itemsize for k in range(len(shape))):
+        raise TypeError("GPU data must be C-contiguous (make it so with .contiguous() / cupy.ascontiguousarray)")
+    ptr = cai["data"][0]
+    stream = cai.get("stream")
+    if not dense:
+        return [(ptr, list(shape), typestr)], stream
+    if not shape:
+        raise TypeError("a single GPU array fed as a batch needs a first dimension (the samples)")
+    size = int(np.prod(shape[1:])) * itemsize
+    return [(ptr + i * size, list(shape[1:]), typestr) for i in range(shape[0])], stream
+
+
 class _Capsule:
     """A bare DLPack capsule, for `np.from_dlpack`."""
 

@@ -323,6 +323,7 @@ class Pipeline:
         # External sources: the Python sources the built graph kept, and the fed ones by name.
         self._sources = []
         self._input_names = {}
+        self._es_devices = {}
         # Epoch bookkeeping, as DALI keeps it: iterations scheduled (sources called and fed)
         # but not yet returned; the end of the data reached; epochs begun.
         self._first_iter = True
@@ -434,6 +435,7 @@ class Pipeline:
         outputs of a multi-output source that nothing uses (the source computes them anyway)."""
         kept = set(self._engine.feed_names())
         groups = {}
+        self._es_devices = {op.name: op.device or "cpu" for op in ops if op.schema == "ExternalSource"}
         for op in ops:
             if op.schema != "ExternalSource":
                 continue
@@ -496,13 +498,25 @@ class Pipeline:
         if name not in self._input_names and any(name == op.name for g, _ in self._sources for op in g.nodes):
             raise errors.GraphError(f"Cannot use `feed_input` on the external source '{name}' with a `source` "
                                     "argument specified.")
-        self._feed(name, data, layout)
+        self._feed(name, data, layout, cuda_stream)
 
-    def _feed(self, name, data, layout):
-        from .external_source import to_feed
+    def _feed(self, name, data, layout, cuda_stream=None):
+        from .external_source import gpu_regions, to_feed
 
-        batch, layout = to_feed(data, layout)
-        self._engine.feed(name, batch, layout)
+        gpu = isinstance(data, TensorListGPU) or gpu_regions(data) is not None
+        if gpu and self._es_devices.get(name, "cpu") != "gpu":
+            raise errors.ArgumentTypeError(f"GPU data fed to the cpu external source '{name}': create it with "
+                                           "device='gpu', or feed host data")
+        if isinstance(data, TensorListGPU):
+            self._engine.feed(name, data._b, layout)
+        elif gpu:
+            regions, stream = gpu_regions(data)
+            if cuda_stream is not None:  # a torch/cupy stream object, or a raw handle
+                stream = getattr(cuda_stream, "cuda_stream", getattr(cuda_stream, "ptr", cuda_stream))
+            self._engine.feed_gpu(name, regions, stream, layout)
+        else:
+            batch, layout = to_feed(data, layout)
+            self._engine.feed(name, batch, layout)
 
     def run(self, *cuda_stream, **inputs):
         """Runs one iteration; returns a tuple with one TensorList per output. `inputs`

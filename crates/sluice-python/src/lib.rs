@@ -213,9 +213,8 @@ fn host_samples(py: Python<'_>, source: &str, samples: &[Bound<'_, PyAny>]) -> P
     copy_samples(py, source, &arrays)
 }
 
-/// A batch copied from samples at (address, shape, type), all of one type and number of
-/// dimensions; large batches are copied on several threads, without the interpreter lock.
-fn copy_samples(py: Python<'_>, source: &str, arrays: &[(usize, Vec<usize>, DType)]) -> PyResult<EngineTensorList> {
+/// The metadata of samples at (address, shape, type): one type and number of dimensions.
+fn uniform_meta(source: &str, arrays: &[(usize, Vec<usize>, DType)]) -> PyResult<BatchMeta> {
     let Some((_, shape0, dtype)) = arrays.first() else {
         return Err(to_py(Error::Data { location: sluice::error::Location { operator: source.into(), ..Default::default() }, message: "the batch is empty; feed at least one sample".into() }));
     };
@@ -230,7 +229,13 @@ fn copy_samples(py: Python<'_>, source: &str, arrays: &[(usize, Vec<usize>, DTyp
             )));
         }
     }
-    let mut out = EngineTensorList::for_overwrite(BatchMeta::new(*dtype, shape0.len(), arrays.iter().map(|(_, s, _)| &s[..])));
+    Ok(BatchMeta::new(*dtype, shape0.len(), arrays.iter().map(|(_, s, _)| &s[..])))
+}
+
+/// A batch copied from samples at (address, shape, type), all of one type and number of
+/// dimensions; large batches are copied on several threads, without the interpreter lock.
+fn copy_samples(py: Python<'_>, source: &str, arrays: &[(usize, Vec<usize>, DType)]) -> PyResult<EngineTensorList> {
+    let mut out = EngineTensorList::for_overwrite(uniform_meta(source, arrays)?);
     let dsts: Vec<(usize, usize)> = out.samples_mut().into_iter().map(|d| (d.as_mut_ptr() as usize, d.len())).collect();
     let copy = |(&(dst, len), (src, _, _)): (&(usize, usize), &(usize, Vec<usize>, DType))| {
         // SAFETY: `src` is live memory of `len` bytes (its shape and type say so; the caller
@@ -276,6 +281,8 @@ struct PyPipeline {
     /// The external sources' queues, fed without the executor's lock (a `run()` waiting
     /// for a blocking source holds it).
     feeds: Vec<Arc<Feed>>,
+    /// The pipeline's GPU and the stream GPU data fed from Python is copied on.
+    gpu: Option<(Arc<sluice_cuda::GpuDevice>, std::sync::OnceLock<Arc<sluice_cuda::CudaStream>>)>,
 }
 
 #[pymethods]
@@ -310,7 +317,8 @@ impl PyPipeline {
         };
         let exec = py.detach(|| Executor::new(&spec)).map_err(to_py)?;
         let feeds = exec.feeds().to_vec();
-        Ok(PyPipeline { exec: std::mem::ManuallyDrop::new(std::sync::Mutex::new(exec)), feeds })
+        let gpu = exec.gpu_device().map(|d| (d.clone(), std::sync::OnceLock::new()));
+        Ok(PyPipeline { exec: std::mem::ManuallyDrop::new(std::sync::Mutex::new(exec)), feeds, gpu })
     }
 
     /// Queues one batch for external source `name` from raw memory: one (address, shape,
@@ -338,6 +346,55 @@ impl PyPipeline {
         feed.push(Batch::Cpu(batch)).map_err(to_py)
     }
 
+    /// Queues one batch of GPU samples for external source `name`: (device address, shape,
+    /// type string) per sample, all of one type and rank, in memory of the pipeline's GPU.
+    /// They are copied on a stream of Sluice's that first waits for the work queued so far
+    /// on `stream` (the producer's raw stream; None: the legacy default stream), and the copy
+    /// is finished before this returns, so the caller may reuse its memory at once.
+    #[pyo3(signature = (name, regions, stream=None, layout=None))]
+    fn feed_gpu(&self, py: Python<'_>, name: &str, regions: Vec<(usize, Vec<usize>, String)>, stream: Option<usize>, layout: Option<&str>) -> PyResult<()> {
+        let feed = self.feeds.iter().find(|f| f.name() == name).ok_or_else(|| {
+            to_py(Error::Input { name: name.into(), message: format!("Could not find an input operator with name \"{name}\"") })
+        })?;
+        let Some((device, feed_stream)) = &self.gpu else {
+            return Err(to_py(Error::Graph(format!("external source '{name}': GPU data needs a pipeline with a GPU (device_id) and device='gpu'"))));
+        };
+        let mut samples = Vec::with_capacity(regions.len());
+        for (k, (ptr, shape, typestr)) in regions.into_iter().enumerate() {
+            let dtype = DType::from_typestr(&typestr)
+                .ok_or_else(|| to_py(Error::type_mismatch(name, format!("sample {k}: type '{typestr}' is not supported"))))?;
+            samples.push((ptr, shape, dtype));
+        }
+        let meta = uniform_meta(name, &samples)?;
+        let out = py.detach(|| -> sluice::error::Result<EngineTensorListGpu> {
+            let s = match feed_stream.get() {
+                Some(s) => s.clone(),
+                None => {
+                    let s = device.new_stream()?;
+                    feed_stream.get_or_init(|| s).clone()
+                }
+            };
+            let mut out = EngineTensorListGpu::alloc(meta, device, &s)?;
+            // SAFETY: the caller's stream handle (or null, the legacy default stream) is
+            // live while it feeds; the wait only orders our copies after its work.
+            unsafe { out.buffer().order_free_after(stream.unwrap_or(0) as sluice_cuda::sys::CUstream)? };
+            for (i, (src, _, _)) in samples.iter().enumerate() {
+                let range = out.byte_range(i);
+                // SAFETY: `src` is the caller's live device memory of this sample's bytes
+                // (its shape and type say so), written by work the stream now waits for.
+                unsafe { out.buffer().copy_from_device_async(range.start, *src as u64, range.len())? };
+            }
+            out.set_ready(Arc::new(sluice::tensor::ReadyEvent::record(device, &s)?));
+            s.synchronize().map_err(|e| Error::Cuda(e.to_string()))?;
+            Ok(out)
+        });
+        let mut out = out.map_err(to_py)?;
+        if let Some(l) = layout {
+            out.set_layout(Layout::new(l).map_err(|e| to_py(Error::arg(name, "layout", e)))?);
+        }
+        feed.push(Batch::Gpu(out)).map_err(to_py)
+    }
+
     /// The names of the external sources the built graph kept (the others were pruned).
     fn feed_names(&self) -> Vec<String> {
         self.feeds.iter().map(|f| f.name().to_string()).collect()
@@ -351,6 +408,14 @@ impl PyPipeline {
         let feed = self.feeds.iter().find(|f| f.name() == name).ok_or_else(|| {
             to_py(Error::Input { name: name.into(), message: format!("Could not find an input operator with name \"{name}\"") })
         })?;
+        if let Ok(t) = data.cast::<PyTensorListGpu>() {
+            // A Sluice GPU batch is shared; the operator waits for the event that marks it done.
+            let mut batch = (*t.get().inner).clone();
+            if let Some(l) = layout {
+                batch.set_layout(Layout::new(l).map_err(|e| to_py(Error::arg(name, "layout", e)))?);
+            }
+            return feed.push(Batch::Gpu(batch)).map_err(to_py);
+        }
         let mut batch = if let Ok(t) = data.cast::<PyTensorList>() {
             (*t.get().inner).clone()
         } else if let Ok(list) = data.cast::<PyList>() {

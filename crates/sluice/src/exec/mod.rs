@@ -313,6 +313,8 @@ pub struct Executor {
     feeds: Vec<Arc<Feed>>,
     /// Iterations asked for by `next_batch` so far.
     requested: u64,
+    /// The pipeline's GPU, when it has GPU operators.
+    gpu_device: Option<Arc<GpuDevice>>,
     stats: Arc<Mutex<Vec<OpStats>>>,
     graph: Graph,
 }
@@ -369,12 +371,13 @@ impl Executor {
         let asynchronous = spec.exec_async && spec.exec_pipelined;
         let runner = Runner::new(ops, graph.outputs.clone(), pool, gpu, spec.batch_size, stats.clone(), asynchronous && run_ahead(), asynchronous);
         let feeds = runner.feeds.clone();
+        let gpu_device = runner.gpu.as_ref().map(|g| g.device.clone());
         let mode = if asynchronous {
             start_producer(runner, spec.prefetch_queue_depth.max(1))?
         } else {
             Mode::Sync(Box::new(runner))
         };
-        Ok(Executor { mode, readers, feeds, requested: 0, stats, graph })
+        Ok(Executor { mode, readers, feeds, requested: 0, gpu_device, stats, graph })
     }
 
     /// The next batch: one TensorList per pipeline output. Blocks until it is ready; fails
@@ -399,6 +402,12 @@ impl Executor {
     /// The external source fed by `feed_input(name, ...)`, if the built graph has it.
     pub fn feed(&self, name: &str) -> Option<&Arc<Feed>> {
         self.feeds.iter().find(|f| f.name() == name)
+    }
+
+    /// The pipeline's GPU, when it has GPU operators (external sources' GPU data is copied
+    /// there).
+    pub fn gpu_device(&self) -> Option<&Arc<GpuDevice>> {
+        self.gpu_device.as_ref()
     }
 
     /// Every external source's queue, in graph order.
