@@ -30,6 +30,29 @@ if os.environ.get("SLUICE_TEST_INSTALLED") == "1":
         raise RuntimeError(f"SLUICE_TEST_INSTALLED=1 but sluice was imported from the checkout: {sluice.__file__}")
 
 
+# --------------------------------------------------------------------------- DALI side by side
+def dali_or_none():
+    """NVIDIA DALI 2.4 with the modules parity tests use, or None where it is not installed."""
+    try:
+        import nvidia.dali as dali
+        import nvidia.dali.backend  # noqa: F401
+        import nvidia.dali.fn  # noqa: F401
+        import nvidia.dali.ops  # noqa: F401
+        import nvidia.dali.types  # noqa: F401
+    except ImportError:
+        return None
+    return dali
+
+
+def library_params():
+    """pytest params running one test body against Sluice and, where it is installed, DALI
+    (CPU-only): the same assertions hold for both, so the behaviour checked is DALI's."""
+    import sluice
+
+    dali = dali_or_none()
+    return [pytest.param(sluice, id="sluice")] + ([pytest.param(dali, id="dali")] if dali is not None else [])
+
+
 # --------------------------------------------------------------------------- GPU helper
 def cuda_device_count():
     """Number of CUDA devices visible through the driver API (0 if no driver / no device)."""

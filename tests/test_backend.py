@@ -7,12 +7,9 @@ import pytest
 
 import sluice.backend as sb
 
-try:
-    import nvidia.dali.backend as db
-except ImportError:
-    db = None
+from conftest import library_params
 
-LIBS = [pytest.param(sb, id="sluice")] + ([pytest.param(db, id="dali")] if db is not None else [])
+LIBS = [pytest.param(p.values[0].backend, id=p.id) for p in library_params()]
 
 
 @pytest.fixture(params=LIBS)

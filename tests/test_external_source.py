@@ -12,13 +12,8 @@ import pytest
 
 import sluice
 
-try:
-    import nvidia.dali as _dali
-    import nvidia.dali.fn  # noqa: F401
-    import nvidia.dali.ops  # noqa: F401
-    import nvidia.dali.types  # noqa: F401
-except ImportError:
-    _dali = None
+from conftest import library_params
+
 
 
 def _lib(mod):
@@ -26,9 +21,7 @@ def _lib(mod):
                                     pipeline_def=mod.pipeline_def)
 
 
-LIBS = [pytest.param(_lib(sluice), id="sluice")]
-if _dali is not None:
-    LIBS.append(pytest.param(_lib(_dali), id="dali"))
+LIBS = [pytest.param(_lib(p.values[0]), id=p.id) for p in library_params()]
 
 
 @pytest.fixture(params=LIBS)

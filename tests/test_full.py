@@ -9,14 +9,11 @@ import pytest
 
 import sluice
 
-try:
-    import nvidia.dali as _dali
-    import nvidia.dali.fn  # noqa: F401
-    import nvidia.dali.types  # noqa: F401
-except ImportError:
-    _dali = None
+from conftest import dali_or_none, library_params
 
-LIBS = [pytest.param(sluice, id="sluice")] + ([pytest.param(_dali, id="dali")] if _dali is not None else [])
+_dali = dali_or_none()
+
+LIBS = library_params()
 
 
 @pytest.fixture(params=LIBS)

@@ -10,14 +10,10 @@ import pytest
 
 import sluice
 
-try:
-    import nvidia.dali as _dali
-    import nvidia.dali.fn  # noqa: F401
-    import nvidia.dali.types  # noqa: F401
-except ImportError:
-    _dali = None
+from conftest import library_params
 
-LIBS = [pytest.param(sluice, id="sluice")] + ([pytest.param(_dali, id="dali")] if _dali is not None else [])
+
+LIBS = library_params()
 
 
 @pytest.fixture(params=LIBS)
