@@ -1,0 +1,3 @@
+"""`sluice.plugin.numba.fn`: see `experimental`."""
+
+from . import experimental  # noqa: F401
