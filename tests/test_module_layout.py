@@ -100,3 +100,10 @@ def test_legacy_flat_functions_warn_and_work(lib, tmp_path):
     data, label = pipe.run()
     assert np.array(data[0]).tobytes() == b"abc" and label.as_array().tolist() == [[4]]
     assert callable(lib.fn.image_decoder) and callable(lib.fn.image_decoder_random_crop)
+
+
+def test_pipeline_is_a_package_with_experimental():
+    from sluice.pipeline import Pipeline, pipeline_def
+    from sluice.pipeline.experimental import pipeline_def as experimental_def
+
+    assert Pipeline is sluice.Pipeline and experimental_def is pipeline_def

@@ -8,8 +8,8 @@ import threading
 
 import numpy as np
 
-from . import _core, errors
-from .tensors import TensorListCPU, TensorListGPU
+from .. import _core, errors
+from ..tensors import TensorListCPU, TensorListGPU
 
 _op_ids = itertools.count()
 _local = threading.local()
@@ -37,7 +37,7 @@ class DataNode:
 
     def gpu(self):
         """This node copied to the GPU (a transfer operator on the 'mixed' stage)."""
-        from .ops_gen import make_node
+        from ..ops_gen import make_node
 
         return make_node("MakeContiguous", [self], {}, device="mixed")
 
@@ -149,7 +149,7 @@ class DataNode:
     def __getitem__(self, val):
         """`node[1:3, :, 0]`: integer indices remove their axis, slices (with steps, negative
         bounds) keep it; `None` is a full slice, as in DALI. Indices may be DataNodes."""
-        from .ops_gen import make_node
+        from ..ops_gen import make_node
 
         if not isinstance(val, tuple):
             val = (val,)
@@ -184,7 +184,7 @@ def _operand(x):
     scalar constant, typed as DALI types them (bool -> BOOL, int -> INT32, float -> FLOAT)."""
     if isinstance(x, DataNode):
         return x._expr if x._expr is not None else ("in", x)
-    from .types import ScalarConstant, to_numpy_type
+    from ..types import ScalarConstant, to_numpy_type
 
     if isinstance(x, ScalarConstant):
         return ("const", x.value, np.dtype(to_numpy_type(x.dtype)).name)
@@ -204,7 +204,7 @@ def _operand(x):
 def _arith(op, *operands):
     """One arithmetic operation; nested expressions are fused into a single
     `_ArithmeticGenericOp` whose `expression_desc` holds the whole tree."""
-    from .ops_gen import make_node
+    from ..ops_gen import make_node
 
     tree = (op,) + tuple(_operand(x) for x in operands)
     inputs, index, ints, reals = [], {}, [], []
@@ -390,7 +390,7 @@ class Pipeline:
                 flat.extend(o)
             else:
                 flat.append(o)
-        from .types import Constant, ScalarConstant
+        from ..types import Constant, ScalarConstant
 
         # Constants returned as outputs become Constant operators, as in DALI.
         flat = [Constant(o.value, o.dtype, shape=[]) if isinstance(o, ScalarConstant)
@@ -463,7 +463,7 @@ class Pipeline:
                 g.parallel = False
                 g.callback, g.takes_info = g.callback or _serial_callback(g), g.takes_info
         elif parallel:
-            from ._parallel import WorkerPool
+            from .._parallel import WorkerPool
 
             for k, g in enumerate(parallel):
                 g.index = k
@@ -501,7 +501,7 @@ class Pipeline:
         self._feed(name, data, layout, cuda_stream)
 
     def _feed(self, name, data, layout, cuda_stream=None):
-        from .external_source import gpu_regions, to_feed
+        from ..external_source import gpu_regions, to_feed
 
         gpu = isinstance(data, TensorListGPU) or gpu_regions(data) is not None
         if gpu and self._es_devices.get(name, "cpu") != "gpu":
@@ -659,7 +659,7 @@ class Pipeline:
 
 
 def _serial_callback(group):
-    from .external_source import _callback
+    from ..external_source import _callback
 
     cb, _ = _callback(group.source, group.cycle)
     return cb
