@@ -152,3 +152,13 @@ def test_no_workers_runs_the_source_here():
     with pipe:
         pipe.set_outputs(sluice.fn.external_source(sample_source, batch=False, parallel=True))
     assert len(_epochs(pipe, 1)[0]) == 2
+
+
+def test_a_build_that_fails_stops_the_workers():
+    pipe = sluice.Pipeline(2, 1, None, py_num_workers=2)
+    with pipe:
+        x = sluice.fn.external_source(sample_source, batch=False, parallel=True)
+        pipe.set_outputs(x.gpu())  # a GPU output in a CPU-only pipeline: the build fails
+    with pytest.raises(sluice.errors.GraphError):
+        pipe.build()
+    assert pipe._pool is None

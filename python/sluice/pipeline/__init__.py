@@ -419,16 +419,44 @@ class Pipeline:
                 outs = [outs]
             self.set_outputs(*outs)
         ops = self._collect()
+        self._start_workers(ops)
         index = {op.id: k for k, op in enumerate(ops)}
         spec = [op.spec([(index[n._op.id], n._index) for n in op.inputs],
                         [(k, index[n._op.id], n._index) for k, n in op.arg_inputs.items()])
                 for op in ops]
         outputs = [(index[o._op.id], o._index) for o in self._outputs]
-        self._engine = _core.Pipeline(self._batch_size, self._num_threads, self._device_id, self._seed,
-                                      self._prefetch_queue_depth, self._exec_async, self._exec_pipelined,
-                                      spec, outputs)
+        try:
+            self._engine = _core.Pipeline(self._batch_size, self._num_threads, self._device_id, self._seed,
+                                          self._prefetch_queue_depth, self._exec_async, self._exec_pipelined,
+                                          spec, outputs)
+        except BaseException:
+            if self._pool is not None:  # the workers started above: stop them with the build
+                self._pool.close()
+                self._pool = None
+            raise
         self._built = True
         self._bind_sources(ops)
+
+    def _start_workers(self, ops):
+        """Starts the worker processes of parallel external sources before the engine
+        starts its threads (forking a process with threads risks the child; Python 3.12
+        warns). Sources the engine later prunes get workers that are never asked anything."""
+        parallel = list({id(op.source): op.source for op in ops
+                         if op.schema == "ExternalSource" and op.source is not None and op.source.parallel}.values())
+        if not parallel:
+            return
+        if self._py_num_workers == 0:
+            for g in parallel:  # DALI: no workers means every source runs here
+                g.parallel = False
+                g.callback, g.takes_info = g.callback or _serial_callback(g), g.takes_info
+            return
+        from .._parallel import WorkerPool
+
+        for k, g in enumerate(parallel):
+            g.index = k
+        self._pool = WorkerPool(parallel, self._py_num_workers, self._py_start_method, self._py_callback_pickler)
+        for g in parallel:
+            g.pool = self._pool
 
     def _bind_sources(self, ops):
         """Keeps the Python sources whose external sources survived pruning; warns about
@@ -457,19 +485,6 @@ class Pipeline:
                               f"but the {which} not used. For best performance, adjust your callback so that it "
                               "computes only the needed outputs.", Warning, stacklevel=3)
             self._sources.append((g, used))
-        parallel = [g for g, _ in self._sources if g.parallel]
-        if parallel and self._py_num_workers == 0:
-            for g in parallel:  # DALI: no workers means every source runs here
-                g.parallel = False
-                g.callback, g.takes_info = g.callback or _serial_callback(g), g.takes_info
-        elif parallel:
-            from .._parallel import WorkerPool
-
-            for k, g in enumerate(parallel):
-                g.index = k
-            self._pool = WorkerPool(parallel, self._py_num_workers, self._py_start_method, self._py_callback_pickler)
-            for g in parallel:
-                g.pool = self._pool
 
     def _collect(self):
         """Every operator created for this pipeline, and those its outputs read that were
