@@ -31,6 +31,7 @@ from multiprocessing import shared_memory
 import numpy as np
 
 from . import types as _types
+from .external_source import _host_array
 
 # How long to wait for a worker before checking that every worker is alive.
 _POLL_S = 0.5
@@ -71,19 +72,10 @@ class _Slots:
                 pass
 
 
-def _as_sample(x):
-    if hasattr(x, "detach") and hasattr(x, "numpy"):
-        x = x.detach().cpu().numpy()
-    a = np.asarray(x)
-    if a.dtype.kind not in "biuf":
-        raise TypeError(f"the source returned data of type {a.dtype}; return numeric arrays")
-    return a if a.flags.c_contiguous else np.ascontiguousarray(a)
-
-
 def _write(slots, outputs):
     """Writes `outputs` (per output, a list of samples) into one shared block; returns the
     slot, the block's name and, per output, [(offset, shape, dtype)] per sample."""
-    arrays = [[_as_sample(s) for s in out] for out in outputs]
+    arrays = [[_host_array(s) for s in out] for out in outputs]
     nbytes = sum(a.nbytes + 64 for out in arrays for a in out)
     slot = slots.take(nbytes)
     block = slots.blocks[slot]
@@ -184,7 +176,6 @@ class WorkerPool:
             raise RuntimeError(f"py_num_workers must be at least 1 for parallel external sources, got {num_workers}")
         if start_method not in ("fork", "spawn"):
             raise ValueError(f"py_start_method must be 'fork' or 'spawn', got {start_method!r}")
-        self.groups = groups
         ctx = multiprocessing.get_context(start_method)
         sources = [g.worker_callable() for g in groups]
         if start_method == "spawn":

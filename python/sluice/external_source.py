@@ -115,16 +115,18 @@ def _is_iterable(x):
         return False
 
 
+def _fresh_iterator(source):
+    return source() if _is_generator_function(source) else iter(source)
+
+
 def _iterate(source, cycle):
     """A parallel iterable source's iterator, made in its worker (picklable for spawn)."""
-    if cycle == "quiet":
-        return _quiet_cycle(source)
-    return source() if _is_generator_function(source) else iter(source)
+    return _quiet_cycle(source) if cycle == "quiet" else _fresh_iterator(source)
 
 
 def _quiet_cycle(source):
     while True:
-        it = source() if _is_generator_function(source) else iter(source)
+        it = _fresh_iterator(source)
         empty = True
         for x in it:
             empty = False
@@ -235,6 +237,12 @@ class _SourceGroup:
         self.held.extend(msgs)
         n = len(parts[0])
         return [[s for part in parts for s in part[k]] for k in range(n)]
+
+    def run_in_process(self):
+        """Runs a parallel source here after all (`py_num_workers=0`, as DALI)."""
+        self.parallel = False
+        if self.callback is None:
+            self.callback, _ = _callback(self.source, self.cycle)
 
     def release_fed(self):
         for m in self.held:
@@ -399,7 +407,7 @@ class ExternalSource:
                      parallel=given["parallel"], lead=given["prefetch_queue_depth"])
 
 
-def to_feed(data, layout, is_gpu=False):
+def to_feed(data, layout):
     """What the engine's `feed` takes for `data`: a Sluice batch (shared, not copied), a
     list of C-contiguous arrays (one per sample), or one array whose first dimension is the
     batch; and the layout to give it (None: keep the batch's own)."""
@@ -454,6 +462,14 @@ def _cuda_samples(cai, dense):
     return [(ptr + i * size, list(shape[1:]), typestr) for i in range(shape[0])], stream
 
 
+def _host_array(x):
+    """`_as_array` of what Python code returned (a source in a worker, a python_function):
+    PyTorch tensors, on the GPU too, are copied to the host first."""
+    if hasattr(x, "detach") and hasattr(x, "cpu"):
+        x = x.detach().cpu()
+    return _as_array(x)
+
+
 class _Capsule:
     """A bare DLPack capsule, for `np.from_dlpack`."""
 
@@ -471,14 +487,15 @@ def _as_array(x, batch=False):
     if type(x).__name__ == "PyCapsule":
         x = np.from_dlpack(_Capsule(x))
     elif hasattr(x, "__cuda_array_interface__") and not hasattr(x, "__array_interface__"):
-        raise NotImplementedError("GPU data for an external source is not supported yet by Sluice; give host arrays")
+        raise NotImplementedError("GPU data cannot become host data here: feed it to a device='gpu' external source, "
+                                  "or copy it to the host first")
     elif type(x).__module__.startswith("torch"):
         x = x.detach().cpu().numpy()
     a = np.asarray(x)
     if not a.flags.c_contiguous:
         a = np.ascontiguousarray(a)  # (not for 0-d arrays: it makes them 1-d)
     if a.dtype.kind not in "biuf":
-        raise TypeError(f"external source data of type {a.dtype} is not supported; give numeric arrays")
+        raise TypeError(f"data of type {a.dtype} is not supported; give numeric arrays")
     if batch and a.ndim == 0:
         raise TypeError("a single array fed as a batch needs a first dimension (the samples); "
                         "give a list of arrays for a batch of scalars")

@@ -74,16 +74,9 @@ def _to_function(batch, kind):
 
 
 def _from_function(x, kind):
-    if kind == "dlpack" and type(x).__name__ == "PyCapsule":
-        from .external_source import _as_array
+    from .external_source import _as_array, _host_array
 
-        return _as_array(x)
-    if kind == "torch" and hasattr(x, "detach"):
-        x = x.detach().cpu().numpy()
-    a = np.asarray(x)
-    if a.dtype.kind not in "biuf":
-        raise TypeError(f"the function returned data of type {a.dtype}; return numeric arrays")
-    return a if a.flags.c_contiguous else np.ascontiguousarray(a)
+    return _host_array(x) if kind == "torch" else _as_array(x)
 
 
 def call(function_id, inputs, batch_size, batch_processing, num_outputs, kind):

@@ -327,23 +327,9 @@ impl PyPipeline {
     /// are copied in parallel without the interpreter lock.
     #[pyo3(signature = (name, regions, layout=None))]
     fn feed_regions(&self, py: Python<'_>, name: &str, regions: Vec<(usize, Vec<usize>, String)>, layout: Option<&str>) -> PyResult<()> {
-        let feed = self.feeds.iter().find(|f| f.name() == name).ok_or_else(|| {
-            to_py(Error::Input { name: name.into(), message: format!("Could not find an input operator with name \"{name}\"") })
-        })?;
-        let arrays = regions
-            .into_iter()
-            .enumerate()
-            .map(|(k, (ptr, shape, typestr))| {
-                let dtype = DType::from_typestr(&typestr)
-                    .ok_or_else(|| to_py(Error::type_mismatch(name, format!("sample {k}: type '{typestr}' is not supported"))))?;
-                Ok((ptr, shape, dtype))
-            })
-            .collect::<PyResult<Vec<_>>>()?;
-        let mut batch = copy_samples(py, name, &arrays)?;
-        if let Some(l) = layout {
-            batch.set_layout(Layout::new(l).map_err(|e| to_py(Error::arg(name, "layout", e)))?);
-        }
-        feed.push(Batch::Cpu(batch)).map_err(to_py)
+        let feed = self.feed_named(name)?;
+        let batch = copy_samples(py, name, &typed_regions(name, regions)?)?;
+        push(feed, name, Batch::Cpu(batch), layout)
     }
 
     /// Queues one batch of GPU samples for external source `name`: (device address, shape,
@@ -353,18 +339,11 @@ impl PyPipeline {
     /// is finished before this returns, so the caller may reuse its memory at once.
     #[pyo3(signature = (name, regions, stream=None, layout=None))]
     fn feed_gpu(&self, py: Python<'_>, name: &str, regions: Vec<(usize, Vec<usize>, String)>, stream: Option<usize>, layout: Option<&str>) -> PyResult<()> {
-        let feed = self.feeds.iter().find(|f| f.name() == name).ok_or_else(|| {
-            to_py(Error::Input { name: name.into(), message: format!("Could not find an input operator with name \"{name}\"") })
-        })?;
+        let feed = self.feed_named(name)?;
         let Some((device, feed_stream)) = &self.gpu else {
             return Err(to_py(Error::Graph(format!("external source '{name}': GPU data needs a pipeline with a GPU (device_id) and device='gpu'"))));
         };
-        let mut samples = Vec::with_capacity(regions.len());
-        for (k, (ptr, shape, typestr)) in regions.into_iter().enumerate() {
-            let dtype = DType::from_typestr(&typestr)
-                .ok_or_else(|| to_py(Error::type_mismatch(name, format!("sample {k}: type '{typestr}' is not supported"))))?;
-            samples.push((ptr, shape, dtype));
-        }
+        let samples = typed_regions(name, regions)?;
         let meta = uniform_meta(name, &samples)?;
         let out = py.detach(|| -> sluice::error::Result<EngineTensorListGpu> {
             let s = match feed_stream.get() {
@@ -388,11 +367,7 @@ impl PyPipeline {
             s.synchronize().map_err(|e| Error::Cuda(e.to_string()))?;
             Ok(out)
         });
-        let mut out = out.map_err(to_py)?;
-        if let Some(l) = layout {
-            out.set_layout(Layout::new(l).map_err(|e| to_py(Error::arg(name, "layout", e)))?);
-        }
-        feed.push(Batch::Gpu(out)).map_err(to_py)
+        push(feed, name, Batch::Gpu(out.map_err(to_py)?), layout)
     }
 
     /// The names of the external sources the built graph kept (the others were pruned).
@@ -405,28 +380,19 @@ impl PyPipeline {
     /// dimension is the batch (copied once). `layout` replaces the batch's own.
     #[pyo3(signature = (name, data, layout=None))]
     fn feed(&self, py: Python<'_>, name: &str, data: &Bound<'_, PyAny>, layout: Option<&str>) -> PyResult<()> {
-        let feed = self.feeds.iter().find(|f| f.name() == name).ok_or_else(|| {
-            to_py(Error::Input { name: name.into(), message: format!("Could not find an input operator with name \"{name}\"") })
-        })?;
+        let feed = self.feed_named(name)?;
         if let Ok(t) = data.cast::<PyTensorListGpu>() {
             // A Sluice GPU batch is shared; the operator waits for the event that marks it done.
-            let mut batch = (*t.get().inner).clone();
-            if let Some(l) = layout {
-                batch.set_layout(Layout::new(l).map_err(|e| to_py(Error::arg(name, "layout", e)))?);
-            }
-            return feed.push(Batch::Gpu(batch)).map_err(to_py);
+            return push(feed, name, Batch::Gpu((*t.get().inner).clone()), layout);
         }
-        let mut batch = if let Ok(t) = data.cast::<PyTensorList>() {
+        let batch = if let Ok(t) = data.cast::<PyTensorList>() {
             (*t.get().inner).clone()
         } else if let Ok(list) = data.cast::<PyList>() {
             host_samples(py, name, &list.iter().collect::<Vec<_>>())?
         } else {
             host_dense(py, name, data)?
         };
-        if let Some(l) = layout {
-            batch.set_layout(Layout::new(l).map_err(|e| to_py(Error::arg(name, "layout", e)))?);
-        }
-        feed.push(Batch::Cpu(batch)).map_err(to_py)
+        push(feed, name, Batch::Cpu(batch), layout)
     }
 
     /// The next batch, one TensorList per output. Waits without holding the GIL.
@@ -465,6 +431,40 @@ impl PyPipeline {
     fn stats(&self) -> Vec<(String, u64, f64)> {
         self.exec().stats().into_iter().map(|s| (s.name, s.calls, s.total.as_secs_f64())).collect()
     }
+}
+
+impl PyPipeline {
+    /// The external source `feed_input` names, if the built graph kept it.
+    fn feed_named(&self, name: &str) -> PyResult<&Arc<Feed>> {
+        self.feeds.iter().find(|f| f.name() == name).ok_or_else(|| {
+            to_py(Error::Input { name: name.into(), message: format!("Could not find an input operator with name \"{name}\"") })
+        })
+    }
+}
+
+/// Queues `batch` for `feed`, under `layout` when one is given.
+fn push(feed: &Feed, name: &str, mut batch: Batch, layout: Option<&str>) -> PyResult<()> {
+    if let Some(l) = layout {
+        let l = Layout::new(l).map_err(|e| to_py(Error::arg(name, "layout", e)))?;
+        match &mut batch {
+            Batch::Cpu(t) => t.set_layout(l),
+            Batch::Gpu(t) => t.set_layout(l),
+        }
+    }
+    feed.push(batch).map_err(to_py)
+}
+
+/// Samples given as (address, shape, type string), with their types parsed.
+fn typed_regions(source: &str, regions: Vec<(usize, Vec<usize>, String)>) -> PyResult<Vec<(usize, Vec<usize>, DType)>> {
+    regions
+        .into_iter()
+        .enumerate()
+        .map(|(k, (ptr, shape, typestr))| {
+            let dtype = DType::from_typestr(&typestr)
+                .ok_or_else(|| to_py(Error::type_mismatch(source, format!("sample {k}: type '{typestr}' is not supported"))))?;
+            Ok((ptr, shape, dtype))
+        })
+        .collect()
 }
 
 impl Drop for PyPipeline {

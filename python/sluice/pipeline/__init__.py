@@ -447,8 +447,7 @@ class Pipeline:
             return
         if self._py_num_workers == 0:
             for g in parallel:  # DALI: no workers means every source runs here
-                g.parallel = False
-                g.callback, g.takes_info = g.callback or _serial_callback(g), g.takes_info
+                g.run_in_process()
             return
         from .._parallel import WorkerPool
 
@@ -518,14 +517,14 @@ class Pipeline:
     def _feed(self, name, data, layout, cuda_stream=None):
         from ..external_source import gpu_regions, to_feed
 
-        gpu = isinstance(data, TensorListGPU) or gpu_regions(data) is not None
-        if gpu and self._es_devices.get(name, "cpu") != "gpu":
+        on_gpu = None if isinstance(data, TensorListGPU) else gpu_regions(data)
+        if (on_gpu is not None or isinstance(data, TensorListGPU)) and self._es_devices.get(name, "cpu") != "gpu":
             raise errors.ArgumentTypeError(f"GPU data fed to the cpu external source '{name}': create it with "
                                            "device='gpu', or feed host data")
         if isinstance(data, TensorListGPU):
             self._engine.feed(name, data._b, layout)
-        elif gpu:
-            regions, stream = gpu_regions(data)
+        elif on_gpu is not None:
+            regions, stream = on_gpu
             if cuda_stream is not None:  # a torch/cupy stream object, or a raw handle
                 stream = getattr(cuda_stream, "cuda_stream", getattr(cuda_stream, "ptr", cuda_stream))
             self._engine.feed_gpu(name, regions, stream, layout)
@@ -671,13 +670,6 @@ class Pipeline:
         if pool is not None:
             pool.close()
         self._engine = None
-
-
-def _serial_callback(group):
-    from ..external_source import _callback
-
-    cb, _ = _callback(group.source, group.cycle)
-    return cb
 
 
 def do_not_convert(func=None):

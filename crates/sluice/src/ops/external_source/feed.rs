@@ -88,11 +88,6 @@ impl Feed {
         Ok(())
     }
 
-    /// Batches fed so far.
-    pub fn fed_count(&self) -> u64 {
-        self.lock().fed
-    }
-
     /// Whether iteration `iteration` (counting every iteration since the build) has data,
     /// fed already or repeated.
     pub fn has_data_for(&self, iteration: u64) -> bool {

@@ -126,8 +126,8 @@ impl Operator for Fill {
             }
         }
         let dtype = match self.kind {
-            Kind::Full => ws.inputs[0].dtype(),
-            Kind::FullLike => ws.inputs[0].dtype(),
+            // full: the fill value's type; full_like: data_like's (the fill value converts to it)
+            Kind::Full | Kind::FullLike => ws.inputs[0].dtype(),
             _ if self.ctx.args.has("dtype") => self.ctx.args.dtype("dtype"),
             _ => ws.inputs[0].dtype(),
         };
