@@ -162,3 +162,78 @@ def test_a_build_that_fails_stops_the_workers():
     with pytest.raises(sluice.errors.GraphError):
         pipe.build()
     assert pipe._pool is None
+
+
+def growing_source(info):
+    """Samples that grow with the iteration, so workers replace their shared blocks."""
+    if info.iteration >= 6:
+        raise StopIteration
+    side = 64 << info.iteration
+    return np.full((side, side), info.idx_in_epoch % 251, np.uint8)
+
+
+def pair_source(info):
+    if info.idx_in_epoch >= EPOCH:
+        raise StopIteration
+    i = info.idx_in_epoch
+    return np.full(3, i, np.int16), np.full((2, 2), -i, np.float32)
+
+
+@pytest.mark.parametrize("workers", [1, 2])
+def test_outputs_held_by_the_user_keep_their_data(workers):
+    """One worker's iteration is fed in place: its shared block is lent to the batch and
+    must not be written again while any output over it lives, even after the pipeline is
+    gone. Several workers' shares are gathered into one batch (a copy)."""
+    pipe = sluice.Pipeline(4, 1, None, py_num_workers=workers, prefetch_queue_depth=1)
+    with pipe:
+        pipe.set_outputs(sluice.fn.external_source(sample_source, batch=False, parallel=True, prefetch_queue_depth=1))
+    held = []
+    for _ in range(2):  # two epochs: blocks cycle back to the workers between them
+        while True:
+            try:
+                held.append(pipe.run()[0])
+            except StopIteration:
+                break
+        pipe.reset()
+    del pipe
+    import gc
+
+    gc.collect()
+    got = [np.array(t).ravel()[0] for batch in held for t in batch]
+    want = [i * 10 + e for e in range(2) for i in range(8)]  # the third batch reaches index 10: StopIteration
+    assert got == want
+
+
+def test_blocks_replaced_for_larger_samples_stay_correct():
+    pipe = sluice.Pipeline(3, 1, None, py_num_workers=1)
+    with pipe:
+        pipe.set_outputs(sluice.fn.external_source(growing_source, batch=False, parallel=True))
+    for epoch in range(2):
+        for it in range(6):
+            (out,) = pipe.run()
+            side = 64 << it
+            for k in range(3):
+                a = np.array(out[k])
+                assert a.shape == (side, side)
+                assert (a == (it * 3 + k) % 251).all()
+        with pytest.raises(StopIteration):
+            pipe.run()
+        pipe.reset()
+
+
+@pytest.mark.parametrize("workers", [1, 2])
+def test_multiple_outputs_in_place_and_one_pruned(workers):
+    pipe = sluice.Pipeline(5, 1, None, py_num_workers=workers)
+    with pipe:
+        a, b = sluice.fn.external_source(pair_source, num_outputs=2, batch=False, parallel=True)
+        pipe.set_outputs(a, b * 2)
+    a, b = pipe.run()
+    assert [np.array(t).tolist() for t in a] == [[i] * 3 for i in range(5)]
+    assert [np.array(t).tolist() for t in b] == [[[-2.0 * i] * 2] * 2 for i in range(5)]
+    pipe2 = sluice.Pipeline(5, 1, None, py_num_workers=workers)
+    with pipe2:
+        a, _ = sluice.fn.external_source(pair_source, num_outputs=2, batch=False, parallel=True)
+        pipe2.set_outputs(a + 1)
+    for it in range(2):
+        (a,) = pipe2.run()
+        assert [np.array(t).tolist() for t in a] == [[it * 5 + i + 1] * 3 for i in range(5)]

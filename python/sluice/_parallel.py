@@ -1,13 +1,16 @@
 """Parallel `external_source` (`parallel=True`): the sources run in `py_num_workers`
 worker processes (`py_start_method` "fork" or "spawn"), which write their arrays into
-shared memory; the pipeline's process reads them there and feeds them (one copy, no
-pickling of array data). Work is handed out ahead of the pipeline (the source's
-`prefetch_queue_depth` iterations), so the workers compute while the pipeline runs.
+shared memory (no pickling of array data). The engine maps those blocks itself: an
+iteration that one task computed is fed in place, without a copy, and its block goes back
+to its worker when the last batch over it is dropped; an iteration split over several
+workers is gathered into one batch with a copy. Work is handed out ahead of the pipeline
+(the source's `prefetch_queue_depth` iterations), to whichever worker is free, so the
+workers compute while the pipeline runs.
 
 - Per-sample sources (`batch=False`, a callable taking `SampleInfo`): each iteration's
   samples are split into one contiguous share per worker.
-- Batch sources (a callable taking `BatchInfo` or the iteration): one batch per task, the
-  iterations spread over the workers.
+- Batch sources (a callable taking `BatchInfo` or the iteration): one batch per task, at
+  least one per worker ahead.
 - Iterables and generator functions (batch mode): one worker iterates, in order.
 
 A source that raises gives an error naming the source, the sample and the exception with
@@ -16,7 +19,7 @@ its traceback; a worker that dies is reported (its exit code), never waited for 
 """
 
 import atexit
-import ctypes
+import collections
 import itertools
 import multiprocessing
 import os
@@ -35,15 +38,20 @@ from .external_source import _host_array
 
 # How long to wait for a worker before checking that every worker is alive.
 _POLL_S = 0.5
+# Tasks queued on each worker at a time: one running, one ready to start.
+_DEPTH = 2
+# Where each output's samples start in a block: the engine's alignment for batches.
+_ALIGN = 64
 
 
 class _Slots:
-    """A worker's shared-memory blocks, reused once the pipeline's process read them."""
+    """A worker's shared-memory blocks, reused once the pipeline gave them back."""
 
     def __init__(self):
         self.blocks = {}  # slot -> SharedMemory
         self.free = []
         self.next = itertools.count()
+        self.retired = []  # names of blocks replaced since the last task (the pipeline unmaps them)
 
     def take(self, nbytes):
         for i, slot in enumerate(self.free):
@@ -53,6 +61,7 @@ class _Slots:
             slot = max(self.free, key=lambda k: self.blocks[k].size)
             self.free.remove(slot)
             old = self.blocks.pop(slot)
+            self.retired.append(old.name)
             old.close()
             old.unlink()
         else:
@@ -73,17 +82,18 @@ class _Slots:
 
 
 def _write(slots, outputs):
-    """Writes `outputs` (per output, a list of samples) into one shared block; returns the
-    slot, the block's name and, per output, [(offset, shape, dtype)] per sample."""
+    """Writes `outputs` (per output, a list of samples) into one shared block, each output's
+    samples back to back from an aligned start (so the pipeline can use them in place);
+    returns the slot, the block's name and, per output, [(offset, shape, dtype)] per sample."""
     arrays = [[_host_array(s) for s in out] for out in outputs]
-    nbytes = sum(a.nbytes + 64 for out in arrays for a in out)
+    nbytes = sum(_ALIGN + sum(a.nbytes for a in out) for out in arrays)
     slot = slots.take(nbytes)
     block = slots.blocks[slot]
     metas, pos = [], 0
     for out in arrays:
+        pos = -(-pos // _ALIGN) * _ALIGN
         meta = []
         for a in out:
-            pos = (pos + 63) // 64 * 64
             np.ndarray(a.shape, a.dtype, buffer=block.buf, offset=pos)[...] = a
             meta.append((pos, a.shape, a.dtype.str))
             pos += a.nbytes
@@ -139,7 +149,8 @@ def _worker(worker_id, sources, tasks, results):
                         raise TypeError(f"the source must return {num_outputs} batches (num_outputs), got {len(outs)}")
                 t1 = time.perf_counter()
                 slot, name, metas = _write(slots, outs)
-                results.put(("ok", task_id, worker_id, slot, name, metas))
+                results.put(("ok", task_id, worker_id, slot, name, metas, slots.retired))
+                slots.retired = []
                 source_s += t1 - t0
             except StopIteration:
                 results.put(("end", task_id, worker_id))
@@ -152,24 +163,15 @@ def _worker(worker_id, sources, tasks, results):
         slots.close()
 
 
-def _attach(name):
-    """Opens a worker's block without handing it to this process's resource tracker (the
-    worker owns it: a tracker here would unlink it, and warn, when this process exits)."""
-    try:
-        return shared_memory.SharedMemory(name=name, track=False)  # Python >= 3.13
-    except TypeError:
-        block = shared_memory.SharedMemory(name=name)
-        try:
-            from multiprocessing import resource_tracker
-
-            resource_tracker.unregister(block._name, "shared_memory")
-        except Exception:
-            pass
-        return block
-
-
 class WorkerPool:
-    """The worker processes of one pipeline, serving its parallel sources."""
+    """The worker processes of one pipeline, serving its parallel sources.
+
+    Tasks are handed out as workers free up, not by a fixed plan: a dispatcher thread here
+    collects results and gives the worker that delivered the next waiting task, keeping
+    `_DEPTH` tasks queued on each worker so none waits for a round trip. A slow sample (a
+    large JPEG) then delays only its own iteration while the other workers go on with the
+    next ones. Tasks of iterating sources (a generator's state lives in one worker) are
+    pinned to their worker."""
 
     def __init__(self, groups, num_workers, start_method, pickler=None):
         if num_workers < 1:
@@ -193,40 +195,105 @@ class WorkerPool:
         # Workers unlink their shared memory when told to stop: tell them at exit too.
         atexit.register(self.close)
         self.ids = itertools.count()
+        self.lock = threading.Condition()
+        self.waiting = collections.deque()  # (task id, pinned worker or None, message), in submission order
+        self.queued = [0] * num_workers  # tasks sent to each worker and not answered yet
         self.done = {}  # task id -> message
-        self.blocks = {}  # (worker, shm name) -> SharedMemory attached here
+        self.discarded = set()  # tasks whose results are freed as they come
+        self.failure = None  # why the workers cannot go on (a worker died)
+        self.lent = {}  # token (task id) -> message of a chunk the pipeline uses
+        self.retired = []  # blocks workers replaced, not yet unmapped by the pipeline
         self.closed = False
+        self.collector = threading.Thread(target=self._collect, name="sluice-es-collector", daemon=True)
+        self.collector.start()
 
-    def submit(self, worker, group, mode, args, num_outputs):
-        task_id = next(self.ids)
-        self.tasks[worker].put(("task", task_id, group, mode, args, num_outputs))
+    def submit(self, group, mode, args, num_outputs, pinned=None):
+        """Queues a task; `pinned`: the worker that must run it (None: the first free)."""
+        with self.lock:
+            task_id = next(self.ids)
+            self.waiting.append((task_id, pinned, ("task", task_id, group, mode, args, num_outputs)))
+            self._dispatch()
         return task_id
 
-    def wait(self, task_id, what):
-        """The message of `task_id`; raises if a worker died meanwhile."""
-        while task_id not in self.done:
+    def _dispatch(self):
+        """Sends waiting tasks, oldest first, to workers with room (lock held)."""
+        blocked = set()  # workers a pinned task is waiting for: later tasks must not pass it
+        kept = collections.deque()
+        while self.waiting:
+            task = self.waiting.popleft()
+            _, pinned, msg = task
+            if pinned is not None:
+                w = pinned if pinned not in blocked and self.queued[pinned] < _DEPTH else None
+                if w is None:
+                    blocked.add(pinned)
+            else:
+                free = [k for k in range(len(self.procs)) if k not in blocked and self.queued[k] < _DEPTH]
+                w = min(free, key=lambda k: self.queued[k]) if free else None
+            if w is None:
+                kept.append(task)
+                continue
+            self.queued[w] += 1
+            self.tasks[w].put(msg)
+        self.waiting = kept
+
+    def _collect(self):
+        """The dispatcher thread: files each result and refills the worker that sent it."""
+        while not self.closed:
             try:
                 msg = self.results.get(timeout=_POLL_S)
             except queue.Empty:
                 dead = [(i, p.exitcode) for i, p in enumerate(self.procs) if not p.is_alive()]
-                if dead:
-                    i, code = dead[0]
-                    raise RuntimeError(f"{what}: the external source worker process {i} died (exit code {code}); "
-                                       "the pipeline cannot continue")
+                if dead and not self.closed:
+                    with self.lock:
+                        i, code = dead[0]
+                        self.failure = f"the external source worker process {i} died (exit code {code})"
+                        self.lock.notify_all()
+                    return
                 continue
-            self.done[msg[1]] = msg
-        return self.done.pop(task_id)
+            except (EOFError, OSError, ValueError):  # the queue closed under us: shutting down
+                return
+            with self.lock:
+                self.queued[msg[2]] -= 1
+                if msg[0] == "ok":
+                    self.retired.extend(msg[6])
+                if msg[1] in self.discarded:
+                    self.discarded.remove(msg[1])
+                    self.release(msg)
+                else:
+                    self.done[msg[1]] = msg
+                self._dispatch()
+                self.lock.notify_all()
 
-    def read(self, msg):
-        """The samples of an "ok" message, per output: (address, shape, type string) in
-        shared memory, valid until `release`."""
-        _, _, worker, slot, name, metas = msg
-        key = (worker, name)
-        if key not in self.blocks:
-            block = _attach(name)
-            self.blocks[key] = (block, ctypes.addressof(ctypes.c_char.from_buffer(block.buf)))
-        base = self.blocks[key][1]
-        return [[(base + off, shape, dt) for off, shape, dt in meta] for meta in metas]
+    def wait(self, task_id, what):
+        """The message of `task_id`; raises if a worker died meanwhile."""
+        with self.lock:
+            while task_id not in self.done:
+                if self.failure is not None:
+                    raise RuntimeError(f"{what}: {self.failure}; the pipeline cannot continue")
+                self.lock.wait(_POLL_S)
+            return self.done.pop(task_id)
+
+    def lend(self, msgs):
+        """The shared-memory chunks of an iteration's "ok" messages, for
+        `feed_shared`: (block name, token, per output [(offset, shape, type)]). Each block
+        stays the pipeline's until its token comes back (`give_back`)."""
+        with self.lock:
+            for m in msgs:
+                self.lent[m[1]] = m
+        return [(m[4], m[1], m[5]) for m in msgs]
+
+    def give_back(self, tokens):
+        """Returns the blocks of chunks nothing uses any more to their workers."""
+        with self.lock:
+            msgs = [self.lent.pop(t) for t in tokens]
+        for m in msgs:
+            self.release(m)
+
+    def take_retired(self):
+        """Names of blocks workers replaced since the last call (to unmap here)."""
+        with self.lock:
+            names, self.retired = self.retired, []
+        return names
 
     def release(self, msg):
         if msg[0] == "ok":
@@ -234,7 +301,11 @@ class WorkerPool:
 
     def discard(self, task_id):
         """Frees a task's result whenever it comes (an epoch ended before it was used)."""
-        msg = self.wait(task_id, "discarding")
+        with self.lock:
+            msg = self.done.pop(task_id, None)
+            if msg is None:
+                self.discarded.add(task_id)
+                return
         self.release(msg)
 
     def close(self):
@@ -251,5 +322,3 @@ class WorkerPool:
             p.join(timeout=5)
             if p.is_alive():
                 p.terminate()
-        self.blocks.clear()  # (the mappings go with the blocks: closing them while a
-        # ctypes view exists would fail, and the process is done with them)

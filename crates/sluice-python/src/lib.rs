@@ -3,6 +3,7 @@
 //! errors into Python exceptions. Everything else lives in the engine or in Python.
 
 mod dlpack;
+mod shm;
 
 use std::sync::Arc;
 
@@ -232,6 +233,9 @@ fn uniform_meta(source: &str, arrays: &[(usize, Vec<usize>, DType)]) -> PyResult
     Ok(BatchMeta::new(*dtype, shape0.len(), arrays.iter().map(|(_, s, _)| &s[..])))
 }
 
+/// Threads that copy a large batch from Python memory (see `copy_samples`).
+const COPY_THREADS: usize = 4;
+
 /// A batch copied from samples at (address, shape, type), all of one type and number of
 /// dimensions; large batches are copied on several threads, without the interpreter lock.
 fn copy_samples(py: Python<'_>, source: &str, arrays: &[(usize, Vec<usize>, DType)]) -> PyResult<EngineTensorList> {
@@ -244,11 +248,12 @@ fn copy_samples(py: Python<'_>, source: &str, arrays: &[(usize, Vec<usize>, DTyp
     };
     py.detach(|| {
         use rayon::prelude::*;
-        // Below a few MiB a thread hand-off costs more than the copy.
+        // Below a few MiB a thread hand-off costs more than the copy. Above, a few threads
+        // reach the memory bandwidth; more only take cores from the sources' workers.
         if out.total_bytes() < 4 << 20 {
             dsts.iter().zip(arrays).for_each(copy);
         } else {
-            dsts.par_iter().zip(arrays.par_iter()).for_each(copy);
+            dsts.par_iter().zip(arrays.par_iter()).with_min_len(dsts.len().div_ceil(COPY_THREADS)).for_each(copy);
         }
     });
     Ok(out)
@@ -283,7 +288,13 @@ struct PyPipeline {
     feeds: Vec<Arc<Feed>>,
     /// The pipeline's GPU and the stream GPU data fed from Python is copied on.
     gpu: Option<(Arc<sluice_cuda::GpuDevice>, std::sync::OnceLock<Arc<sluice_cuda::CudaStream>>)>,
+    /// The parallel external sources' shared memory, mapped here.
+    shm: shm::Blocks,
 }
+
+/// One worker task's share of an iteration: (shared block name, token, per output the
+/// samples as (offset, shape, type string)).
+type SharedChunk = (String, u64, Vec<Vec<(usize, Vec<usize>, String)>>);
 
 #[pymethods]
 impl PyPipeline {
@@ -318,18 +329,59 @@ impl PyPipeline {
         let exec = py.detach(|| Executor::new(&spec)).map_err(to_py)?;
         let feeds = exec.feeds().to_vec();
         let gpu = exec.gpu_device().map(|d| (d.clone(), std::sync::OnceLock::new()));
-        Ok(PyPipeline { exec: std::mem::ManuallyDrop::new(std::sync::Mutex::new(exec)), feeds, gpu })
+        Ok(PyPipeline { exec: std::mem::ManuallyDrop::new(std::sync::Mutex::new(exec)), feeds, gpu, shm: shm::Blocks::default() })
     }
 
-    /// Queues one batch for external source `name` from raw memory: one (address, shape,
-    /// type string) per sample, all of one type and rank, such as the parallel sources'
-    /// shared-memory blocks. The caller keeps the memory alive until this returns; samples
-    /// are copied in parallel without the interpreter lock.
-    #[pyo3(signature = (name, regions, layout=None))]
-    fn feed_regions(&self, py: Python<'_>, name: &str, regions: Vec<(usize, Vec<usize>, String)>, layout: Option<&str>) -> PyResult<()> {
-        let feed = self.feed_named(name)?;
-        let batch = copy_samples(py, name, &typed_regions(name, regions)?)?;
-        push(feed, name, Batch::Cpu(batch), layout)
+    /// Queues one iteration of a parallel external source from its workers' shared memory
+    /// (see `shm`). `chunks`: in sample order, one per worker task: (block name, token,
+    /// per output [(offset, shape, type string)] per sample). `outputs`: per output, the
+    /// external source to feed and its layout, or None when pruned. An iteration of one
+    /// chunk is fed in place (the block is lent to the batches); several are gathered with
+    /// a copy. Either way each chunk's token comes back from `take_returned` once nothing
+    /// uses its block any more.
+    fn feed_shared(&self, py: Python<'_>, outputs: Vec<Option<(String, Option<String>)>>, chunks: Vec<SharedChunk>) -> PyResult<()> {
+        let mut leases = Vec::with_capacity(chunks.len());
+        for (block, token, _) in &chunks {
+            let block = self.shm.get(block).map_err(to_py)?;
+            leases.push((block.clone(), self.shm.lease(block, *token)));
+        }
+        for (k, out) in outputs.iter().enumerate() {
+            let Some((name, layout)) = out else { continue };
+            let feed = self.feed_named(name)?;
+            let mut placed = Vec::with_capacity(chunks.len());
+            for (_, _, per_output) in &chunks {
+                let Some(samples) = per_output.get(k) else {
+                    return Err(to_py(Error::type_mismatch(name, "a worker returned fewer outputs than the source has")));
+                };
+                placed.push(typed_regions(name, samples.clone())?);
+            }
+            let lent = match (&leases[..], &placed[..]) {
+                ([(block, lease)], [samples]) => shm::lend(block, samples, lease).map_err(to_py)?.map(|buf| (samples, buf)),
+                _ => None,
+            };
+            let batch = match lent {
+                Some((samples, buf)) => EngineTensorList::from_parts(uniform_meta(name, samples)?, buf),
+                None => {
+                    let mut addresses = Vec::new();
+                    for ((block, _), samples) in leases.iter().zip(&placed) {
+                        addresses.extend(shm::addresses(block, samples).map_err(to_py)?);
+                    }
+                    copy_samples(py, name, &addresses)?
+                }
+            };
+            push(feed, name, Batch::Cpu(batch), layout.as_deref())?;
+        }
+        Ok(())
+    }
+
+    /// Tokens of shared-memory chunks (see `feed_shared`) nothing uses any more.
+    fn take_returned(&self) -> Vec<u64> {
+        self.shm.take_returned()
+    }
+
+    /// Unmaps a worker's block once no batch uses it (the worker replaced it).
+    fn forget_shared(&self, block: &str) {
+        self.shm.forget(block)
     }
 
     /// Queues one batch of GPU samples for external source `name`: (device address, shape,

@@ -568,6 +568,10 @@ class Pipeline:
         none raised StopIteration (then False: the epoch ended)."""
         ended = False
         data = []
+        if self._pool is not None:  # blocks of batches gone since: back to their workers
+            self._pool.give_back(self._engine.take_returned())
+            for name in self._pool.take_retired():
+                self._engine.forget_shared(name)
         for group, used in self._sources:
             try:
                 data.append((group, used, group.next_data(self._batch_size, self._epoch_idx)))
@@ -577,20 +581,26 @@ class Pipeline:
             self.iter_setup()
         except StopIteration:
             ended = True
-        if ended:
-            return False
+        # Shared-memory chunks are the engine's once passed to it (it returns their tokens);
+        # chunks not fed (the epoch ended, another source failed) go back to their workers.
+        unfed = [g for g, _, _ in data if g.parallel]
         try:
+            if ended:
+                return False
             for group, used, outs in data:
+                if group.parallel:  # outs: the workers' shared-memory chunks
+                    unfed.remove(group)
+                    self._engine.feed_shared([(op.name, layout) if u else None
+                                              for op, u, layout in zip(group.nodes, used, group.layouts)], outs)
+                    continue
                 for op, u, out, layout in zip(group.nodes, used, outs, group.layouts):
-                    if u and group.parallel:
-                        self._engine.feed_regions(op.name, out, layout)  # samples in shared memory
-                    elif u:
+                    if u:
                         self._feed(op.name, out, layout)
+            return True
         finally:
-            for group, _, _ in data:
-                if group.parallel:
-                    group.release_fed()
-        return True
+            for group, _, outs in data:
+                if group in unfed:
+                    self._pool.give_back([token for _, token, _ in outs])
 
     def outputs(self):
         """The next scheduled iteration's outputs; StopIteration once the epoch's are all

@@ -44,8 +44,13 @@ fn take_pooled(len: usize) -> Option<(NonNull<u8>, usize)> {
 pub struct HostBuffer {
     ptr: NonNull<u8>,
     len: usize,
-    /// Size of the allocation (>= len when the block came from the pool).
+    /// Size of the allocation (>= len when the block came from the pool); 0 for memory
+    /// this buffer does not own.
     cap: usize,
+    /// The owner of memory lent to this buffer (see [`HostBuffer::lent`]): never read,
+    /// only dropped with the buffer.
+    #[allow(dead_code)]
+    lender: Option<Box<dyn Send + Sync>>,
 }
 
 // SAFETY: HostBuffer owns its memory exclusively; access goes through & / &mut.
@@ -56,7 +61,7 @@ impl HostBuffer {
     /// Allocates `len` zeroed bytes aligned to [`ALIGN`].
     pub fn zeroed(len: usize) -> HostBuffer {
         if let Some((ptr, cap)) = take_pooled(len) {
-            let mut b = HostBuffer { ptr, len, cap };
+            let mut b = HostBuffer { ptr, len, cap, lender: None };
             b.as_mut_slice().fill(0); // a recycled block holds old data
             return b;
         }
@@ -69,10 +74,10 @@ impl HostBuffer {
         if len == 0 {
             // A dangling but aligned pointer: never dereferenced for zero-length slices.
             let ptr = NonNull::new(ALIGN as *mut u8).expect("non-null");
-            return HostBuffer { ptr, len, cap: 0 };
+            return HostBuffer { ptr, len, cap: 0, lender: None };
         }
         if let Some((ptr, cap)) = take_pooled(len) {
-            return HostBuffer { ptr, len, cap };
+            return HostBuffer { ptr, len, cap, lender: None };
         }
         HostBuffer::fresh(len)
     }
@@ -80,13 +85,26 @@ impl HostBuffer {
     fn fresh(len: usize) -> HostBuffer {
         if len == 0 {
             let ptr = NonNull::new(ALIGN as *mut u8).expect("non-null");
-            return HostBuffer { ptr, len, cap: 0 };
+            return HostBuffer { ptr, len, cap: 0, lender: None };
         }
         let layout = AllocLayout::from_size_align(len, ALIGN).expect("buffer size overflow");
         // SAFETY: layout has non-zero size. Zeroed so every byte is initialised.
         let raw = unsafe { alloc::alloc_zeroed(layout) };
         let ptr = NonNull::new(raw).unwrap_or_else(|| alloc::handle_alloc_error(layout));
-        HostBuffer { ptr, len, cap: len }
+        HostBuffer { ptr, len, cap: len, lender: None }
+    }
+
+    /// A buffer over `len` bytes at `ptr` that belong to `lender` (shared memory another
+    /// process filled, say): nothing is copied, and `lender` is dropped when the buffer is,
+    /// which is how the owner learns the memory is free again.
+    ///
+    /// # Safety
+    /// `ptr` must be aligned to [`ALIGN`] and valid for reads and writes of `len`
+    /// initialised bytes for as long as `lender` lives, and nothing else may write them
+    /// meanwhile.
+    pub unsafe fn lent(ptr: NonNull<u8>, len: usize, lender: Box<dyn Send + Sync>) -> HostBuffer {
+        debug_assert_eq!(ptr.as_ptr() as usize % ALIGN, 0, "lent memory must be aligned");
+        HostBuffer { ptr, len, cap: 0, lender: Some(lender) }
     }
 
     /// Size in bytes.
@@ -120,6 +138,7 @@ impl HostBuffer {
 impl Drop for HostBuffer {
     fn drop(&mut self) {
         if self.cap == 0 {
+            // Lent memory (or none): the lender, dropped with the fields, frees it.
             return;
         }
         if self.cap >= POOL_MIN {
@@ -163,5 +182,32 @@ mod tests {
         let z = HostBuffer::zeroed(len);
         assert!(z.as_slice().iter().all(|&v| v == 0), "zeroed must be zero even when recycled");
         assert_eq!(z.len(), len);
+    }
+
+    #[test]
+    fn lent_memory_is_used_in_place_and_its_lender_dropped_with_the_buffer() {
+        use std::sync::atomic::{AtomicBool, Ordering};
+        use std::sync::Arc;
+        struct Lender(Arc<AtomicBool>, #[allow(dead_code)] Vec<u64>);
+        impl Drop for Lender {
+            fn drop(&mut self) {
+                self.0.store(true, Ordering::SeqCst);
+            }
+        }
+        let dropped = Arc::new(AtomicBool::new(false));
+        let mut words = vec![0u64; 64]; // 8-aligned; take a 64-aligned window of it
+        let base = words.as_mut_ptr() as usize;
+        let start = (base + ALIGN - 1) / ALIGN * ALIGN;
+        let ptr = NonNull::new(start as *mut u8).unwrap();
+        // SAFETY: `start` lies in `words` with 256 bytes to spare; `words` moves into the
+        // lender (a Vec's heap block does not move with it), which lives as long as `b`.
+        unsafe { ptr.as_ptr().write_bytes(7, 256) };
+        let lender = Lender(dropped.clone(), words);
+        let b = unsafe { HostBuffer::lent(ptr, 256, Box::new(lender)) };
+        assert_eq!(b.as_ptr() as usize, start, "no copy");
+        assert!(b.as_slice().iter().all(|&v| v == 7));
+        assert!(!dropped.load(Ordering::SeqCst));
+        drop(b);
+        assert!(dropped.load(Ordering::SeqCst));
     }
 }
