@@ -879,3 +879,50 @@ def test_gpu_data_feeds_a_gpu_source():
         src.set_outputs(sluice.fn.external_source([[np.full((2, 2), 5, np.float32)] * 3], cycle=True, device="gpu"))
     pipe.feed_input("x", src.run()[0])
     np.testing.assert_array_equal(pipe.run()[0].as_cpu().as_array(), np.full((3, 2, 2), 10, np.float32))
+
+
+class _DLPackOnly:
+    """Data known only through DLPack, as JAX arrays are (no array interfaces)."""
+
+    def __init__(self, inner):
+        self._inner = inner
+
+    def __dlpack__(self, stream=None, **kw):
+        return self._inner.__dlpack__(stream=stream) if stream is not None else self._inner.__dlpack__()
+
+    def __dlpack_device__(self):
+        return self._inner.__dlpack_device__()
+
+
+def test_host_data_known_only_through_dlpack():
+    pipe = _pipe(_lib(sluice), 2, prefetch_queue_depth=1)
+    with pipe:
+        pipe.set_outputs(sluice.fn.external_source(name="x"))
+    a = np.arange(12, dtype=np.int16).reshape(2, 2, 3)
+    pipe.feed_input("x", _DLPackOnly(a))
+    np.testing.assert_array_equal(pipe.run()[0].as_array(), a)
+    pipe.feed_input("x", [_DLPackOnly(a[0]), _DLPackOnly(a[1, :1])])
+    assert [np.array(s).tolist() for s in pipe.run()[0]] == [a[0].tolist(), a[1, :1].tolist()]
+
+
+def test_gpu_data_known_only_through_dlpack_feeds_a_gpu_source():
+    from conftest import require_gpu
+
+    require_gpu()
+    torch = pytest.importorskip("torch")
+    pipe = sluice.Pipeline(2, 2, 0, prefetch_queue_depth=1)
+    with pipe:
+        pipe.set_outputs(sluice.fn.external_source(name="x", device="gpu") + 1)
+    for k in range(2):
+        t = torch.arange(2 * 3 * 4, dtype=torch.int32, device="cuda").reshape(2, 3, 4) * (k + 1)
+        pipe.feed_input("x", _DLPackOnly(t))
+        t.zero_()  # fed means copied: the producer may reuse its memory
+        np.testing.assert_array_equal(pipe.run()[0].as_cpu().as_array(),
+                                      np.arange(24, dtype=np.int32).reshape(2, 3, 4) * (k + 1) + 1)
+    samples = [torch.full((i + 1, 2), i, device="cuda", dtype=torch.int32) for i in range(2)]  # 2-D, as above
+    pipe.feed_input("x", [_DLPackOnly(s) for s in samples])
+    assert [np.array(s).tolist() for s in pipe.run()[0].as_cpu()] == [[[1, 1]], [[2, 2]] * 2]
+    with pytest.raises(TypeError, match="not C-contiguous"):
+        pipe.feed_input("x", _DLPackOnly(torch.zeros((2, 3, 4), device="cuda", dtype=torch.int32).transpose(1, 2)))
+    pipe.feed_input("x", _DLPackOnly(torch.ones((2, 1, 1), device="cuda", dtype=torch.int32)))  # still usable
+    np.testing.assert_array_equal(pipe.run()[0].as_cpu().as_array(), np.full((2, 1, 1), 2, np.int32))

@@ -15,6 +15,7 @@ import itertools
 
 import numpy as np
 
+from . import _core
 from . import types as _types
 
 _CYCLE_HELP = ('Valid values are\n  - "no", False or None - cycling disabled\n'
@@ -425,25 +426,49 @@ def to_feed(data, layout):
     return _as_array(data, batch=True), layout
 
 
-def gpu_regions(data):
+def gpu_regions(data, stream=None):
     """For data on the GPU (objects with `__cuda_array_interface__`: CuPy, PyTorch, Numba...;
-    one whose first dimension is the batch, or a list of samples): the samples as (device
-    address, shape, type string) and the producer's stream (from the interface; None: the
-    legacy default stream). None for host data."""
+    or with only `__dlpack__` on a CUDA device: JAX; one whose first dimension is the batch,
+    or a list of samples): the samples as (device address, shape, type string), the stream
+    to order after (from the interface; None: the legacy default stream), and what must stay
+    alive until they are copied (DLPack capsules). `stream`: the caller's raw stream handle,
+    which DLPack producers are asked to order their work before. None for host data."""
     if isinstance(data, (list, tuple)):
-        gpu = [hasattr(x, "__cuda_array_interface__") for x in data]
+        gpu = [_gpu_kind(x) for x in data]
         if not any(gpu):
             return None
         if not all(gpu):
             raise TypeError("a batch mixes GPU and host samples; give all on one side")
-        regions, stream = [], None
-        for x in data:
-            (r,), stream = _cuda_samples(x.__cuda_array_interface__, dense=False)
+        regions, keep = [], []
+        for x, kind in zip(data, gpu):
+            (r,), stream, k = _gpu_samples(x, kind, False, stream)
             regions.append(r)
-        return regions, stream
-    if hasattr(data, "__cuda_array_interface__"):
-        return _cuda_samples(data.__cuda_array_interface__, dense=True)
+            keep += k
+        return regions, stream, keep
+    kind = _gpu_kind(data)
+    return None if kind is None else _gpu_samples(data, kind, True, stream)
+
+
+def _gpu_kind(x):
+    if hasattr(x, "__cuda_array_interface__"):
+        return "cai"
+    dev = getattr(x, "__dlpack_device__", None)
+    if dev is not None and not isinstance(x, np.ndarray) and dev()[0] in (2, 13):  # kDLCUDA, kDLCUDAManaged
+        return "dlpack"
     return None
+
+
+def _gpu_samples(x, kind, dense, stream):
+    if kind == "cai":
+        regions, own_stream = _cuda_samples(x.__cuda_array_interface__, dense)
+        return regions, own_stream if stream is None else stream, []
+    # DLPack: the producer orders its work before `stream` (1: the legacy default stream,
+    # which a None stream means to the engine too).
+    capsule = x.__dlpack__(stream=1 if stream is None else stream)
+    ptr, shape, typestr, _, _ = _core.dlpack_borrow(capsule)
+    cai = {"shape": tuple(shape), "typestr": typestr, "data": (ptr, False), "strides": None}
+    regions, _ = _cuda_samples(cai, dense)
+    return regions, stream, [capsule]
 
 
 def _cuda_samples(cai, dense):
@@ -491,6 +516,8 @@ def _as_array(x, batch=False):
                                   "or copy it to the host first")
     elif type(x).__module__.startswith("torch"):
         x = x.detach().cpu().numpy()
+    elif hasattr(x, "__dlpack__") and not hasattr(x, "__array_interface__") and not hasattr(x, "__array__"):
+        x = np.from_dlpack(x)  # host data known only through DLPack
     a = np.asarray(x)
     if not a.flags.c_contiguous:
         a = np.ascontiguousarray(a)  # (not for 0-d arrays: it makes them 1-d)

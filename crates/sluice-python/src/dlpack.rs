@@ -150,3 +150,70 @@ fn make_capsule<'py>(
         Ok(Bound::from_owned_ptr(py, cap))
     }
 }
+
+/// A DLPack tensor someone else made, read without taking it: the capsule stays
+/// unconsumed, so its producer's destructor frees the tensor when the capsule goes, and the
+/// caller keeps the capsule alive while it reads the memory.
+pub struct Borrowed {
+    pub address: usize,
+    pub shape: Vec<usize>,
+    /// NumPy's type string (`<f4`, `|u1`, ...).
+    pub typestr: String,
+    pub device_type: i32,
+    pub device_id: i32,
+}
+
+/// Reads the tensor of `capsule` (a legacy "dltensor" capsule, as `__dlpack__()` returns
+/// without `max_version`): compact row-major data of a numeric type only.
+pub fn borrow(capsule: &Bound<'_, PyAny>) -> PyResult<Borrowed> {
+    use pyo3::exceptions::PyTypeError;
+    // SAFETY: PyCapsule_GetPointer checks the object is a capsule of this name (and sets a
+    // Python error otherwise); a "dltensor" capsule holds a DLManagedTensor that lives at
+    // least as long as the capsule, which the caller holds.
+    let t = unsafe {
+        let ptr = ffi::PyCapsule_GetPointer(capsule.as_ptr(), NAME.as_ptr());
+        if ptr.is_null() {
+            ffi::PyErr_Clear();
+            return Err(PyTypeError::new_err("not an unused DLPack capsule (\"dltensor\"): it was consumed already, or is not one"));
+        }
+        &(*(ptr as *const DLManagedTensor)).dl_tensor
+    };
+    let ndim = usize::try_from(t.ndim).map_err(|_| PyTypeError::new_err("DLPack tensor with a negative number of dimensions"))?;
+    // SAFETY: `shape` (and `strides` when not null) point to `ndim` integers (DLPack).
+    let shape: Vec<i64> = if ndim == 0 { Vec::new() } else { unsafe { std::slice::from_raw_parts(t.shape, ndim) }.to_vec() };
+    if shape.iter().any(|&d| d < 0) {
+        return Err(PyTypeError::new_err("DLPack tensor with a negative extent"));
+    }
+    let shape: Vec<usize> = shape.into_iter().map(|d| d as usize).collect();
+    if t.dtype.lanes != 1 || t.dtype.bits % 8 != 0 {
+        return Err(PyTypeError::new_err(format!("DLPack type (code {}, {} bits, {} lanes) is not supported", t.dtype.code, t.dtype.bits, t.dtype.lanes)));
+    }
+    let bytes = t.dtype.bits / 8;
+    let kind = match (t.dtype.code, bytes) {
+        (0, _) => format!("<i{bytes}"),
+        (1, 1) => "|u1".to_string(),
+        (1, _) => format!("<u{bytes}"),
+        (2, _) => format!("<f{bytes}"),
+        (6, 1) => "|b1".to_string(),
+        (code, _) => return Err(PyTypeError::new_err(format!("DLPack type code {code} ({} bits) is not supported", t.dtype.bits))),
+    };
+    if !t.strides.is_null() && ndim > 0 {
+        // SAFETY: as above.
+        let strides = unsafe { std::slice::from_raw_parts(t.strides, ndim) };
+        let mut expected = 1i64;
+        for k in (0..ndim).rev() {
+            // Extents of 1 may carry any stride (PyTorch gives them odd ones).
+            if shape[k] != 1 && strides[k] != expected {
+                return Err(PyTypeError::new_err("DLPack tensor is not C-contiguous: make it so first (.contiguous(), jnp.asarray)"));
+            }
+            expected *= shape[k] as i64;
+        }
+    }
+    Ok(Borrowed {
+        address: t.data as usize + t.byte_offset as usize,
+        shape,
+        typestr: kind,
+        device_type: t.device.device_type,
+        device_id: t.device.device_id,
+    })
+}

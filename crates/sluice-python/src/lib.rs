@@ -158,6 +158,14 @@ fn check_op(op: &Bound<'_, PyTuple>, inputs_on_gpu: Vec<bool>, arg_inputs_on_gpu
 /// Checks the arguments an `ops.X(...)` object is created with, by name and type, before
 /// it is called with its inputs (and maybe more arguments). Returns the deprecation
 /// warnings DALI gives for them.
+/// The tensor of a DLPack capsule, left unconsumed: (address, shape, NumPy type string,
+/// DLPack device type, device id). The caller keeps the capsule while it uses the memory.
+#[pyfunction]
+fn dlpack_borrow(capsule: &Bound<'_, PyAny>) -> PyResult<(usize, Vec<usize>, String, i32, i32)> {
+    let t = dlpack::borrow(capsule)?;
+    Ok((t.address, t.shape, t.typestr, t.device_type, t.device_id))
+}
+
 #[pyfunction]
 fn check_args(schema: &str, args: Vec<(String, Bound<'_, PyAny>)>) -> PyResult<Vec<String>> {
     let (def, _) = ops::lookup(schema).ok_or_else(|| to_py(ops::unknown_operator(schema)))?;
@@ -905,6 +913,7 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<PyTensorList>()?;
     m.add_class::<PyTensorListGpu>()?;
     m.add_function(wrap_pyfunction!(gpu_count, m)?)?;
+    m.add_function(wrap_pyfunction!(dlpack_borrow, m)?)?;
     m.add_function(wrap_pyfunction!(schemas, m)?)?;
     m.add_function(wrap_pyfunction!(check_op, m)?)?;
     m.add_function(wrap_pyfunction!(check_args, m)?)?;

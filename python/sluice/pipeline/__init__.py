@@ -517,17 +517,18 @@ class Pipeline:
     def _feed(self, name, data, layout, cuda_stream=None):
         from ..external_source import gpu_regions, to_feed
 
-        on_gpu = None if isinstance(data, TensorListGPU) else gpu_regions(data)
+        if cuda_stream is not None:  # a torch/cupy stream object, or a raw handle
+            cuda_stream = getattr(cuda_stream, "cuda_stream", getattr(cuda_stream, "ptr", cuda_stream))
+        on_gpu = None if isinstance(data, TensorListGPU) else gpu_regions(data, cuda_stream)
         if (on_gpu is not None or isinstance(data, TensorListGPU)) and self._es_devices.get(name, "cpu") != "gpu":
             raise errors.ArgumentTypeError(f"GPU data fed to the cpu external source '{name}': create it with "
                                            "device='gpu', or feed host data")
         if isinstance(data, TensorListGPU):
             self._engine.feed(name, data._b, layout)
         elif on_gpu is not None:
-            regions, stream = on_gpu
-            if cuda_stream is not None:  # a torch/cupy stream object, or a raw handle
-                stream = getattr(cuda_stream, "cuda_stream", getattr(cuda_stream, "ptr", cuda_stream))
+            regions, stream, keep = on_gpu  # (keep: DLPack capsules, alive until copied)
             self._engine.feed_gpu(name, regions, stream, layout)
+            del keep
         else:
             batch, layout = to_feed(data, layout)
             self._engine.feed(name, batch, layout)
