@@ -237,3 +237,28 @@ def test_multiple_outputs_in_place_and_one_pruned(workers):
     for it in range(2):
         (a,) = pipe2.run()
         assert [np.array(t).tolist() for t in a] == [[it * 5 + i + 1] * 3 for i in range(5)]
+
+
+def stuck_source(info):
+    if info.idx_in_epoch == 5:
+        import time
+
+        time.sleep(3600)  # a read that never returns
+    return np.zeros(2, np.uint8)
+
+
+def test_a_worker_stuck_past_the_timeout_is_stopped_and_reported(monkeypatch):
+    monkeypatch.setenv("SLUICE_WORKER_TIMEOUT", "1")
+    pipe = sluice.Pipeline(4, 1, None, py_num_workers=2, prefetch_queue_depth=1)
+    with pipe:
+        pipe.set_outputs(sluice.fn.external_source(stuck_source, batch=False, parallel=True))
+    pipe.run()
+    import time
+
+    t0 = time.monotonic()
+    with pytest.raises(RuntimeError, match=r"worker process \d ran samples 4\.\.5 \(idx_in_epoch\) of iteration 1 "
+                                           r"for more than 1 s \(SLUICE_WORKER_TIMEOUT\)"):
+        pipe.run()
+    assert time.monotonic() - t0 < 30
+    with pytest.raises(RuntimeError, match="cannot continue"):
+        pipe.run()

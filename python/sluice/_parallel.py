@@ -163,6 +163,15 @@ def _worker(worker_id, sources, tasks, results):
         slots.close()
 
 
+def _describe(task):
+    _, _, _, mode, args, _ = task
+    if mode == "samples":
+        return f"samples {args[0][0]}..{args[-1][0]} (idx_in_epoch) of iteration {args[0][2]}"
+    if mode == "iterate":
+        return "the next batch of its iterable"
+    return f"iteration {args[0] if mode == 'batch_info' else args}"
+
+
 class WorkerPool:
     """The worker processes of one pipeline, serving its parallel sources.
 
@@ -198,6 +207,10 @@ class WorkerPool:
         self.lock = threading.Condition()
         self.waiting = collections.deque()  # (task id, pinned worker or None, message), in submission order
         self.queued = [0] * num_workers  # tasks sent to each worker and not answered yet
+        self.sent = [collections.deque() for _ in range(num_workers)]  # their messages, oldest first
+        self.started = {}  # task id -> (worker, when it started, message), for the timeout
+        timeout = os.environ.get("SLUICE_WORKER_TIMEOUT")
+        self.timeout = float(timeout) if timeout else None
         self.done = {}  # task id -> message
         self.discarded = set()  # tasks whose results are freed as they come
         self.failure = None  # why the workers cannot go on (a worker died)
@@ -234,7 +247,16 @@ class WorkerPool:
                 continue
             self.queued[w] += 1
             self.tasks[w].put(msg)
+            self.sent[w].append(msg)
+            if self.queued[w] == 1:
+                self._started_on(w)
         self.waiting = kept
+
+    def _started_on(self, w):
+        """Notes that worker `w` is starting the oldest task sent to it (lock held)."""
+        if self.sent[w]:
+            msg = self.sent[w][0]
+            self.started[msg[1]] = (w, time.monotonic(), msg)
 
     def _collect(self):
         """The dispatcher thread: files each result and refills the worker that sent it."""
@@ -253,7 +275,12 @@ class WorkerPool:
             except (EOFError, OSError, ValueError):  # the queue closed under us: shutting down
                 return
             with self.lock:
-                self.queued[msg[2]] -= 1
+                w = msg[2]
+                self.queued[w] -= 1
+                self.started.pop(msg[1], None)
+                if self.sent[w] and self.sent[w][0][1] == msg[1]:
+                    self.sent[w].popleft()
+                self._started_on(w)
                 if msg[0] == "ok":
                     self.retired.extend(msg[6])
                 if msg[1] in self.discarded:
@@ -265,11 +292,20 @@ class WorkerPool:
                 self.lock.notify_all()
 
     def wait(self, task_id, what):
-        """The message of `task_id`; raises if a worker died meanwhile."""
+        """The message of `task_id`; raises if a worker died meanwhile, or ran the task for
+        longer than `SLUICE_WORKER_TIMEOUT` seconds (then it is stopped: a source stuck in a
+        read must not hang the training run)."""
         with self.lock:
             while task_id not in self.done:
                 if self.failure is not None:
                     raise RuntimeError(f"{what}: {self.failure}; the pipeline cannot continue")
+                started = self.started.get(task_id)
+                if self.timeout is not None and started is not None and time.monotonic() - started[1] > self.timeout:
+                    w, _, task = started
+                    self.failure = (f"the external source worker process {w} ran {_describe(task)} for more than "
+                                    f"{self.timeout:g} s (SLUICE_WORKER_TIMEOUT) and was stopped")
+                    self.procs[w].terminate()
+                    continue
                 self.lock.wait(_POLL_S)
             return self.done.pop(task_id)
 
