@@ -206,8 +206,7 @@ class WorkerPool:
         self.ids = itertools.count()
         self.lock = threading.Condition()
         self.waiting = collections.deque()  # (task id, pinned worker or None, message), in submission order
-        self.queued = [0] * num_workers  # tasks sent to each worker and not answered yet
-        self.sent = [collections.deque() for _ in range(num_workers)]  # their messages, oldest first
+        self.sent = [{} for _ in range(num_workers)]  # per worker: task id -> message, sent and not answered, oldest first
         self.started = {}  # task id -> (worker, when it started, message), for the timeout
         timeout = os.environ.get("SLUICE_WORKER_TIMEOUT")
         self.timeout = float(timeout) if timeout else None
@@ -236,26 +235,25 @@ class WorkerPool:
             task = self.waiting.popleft()
             _, pinned, msg = task
             if pinned is not None:
-                w = pinned if pinned not in blocked and self.queued[pinned] < _DEPTH else None
+                w = pinned if pinned not in blocked and len(self.sent[pinned]) < _DEPTH else None
                 if w is None:
                     blocked.add(pinned)
             else:
-                free = [k for k in range(len(self.procs)) if k not in blocked and self.queued[k] < _DEPTH]
-                w = min(free, key=lambda k: self.queued[k]) if free else None
+                free = [k for k in range(len(self.procs)) if k not in blocked and len(self.sent[k]) < _DEPTH]
+                w = min(free, key=lambda k: len(self.sent[k])) if free else None
             if w is None:
                 kept.append(task)
                 continue
-            self.queued[w] += 1
             self.tasks[w].put(msg)
-            self.sent[w].append(msg)
-            if self.queued[w] == 1:
+            self.sent[w][msg[1]] = msg
+            if len(self.sent[w]) == 1:
                 self._started_on(w)
         self.waiting = kept
 
     def _started_on(self, w):
         """Notes that worker `w` is starting the oldest task sent to it (lock held)."""
-        if self.sent[w]:
-            msg = self.sent[w][0]
+        msg = next(iter(self.sent[w].values()), None)
+        if msg is not None:
             self.started[msg[1]] = (w, time.monotonic(), msg)
 
     def _collect(self):
@@ -276,10 +274,8 @@ class WorkerPool:
                 return
             with self.lock:
                 w = msg[2]
-                self.queued[w] -= 1
+                del self.sent[w][msg[1]]
                 self.started.pop(msg[1], None)
-                if self.sent[w] and self.sent[w][0][1] == msg[1]:
-                    self.sent[w].popleft()
                 self._started_on(w)
                 if msg[0] == "ok":
                     self.retired.extend(msg[6])

@@ -465,7 +465,7 @@ def _gpu_samples(x, kind, dense, stream):
     # DLPack: the producer orders its work before `stream` (1: the legacy default stream,
     # which a None stream means to the engine too).
     capsule = x.__dlpack__(stream=1 if stream is None else stream)
-    ptr, shape, typestr, _, _ = _core.dlpack_borrow(capsule)
+    ptr, shape, typestr = _core.dlpack_borrow(capsule)
     cai = {"shape": tuple(shape), "typestr": typestr, "data": (ptr, False), "strides": None}
     regions, _ = _cuda_samples(cai, dense)
     return regions, stream, [capsule]

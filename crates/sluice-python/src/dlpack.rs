@@ -159,12 +159,11 @@ pub struct Borrowed {
     pub shape: Vec<usize>,
     /// NumPy's type string (`<f4`, `|u1`, ...).
     pub typestr: String,
-    pub device_type: i32,
-    pub device_id: i32,
 }
 
 /// Reads the tensor of `capsule` (a legacy "dltensor" capsule, as `__dlpack__()` returns
-/// without `max_version`): compact row-major data of a numeric type only.
+/// without `max_version`): compact row-major data of a numeric type only. (Its device the
+/// caller knows already, from `__dlpack_device__`.)
 pub fn borrow(capsule: &Bound<'_, PyAny>) -> PyResult<Borrowed> {
     use pyo3::exceptions::PyTypeError;
     // SAFETY: PyCapsule_GetPointer checks the object is a capsule of this name (and sets a
@@ -213,7 +212,5 @@ pub fn borrow(capsule: &Bound<'_, PyAny>) -> PyResult<Borrowed> {
         address: t.data as usize + t.byte_offset as usize,
         shape,
         typestr: kind,
-        device_type: t.device.device_type,
-        device_id: t.device.device_id,
     })
 }

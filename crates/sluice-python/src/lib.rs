@@ -158,12 +158,12 @@ fn check_op(op: &Bound<'_, PyTuple>, inputs_on_gpu: Vec<bool>, arg_inputs_on_gpu
 /// Checks the arguments an `ops.X(...)` object is created with, by name and type, before
 /// it is called with its inputs (and maybe more arguments). Returns the deprecation
 /// warnings DALI gives for them.
-/// The tensor of a DLPack capsule, left unconsumed: (address, shape, NumPy type string,
-/// DLPack device type, device id). The caller keeps the capsule while it uses the memory.
+/// The tensor of a DLPack capsule, left unconsumed: (address, shape, NumPy type string).
+/// The caller keeps the capsule while it uses the memory.
 #[pyfunction]
-fn dlpack_borrow(capsule: &Bound<'_, PyAny>) -> PyResult<(usize, Vec<usize>, String, i32, i32)> {
+fn dlpack_borrow(capsule: &Bound<'_, PyAny>) -> PyResult<(usize, Vec<usize>, String)> {
     let t = dlpack::borrow(capsule)?;
-    Ok((t.address, t.shape, t.typestr, t.device_type, t.device_id))
+    Ok((t.address, t.shape, t.typestr))
 }
 
 #[pyfunction]
@@ -347,7 +347,7 @@ impl PyPipeline {
     /// chunk is fed in place (the block is lent to the batches); several are gathered with
     /// a copy. Either way each chunk's token comes back from `take_returned` once nothing
     /// uses its block any more.
-    fn feed_shared(&self, py: Python<'_>, outputs: Vec<Option<(String, Option<String>)>>, chunks: Vec<SharedChunk>) -> PyResult<()> {
+    fn feed_shared(&self, py: Python<'_>, outputs: Vec<Option<(String, Option<String>)>>, mut chunks: Vec<SharedChunk>) -> PyResult<()> {
         let mut leases = Vec::with_capacity(chunks.len());
         for (block, token, _) in &chunks {
             let block = self.shm.get(block).map_err(to_py)?;
@@ -357,11 +357,11 @@ impl PyPipeline {
             let Some((name, layout)) = out else { continue };
             let feed = self.feed_named(name)?;
             let mut placed = Vec::with_capacity(chunks.len());
-            for (_, _, per_output) in &chunks {
-                let Some(samples) = per_output.get(k) else {
+            for (_, _, per_output) in &mut chunks {
+                let Some(samples) = per_output.get_mut(k) else {
                     return Err(to_py(Error::type_mismatch(name, "a worker returned fewer outputs than the source has")));
                 };
-                placed.push(typed_regions(name, samples.clone())?);
+                placed.push(typed_regions(name, std::mem::take(samples))?);
             }
             let lent = match (&leases[..], &placed[..]) {
                 ([(block, lease)], [samples]) => shm::lend(block, samples, lease).map_err(to_py)?.map(|buf| (samples, buf)),
