@@ -64,3 +64,51 @@ def test_the_memory_is_a_copy():
 def test_data_ptr(b):
     tl = b.TensorListCPU(np.arange(6, dtype=np.int32).reshape(2, 3))
     assert tl.data_ptr() == tl.as_tensor().data_ptr() and tl.data_ptr() != 0
+
+
+# --------------------------------------------------------------------------- GPU
+# DALI's backend.TensorGPU / TensorListGPU made from other libraries' GPU arrays (CUDA array
+# interface or DLPack). Sluice copies them (the result owns its memory). Needs a GPU.
+
+def test_gpu_tensors_from_cuda_arrays_and_dlpack():
+    from conftest import require_gpu
+
+    require_gpu()
+    torch = pytest.importorskip("torch")
+    dense = torch.arange(2 * 3 * 4, dtype=torch.float32, device="cuda").reshape(2, 3, 4)
+    tl = sb.TensorListGPU(dense, "HW")
+    assert len(tl) == 2 and tl.layout() == "HW" and tl.is_dense_tensor() and tl.device_id() == 0
+    dense.add_(100)  # a copy: later writes to the source do not show
+    np.testing.assert_array_equal(tl.as_cpu().as_array(), np.arange(24, dtype=np.float32).reshape(2, 3, 4))
+    # a list of samples of different shapes, one of them given as a bare DLPack capsule
+    from torch.utils import dlpack as tdl
+
+    samples = [torch.full((i + 1, 2), i, dtype=torch.int32, device="cuda") for i in range(3)]
+    tl = sb.TensorListGPU([samples[0], tdl.to_dlpack(samples[1]), samples[2]])
+    assert [tuple(s) for s in tl.shape()] == [(1, 2), (2, 2), (3, 2)]
+    assert [np.array(s.as_cpu()).tolist() for s in tl] == [[[i, i]] * (i + 1) for i in range(3)]
+    # a TensorGPU from a CUDA array, then a TensorListGPU of TensorGPUs
+    t = sb.TensorGPU(torch.ones((4, 5), dtype=torch.uint8, device="cuda"), "HW")
+    assert t.shape() == [4, 5] and t.layout() == "HW"
+    np.testing.assert_array_equal(np.array(t.as_cpu()), np.ones((4, 5), np.uint8))
+    tl2 = sb.TensorListGPU([t, t], "HW")
+    assert len(tl2) == 2 and tl2.as_cpu().as_array().sum() == 40
+    # relabelling shares; a layout of the wrong rank is refused
+    assert sb.TensorListGPU(tl2, "AB").layout() == "AB"
+    with pytest.raises(RuntimeError, match="layout"):
+        sb.TensorListGPU(dense, "HWC")
+    # a TensorListGPU made here feeds a GPU pipeline
+    import sluice
+
+    pipe = sluice.Pipeline(2, 2, 0)
+    with pipe:
+        pipe.set_outputs(sluice.fn.external_source(name="x", device="gpu") + 1)
+    pipe.feed_input("x", sb.TensorListGPU(torch.zeros((2, 3), dtype=torch.float32, device="cuda")))
+    np.testing.assert_array_equal(pipe.run()[0].as_cpu().as_array(), np.ones((2, 3), np.float32))
+
+
+def test_gpu_tensors_refuse_host_data():
+    with pytest.raises(TypeError, match="needs data in GPU memory.*TensorListCPU"):
+        sb.TensorListGPU(np.zeros((2, 3), np.float32))
+    with pytest.raises(TypeError, match="needs data in GPU memory.*TensorCPU"):
+        sb.TensorGPU(np.zeros(3, np.float32))

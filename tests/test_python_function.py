@@ -186,3 +186,177 @@ def test_results_do_not_depend_on_threads():
 
     for a, b in zip(run(1), run(2)):
         np.testing.assert_array_equal(a, b)
+
+
+# --------------------------------------------------------------------------- device="gpu"
+# DALI's test_gpu_python_function_operator.py compares a gpu python_function (CuPy arrays)
+# with a cpu one (NumPy) on the same data; the torch and DLPack forms likewise. These need a
+# GPU (they fail, not skip, under SLUICE_REQUIRE_GPU=1).
+
+def _float_batches(n=4, batch=5):
+    rng = np.random.default_rng(7)
+    return [[rng.random((int(rng.integers(2, 5)), 3), dtype=np.float32) for _ in range(batch)] for _ in range(n)]
+
+
+def _gpu_vs_cpu(make_gpu, make_cpu, num_outputs=1, batch=5, **kw):
+    data = _float_batches(batch=batch)
+
+    def run(device, make):
+        pipe = sluice.Pipeline(batch, 2, 0, seed=3, **kw)
+        with pipe:
+            x = sluice.fn.external_source(data, layout="AB")
+            x = x.gpu() if device == "gpu" else x
+            outs = make(x, device)
+            pipe.set_outputs(*(outs if isinstance(outs, (list, tuple)) else [outs]))
+        got = []
+        for _ in data:
+            outs = pipe.run()
+            if device == "gpu":
+                assert all(isinstance(o, sluice.backend.TensorListGPU) for o in outs)
+                outs = [o.as_cpu() for o in outs]
+            got.append([[np.array(s) for s in o] for o in outs])
+        return got
+
+    gpu, cpu = run("gpu", make_gpu), run("cpu", make_cpu)
+    assert len(gpu) == len(cpu)
+    for g, c in zip(gpu, cpu):
+        assert len(g) == len(c) == num_outputs
+        for go, co in zip(g, c):
+            for gs, cs in zip(go, co):
+                np.testing.assert_allclose(gs, cs, rtol=1e-6)
+
+
+def _arrays_arithmetic(a, b):
+    return a + b, a - b / 2.0
+
+
+def test_gpu_python_function_gets_cupy_arrays_per_sample():
+    from conftest import require_gpu
+
+    require_gpu()
+    cupy = pytest.importorskip("cupy")
+    seen = []
+
+    def arith(a, b):
+        seen.append(type(a))
+        return _arrays_arithmetic(a, b)
+
+    def make(x, device):
+        fn = arith if device == "gpu" else _arrays_arithmetic
+        return sluice.fn.python_function(x, x, function=fn, num_outputs=2, device=device)
+
+    _gpu_vs_cpu(make, make, num_outputs=2)
+    assert seen and all(t is cupy.ndarray for t in seen)
+
+
+def test_gpu_python_function_cupy_kernel_runs_on_the_pipeline_stream():
+    from conftest import require_gpu
+
+    require_gpu()
+    cupy = pytest.importorskip("cupy")
+    square_diff = cupy.ElementwiseKernel("T x, T y", "T z", "z = x*x - y*y", "square_diff")
+    streams = []
+
+    def kernel(a, b):
+        streams.append(cupy.cuda.get_current_stream().ptr)
+        return square_diff(a * 3, b)
+
+    _gpu_vs_cpu(lambda x, d: sluice.fn.python_function(x, x, function=kernel, device=d),
+                lambda x, d: sluice.fn.python_function(x, x, function=lambda a, b: (a * 3) ** 2 - b * b, device=d))
+    assert streams and all(s not in (0, 1, 2) for s in streams), "the function must run on the pipeline's stream"
+
+
+def test_gpu_python_function_batch_processing_and_builtin():
+    from conftest import require_gpu
+
+    require_gpu()
+    cupy = pytest.importorskip("cupy")
+
+    def batch_fn(xs):
+        assert isinstance(xs, list) and all(isinstance(x, cupy.ndarray) for x in xs)
+        return [cupy.logaddexp(x, x[::-1].copy()) for x in xs]
+
+    _gpu_vs_cpu(lambda x, d: sluice.fn.python_function(x, function=batch_fn, batch_processing=True, device=d),
+                lambda x, d: sluice.fn.python_function(x, function=lambda a: np.logaddexp(a, a[::-1]), device=d))
+
+
+def test_gpu_torch_python_function():
+    from conftest import require_gpu
+
+    require_gpu()
+    torch = pytest.importorskip("torch")
+
+    def gpu_fn(xs):
+        assert all(isinstance(x, torch.Tensor) and x.is_cuda for x in xs)
+        return [torch.sigmoid(x) * 2 for x in xs]
+
+    def cpu_fn(xs):
+        return [torch.sigmoid(x) * 2 for x in xs]
+
+    _gpu_vs_cpu(lambda x, d: sluice.fn.torch_python_function(x, function=gpu_fn if d == "gpu" else cpu_fn, device=d),
+                lambda x, d: sluice.fn.torch_python_function(x, function=cpu_fn, device=d))
+
+
+def test_gpu_dl_tensor_python_function():
+    from conftest import require_gpu
+
+    require_gpu()
+    torch = pytest.importorskip("torch")
+    from torch.utils import dlpack as tdl
+
+    def fn(xs):
+        ts = [torch.from_dlpack(c) for c in xs]
+        assert all(t.is_cuda for t in ts)
+        return [tdl.to_dlpack(t * t + 1) for t in ts]
+
+    def cpu_fn(xs):
+        return [tdl.to_dlpack(torch.from_dlpack(c) ** 2 + 1) for c in xs]
+
+    _gpu_vs_cpu(lambda x, d: sluice.fn.dl_tensor_python_function(x, function=fn, device=d),
+                lambda x, d: sluice.fn.dl_tensor_python_function(x, function=cpu_fn, device=d))
+
+
+def test_gpu_python_function_returning_host_data_is_an_error_and_the_pipeline_goes_on():
+    from conftest import require_gpu
+
+    require_gpu()
+    pytest.importorskip("cupy")
+    calls = []
+
+    def fn(a):
+        calls.append(1)
+        return a.get() if len(calls) == 1 else a * 2  # host data (NumPy) the first time
+
+    pipe = sluice.Pipeline(2, 2, 0, exec_async=False, exec_pipelined=False)
+    with pipe:
+        x = sluice.fn.external_source([[np.ones((2, 2), np.float32)] * 2], cycle=True)
+        pipe.set_outputs(sluice.fn.python_function(x.gpu(), function=fn, device="gpu"))
+    with pytest.raises(RuntimeError, match="(?s)python_function.*must return GPU data"):
+        pipe.run()
+    (out,) = pipe.run()
+    np.testing.assert_array_equal(out.as_cpu().as_array(), np.full((2, 2, 2), 2, np.float32))
+
+
+def test_gpu_python_function_needs_a_gpu_pipeline_and_a_known_device():
+    pipe = sluice.Pipeline(2, 2, None)
+    with pipe:
+        x = sluice.fn.external_source([[np.ones(2, np.float32)] * 2], cycle=True)
+        with pytest.raises(ValueError, match="device must be 'cpu' or 'gpu'"):
+            sluice.fn.python_function(x, function=lambda a: a, device="tpu")
+        out = sluice.fn.dl_tensor_python_function(x.gpu(), function=lambda xs: xs, device="gpu")
+        pipe.set_outputs(out)
+    with pytest.raises(RuntimeError, match="GPU"):
+        pipe.build()
+
+
+def test_gpu_python_function_without_cupy_says_what_is_missing():
+    try:
+        import cupy  # noqa: F401
+        pytest.skip("CuPy is installed: the missing-CuPy error cannot happen")
+    except ImportError:
+        pass
+    pipe = sluice.Pipeline(2, 2, 0)
+    with pipe:
+        x = sluice.fn.external_source([[np.ones(2, np.float32)] * 2], cycle=True, device="gpu")
+        with pytest.raises(ImportError, match="CuPy is not installed"):
+            sluice.fn.python_function(x, function=lambda a: a, device="gpu")

@@ -3,12 +3,16 @@ Python code as a pipeline operator. The engine's `PythonFunction` operator calls
 below (from its executor thread, holding the interpreter lock only meanwhile) with the
 input batches; the function sees NumPy arrays (read-only views of the engine's memory),
 PyTorch tensors or DLPack capsules, per sample or, with `batch_processing=True`, as lists.
-Mirrors `nvidia.dali.fn.python_function`."""
+With `device="gpu"` the function gets GPU data: CuPy arrays (`python_function`), PyTorch
+CUDA tensors or DLPack capsules, and runs with the pipeline's CUDA stream as CuPy's or
+PyTorch's current stream, so the kernels it launches queue behind the pipeline's. Mirrors
+`nvidia.dali.fn.python_function`."""
 
 import itertools
 
 import numpy as np
 
+from . import _core
 from .tensors import TensorCPU
 
 _functions = {}
@@ -27,8 +31,11 @@ def _make(kind, inputs, function, num_outputs, batch_processing, output_layouts,
     from .ops_gen import make_node
     from .pipeline import Pipeline
 
-    if device not in (None, "cpu"):
-        raise NotImplementedError(f"python_function with device='{device}' is not supported yet by Sluice; use device='cpu'")
+    device = device or "cpu"
+    if device not in ("cpu", "gpu"):
+        raise ValueError(f"python_function: device must be 'cpu' or 'gpu', got '{device}'")
+    if device == "gpu" and kind == "numpy":
+        _cupy()  # DALI's gpu python_function works on CuPy arrays: say so at definition time
     if Pipeline.current() is None:
         raise RuntimeError("python_function has side effects, so it can be used only with a current pipeline: inside "
                            "`with pipe:`, a pipeline_def function or define_graph()")
@@ -36,7 +43,7 @@ def _make(kind, inputs, function, num_outputs, batch_processing, output_layouts,
         output_layouts = [output_layouts]
     args = dict(kwargs, function_id=_register(function), num_outputs=num_outputs, batch_processing=batch_processing,
                 output_layouts=output_layouts, _kind=kind)
-    out = make_node("PythonFunction", list(inputs), args, device="cpu")
+    out = make_node("PythonFunction", list(inputs), args, device=device)
     if num_outputs == 0:
         return None
     return out
@@ -99,6 +106,95 @@ def _split(out, n, what):
     if not isinstance(out, (tuple, list)) or len(out) != n:
         raise TypeError(f"the function must return {n} outputs (num_outputs) per {what}, got {type(out).__name__}")
     return list(out)
+
+
+def _cupy():
+    try:
+        import cupy
+    except ImportError:
+        raise ImportError("python_function with device='gpu' passes CuPy arrays to the function, and CuPy is not "
+                          "installed (pip install cupy-cuda12x or cupy-cuda13x); dl_tensor_python_function and "
+                          "torch_python_function need no CuPy") from None
+    return cupy
+
+
+def _on_stream(kind, stream):
+    """The context in which the function runs: the pipeline's stream as the current stream
+    of the framework whose arrays it gets (DLPack capsules: none, the inputs are complete)."""
+    import contextlib
+
+    if kind == "numpy":
+        return _cupy().cuda.ExternalStream(stream)
+    if kind == "torch":
+        import torch
+
+        return torch.cuda.stream(torch.cuda.ExternalStream(stream))
+    return contextlib.nullcontext()
+
+
+def _to_function_gpu(batch, kind):
+    samples = [batch[i] for i in range(len(batch))]
+    if kind == "numpy":
+        cupy = _cupy()
+        return [cupy.asarray(s) for s in samples]
+    if kind == "torch":
+        import torch
+
+        return [torch.as_tensor(s, device=f"cuda:{batch.device_id()}") for s in samples]
+    return [s.__dlpack__() for s in samples]
+
+
+def _from_function_gpu(samples, kind, stream):
+    """An output batch (a list of samples, or one array whose first dimension is the batch)
+    as the engine copies it: (regions, producer stream, what keeps the memory alive)."""
+    from .external_source import gpu_regions
+
+    def bare(x):
+        return _Capsule(x) if type(x).__name__ == "PyCapsule" else x
+
+    samples = [bare(x) for x in samples] if isinstance(samples, (list, tuple)) else bare(samples)
+    got = gpu_regions(samples, stream)
+    if got is None:
+        raise TypeError("a python_function with device='gpu' must return GPU data (CuPy arrays, PyTorch CUDA tensors, "
+                        "DLPack capsules of GPU memory)")
+    regions, producer, keep = got
+    return regions, producer, [samples, keep]
+
+
+class _Capsule:
+    """A DLPack capsule returned by a function, seen as an object with `__dlpack__`."""
+
+    def __init__(self, capsule):
+        self._capsule = capsule
+
+    def __dlpack__(self, stream=None, **kw):
+        return self._capsule
+
+    def __dlpack_device__(self):
+        return _core.dlpack_device(self._capsule)
+
+
+def call_gpu(function_id, inputs, batch_size, batch_processing, num_outputs, kind, stream):
+    """As `call`, on GPU batches (`TensorListGPU`s); `stream` is the pipeline's raw CUDA
+    stream. Returns, per output, what `_from_function_gpu` gives."""
+    function = _functions[function_id]
+    from .tensors import TensorListGPU
+
+    args = [_to_function_gpu(TensorListGPU(b), kind) for b in inputs]
+    with _on_stream(kind, stream):
+        if batch_processing:
+            out = function(*args)
+            outs = [out] if num_outputs == 1 else _split(out, num_outputs, "batch")
+        else:
+            per_sample = []
+            for i in range(batch_size):
+                o = function(*(a[i] for a in args))
+                per_sample.append([o] if num_outputs == 1 else _split(o, num_outputs, "sample"))
+            outs = [[s[k] for s in per_sample] for k in range(num_outputs)]
+    # CuPy and PyTorch ran on the pipeline's stream. Bare DLPack capsules say nothing of
+    # their stream: the copy waits for the legacy default stream, where PyTorch and CuPy
+    # work unless told otherwise.
+    return [_from_function_gpu(o, kind, None if kind == "dlpack" else stream) for o in outs]
 
 
 class _PythonFunctionClass:

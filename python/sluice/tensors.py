@@ -170,13 +170,39 @@ class TensorListCPU:
         return f"TensorListCPU(len={len(self)}, dtype={self.dtype.name}, layout={self.layout()!r})"
 
 
+def _from_gpu_object(data, layout, device_id, stream, what):
+    """A `_core.TensorListGpu` copied from another library's GPU data: an object with
+    `__cuda_array_interface__` or `__dlpack__` (or a bare DLPack capsule), or a list of
+    them; the samples of a batch are the object's first dimension."""
+    from .external_source import gpu_regions
+    from .python_function import _Capsule
+
+    def bare(x):
+        return _Capsule(x) if type(x).__name__ == "PyCapsule" else x
+
+    data = [bare(x) for x in data] if isinstance(data, (list, tuple)) else bare(data)
+    got = gpu_regions(data, stream)
+    if got is None:
+        raise TypeError(f"{what} needs data in GPU memory (an object with __cuda_array_interface__ or __dlpack__ on a "
+                        f"CUDA device, or a list of such), got {type(data).__name__}; use {what[:-3]}CPU for host data")
+    regions, producer, _keep = got  # _keep holds DLPack capsules until the copy is done
+    device_id = None if device_id is None or device_id < 0 else device_id
+    return _core.TensorListGpu.from_device(regions, producer, layout or None, device_id)
+
+
 class TensorGPU:
     """One array on the GPU: a sample, or a dense batch from `TensorListGPU.as_tensor()`.
-    Hands its memory to PyTorch / CuPy / JAX without a copy (DLPack, CUDA array interface)."""
+    Hands its memory to PyTorch / CuPy / JAX without a copy (DLPack, CUDA array interface).
+    `TensorGPU(gpu_array, layout="", device_id=-1)` copies another library's GPU array
+    (CUDA array interface or DLPack), as DALI's `backend.TensorGPU`."""
 
     __slots__ = ("_batch", "_index")
 
-    def __init__(self, batch, index):
+    def __init__(self, batch, index=None, layout=None, device_id=-1, stream=None):
+        if not isinstance(batch, _core.TensorListGpu):  # a GPU array: a batch of one sample
+            if isinstance(index, str):
+                layout, index = index, None
+            batch, index = _from_gpu_object([batch], layout, device_id, stream, "TensorGPU"), 0
         self._batch = batch  # _core.TensorListGpu; keeps the device memory alive
         self._index = index
 
@@ -219,10 +245,18 @@ class TensorGPU:
 
 
 class TensorListGPU:
-    """A batch on the GPU: one array per sample, each with its own shape."""
+    """A batch on the GPU: one array per sample, each with its own shape.
+    `TensorListGPU(data, layout="", device_id=-1)` copies another library's GPU data: an
+    array whose first dimension is the batch, or a list of GPU arrays or TensorGPUs; another
+    TensorListGPU is shared (relabelled with `layout`). As DALI's `backend.TensorListGPU`."""
 
-    def __init__(self, core_batch):
-        self._b = core_batch
+    def __init__(self, data, layout=None, device_id=-1, contiguous=True, stream=None):
+        if isinstance(data, TensorListGPU):
+            data = data._b
+        if isinstance(data, _core.TensorListGpu):
+            self._b = data if layout is None else data.with_layout(layout)
+            return
+        self._b = _from_gpu_object(data, layout, device_id, stream, "TensorListGPU")
 
     def __len__(self):
         return len(self._b)

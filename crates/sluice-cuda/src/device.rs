@@ -26,6 +26,21 @@ pub fn device_count() -> usize {
     catch_unwind(|| CudaContext::device_count().map(|n| n.max(0) as usize).unwrap_or(0)).unwrap_or(0)
 }
 
+/// The GPU whose memory device address `ptr` is in; None when the driver does not know it
+/// as device memory (or no context is current on the calling thread).
+pub fn pointer_ordinal(ptr: u64) -> Option<usize> {
+    let mut ordinal: i32 = -1;
+    // SAFETY: a plain query; the driver only reads `ptr` as a number.
+    let r = unsafe {
+        sys::cuPointerGetAttribute(
+            &mut ordinal as *mut i32 as *mut std::ffi::c_void,
+            sys::CUpointer_attribute::CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL,
+            ptr,
+        )
+    };
+    (r == sys::CUresult::CUDA_SUCCESS && ordinal >= 0).then_some(ordinal as usize)
+}
+
 /// An open GPU. Cheap to share (`Arc`); every pipeline on the same ordinal shares one.
 pub struct GpuDevice {
     ctx: Arc<CudaContext>,
@@ -107,6 +122,13 @@ impl GpuDevice {
 
     pub fn ordinal(&self) -> usize {
         self.ordinal
+    }
+
+    /// True when device address `ptr` (another library's memory) is not this device's: it
+    /// belongs to another GPU. Memory the driver cannot place (host, managed) counts as
+    /// ours: copies from it work from any device. Call with this device's context bound.
+    pub fn is_foreign_pointer(&self, ptr: u64) -> bool {
+        pointer_ordinal(ptr).is_some_and(|o| o != self.ordinal)
     }
 
     pub fn name(&self) -> &str {

@@ -11,7 +11,7 @@ pub mod nvjpeg;
 
 pub use buffer::{DeviceBuffer, PinnedBuffer};
 pub use cudarc::driver::{sys, CudaFunction, CudaStream, LaunchConfig, PushKernelArg};
-pub use device::{device_count, driver_present, GpuDevice};
+pub use device::{device_count, driver_present, pointer_ordinal, GpuDevice};
 pub use error::{CudaError, CudaResult};
 pub use event::GpuEvent;
 

@@ -159,11 +159,12 @@ pub struct Borrowed {
     pub shape: Vec<usize>,
     /// NumPy's type string (`<f4`, `|u1`, ...).
     pub typestr: String,
+    /// DLPack's (device type, device id): (1, 0) for host memory, (2, n) for CUDA device n.
+    pub device: (i32, i32),
 }
 
 /// Reads the tensor of `capsule` (a legacy "dltensor" capsule, as `__dlpack__()` returns
-/// without `max_version`): compact row-major data of a numeric type only. (Its device the
-/// caller knows already, from `__dlpack_device__`.)
+/// without `max_version`): compact row-major data of a numeric type only.
 pub fn borrow(capsule: &Bound<'_, PyAny>) -> PyResult<Borrowed> {
     use pyo3::exceptions::PyTypeError;
     // SAFETY: PyCapsule_GetPointer checks the object is a capsule of this name (and sets a
@@ -212,5 +213,6 @@ pub fn borrow(capsule: &Bound<'_, PyAny>) -> PyResult<Borrowed> {
         address: t.data as usize + t.byte_offset as usize,
         shape,
         typestr: kind,
+        device: (t.device.device_type, t.device.device_id),
     })
 }

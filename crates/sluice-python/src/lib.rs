@@ -17,6 +17,7 @@ use sluice::exec::Executor;
 use sluice::graph::{check_op as engine_check_op, Edge, OpSpec, PipelineSpec};
 use sluice::ops::{self, ArgDefault, ArgValue};
 use sluice::ops::external_source::Feed;
+use sluice::ops::python_function::FunctionCall;
 use sluice::tensor::{Batch, BatchMeta, DType, Layout, TensorList as EngineTensorList, TensorListGpu as EngineTensorListGpu};
 use sluice::Error;
 
@@ -164,6 +165,13 @@ fn check_op(op: &Bound<'_, PyTuple>, inputs_on_gpu: Vec<bool>, arg_inputs_on_gpu
 fn dlpack_borrow(capsule: &Bound<'_, PyAny>) -> PyResult<(usize, Vec<usize>, String)> {
     let t = dlpack::borrow(capsule)?;
     Ok((t.address, t.shape, t.typestr))
+}
+
+/// The (device type, device id) of a DLPack capsule's tensor, as `__dlpack_device__` gives
+/// it, for capsules handed over bare (dl_tensor_python_function's results).
+#[pyfunction]
+fn dlpack_device(capsule: &Bound<'_, PyAny>) -> PyResult<(i32, i32)> {
+    Ok(dlpack::borrow(capsule)?.device)
 }
 
 #[pyfunction]
@@ -413,17 +421,7 @@ impl PyPipeline {
                     feed_stream.get_or_init(|| s).clone()
                 }
             };
-            let mut out = EngineTensorListGpu::alloc(meta, device, &s)?;
-            // SAFETY: the caller's stream handle (or null, the legacy default stream) is
-            // live while it feeds; the wait only orders our copies after its work.
-            unsafe { out.buffer().order_free_after(stream.unwrap_or(0) as sluice_cuda::sys::CUstream)? };
-            for (i, (src, _, _)) in samples.iter().enumerate() {
-                let range = out.byte_range(i);
-                // SAFETY: `src` is the caller's live device memory of this sample's bytes
-                // (its shape and type say so), written by work the stream now waits for.
-                unsafe { out.buffer().copy_from_device_async(range.start, *src as u64, range.len())? };
-            }
-            out.set_ready(Arc::new(sluice::tensor::ReadyEvent::record(device, &s)?));
+            let out = copy_to_gpu(device, &s, &samples, meta, stream)?;
             s.synchronize().map_err(|e| Error::Cuda(e.to_string()))?;
             Ok(out)
         });
@@ -514,6 +512,38 @@ fn push(feed: &Feed, name: &str, mut batch: Batch, layout: Option<&str>) -> PyRe
     feed.push(batch).map_err(to_py)
 }
 
+/// A new GPU batch of `meta` copied on `stream` from device memory at (address, shape,
+/// type), once the work queued so far on `producer` (a raw stream of another library; None:
+/// the legacy default stream) is done. The copies are queued, not waited for: the caller
+/// keeps the source memory alive until `stream` passes them.
+fn copy_to_gpu(
+    device: &Arc<sluice_cuda::GpuDevice>,
+    stream: &Arc<sluice_cuda::CudaStream>,
+    samples: &[(usize, Vec<usize>, DType)],
+    meta: BatchMeta,
+    producer: Option<usize>,
+) -> sluice::error::Result<EngineTensorListGpu> {
+    // Allocating binds the device's context, which the pointer query needs.
+    let mut out = EngineTensorListGpu::alloc(meta, device, stream)?;
+    if let Some(k) = samples.iter().position(|(src, _, _)| device.is_foreign_pointer(*src as u64)) {
+        return Err(Error::Unsupported(format!(
+            "sample {k} is in the memory of another GPU; the pipeline runs on GPU {} (device_id): move the data there first",
+            device.ordinal()
+        )));
+    }
+    // SAFETY: the producer's stream handle (or null, the legacy default stream) is live
+    // while it hands us data; the wait only orders our copies after its work.
+    unsafe { out.buffer().order_free_after(producer.unwrap_or(0) as sluice_cuda::sys::CUstream)? };
+    for (i, (src, _, _)) in samples.iter().enumerate() {
+        let range = out.byte_range(i);
+        // SAFETY: `src` is the caller's live device memory of this sample's bytes (its shape
+        // and type say so), written by work the stream now waits for.
+        unsafe { out.buffer().copy_from_device_async(range.start, *src as u64, range.len())? };
+    }
+    out.set_ready(Arc::new(sluice::tensor::ReadyEvent::record(device, stream)?));
+    Ok(out)
+}
+
 /// Samples given as (address, shape, type string), with their types parsed.
 fn typed_regions(source: &str, regions: Vec<(usize, Vec<usize>, String)>) -> PyResult<Vec<(usize, Vec<usize>, DType)>> {
     regions
@@ -546,7 +576,7 @@ impl Drop for PyPipeline {
 struct PyFunctionHost;
 
 impl sluice::ops::python_function::FunctionHost for PyFunctionHost {
-    fn call(&self, call: &sluice::ops::python_function::FunctionCall<'_>) -> Result<Vec<EngineTensorList>, String> {
+    fn call(&self, call: &FunctionCall<'_, EngineTensorList>) -> Result<Vec<EngineTensorList>, String> {
         Python::attach(|py| {
             let run = || -> PyResult<Vec<EngineTensorList>> {
                 let inputs = call
@@ -558,6 +588,49 @@ impl sluice::ops::python_function::FunctionHost for PyFunctionHost {
                 let args = (call.function_id, inputs, call.batch_size, call.batch_processing, call.num_outputs, call.kind);
                 let outs: Vec<Bound<'_, PyList>> = module.getattr("call")?.call1(args)?.extract()?;
                 outs.iter().map(|o| host_samples(py, "python_function", &o.iter().collect::<Vec<_>>())).collect()
+            };
+            run().map_err(|e| python_error_text(py, &e))
+        })
+    }
+
+    fn call_gpu(
+        &self,
+        call: &FunctionCall<'_, EngineTensorListGpu>,
+        device: &Arc<sluice_cuda::GpuDevice>,
+        stream: &Arc<sluice_cuda::CudaStream>,
+    ) -> Result<Vec<EngineTensorListGpu>, String> {
+        // The function may read its inputs on any stream (DLPack consumers, PyTorch's): they
+        // must be complete first. Fed batches carry their event; the others were queued
+        // on `stream` by this iteration's operators.
+        for t in call.inputs {
+            if let Some(ev) = t.ready() {
+                ev.synchronize().map_err(|e| e.to_string())?;
+            }
+        }
+        stream.synchronize().map_err(|e| e.to_string())?;
+        Python::attach(|py| {
+            let run = || -> PyResult<Vec<EngineTensorListGpu>> {
+                let inputs = call
+                    .inputs
+                    .iter()
+                    .map(|t| Bound::new(py, PyTensorListGpu { inner: Arc::new((*t).clone()) }))
+                    .collect::<PyResult<Vec<_>>>()?;
+                let module = py.import("sluice.python_function")?;
+                let args = (call.function_id, inputs, call.batch_size, call.batch_processing, call.num_outputs, call.kind, stream.cu_stream() as usize);
+                // Per output: its samples as (address, shape, type string), the stream that
+                // wrote them, and the objects that own them.
+                let outs: Vec<(Vec<(usize, Vec<usize>, String)>, Option<usize>, Bound<'_, PyAny>)> = module.getattr("call_gpu")?.call1(args)?.extract()?;
+                let mut batches = Vec::with_capacity(outs.len());
+                for (k, (regions, producer, _keep)) in outs.iter().enumerate() {
+                    let what = format!("python_function output {k}");
+                    let samples = typed_regions(&what, regions.clone())?;
+                    let meta = uniform_meta(&what, &samples)?;
+                    batches.push(py.detach(|| copy_to_gpu(device, stream, &samples, meta, *producer)).map_err(to_py)?);
+                }
+                // The function's arrays (`_keep`) are freed when this returns: the copies
+                // out of them must be done by then.
+                py.detach(|| stream.synchronize()).map_err(|e| to_py(Error::Cuda(e.to_string())))?;
+                Ok(batches)
             };
             run().map_err(|e| python_error_text(py, &e))
         })
@@ -719,6 +792,35 @@ struct PyTensorListGpu {
 
 #[pymethods]
 impl PyTensorListGpu {
+    /// A batch copied from another library's GPU memory: samples at (device address, shape,
+    /// type string), written by work queued on `stream` (None: the legacy default stream),
+    /// on GPU `device_id` (None: the GPU the data is on). The copy is done when this returns
+    /// (`TensorListGPU(cupy_array)`, as in DALI's backend).
+    #[staticmethod]
+    #[pyo3(signature = (regions, stream=None, layout=None, device_id=None))]
+    fn from_device(py: Python<'_>, regions: Vec<(usize, Vec<usize>, String)>, stream: Option<usize>, layout: Option<&str>, device_id: Option<usize>) -> PyResult<PyTensorListGpu> {
+        let samples = typed_regions("TensorListGPU", regions)?;
+        let meta = uniform_meta("TensorListGPU", &samples)?;
+        let out = py.detach(|| -> sluice::error::Result<EngineTensorListGpu> {
+            let first = sluice_cuda::GpuDevice::open(device_id.unwrap_or(0))?;
+            first.bind()?;
+            let ordinal = device_id.or_else(|| samples.first().and_then(|(p, _, _)| sluice_cuda::pointer_ordinal(*p as u64)));
+            let device = match ordinal {
+                Some(o) if o != first.ordinal() => sluice_cuda::GpuDevice::open(o)?,
+                _ => first,
+            };
+            let s = device.new_stream()?;
+            let out = copy_to_gpu(&device, &s, &samples, meta, stream)?;
+            s.synchronize().map_err(|e| Error::Cuda(e.to_string()))?;
+            Ok(out)
+        });
+        let out = PyTensorListGpu { inner: Arc::new(out.map_err(to_py)?) };
+        match layout {
+            Some(l) => out.with_layout(l),
+            None => Ok(out),
+        }
+    }
+
     fn __len__(&self) -> usize {
         self.inner.len()
     }
@@ -747,6 +849,17 @@ impl PyTensorListGpu {
     fn source_info(&self, i: usize) -> PyResult<String> {
         check_index(i, self.inner.len())?;
         Ok(self.inner.source_info(i).to_string())
+    }
+
+    /// The same batch (shared) under another layout.
+    fn with_layout(&self, layout: &str) -> PyResult<PyTensorListGpu> {
+        let l = Layout::new(layout).map_err(|e| to_py(Error::arg("TensorListGPU", "layout", e)))?;
+        if !l.is_empty() && l.ndim() != self.inner.ndim() {
+            return Err(to_py(Error::arg("TensorListGPU", "layout", format!("'{l}' cannot describe {}-dimensional samples", self.inner.ndim()))));
+        }
+        let mut t = (*self.inner).clone();
+        t.set_layout(l);
+        Ok(PyTensorListGpu { inner: Arc::new(t) })
     }
 
     fn device_id(&self) -> usize {
@@ -914,6 +1027,7 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<PyTensorListGpu>()?;
     m.add_function(wrap_pyfunction!(gpu_count, m)?)?;
     m.add_function(wrap_pyfunction!(dlpack_borrow, m)?)?;
+    m.add_function(wrap_pyfunction!(dlpack_device, m)?)?;
     m.add_function(wrap_pyfunction!(schemas, m)?)?;
     m.add_function(wrap_pyfunction!(check_op, m)?)?;
     m.add_function(wrap_pyfunction!(check_args, m)?)?;
