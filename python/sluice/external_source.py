@@ -496,7 +496,8 @@ def _host_array(x):
 
 
 class _Capsule:
-    """A bare DLPack capsule, for `np.from_dlpack`."""
+    """A bare DLPack capsule (what dl_tensor_python_function's functions return) as an object
+    with `__dlpack__`, for `np.from_dlpack` and `gpu_regions`."""
 
     def __init__(self, capsule):
         self._c = capsule
@@ -505,7 +506,15 @@ class _Capsule:
         return self._c
 
     def __dlpack_device__(self):
-        return (1, 0)
+        return _core.dlpack_device(self._c)
+
+
+def _bare_capsules(data):
+    """`data` (one object or a list) with bare DLPack capsules wrapped in `_Capsule`."""
+    def wrap(x):
+        return _Capsule(x) if type(x).__name__ == "PyCapsule" else x
+
+    return [wrap(x) for x in data] if isinstance(data, (list, tuple)) else wrap(data)
 
 
 def _as_array(x, batch=False):

@@ -12,7 +12,6 @@ import itertools
 
 import numpy as np
 
-from . import _core
 from .tensors import TensorCPU
 
 _functions = {}
@@ -124,12 +123,25 @@ def _on_stream(kind, stream):
     import contextlib
 
     if kind == "numpy":
-        return _cupy().cuda.ExternalStream(stream)
+        cupy = _cupy()
+        if hasattr(cupy.cuda.Stream, "from_external"):  # CuPy 14; ExternalStream is deprecated there
+            return cupy.cuda.Stream.from_external(_StreamHandle(stream))
+        return cupy.cuda.ExternalStream(stream)
     if kind == "torch":
         import torch
 
         return torch.cuda.stream(torch.cuda.ExternalStream(stream))
     return contextlib.nullcontext()
+
+
+class _StreamHandle:
+    """A raw CUDA stream handle under the CUDA stream protocol (`__cuda_stream__`)."""
+
+    def __init__(self, handle):
+        self._handle = handle
+
+    def __cuda_stream__(self):
+        return (0, self._handle)
 
 
 def _to_function_gpu(batch, kind):
@@ -147,31 +159,14 @@ def _to_function_gpu(batch, kind):
 def _from_function_gpu(samples, kind, stream):
     """An output batch (a list of samples, or one array whose first dimension is the batch)
     as the engine copies it: (regions, producer stream, what keeps the memory alive)."""
-    from .external_source import gpu_regions
+    from .external_source import _bare_capsules, _gpu_kind, gpu_regions
 
-    def bare(x):
-        return _Capsule(x) if type(x).__name__ == "PyCapsule" else x
-
-    samples = [bare(x) for x in samples] if isinstance(samples, (list, tuple)) else bare(samples)
-    got = gpu_regions(samples, stream)
-    if got is None:
+    samples = _bare_capsules(samples)
+    if not all(_gpu_kind(x) for x in (samples if isinstance(samples, list) else [samples])):
         raise TypeError("a python_function with device='gpu' must return GPU data (CuPy arrays, PyTorch CUDA tensors, "
                         "DLPack capsules of GPU memory)")
-    regions, producer, keep = got
+    regions, producer, keep = gpu_regions(samples, stream)
     return regions, producer, [samples, keep]
-
-
-class _Capsule:
-    """A DLPack capsule returned by a function, seen as an object with `__dlpack__`."""
-
-    def __init__(self, capsule):
-        self._capsule = capsule
-
-    def __dlpack__(self, stream=None, **kw):
-        return self._capsule
-
-    def __dlpack_device__(self):
-        return _core.dlpack_device(self._capsule)
 
 
 def call_gpu(function_id, inputs, batch_size, batch_processing, num_outputs, kind, stream):

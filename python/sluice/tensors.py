@@ -174,13 +174,9 @@ def _from_gpu_object(data, layout, device_id, stream, what):
     """A `_core.TensorListGpu` copied from another library's GPU data: an object with
     `__cuda_array_interface__` or `__dlpack__` (or a bare DLPack capsule), or a list of
     them; the samples of a batch are the object's first dimension."""
-    from .external_source import gpu_regions
-    from .python_function import _Capsule
+    from .external_source import _bare_capsules, gpu_regions
 
-    def bare(x):
-        return _Capsule(x) if type(x).__name__ == "PyCapsule" else x
-
-    data = [bare(x) for x in data] if isinstance(data, (list, tuple)) else bare(data)
+    data = _bare_capsules(data)
     got = gpu_regions(data, stream)
     if got is None:
         raise TypeError(f"{what} needs data in GPU memory (an object with __cuda_array_interface__ or __dlpack__ on a "

@@ -128,13 +128,15 @@ fn make_capsule<'py>(
     let shape_ptr = owner.shape.as_mut_ptr();
     let managed = Box::new(DLManagedTensor {
         dl_tensor: DLTensor {
-            data,
+            // The offset goes into the address, byte_offset stays 0: PyTorch refuses CUDA
+            // tensors with a byte_offset, and NumPy and CuPy produce them this way too.
+            data: (data as usize + offset) as *mut c_void,
             device: DLDevice { device_type, device_id },
             ndim,
             dtype: DLDataType { code, bits, lanes: 1 },
             shape: shape_ptr,
             strides: std::ptr::null_mut(), // compact row-major
-            byte_offset: offset as u64,
+            byte_offset: 0,
         },
         manager_ctx: Box::into_raw(owner) as *mut c_void,
         deleter: Some(delete_managed),
