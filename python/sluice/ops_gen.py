@@ -7,7 +7,7 @@ import types as _pytypes
 
 import numpy as np
 
-from . import _core
+from . import _conditionals, _core
 from .pipeline import DataNode, Pipeline, _OpNode, _warn_deprecated
 
 SCHEMAS = {s["name"]: s for s in _core.schemas()}
@@ -49,11 +49,18 @@ def make_node(schema_name, inputs, kwargs, device=None, name=None, warn=True):
     kwargs = {k: (v.value if isinstance(v, ScalarConstant) else v) for k, v in kwargs.items()}
     args = {k: v for k, v in kwargs.items() if v is not None and not isinstance(v, DataNode)}
     arg_inputs = {k: v for k, v in kwargs.items() if isinstance(v, DataNode)}
+    conditions = _conditionals.active_stack()
+    if conditions is not None:
+        # Inside an `if` branch an operator sees its samples' share of what it reads.
+        inputs = [conditions.split_to_branch(x) for x in inputs]
+        arg_inputs = {k: conditions.split_to_branch(v) for k, v in arg_inputs.items()}
     op = _OpNode(schema_name, device, name, list(inputs), arg_inputs, args, warn=warn)
     current = Pipeline.current()
     if current is not None:
         current._register(op)
     outs = op.outputs
+    if conditions is not None:
+        conditions.register(outs, has_node_inputs=bool(inputs or arg_inputs))
     return outs[0] if len(outs) == 1 else outs
 
 
@@ -168,8 +175,8 @@ def populate_fn(module):
     """Adds one function per operator to `module` (sluice.fn), in DALI's submodules, and
     DALI's deprecated flat names of legacy classes (`fn.image_decoder`, `fn.file_reader`)."""
     for schema in SCHEMAS.values():
-        if schema["name"].startswith("_"):
-            continue
+        if schema["name"].startswith("_") and "__" not in schema["name"]:
+            continue  # engine-internal (`_ArithmeticGenericOp`); `_conditional.split` and the like are DALI's
         parts = schema["fn_name"].split(".")
         setattr(_submodule(module, parts[:-1]), parts[-1], _make_fn(schema))
         for legacy, implied_device in schema["legacy_names"]:

@@ -8,7 +8,7 @@ import threading
 
 import numpy as np
 
-from .. import _core, errors
+from .. import _conditionals, _core, errors
 from ..tensors import TensorListCPU, TensorListGPU
 
 _op_ids = itertools.count()
@@ -51,9 +51,11 @@ class DataNode:
 
     def __bool__(self):
         raise TypeError(
-            "a DataNode has no truth value at graph-definition time; "
-            "per-sample conditions need enable_conditionals=True"
-        )
+            '"DataNode" was used in conditional context - it might have been used in truth evaluation for `if` '
+            "statement, logical expression or cast to a boolean. To use conditional execution via `if` statements you "
+            "need to specify `enable_conditionals=True` in `@sluice.pipeline_def` decorator. You can read more about "
+            "conditional execution in specific section of the Pipeline documentation. Bool conversion can be achieved "
+            "with the `cast` operator.")
 
     __hash__ = object.__hash__
 
@@ -684,11 +686,11 @@ class Pipeline:
 
 
 def do_not_convert(func=None):
-    """Marks a function not to be converted by conditionals' AutoGraph (DALI's
-    `pipeline.do_not_convert`); Sluice does not convert functions, so it returns `func`."""
-    if func is None:
-        return do_not_convert
-    return func
+    """Marks a function to run as it is when a pipeline with `enable_conditionals=True` calls
+    it: its `if`s and logical expressions are not converted (DALI's `do_not_convert`). For
+    sources of parallel external sources made inside a pipeline function, and for code that
+    never branches on DataNodes."""
+    return _conditionals.do_not_convert(func)
 
 
 def pipeline_def(fn=None, **pipeline_kwargs):
@@ -700,6 +702,8 @@ def pipeline_def(fn=None, **pipeline_kwargs):
     enable_conditionals = pipeline_kwargs.pop("enable_conditionals", False)
 
     def decorator(func):
+        if getattr(func, "_sluice_do_not_convert", False):
+            raise ValueError("Pipeline definition cannot be marked with @do_not_convert.")
         params = inspect.signature(func).parameters
 
         @functools.wraps(func)
@@ -709,11 +713,19 @@ def pipeline_def(fn=None, **pipeline_kwargs):
                 if k in _PIPELINE_KWARGS and k not in params:
                     ctor[k] = kwargs.pop(k)
             conditionals = kwargs.pop("enable_conditionals", enable_conditionals) if "enable_conditionals" not in params else enable_conditionals
-            if conditionals:
-                raise NotImplementedError("enable_conditionals=True is not supported yet by Sluice")
             pipe = Pipeline(**ctor)
+            body = func
+            if conditionals:
+                body = _conditionals.convert(func)
+                pipe._condition_stack = _conditionals.ConditionStack()
+                # DataNodes passed to the function belong to the whole batch.
+                pipe._condition_stack.register([a for a in list(args) + list(kwargs.values()) if isinstance(a, DataNode)],
+                                               has_node_inputs=False)
             with pipe:
-                outs = func(*args, **kwargs)
+                try:
+                    outs = body(*args, **kwargs)
+                finally:
+                    pipe._condition_stack = None
                 if outs is None:
                     raise ValueError(f"{func.__name__} must return the pipeline's outputs (DataNodes)")
                 if isinstance(outs, DataNode):

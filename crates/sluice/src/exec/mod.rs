@@ -223,6 +223,10 @@ impl Runner {
     /// it (an early operator: nothing to return yet; its time counts, its call does not).
     fn run_op(&mut self, k: usize, iteration: u64, batch_size: usize, results: &Results, start: bool) -> Result<Vec<Batch>> {
         let inst = &mut self.ops[k];
+        // An operator's batch is that of its first input, else of its first argument input,
+        // else the iteration's (readers, generators). Inside an `if` branch of a conditional
+        // pipeline the inputs hold only the branch's samples.
+        let batch_size = inst.inputs.first().or(inst.arg_inputs.first().map(|(_, e)| e)).map_or(batch_size, |e| output(results, e).meta().len());
         let arg_inputs = inst.arg_inputs.iter().map(|(n, e)| (n.as_str(), output(results, e).cpu())).collect();
         let begun = Instant::now();
         let (pool, gpu) = (&self.pool, &self.gpu);

@@ -5,6 +5,7 @@
 pub mod args;
 pub mod arithmetic;
 pub mod cast;
+pub mod conditional;
 pub mod constant;
 pub mod crop;
 pub mod decoders;
@@ -308,6 +309,10 @@ static REGISTRY: &[&OpDef] = &[
     &full::ZEROS_LIKE,
     &full::ONES,
     &full::ONES_LIKE,
+    &conditional::SPLIT,
+    &conditional::MERGE,
+    &conditional::NOT,
+    &conditional::VALIDATE_LOGICAL,
 ];
 
 /// Runs `f(sample_index, sample_bytes)` for every sample of `out` on the worker pool. When

@@ -130,30 +130,43 @@ impl StridedCopy {
     /// Both batches hold elements of the same size; `out`'s sample i has as many elements
     /// as `gathers[i]` covers.
     pub fn run(&mut self, ws: &GpuWorkspace<'_>, op: &str, input: &TensorListGpu, out: &TensorListGpu, gathers: &[Gather]) -> Result<()> {
-        let n = input.len();
-        debug_assert_eq!(gathers.len(), n);
-        let kernel = match input.dtype().size() {
+        debug_assert_eq!(gathers.len(), input.len());
+        self.samples.clear();
+        for (i, g) in gathers.iter().enumerate() {
+            self.samples.push(g.descriptor(input.sample_ptr(i), out.sample_ptr(i), out.numel(i)));
+        }
+        self.launch(ws, op, input.dtype().size())
+    }
+
+    /// Queues one launch that copies whole samples: `jobs` are (source address, destination
+    /// address, elements), all elements of `elem_size` bytes (split and merge).
+    pub fn copy_samples(&mut self, ws: &GpuWorkspace<'_>, op: &str, elem_size: usize, jobs: &[(u64, u64, usize)]) -> Result<()> {
+        self.samples.clear();
+        for &(src, dst, count) in jobs {
+            let whole = Gather::new(0, std::iter::once((count, 1))).expect("one dimension fits");
+            self.samples.push(whole.descriptor(src, dst, count));
+        }
+        self.launch(ws, op, elem_size)
+    }
+
+    /// Launches the kernel over the descriptors in `self.samples`.
+    fn launch(&mut self, ws: &GpuWorkspace<'_>, op: &str, elem_size: usize) -> Result<()> {
+        let kernel = match elem_size {
             1 => "strided_copy_1",
             2 => "strided_copy_2",
             4 => "strided_copy_4",
             8 => "strided_copy_8",
             s => return Err(Error::Unsupported(format!("{op}: {s}-byte elements are not supported on the GPU"))),
         };
-        self.samples.clear();
-        let mut max_count = 0usize;
-        for (i, g) in gathers.iter().enumerate() {
-            let count = out.numel(i);
-            max_count = max_count.max(count);
-            self.samples.push(g.descriptor(input.sample_ptr(i), out.sample_ptr(i), count));
-        }
+        let max_count = self.samples.iter().map(|s| s.count as usize).max().unwrap_or(0);
         if max_count == 0 {
             return Ok(());
         }
         let samples_ptr = self.params.upload(ws, bytemuck::cast_slice(&self.samples))?;
         let f = ws.device.kernels().function(ws.device.context(), ws.device.compute_capability(), "strided_copy", SRC, kernel)?;
-        let cfg = per_sample_launch(max_count, n);
-        // SAFETY: descriptors point into `input` and `out`, both alive on this stream; each
-        // gather reads inside its input sample and writes exactly its output sample.
+        let cfg = per_sample_launch(max_count, self.samples.len());
+        // SAFETY: every descriptor reads inside a live input sample and writes exactly a
+        // live output sample, both on this stream.
         unsafe {
             ws.stream.launch_builder(&f).arg(&samples_ptr).launch(cfg).map_err(sluice_cuda::CudaError::from)?;
         }
