@@ -386,11 +386,20 @@ def do_not_convert(func=None):
     """Marks `func` to run as it is, never converted (`pipeline.do_not_convert`)."""
     if func is None:
         return do_not_convert
+    if getattr(func, "_is_pipeline_def", False):
+        raise ValueError("Pipeline definition cannot be marked with @do_not_convert.")
     try:
         func._sluice_do_not_convert = True
     except (AttributeError, TypeError):
         pass
     return func
+
+
+def made_by_converted_code(obj):
+    """True for a function (or callable object's method) defined inside converted code: it
+    closes over the converted function's state, so it cannot be sent to a parallel worker."""
+    func = obj if isinstance(obj, types.FunctionType) else getattr(obj, "__func__", None) or getattr(type(obj), "__call__", None)
+    return isinstance(func, types.FunctionType) and "__sluice_factory__" in func.__qualname__
 
 
 def _module_allowed(func):
@@ -887,3 +896,27 @@ class _ExprRewriter(ast.NodeTransformer):
     def visit_Lambda(self, node):
         self.generic_visit(node)
         return node
+
+
+def explain(error):
+    """Prefixes the message of an error raised while tracing converted code with the user's
+    frames it passed through (DALI's "in user code:"), keeping its type: the converted
+    code's own frames would otherwise make the traceback hard to read."""
+    import os
+    import traceback
+
+    here = os.path.dirname(os.path.abspath(__file__))
+    frames = [f for f in traceback.extract_tb(error.__traceback__) if not os.path.abspath(f.filename).startswith(here)]
+    if not frames or getattr(error, "_sluice_explained", False):
+        return
+    lines = ["in user code:", ""]
+    for f in frames:
+        lines.append(f'    File "{f.filename}", line {f.lineno}, in {f.name}')
+        if f.line:
+            lines.append(f"        {f.line}")
+    lines += ["", f"    {type(error).__name__}: {error}"]
+    try:
+        error.args = ("\n".join(lines),) + tuple(error.args[1:])
+        error._sluice_explained = True
+    except (AttributeError, TypeError):
+        pass

@@ -33,6 +33,7 @@ from multiprocessing import shared_memory
 
 import numpy as np
 
+from . import pickling
 from . import types as _types
 from .external_source import _host_array
 
@@ -190,7 +191,8 @@ class WorkerPool:
         ctx = multiprocessing.get_context(start_method)
         sources = [g.worker_callable() for g in groups]
         if start_method == "spawn":
-            dumps = getattr(pickler, "dumps", pickle.dumps) if pickler is not None else pickle.dumps
+            # Sources without an importable name (lambdas, local functions) go by value.
+            dumps = getattr(pickler, "dumps", pickle.dumps) if pickler is not None else pickling.dumps
             try:
                 sources = dumps(sources)
             except Exception as e:

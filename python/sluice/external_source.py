@@ -108,6 +108,17 @@ def _callback(source, cycle):
     return source, accepted_arg_count(source) > 0
 
 
+_CONVERTED_SOURCE = (
+    "The `source` parameter that was passed to external source was created in a scope that was converted with "
+    "AutoGraph. To allow the `source` to be correctly used with parallel external source, it must remain unconverted. "
+    "To prevent conversion, two steps may need to be taken:\n1. The `source` or a factory creating the `source` must be "
+    "defined at a global scope (i.e. outside of `pipeline_def` scope).\n2. If the `source` is created by a factory "
+    "function that is invoked within pipeline definition, the factory function must be decorated with "
+    "`@sluice.pipeline.do_not_convert`. Otherwise it will be recursively converted when the pipeline definition is "
+    "traced.\nYou can read more details and see examples in the `@sluice.pipeline.do_not_convert` decorator "
+    "documentation. The AutoGraph conversion is part of conditional execution in DALI.")
+
+
 def _is_iterable(x):
     try:
         iter(x)
@@ -171,6 +182,10 @@ class _SourceGroup:
         return _is_generator_function(self.source) or (not callable(self.source) and _is_iterable(self.source))
 
     def _check_parallel_source(self, source, cycle, batch):
+        from ._conditionals import made_by_converted_code
+
+        if made_by_converted_code(source):
+            raise ValueError(_CONVERTED_SOURCE)
         if self._iterates():
             if batch is False:
                 kind = "a generator function" if _is_generator_function(source) else "an iterable"

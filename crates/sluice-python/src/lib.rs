@@ -587,7 +587,14 @@ impl sluice::ops::python_function::FunctionHost for PyFunctionHost {
                 let module = py.import("sluice.python_function")?;
                 let args = (call.function_id, inputs, call.batch_size, call.batch_processing, call.num_outputs, call.kind);
                 let outs: Vec<Bound<'_, PyList>> = module.getattr("call")?.call1(args)?.extract()?;
-                outs.iter().map(|o| host_samples(py, "python_function", &o.iter().collect::<Vec<_>>())).collect()
+                outs.iter()
+                    .map(|o| match o.is_empty() {
+                        // A batch of no samples (an `if` branch no sample took) says nothing of its
+                        // type: it takes its first input's, which merging ignores.
+                        true => Ok(EngineTensorList::from_meta(empty_like(call.inputs.first().map(|t| t.meta())))),
+                        false => host_samples(py, "python_function", &o.iter().collect::<Vec<_>>()),
+                    })
+                    .collect()
             };
             run().map_err(|e| python_error_text(py, &e))
         })
@@ -624,7 +631,7 @@ impl sluice::ops::python_function::FunctionHost for PyFunctionHost {
                 for (k, (regions, producer, _keep)) in outs.iter().enumerate() {
                     let what = format!("python_function output {k}");
                     let samples = typed_regions(&what, regions.clone())?;
-                    let meta = uniform_meta(&what, &samples)?;
+                    let meta = if samples.is_empty() { empty_like(call.inputs.first().map(|t| t.meta())) } else { uniform_meta(&what, &samples)? };
                     batches.push(py.detach(|| copy_to_gpu(device, stream, &samples, meta, *producer)).map_err(to_py)?);
                 }
                 // The function's arrays (`_keep`) are freed when this returns: the copies
@@ -635,6 +642,15 @@ impl sluice::ops::python_function::FunctionHost for PyFunctionHost {
             run().map_err(|e| python_error_text(py, &e))
         })
     }
+}
+
+/// The metadata of a batch of no samples, of `model`'s type and rank (UINT8 scalars without one).
+fn empty_like(model: Option<&BatchMeta>) -> BatchMeta {
+    let mut meta = BatchMeta::new(model.map_or(DType::U8, |m| m.dtype()), model.map_or(0, |m| m.ndim()), std::iter::empty());
+    if let Some(m) = model {
+        meta.set_layout(m.layout().clone());
+    }
+    meta
 }
 
 /// A Python exception as the engine reports it: its traceback (last frames) and message.

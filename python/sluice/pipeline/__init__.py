@@ -724,6 +724,10 @@ def pipeline_def(fn=None, **pipeline_kwargs):
             with pipe:
                 try:
                     outs = body(*args, **kwargs)
+                except Exception as e:
+                    if conditionals:
+                        _conditionals.explain(e)
+                    raise
                 finally:
                     pipe._condition_stack = None
                 if outs is None:

@@ -60,6 +60,25 @@ impl DType {
         }
     }
 
+    /// The name DALI's C++ messages give the type (`uint8`, `float`, `double`, ...), for
+    /// errors whose text users match against DALI's.
+    pub fn cpp_name(self) -> &'static str {
+        match self {
+            DType::U8 => "uint8",
+            DType::U16 => "uint16",
+            DType::U32 => "uint32",
+            DType::U64 => "uint64",
+            DType::I8 => "int8",
+            DType::I16 => "int16",
+            DType::I32 => "int32",
+            DType::I64 => "int64",
+            DType::F16 => "float16",
+            DType::F32 => "float",
+            DType::F64 => "double",
+            DType::Bool => "bool",
+        }
+    }
+
     /// The NumPy/array-interface type string (`|u1`, `<f4`, ...).
     pub fn typestr(self) -> &'static str {
         match self {

@@ -146,10 +146,10 @@ impl Operand<'_> {
             return Err(self.error(bool_required, &format!("a {}-d input", batch.ndim())));
         }
         if bool_required && batch.dtype() != DType::Bool {
-            return Err(self.error(true, &format!("an input of type `{}`", batch.dtype())));
+            return Err(self.error(true, &format!("an input of type `{}`", batch.dtype().cpp_name())));
         }
         if !bool_required && !evaluates_as_bool(batch.dtype()) {
-            return Err(format!("Can't evaluate {} as boolean value.", batch.dtype()));
+            return Err(format!("Can't evaluate {} as boolean value.", batch.dtype().cpp_name()));
         }
         Ok(())
     }
@@ -175,7 +175,7 @@ fn read_predicate(ctx: &OpContext, ws_args: &std::collections::HashMap<&str, &Te
         return Err(Error::data(at(), "Only scalar indexing is supported."));
     }
     if !evaluates_as_bool(pred.dtype()) {
-        return Err(Error::data(at(), format!("Can't evaluate {} as boolean value.", pred.dtype())));
+        return Err(Error::data(at(), format!("Can't evaluate {} as boolean value.", pred.dtype().cpp_name())));
     }
     Ok((0..pred.len()).map(|i| crate::ops::args::scalar_as_f64(pred, i) != 0.0).collect())
 }
@@ -244,7 +244,7 @@ impl Merge {
             let divergent = "Divergent data found in different branches of conditional operation. All paths in conditional operation are \
                              merged into one batch which must have consistent type, number of dimensions, layout and other metadata. ";
             if t.dtype() != f.dtype() {
-                return Err(Error::data(at(), format!("{divergent}Found distinct types: {} and {}.", t.dtype(), f.dtype())));
+                return Err(Error::data(at(), format!("{divergent}Found distinct types: {} and {}.", t.dtype().cpp_name(), f.dtype().cpp_name())));
             }
             if t.ndim() != f.ndim() {
                 return Err(Error::data(at(), format!("{divergent}Found distinct sample dimensions: {} and {}.", t.ndim(), f.ndim())));

@@ -127,7 +127,7 @@ impl Operator for Crop {
         }
         let nd = input.ndim();
         let shapes: Vec<Vec<usize>> = (0..n).map(|i| spans[i * nd..(i + 1) * nd].iter().map(|s| s.len).collect()).collect();
-        let channels = ca.map_or(1, |c| input.shape(0).get(c).copied().unwrap_or(1));
+        let channels = ca.filter(|_| n > 0).map_or(1, |c| input.shape(0).get(c).copied().unwrap_or(1)); // (a branch may get no samples)
         let fill = fill_per_channel(&ctx.display_name, ctx.args.floats("fill_values"), channels.max(1))?;
         let fill: Vec<Vec<u8>> = fill.iter().map(|&v| { let mut e = vec![0u8; ot.size()]; store_f64(ot, &mut e, 0, v); e }).collect();
         let mut out = TensorList::new(ot, nd, shapes.iter().map(|s| s.as_slice()));

@@ -115,7 +115,7 @@ impl Operator for Slice {
         }
         let out_shapes: Vec<Vec<usize>> = (0..n).map(|i| spans[i * nd..(i + 1) * nd].iter().map(|s| s.len).collect()).collect();
         let ca = layout.find('C');
-        let channels = ca.map_or(1, |c| data.shape(0).get(c).copied().unwrap_or(1)).max(1);
+        let channels = ca.filter(|_| !data.is_empty()).map_or(1, |c| data.shape(0).get(c).copied().unwrap_or(1)).max(1);
         let fill = fill_per_channel(op, ctx.args.floats("fill_values"), channels)?;
         let fill: Vec<Vec<u8>> = fill.iter().map(|&v| { let mut e = vec![0u8; ot.size()]; store_f64(ot, &mut e, 0, v); e }).collect();
         let mut out = TensorList::new(ot, nd, out_shapes.iter().map(|s| s.as_slice()));
