@@ -7,6 +7,7 @@ import numpy as np
 import pytest
 
 import sluice
+from sluice.backend import TensorListGPU
 from sluice import fn, types
 
 
@@ -135,11 +136,11 @@ def test_gpu_data_in_branches():
         p = _pipe(build(device), batch=8, device_id=0)
         outs = p.run()
         if device == "gpu":
-            assert all(isinstance(o, sluice.backend.TensorListGPU) for o in outs)
+            assert all(isinstance(o, TensorListGPU) for o in outs)
             outs = [o.as_cpu() for o in outs]
         got[device] = [[np.array(s) for s in o] for o in outs]
     for a, b in zip(got["cpu"], got["gpu"]):
         for x, y in zip(a, b):
             np.testing.assert_array_equal(x, y)
-    assert got["gpu"][0][1].shape == (5, 7, 3)
+    assert got["gpu"][0][4].shape == (5, 7, 3)  # sample 4 took the resize branch
     assert float(got["gpu"][1][7]) == 7.0

@@ -8,6 +8,7 @@ import numpy as np
 import pytest
 
 import sluice
+from sluice.backend import TensorListGPU
 
 from conftest import library_params
 
@@ -212,7 +213,7 @@ def _gpu_vs_cpu(make_gpu, make_cpu, num_outputs=1, batch=5, **kw):
         for _ in data:
             outs = pipe.run()
             if device == "gpu":
-                assert all(isinstance(o, sluice.backend.TensorListGPU) for o in outs)
+                assert all(isinstance(o, TensorListGPU) for o in outs)
                 outs = [o.as_cpu() for o in outs]
             got.append([[np.array(s) for s in o] for o in outs])
         return got
