@@ -147,6 +147,42 @@ def test_a_worker_that_dies_is_reported_not_waited_for():
             pipe.run()
 
 
+class _ParentOnlyFinalizer:
+    """Garbage (a reference cycle) whose finalizer kills any process but the one that made
+    it, as the finalizer of an object waiting for its process's threads (another pipeline's,
+    DALI's) would hang it."""
+
+    def __init__(self):
+        self.cycle = self
+        self.pid = os.getpid()
+
+    def __del__(self):
+        if os.getpid() != self.pid:
+            os._exit(7)
+
+
+def test_forked_workers_never_run_the_parents_finalizers():
+    import gc
+
+    # Keep the garbage uncollected until the workers fork, as a busy process may; the
+    # children collect as usual.
+    os.register_at_fork(after_in_child=gc.enable)
+    gc.disable()
+    try:
+        for _ in range(50):
+            _ParentOnlyFinalizer()
+        pipe = sluice.Pipeline(4, 1, None, py_num_workers=2, py_start_method="fork", prefetch_queue_depth=1)
+        with pipe:
+            pipe.set_outputs(sluice.fn.external_source(lambda info: np.zeros(3, np.int32) + info.iteration, batch=False,
+                                                       parallel=True))
+        pipe.build()
+    finally:
+        gc.enable()
+    for _ in range(3):
+        gc.collect()  # in the workers too, as they allocate: they must not inherit the garbage
+        assert len(pipe.run()[0]) == 4
+
+
 def test_no_workers_runs_the_source_here():
     pipe = sluice.Pipeline(4, 1, None, py_num_workers=0)
     with pipe:

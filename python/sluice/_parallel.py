@@ -19,6 +19,7 @@ its traceback; a worker that dies is reported (its exit code), never waited for 
 """
 
 import atexit
+import gc
 import collections
 import itertools
 import multiprocessing
@@ -100,6 +101,24 @@ def _write(slots, outputs):
             pos += a.nbytes
         metas.append(meta)
     return slot, block.name, metas
+
+
+def _start(procs, start_method):
+    """Starts the worker processes. A forked worker inherits the parent's garbage: objects
+    whose finalizers wait for the parent's threads (another pipeline's, DALI's) would hang
+    it when its collector ran them. So the garbage is collected here, in the parent, and what
+    is left is frozen for the fork: the children never collect what they inherit."""
+    if start_method != "fork":
+        for p in procs:
+            p.start()
+        return
+    gc.collect()
+    gc.freeze()
+    try:
+        for p in procs:
+            p.start()
+    finally:
+        gc.unfreeze()
 
 
 def _worker(worker_id, sources, tasks, results):
@@ -201,8 +220,7 @@ class WorkerPool:
         self.tasks = [ctx.Queue() for _ in range(num_workers)]
         self.procs = [ctx.Process(target=_worker, args=(i, sources, self.tasks[i], self.results), daemon=True,
                                   name=f"sluice-es-worker-{i}") for i in range(num_workers)]
-        for p in self.procs:
-            p.start()
+        _start(self.procs, start_method)
         # Workers unlink their shared memory when told to stop: tell them at exit too.
         atexit.register(self.close)
         self.ids = itertools.count()

@@ -60,6 +60,11 @@ class SampleInfo:
         self.iteration = iteration
         self.epoch_idx = epoch_idx
 
+    @property
+    def iter_idx(self):
+        """The iteration, as DALI's documents name it (`iteration` in DALI 2.4)."""
+        return self.iteration
+
     def __repr__(self):
         return (f"SampleInfo(idx_in_epoch={self.idx_in_epoch}, idx_in_batch={self.idx_in_batch}, "
                 f"iteration={self.iteration}, epoch_idx={self.epoch_idx})")
