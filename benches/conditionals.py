@@ -11,9 +11,10 @@ operators move whole images: what conditionals cost beyond the branch work itsel
 
 import argparse
 import json
+import os
 import subprocess
 import sys
-import time
+import tempfile
 
 CHILD = r"""
 import json, sys, time
@@ -29,7 +30,7 @@ images = [rng.integers(0, 255, (224, 224, 3), dtype=np.uint8) for _ in range(bat
 @pipeline_def(batch_size=batch, num_threads=threads, device_id=None, seed=1, enable_conditionals=True,
               prefetch_queue_depth=2)
 def pipe():
-    img = fn.external_source(lambda: images, batch=True, layout="HWC", cycle=True)
+    img = fn.external_source(lambda: images, batch=True, layout="HWC")
     coin = fn.random.coin_flip(probability=0.5)
     v = fn.random.uniform(range=[0, 1])
     if coin:
@@ -53,8 +54,17 @@ print(json.dumps({"rate": iters * batch / dt}))
 
 
 def run(lib, args):
-    out = subprocess.run([sys.executable, "-c", CHILD, lib, str(args.batch), str(args.iters), str(args.threads)],
-                         capture_output=True, text=True, check=True)
+    # From a file: conditionals convert the pipeline function from its source, which
+    # `python -c` does not keep.
+    with tempfile.NamedTemporaryFile("w", suffix=".py", delete=False) as f:
+        f.write(CHILD)
+    try:
+        out = subprocess.run([sys.executable, f.name, lib, str(args.batch), str(args.iters), str(args.threads)],
+                             capture_output=True, text=True)
+    finally:
+        os.unlink(f.name)
+    if out.returncode != 0:
+        raise SystemExit(f"{lib} failed:\n{out.stderr}")
     return json.loads(out.stdout.strip().splitlines()[-1])["rate"]
 
 

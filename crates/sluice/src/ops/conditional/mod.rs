@@ -15,7 +15,7 @@
 mod gpu;
 
 use crate::error::{Error, Location, Result};
-use crate::ops::{arg, tensor_arg, ArgDefault as D, ArgType as T, Device, OpContext, OpDef, OpSchema, Operator, Workspace};
+use crate::ops::{arg, for_each_sample, tensor_arg, ArgDefault as D, ArgType as T, Device, OpContext, OpDef, OpSchema, Operator, Workspace};
 use crate::tensor::{BatchMeta, DType, TensorList};
 
 /// `fn._conditional.split`.
@@ -216,17 +216,18 @@ impl Operator for Split {
     fn run(&mut self, ws: &Workspace<'_>) -> Result<Vec<TensorList>> {
         let input = ws.inputs[0];
         let halves = self.halves(&ws.arg_inputs, input.len(), ws.iteration)?;
-        Ok(halves.iter().map(|picks| gather(input, picks)).collect())
+        halves.iter().map(|picks| gather(ws.pool, input, picks)).collect()
     }
 }
 
-/// A new batch of the samples `picks` of `input`, in that order.
-fn gather(input: &TensorList, picks: &[usize]) -> TensorList {
+/// A new batch of the samples `picks` of `input`, in that order, copied on the workers.
+fn gather(pool: &rayon::ThreadPool, input: &TensorList, picks: &[usize]) -> Result<TensorList> {
     let mut out = TensorList::for_overwrite(picked_meta(input.meta(), picks));
-    for (dst, &i) in out.samples_mut().into_iter().zip(picks) {
-        dst.copy_from_slice(input.bytes(i));
-    }
-    out
+    for_each_sample(pool, &mut out, |k, dst| {
+        dst.copy_from_slice(input.bytes(picks[k]));
+        Ok(())
+    })?;
+    Ok(out)
 }
 
 /// Shared by the cpu and gpu backends of merge.
@@ -279,9 +280,11 @@ impl Operator for Merge {
         let halves = [ws.inputs[0], ws.inputs[1]];
         let (plan, meta) = self.plan([halves[0].meta(), halves[1].meta()], &ws.arg_inputs, ws.iteration)?;
         let mut out = TensorList::for_overwrite(meta);
-        for (dst, &(h, k)) in out.samples_mut().into_iter().zip(&plan) {
+        for_each_sample(ws.pool, &mut out, |i, dst| {
+            let (h, k) = plan[i];
             dst.copy_from_slice(halves[h].bytes(k));
-        }
+            Ok(())
+        })?;
         Ok(vec![out])
     }
 }
@@ -356,8 +359,9 @@ mod tests {
             let args: HashMap<&str, &TensorList> = [("predicate", &p)].into();
             let split = Split { ctx: ctx(), if_stmt: true };
             let halves = split.halves(&args, 4, 0).unwrap();
-            let t = gather(&data, &halves[0]);
-            let f = gather(&data, &halves[1]);
+            let pool = rayon::ThreadPoolBuilder::new().num_threads(2).build().unwrap();
+            let t = gather(&pool, &data, &halves[0]).unwrap();
+            let f = gather(&pool, &data, &halves[1]).unwrap();
             assert_eq!(t.len(), pred.iter().filter(|&&b| b == 1).count());
             let merge = Merge { ctx: ctx() };
             let (plan, meta) = merge.plan([t.meta(), f.meta()], &args, 0).unwrap();
