@@ -168,6 +168,28 @@ class _SourceGroup:
         self.layouts = []
         self.reset_indices()
 
+    def resume_at(self, iteration, sample):
+        """Continues from a checkpoint: the callback is next called for this iteration and
+        sample of the epoch."""
+        self.iteration, self.sample = iteration, sample
+
+    def warn_if_not_checkpointed(self):
+        """DALI's warning for sources whose position a checkpoint cannot hold: they start
+        from the beginning in a restored pipeline."""
+        if self._iterates():
+            kind = "SourceKind.GENERATOR_FUNC" if _is_generator_function(self.source) else "SourceKind.ITERABLE"
+            reason = f"with {kind} as a 'source'"
+        elif self.callback is not None and not self.takes_info:
+            reason = "with parameterless callable as a 'source'"
+        else:
+            return
+        import warnings
+
+        warnings.warn(f"Checkpointing enabled in a pipeline with external source operator, {reason}. DALI doesn't "
+                      "capture state of such 'source'. When loading the checkpoint, the 'source' must be manually "
+                      "adjusted by the user to start from the correct point, otherwise it will start from the "
+                      "beginning, potentially leading to mismatch with other data sources.", UserWarning, stacklevel=4)
+
     def reset_indices(self):
         self.iteration = 0
         self.sample = 0

@@ -316,7 +316,7 @@ type SharedChunk = (String, u64, Vec<Vec<(usize, Vec<usize>, String)>>);
 impl PyPipeline {
     /// `ops` is a list of (schema, device|None, name, [(op, out)], [(arg, op, out)], [(arg, value)]).
     #[new]
-    #[pyo3(signature = (batch_size, num_threads, device_id, seed, prefetch_queue_depth, exec_async, exec_pipelined, ops, outputs))]
+    #[pyo3(signature = (batch_size, num_threads, device_id, seed, prefetch_queue_depth, exec_async, exec_pipelined, ops, outputs, restore=None))]
     #[allow(clippy::too_many_arguments)]
     fn new(
         py: Python<'_>,
@@ -329,6 +329,7 @@ impl PyPipeline {
         exec_pipelined: bool,
         ops: Vec<Bound<'_, PyTuple>>,
         outputs: Vec<(usize, usize)>,
+        restore: Option<(u64, Vec<(String, u64)>)>,
     ) -> PyResult<PyPipeline> {
         let specs = ops.iter().map(op_spec).collect::<PyResult<Vec<_>>>()?;
         let spec = PipelineSpec {
@@ -342,7 +343,8 @@ impl PyPipeline {
             ops: specs,
             outputs: outputs.into_iter().map(|(op, output)| Edge { op, output }).collect(),
         };
-        let exec = py.detach(|| Executor::new(&spec)).map_err(to_py)?;
+        let restore = restore.map(|(iteration, readers)| sluice::exec::Checkpoint { iteration, readers });
+        let exec = py.detach(|| Executor::restored(&spec, restore.as_ref())).map_err(to_py)?;
         let feeds = exec.feeds().to_vec();
         let gpu = exec.gpu_device().map(|d| (d.clone(), std::sync::OnceLock::new()));
         Ok(PyPipeline { exec: std::mem::ManuallyDrop::new(std::sync::Mutex::new(exec)), feeds, gpu, shm: shm::Blocks::default() })
@@ -426,6 +428,13 @@ impl PyPipeline {
             Ok(out)
         });
         push(feed, name, Batch::Gpu(out.map_err(to_py)?), layout)
+    }
+
+    /// Where the pipeline stands after the batches returned so far: (iterations, [(reader
+    /// name, samples read)]), what `restore` takes.
+    fn checkpoint(&self) -> (u64, Vec<(String, u64)>) {
+        let c = self.exec().checkpoint();
+        (c.iteration, c.readers)
     }
 
     /// The names of the external sources the built graph kept (the others were pruned).

@@ -9,6 +9,7 @@ import threading
 import numpy as np
 
 from .. import _conditionals, _core, errors
+from . import _checkpoint
 from ..tensors import TensorListCPU, TensorListGPU
 
 _op_ids = itertools.count()
@@ -313,7 +314,10 @@ class Pipeline:
         self._prefetch_queue_depth = depth
         self._exec_async = bool(exec_async)
         self._exec_pipelined = bool(exec_pipelined)
-        self._enable_checkpointing = enable_checkpointing
+        self._enable_checkpointing = bool(enable_checkpointing)
+        self._checkpoint = checkpoint  # applied at build
+        self._restored = False
+        self._iterator_data = ""  # a framework iterator's state, from the checkpoint restored
         self._py_num_workers = py_num_workers
         self._py_start_method = py_start_method
         self._py_callback_pickler = py_callback_pickler
@@ -332,6 +336,7 @@ class Pipeline:
         self._last_iter = False
         self._batches_to_consume = 0
         self._epoch_idx = 0
+        self._consumer_iter = 0  # outputs() calls this epoch (checkpoints' `iter`)
 
     # -- properties DALI exposes
     @property
@@ -420,6 +425,7 @@ class Pipeline:
             if isinstance(outs, DataNode):
                 outs = [outs]
             self.set_outputs(*outs)
+        restore = self._checkpoint_to_restore()
         ops = self._collect()
         self._start_workers(ops)
         index = {op.id: k for k, op in enumerate(ops)}
@@ -430,7 +436,8 @@ class Pipeline:
         try:
             self._engine = _core.Pipeline(self._batch_size, self._num_threads, self._device_id, self._seed,
                                           self._prefetch_queue_depth, self._exec_async, self._exec_pipelined,
-                                          spec, outputs)
+                                          spec, outputs, None if restore is None else (
+                                              restore["iteration"], [tuple(r) for r in restore["readers"]]))
         except BaseException:
             if self._pool is not None:  # the workers started above: stop them with the build
                 self._pool.close()
@@ -438,6 +445,68 @@ class Pipeline:
             raise
         self._built = True
         self._bind_sources(ops)
+        if self._enable_checkpointing:
+            for group, _ in self._sources:
+                group.warn_if_not_checkpointed()
+        if restore is not None:
+            # External sources' callbacks go on from the iteration and epoch the consumer
+            # had reached (as DALI: an iteration's samples start at iteration * batch_size).
+            data = restore["pipeline_data"]
+            self._consumer_iter, self._epoch_idx = data["iter"], data["epoch_idx"]
+            for group, _ in self._sources:
+                group.resume_at(self._consumer_iter, self._consumer_iter * self._batch_size)
+            self._iterator_data = restore.get("iterator_data", "")
+            self._restored = True
+
+    def _checkpoint_to_restore(self):
+        """The checkpoint given to the constructor, decoded (its seed becomes the
+        pipeline's), or None."""
+        if self._checkpoint is None:
+            return None
+        if not self._enable_checkpointing:
+            raise RuntimeError(_checkpoint.NOT_ENABLED_RESTORE)
+        state = _checkpoint.decode(self._checkpoint)
+        self._seed = state["seed"]
+        return state
+
+    def _rebuild_from_checkpoint(self, checkpoint):
+        """Starts this pipeline over from `checkpoint`: the engine (and any worker
+        processes) are rebuilt from the same graph (a framework iterator's
+        `load_state_dict`)."""
+        for group, _ in self._sources:
+            group.reset_indices()
+        if self._pool is not None:
+            self._pool.close()
+            self._pool = None
+        self._engine = None
+        self._built = False
+        self._first_iter, self._last_iter = True, False
+        self._batches_to_consume = self._epoch_idx = self._consumer_iter = 0
+        self._checkpoint = checkpoint
+        self.build()
+
+    @property
+    def is_restored_from_checkpoint(self):
+        """True once built from a checkpoint (`checkpoint=`)."""
+        return self._restored
+
+    def checkpoint(self, filename=None):
+        """The pipeline's state after the batches returned so far, as bytes; a pipeline made
+        with `checkpoint=` these bytes (and the same definition) returns the batches this one
+        would return next. Also written to `filename` when given."""
+        data = self._get_checkpoint()
+        if filename is not None:
+            with open(filename, "wb") as f:
+                f.write(data)
+        return data
+
+    def _get_checkpoint(self, iterator_data=""):
+        if not self._enable_checkpointing:
+            raise RuntimeError(_checkpoint.NOT_ENABLED_SAVE)
+        self.build()
+        iteration, readers = self._engine.checkpoint()
+        return _checkpoint.encode(self._seed, iteration, readers,
+                                  {"iter": self._consumer_iter, "epoch_idx": self._epoch_idx}, iterator_data)
 
     def _start_workers(self, ops):
         """Starts the worker processes of parallel external sources before the engine
@@ -609,6 +678,7 @@ class Pipeline:
         """The next scheduled iteration's outputs; StopIteration once the epoch's are all
         returned."""
         self.build()
+        self._consumer_iter += 1  # a call that ends the epoch counts too, as in DALI
         if self._batches_to_consume == 0:
             if self._last_iter:
                 raise StopIteration
@@ -638,6 +708,7 @@ class Pipeline:
             self._first_iter = True
             self._last_iter = False
             self._epoch_idx += 1
+            self._consumer_iter = 0
             for group, _ in self._sources:
                 group.reset_indices()
 

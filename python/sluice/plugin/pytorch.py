@@ -72,11 +72,80 @@ class DALIGenericIterator:
         self._counter = 0
         self._pending = None
         self._ended = False
+        self._checkpointing = self._restore_checkpointed_state()
+        self._ever_consumed = False
+        # Before the first batch is prepared: the state the user has seen nothing of.
+        self._initial_checkpoints = self._checkpoints() if self._checkpointing else None
         if prepare_first_batch:
             try:
                 self._pending = self._fetch()
             except StopIteration:
                 self._ended = True
+
+    def _restore_checkpointed_state(self):
+        """Whether the pipelines checkpoint; for pipelines restored from a checkpoint, this
+        iterator's counters as the checkpoint has them (DALI's warnings where it cannot)."""
+        enabled = {p._enable_checkpointing for p in self._pipes}
+        if len(enabled) > 1:
+            raise ValueError("All wrapped pipelines must have the same value for `enable_checkpointing`.")
+        if not enabled.pop():
+            return False
+        restored = [p.is_restored_from_checkpoint for p in self._pipes]
+        if any(restored):
+            import json
+            import logging
+
+            if not all(restored):
+                logging.warning("Some, but not all of the pipelines used were restored from checkpoint. This iterator "
+                                "might produce unexpected results.")
+            data = [p._iterator_data for p in self._pipes if p.is_restored_from_checkpoint]
+            if any(d != data[0] for d in data):
+                logging.warning("The provided pipelines had different iterator data in the checkpoints they were "
+                                "restored from. This iterator might produce unexpected results.")
+            if not data[0]:
+                logging.warning("Iterator data was not saved in the checkpoint. This iterator might produce unexpected "
+                                "results.")
+            else:
+                try:
+                    state = json.loads(data[0])
+                except ValueError:
+                    raise ValueError("Iterator checkpoint data is not a valid JSON string. Please make sure that the "
+                                     "checkpoint was created with the same version of Sluice.") from None
+                self._counter, self._ended = state["_counter"], state["_ended"]
+        return True
+
+    def _checkpoints(self):
+        import json
+
+        state = json.dumps({"_counter": self._counter, "_ended": self._ended, "_size": self._size_all})
+        return [p._get_checkpoint(iterator_data=state) for p in self._pipes]
+
+    def checkpoints(self):
+        """One checkpoint per pipeline (bytes), holding this iterator's position too: build
+        the pipelines with `checkpoint=` them and a new iterator with the same arguments to
+        go on from here."""
+        if not self._checkpointing:
+            raise ValueError("Cannot access checkpoints with checkpointing disabled")
+        return self._checkpoints() if self._ever_consumed else list(self._initial_checkpoints)
+
+    def state_dict(self):
+        """torchdata-style state: {"checkpoints": [bytes per pipeline]}."""
+        return {"checkpoints": self.checkpoints()}
+
+    def load_state_dict(self, state):
+        """Goes on from `state` (what `state_dict()` gave, here or in another process): each
+        pipeline is rebuilt from its checkpoint, and this iterator takes the position saved
+        with them."""
+        cpts = state["checkpoints"]
+        if len(cpts) != len(self._pipes):
+            raise ValueError(f"the state holds {len(cpts)} checkpoints; this iterator has {len(self._pipes)} pipelines")
+        for p, c in zip(self._pipes, cpts):
+            p._rebuild_from_checkpoint(c)
+        self._pending = None
+        self._counter, self._ended = 0, False
+        self._restore_checkpointed_state()
+        self._ever_consumed = False
+        self._initial_checkpoints = self._checkpoints()
 
     def _fetch(self):
         outs = []
@@ -97,6 +166,7 @@ class DALIGenericIterator:
         return self
 
     def __next__(self):
+        self._ever_consumed = True
         if self._shard_size is None:
             return self._next_until_stop()
         remaining = self._shard_size - self._counter

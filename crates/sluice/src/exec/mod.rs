@@ -321,13 +321,56 @@ pub struct Executor {
     gpu_device: Option<Arc<GpuDevice>>,
     stats: Arc<Mutex<Vec<OpStats>>>,
     graph: Graph,
+    /// Where the pipeline started: iteration 0, or a checkpoint's position.
+    resumed: Checkpoint,
+    batch_size: u64,
+}
+
+/// The state a pipeline continues from: the iterations returned (which key every random
+/// stream) and the samples each reader returned (by reader name, in graph order). Readers
+/// move past that many samples when built; nothing else keeps state between iterations.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Checkpoint {
+    pub iteration: u64,
+    pub readers: Vec<(String, u64)>,
+}
+
+/// A checkpoint's readers must be the pipeline's: the same count, and where both have names
+/// the user gave (not generated ones), the same names.
+fn check_readers(saved: &[(String, u64)], readers: &[String]) -> Result<()> {
+    let generated = |n: &str| n.starts_with("__");
+    for (k, name) in readers.iter().enumerate() {
+        match saved.get(k) {
+            None => return Err(Error::Graph(format!("There's no checkpoint for operator \"{name}\". (The checkpoint comes from a pipeline with {} reader(s); this one has {}.)", saved.len(), readers.len()))),
+            Some((s, _)) if s != name && !generated(s) && !generated(name) => {
+                return Err(Error::Graph(format!("The executor doesn't recognize \"{s}\" as a name of an operator.\nThe checkpoint might come from another pipeline.")))
+            }
+            _ => {}
+        }
+    }
+    if let Some((s, _)) = saved.get(readers.len()) {
+        return Err(Error::Graph(format!("The executor doesn't recognize \"{s}\" as a name of an operator.\nThe checkpoint might come from another pipeline.")));
+    }
+    Ok(())
 }
 
 impl Executor {
     /// Checks the spec, builds every operator and, for asynchronous execution, starts the
     /// producer thread.
     pub fn new(spec: &PipelineSpec) -> Result<Executor> {
+        Executor::restored(spec, None)
+    }
+
+    /// As [`Executor::new`], continuing from a checkpoint (see [`Checkpoint`]): the first
+    /// batch is the one the checkpointed pipeline would have returned next.
+    pub fn restored(spec: &PipelineSpec, from: Option<&Checkpoint>) -> Result<Executor> {
         let graph = Graph::build(spec)?;
+        let reader_names: Vec<String> = graph.nodes.iter().filter(|n| n.def.schema.is_reader).map(|n| n.name.clone()).collect();
+        if let Some(c) = from {
+            check_readers(&c.readers, &reader_names)?;
+        }
+        let start = from.map_or(0, |c| c.iteration);
+        let mut resume = from.map(|c| c.readers.iter().map(|(_, n)| *n).collect::<Vec<_>>()).unwrap_or_default().into_iter();
         let num_threads = spec.num_threads.max(1);
         let has_gpu_ops = graph.nodes.iter().any(|n| n.device != Device::Cpu);
         let nice = std::env::var("SLUICE_WORKER_NICE").ok().and_then(|v| v.parse().ok()).unwrap_or(if has_gpu_ops { GPU_WORKER_NICE } else { 0 });
@@ -348,10 +391,11 @@ impl Executor {
         let mut ops = Vec::with_capacity(graph.nodes.len());
         let mut readers = Vec::new();
         for node in &graph.nodes {
-            let ctx = context(node, spec, num_threads);
+            let resume_samples = if node.def.schema.is_reader { resume.next().unwrap_or(0) } else { 0 };
+            let ctx = context(node, spec, num_threads, resume_samples);
             let backend = match node.device {
                 Device::Cpu if !node.fused.is_empty() => {
-                    let parts: Vec<_> = node.fused.iter().map(|n| (n.def, context(n, spec, num_threads))).collect();
+                    let parts: Vec<_> = node.fused.iter().map(|n| (n.def, context(n, spec, num_threads, 0))).collect();
                     Backend::Cpu(crate::ops::fused::build_cpu(&parts)?)
                 }
                 Device::Cpu => {
@@ -373,15 +417,36 @@ impl Executor {
             graph.nodes.iter().map(|n| OpStats { name: n.name.clone(), ..Default::default() }).collect(),
         ));
         let asynchronous = spec.exec_async && spec.exec_pipelined;
-        let runner = Runner::new(ops, graph.outputs.clone(), pool, gpu, spec.batch_size, stats.clone(), asynchronous && run_ahead(), asynchronous);
+        let mut runner = Runner::new(ops, graph.outputs.clone(), pool, gpu, spec.batch_size, stats.clone(), asynchronous && run_ahead(), asynchronous);
+        // Random streams are keyed by iteration: continuing the count continues them.
+        runner.iteration = start;
+        for f in &runner.feeds {
+            f.start_at(start);
+        }
         let feeds = runner.feeds.clone();
+        let resumed = Checkpoint { iteration: start, readers: reader_names.iter().cloned().zip(from.map(|c| c.readers.iter().map(|(_, n)| *n).collect()).unwrap_or_else(|| vec![0; reader_names.len()])).collect() };
         let gpu_device = runner.gpu.as_ref().map(|g| g.device.clone());
         let mode = if asynchronous {
             start_producer(runner, spec.prefetch_queue_depth.max(1))?
         } else {
             Mode::Sync(Box::new(runner))
         };
-        Ok(Executor { mode, readers, feeds, requested: 0, gpu_device, stats, graph })
+        Ok(Executor { mode, readers, feeds, requested: start, gpu_device, stats, graph, resumed, batch_size: spec.batch_size as u64 })
+    }
+
+    /// Where the pipeline stands after the batches returned so far: what a pipeline
+    /// restored from it continues from. Batches prepared ahead do not count.
+    pub fn checkpoint(&self) -> Checkpoint {
+        let returned = match &self.mode {
+            Mode::Sync(runner) => runner.iteration,
+            Mode::Async { .. } => self.requested,
+        };
+        // A reader reads `batch_size` samples every iteration.
+        let since = returned - self.resumed.iteration;
+        Checkpoint {
+            iteration: returned,
+            readers: self.resumed.readers.iter().map(|(name, n)| (name.clone(), n + since * self.batch_size)).collect(),
+        }
     }
 
     /// The next batch: one TensorList per pipeline output. Blocks until it is ready; fails
@@ -505,7 +570,7 @@ fn run_ahead() -> bool {
 }
 
 /// The context an operator is built from.
-fn context(node: &Node, spec: &PipelineSpec, num_threads: usize) -> OpContext {
+fn context(node: &Node, spec: &PipelineSpec, num_threads: usize, resume_samples: u64) -> OpContext {
     let explicit_seed = node.args.int("seed");
     // An explicit seed fixes the stream by itself (same seed, same numbers, as in
     // DALI); otherwise the pipeline seed and the operator's position key it.
@@ -524,6 +589,7 @@ fn context(node: &Node, spec: &PipelineSpec, num_threads: usize) -> OpContext {
         num_threads,
         device_id: spec.device_id,
         arg_input_names: node.arg_inputs.iter().map(|(k, _)| k.clone()).collect(),
+        resume_samples,
     }
 }
 

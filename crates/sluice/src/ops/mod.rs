@@ -63,6 +63,9 @@ pub struct OpContext {
     pub device_id: Option<i32>,
     /// Names of the arguments given as argument inputs, in the order the executor passes them.
     pub arg_input_names: Vec<String>,
+    /// For readers of a pipeline restored from a checkpoint: the samples read before it,
+    /// which the reader moves past before its first batch (0: from the start).
+    pub resume_samples: u64,
 }
 
 impl OpContext {

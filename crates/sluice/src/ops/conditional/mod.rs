@@ -347,6 +347,7 @@ mod tests {
             num_threads: 1,
             device_id: None,
             arg_input_names: vec!["predicate".into()],
+            resume_samples: 0,
         }
     }
 

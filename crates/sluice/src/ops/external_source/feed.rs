@@ -68,6 +68,14 @@ impl Feed {
         self.state.lock().unwrap_or_else(|e| e.into_inner())
     }
 
+    /// Counts iterations from `iteration` (a pipeline restored from a checkpoint): the next
+    /// batch fed is that iteration's, as if the ones before had been fed and consumed.
+    pub fn start_at(&self, iteration: u64) {
+        let mut s = self.lock();
+        s.fed = iteration;
+        s.requested = s.requested.max(iteration);
+    }
+
     /// Queues one batch for a later iteration. An empty batch or one larger than the
     /// pipeline's `batch_size` is refused here, where the caller can still fix it.
     pub fn push(&self, batch: Batch) -> Result<()> {

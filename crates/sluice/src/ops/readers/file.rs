@@ -345,7 +345,10 @@ impl FileReader {
         if depth < 1 {
             return Err(Error::arg(&op, "prefetch_queue_depth", format!("must be at least 1, got {depth}")));
         }
-        let seq = Sequencer::new(cfg);
+        let batch_size = cfg.batch_size as u64;
+        let mut seq = Sequencer::new(cfg);
+        seq.skip(ctx.resume_samples);
+        let first_batch = ctx.resume_samples / batch_size.max(1);
         let meta = seq.meta();
         // `depth - 1` queued plus one waiting in `send` keeps `depth` batches ready.
         let (tx, rx) = bounded(depth as usize - 1);
@@ -354,17 +357,17 @@ impl FileReader {
             let (stop, name) = (stop.clone(), op.clone());
             std::thread::Builder::new()
                 .name("sluice-file-reader".into())
-                .spawn(move || loader_loop(&name, &ds, seq, &tx, &stop))
+                .spawn(move || loader_loop(&name, &ds, seq, first_batch, &tx, &stop))
                 .map_err(|e| Error::Unsupported(format!("{op}: cannot start the loader thread: {e}")))?
         };
         Ok(FileReader { op, meta, rx: Some(rx), stop, handle: Some(handle) })
     }
 }
 
-fn loader_loop(op: &str, ds: &Dataset, mut seq: Sequencer, tx: &Sender<Batch>, stop: &AtomicBool) {
+fn loader_loop(op: &str, ds: &Dataset, mut seq: Sequencer, first_batch: u64, tx: &Sender<Batch>, stop: &AtomicBool) {
     let mut idx = Vec::new();
     let mut sizes = Vec::new();
-    let mut batch_no = 0u64;
+    let mut batch_no = first_batch;
     while !stop.load(Ordering::Relaxed) {
         seq.next_batch_into(&mut idx);
         let r = read_batch(op, ds, &idx, &mut sizes, batch_no, stop);

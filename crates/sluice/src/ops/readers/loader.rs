@@ -285,6 +285,29 @@ impl Sequencer {
         s
     }
 
+    /// Moves past the next `n` samples (a checkpoint's position): whole epochs at once, as
+    /// an epoch's order depends only on its number and shard, then sample by sample.
+    pub fn skip(&mut self, mut n: u64) {
+        while n > 0 {
+            if self.epoch == 0 || self.cur.emitted >= self.cur.len {
+                let shard = if self.cfg.shuffle_after_epoch { self.cfg.shard_id } else { self.next_shard };
+                let real = self.cfg.shard_range(shard).len();
+                let len = if self.cfg.pad_last_batch { self.cfg.padded_shard_len() } else { real } as u64;
+                if len > 0 && n >= len {
+                    self.epoch += 1;
+                    if !self.cfg.stick_to_shard {
+                        self.next_shard = (shard + 1) % self.cfg.num_shards;
+                    }
+                    self.cur = Epoch::default(); // read in full: the next sample starts an epoch
+                    n -= len;
+                    continue;
+                }
+            }
+            self.next_index();
+            n -= 1;
+        }
+    }
+
     /// Replaces `out` with the indices of the next batch (`batch_size` of them).
     pub fn next_batch_into(&mut self, out: &mut Vec<usize>) {
         out.clear();
@@ -325,6 +348,29 @@ mod tests {
     fn batches(c: SequencerConfig, n: usize) -> Vec<Vec<usize>> {
         let mut s = Sequencer::new(c);
         (0..n).map(|_| s.next_batch()).collect()
+    }
+
+    #[test]
+    fn skipping_gives_the_samples_a_full_run_gives_after_them() {
+        for (pad, shuffle, after, stick) in [(false, false, false, false), (true, true, false, false), (true, false, true, false), (false, true, false, true), (true, false, false, true)] {
+            let mut c = cfg(23, 3, 1, 4);
+            c.pad_last_batch = pad;
+            c.random_shuffle = shuffle;
+            c.initial_fill = 5;
+            c.shuffle_after_epoch = after;
+            c.stick_to_shard = stick;
+            for n in [0u64, 1, 3, 7, 8, 9, 31, 64, 100] {
+                let mut full = Sequencer::new(c.clone());
+                for _ in 0..n {
+                    full.next_index();
+                }
+                let mut skipped = Sequencer::new(c.clone());
+                skipped.skip(n);
+                let want: Vec<usize> = (0..40).map(|_| full.next_index()).collect();
+                let got: Vec<usize> = (0..40).map(|_| skipped.next_index()).collect();
+                assert_eq!(got, want, "pad {pad} shuffle {shuffle} after {after} stick {stick} n {n}");
+            }
+        }
     }
 
     #[test]
