@@ -71,6 +71,9 @@ pub fn convert_slice(src: DType, input: &[u8], dst: DType, out: &mut [u8]) {
         out.copy_from_slice(input);
         return;
     }
+    if convert_common(src, input, dst, out) {
+        return;
+    }
     macro_rules! go {
         ($s:expr, $d:expr) => {
             for k in 0..n {
@@ -112,6 +115,39 @@ pub fn convert_slice(src: DType, input: &[u8], dst: DType, out: &mut [u8]) {
     }
 }
 
+/// The conversions pipelines use most (image bytes to floats and back), on typed slices:
+/// the generic path goes through a wide number per element and is several times slower.
+/// Same rules: round half away from zero, saturate, NaN to 0. False when `(src, dst)` is not
+/// one of them (or the bytes are not aligned for their type).
+fn convert_common(src: DType, input: &[u8], dst: DType, out: &mut [u8]) -> bool {
+    macro_rules! float_to_int {
+        ($f:ty, $t:ty) => {{
+            let (Ok(i), Ok(o)) = (bytemuck::try_cast_slice::<u8, $f>(input), bytemuck::try_cast_slice_mut::<u8, $t>(out)) else { return false };
+            // `as` saturates (and maps NaN to 0); `round` is half away from zero.
+            o.iter_mut().zip(i).for_each(|(o, &x)| *o = x.round() as $t);
+            true
+        }};
+    }
+    macro_rules! int_to_float {
+        ($t:ty, $f:ty) => {{
+            let (Ok(i), Ok(o)) = (bytemuck::try_cast_slice::<u8, $t>(input), bytemuck::try_cast_slice_mut::<u8, $f>(out)) else { return false };
+            o.iter_mut().zip(i).for_each(|(o, &x)| *o = x as $f);
+            true
+        }};
+    }
+    match (src, dst) {
+        (DType::F32, DType::U8) => float_to_int!(f32, u8),
+        (DType::F32, DType::I8) => float_to_int!(f32, i8),
+        (DType::F32, DType::U16) => float_to_int!(f32, u16),
+        (DType::F32, DType::I16) => float_to_int!(f32, i16),
+        (DType::U8, DType::F32) => int_to_float!(u8, f32),
+        (DType::I16, DType::F32) => int_to_float!(i16, f32),
+        (DType::U16, DType::F32) => int_to_float!(u16, f32),
+        (DType::I32, DType::F32) => int_to_float!(i32, f32),
+        _ => false,
+    }
+}
+
 /// Checks a dtype an operator cannot produce or read, naming the argument.
 pub fn require_dtype(op: &str, argument: &str, dtype: DType, allowed: &[DType]) -> Result<()> {
     if allowed.contains(&dtype) {
@@ -119,4 +155,41 @@ pub fn require_dtype(op: &str, argument: &str, dtype: DType, allowed: &[DType]) 
     }
     let names: Vec<&str> = allowed.iter().map(|d| d.dali_name()).collect();
     Err(Error::arg(op, argument, format!("unsupported type {dtype}; supported: {}", names.join(", "))))
+}
+
+#[cfg(test)]
+mod common_conversion_tests {
+    use super::*;
+
+    /// The fast paths give what the generic path gives, edge values included.
+    #[test]
+    fn common_conversions_match_the_generic_rules() {
+        let floats: Vec<f32> = vec![0.0, 0.49, 0.5, 1.5, 2.5, -0.5, -1.5, 254.5, 255.4, 255.5, 300.0, -300.0, 1e20, -1e20, f32::NAN, f32::INFINITY, f32::NEG_INFINITY, 127.5, -128.5, 65535.5, 32767.5];
+        let input: Vec<u8> = bytemuck::cast_slice(&floats).to_vec();
+        for dst in [DType::U8, DType::I8, DType::U16, DType::I16] {
+            let mut fast = vec![0u8; floats.len() * dst.size()];
+            assert!(convert_common(DType::F32, &input, dst, &mut fast));
+            let mut slow = vec![0u8; fast.len()];
+            for k in 0..floats.len() {
+                store(dst, &mut slow, k, load(DType::F32, &input, k));
+            }
+            assert_eq!(fast, slow, "FLOAT -> {dst}");
+        }
+        let ints: Vec<i32> = vec![0, 1, -1, 255, 16_777_217, i32::MIN, i32::MAX];
+        for (src, bytes) in [
+            (DType::U8, (0u8..=255).collect::<Vec<u8>>()),
+            (DType::I16, bytemuck::cast_slice(&[0i16, -1, i16::MIN, i16::MAX]).to_vec()),
+            (DType::U16, bytemuck::cast_slice(&[0u16, 1, u16::MAX]).to_vec()),
+            (DType::I32, bytemuck::cast_slice(&ints).to_vec()),
+        ] {
+            let n = bytes.len() / src.size();
+            let mut fast = vec![0u8; n * 4];
+            assert!(convert_common(src, &bytes, DType::F32, &mut fast));
+            let mut slow = vec![0u8; n * 4];
+            for k in 0..n {
+                store(DType::F32, &mut slow, k, load(src, &bytes, k));
+            }
+            assert_eq!(fast, slow, "{src} -> FLOAT");
+        }
+    }
 }
