@@ -24,6 +24,7 @@ fn run1(schema: &str, input: &TensorList, args: Vec<(&str, ArgValue)>) -> sluice
         num_threads: 1,
         device_id: None,
         arg_input_names: vec![],
+        resume_samples: 0,
     };
     let mut op = (def.cpu.unwrap())(&ctx)?;
     let pool = rayon::ThreadPoolBuilder::new().num_threads(1).build().unwrap();

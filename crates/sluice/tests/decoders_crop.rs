@@ -30,6 +30,7 @@ fn run(schema: &str, inputs: &[&TensorList], args: Vec<(&str, ArgValue)>, thread
         num_threads: threads,
         device_id: None,
         arg_input_names: vec![],
+        resume_samples: 0,
     };
     let mut op = (def.cpu.unwrap())(&ctx)?;
     let pool = rayon::ThreadPoolBuilder::new().num_threads(threads).build().unwrap();

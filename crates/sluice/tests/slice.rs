@@ -22,6 +22,7 @@ fn run(input: &TensorList, a: &[f32], s: &[f32], args: Vec<(&str, ArgValue)>) ->
         num_threads: 1,
         device_id: None,
         arg_input_names: vec![],
+        resume_samples: 0,
     };
     let mut op = (def.cpu.unwrap())(&ctx)?;
     let pool = rayon::ThreadPoolBuilder::new().num_threads(1).build().unwrap();

@@ -22,6 +22,7 @@ pub fn run_op(schema: &str, args: Vec<(&str, ArgValue)>, inputs: &[&TensorList],
         num_threads: 2,
         device_id: None,
         arg_input_names: per_sample,
+        resume_samples: 0,
     };
     let mut op = (def.cpu.expect("cpu backend"))(&ctx)?;
     let pool = rayon::ThreadPoolBuilder::new().num_threads(2).build().unwrap();
