@@ -9,7 +9,7 @@ import threading
 import numpy as np
 
 from .. import _conditionals, _core, errors
-from . import _checkpoint
+from . import _checkpoint, _serialize
 from ..tensors import TensorListCPU, TensorListGPU
 
 _op_ids = itertools.count()
@@ -419,12 +419,7 @@ class Pipeline:
             return
         if self._batch_size == -1:
             raise errors.GraphError("batch_size is required")
-        if self._outputs is None:
-            with self:
-                outs = self.define_graph()
-            if isinstance(outs, DataNode):
-                outs = [outs]
-            self.set_outputs(*outs)
+        self._define_outputs()
         restore = self._checkpoint_to_restore()
         ops = self._collect()
         self._start_workers(ops)
@@ -457,6 +452,59 @@ class Pipeline:
                 group.resume_at(self._consumer_iter, self._consumer_iter * self._batch_size)
             self._iterator_data = restore.get("iterator_data", "")
             self._restored = True
+
+    def _define_outputs(self, define_graph=None):
+        """Runs `define_graph` (a subclass's, or the one given) once if no outputs are set."""
+        if self._outputs is None:
+            with self:
+                outs = (define_graph or self.define_graph)()
+            if isinstance(outs, DataNode):
+                outs = [outs]
+            self.set_outputs(*outs)
+
+    def serialize(self, define_graph=None, filename=None):
+        """The pipeline's definition as text: every operator with its arguments, the outputs
+        and the constructor's parameters (not its state: see `checkpoint`). Also written to
+        `filename` when given. External sources keep no Python `source` (feed them with
+        `feed_input`); Python functions cannot be serialized."""
+        if define_graph is not None and not callable(define_graph):
+            raise TypeError("Provided `define_graph` argument is not callable."
+                            + (" Didn't you want to write `.serialize(filename=...)`?" if isinstance(define_graph, str) else ""))
+        self._define_outputs(define_graph)
+        text = _serialize.dumps(self, self._collect(), self._outputs)
+        if filename is not None:
+            with open(filename, "w") as f:
+                f.write(text)
+        return text
+
+    @classmethod
+    def deserialize(cls, serialized_pipeline=None, filename=None, **kwargs):
+        """A built pipeline from what `serialize()` gave (or the file it wrote), with the
+        serialized parameters unless `kwargs` give others (`checkpoint=` included)."""
+        if (serialized_pipeline is None) == (filename is None):
+            raise ValueError("serialized_pipeline and filename arguments are mutually exclusive. Precisely one of them "
+                             "should be defined.")
+        if filename is not None:
+            with open(filename) as f:
+                serialized_pipeline = f.read()
+        state = _serialize.loads(serialized_pipeline)
+        pipe = cls(**dict(state["params"], **kwargs))
+        _serialize.graph(pipe, state)
+        pipe.build()
+        return pipe
+
+    def deserialize_and_build(self, serialized_pipeline):
+        """Loads what `serialize()` gave into this pipeline (which must have no graph yet) and
+        builds it; parameters this pipeline was not given come from the serialized one."""
+        if self._outputs is not None or self._ops:
+            raise RuntimeError("deserialize_and_build needs a pipeline with no operators of its own")
+        state = _serialize.loads(serialized_pipeline)
+        if self._batch_size == -1:
+            self._batch_size = state["params"]["batch_size"]
+        if not self._enable_checkpointing:
+            self._enable_checkpointing = state["params"]["enable_checkpointing"]
+        _serialize.graph(self, state)
+        self.build()
 
     def _checkpoint_to_restore(self):
         """The checkpoint given to the constructor, decoded (its seed becomes the
