@@ -376,6 +376,15 @@ def _make(device, name, num_outputs, source, cycle, batch, batch_info, repeat_la
     group = None if source is None else _SourceGroup(source, cycle, batch, bool(batch_info), num_outputs,
                                                      parallel=bool(parallel), lead=lead or 1)
     layouts, dtypes, ndims = _per_output(layout, n, "layout"), _per_output(dtype, n, "dtype"), _per_output(ndim, n, "ndim")
+    from .pipeline import _debug
+
+    if _debug.active() is not None:  # debug mode: the source is called now
+        if group is None:
+            raise NotImplementedError("debug mode runs external sources that have a `source`; feed_input is not "
+                                      "available there")
+        outs = _debug.external_source(group, n, device, layouts, [dict(kwargs, layout=layouts[k], dtype=dtypes[k],
+                                                                      ndim=ndims[k]) for k in range(n)])
+        return outs[0] if num_outputs is None else outs
     outs = []
     for k in range(n):
         args = dict(kwargs, layout=layouts[k], dtype=dtypes[k], ndim=ndims[k], repeat_last=repeat_last or None)

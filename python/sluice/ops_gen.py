@@ -8,7 +8,7 @@ import types as _pytypes
 import numpy as np
 
 from . import _conditionals, _core
-from .pipeline import DataNode, Pipeline, _OpNode, _warn_deprecated
+from .pipeline import DataNode, Pipeline, _OpNode, _debug, _warn_deprecated
 
 SCHEMAS = {s["name"]: s for s in _core.schemas()}
 
@@ -39,6 +39,8 @@ def make_node(schema_name, inputs, kwargs, device=None, name=None, warn=True):
     """Records one operator in the current graph and returns its output node(s). The
     engine checks it at once (names, types, inputs, devices): see `_OpNode`."""
     display = SCHEMAS[schema_name]["fn_name"] if schema_name in SCHEMAS else schema_name
+    if _debug.active() is not None:  # debug mode: the operator runs now
+        return _debug.run_op(schema_name, list(inputs), kwargs, device, name)
     if any(not isinstance(x, DataNode) for x in inputs):
         # DALI puts a constant where the operator runs: on the GPU beside GPU inputs.
         on_gpu = device == "gpu" or any(isinstance(x, DataNode) and x.device == "gpu" for x in inputs)
