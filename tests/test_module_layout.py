@@ -103,7 +103,18 @@ def test_legacy_flat_functions_warn_and_work(lib, tmp_path):
 
 
 def test_pipeline_is_a_package_with_experimental():
-    from sluice.pipeline import Pipeline, pipeline_def
+    from sluice.pipeline import Pipeline
     from sluice.pipeline.experimental import pipeline_def as experimental_def
 
-    assert Pipeline is sluice.Pipeline and experimental_def is pipeline_def
+    assert Pipeline is sluice.Pipeline
+
+    # The experimental decorator is pipeline_def, plus debug=True.
+    @experimental_def(batch_size=2, num_threads=1, device_id=None)
+    def plain():
+        return sluice.fn.random.uniform()
+
+    @experimental_def(batch_size=2, num_threads=1, device_id=None, debug=True)
+    def debug():
+        return sluice.fn.random.uniform()
+
+    assert isinstance(plain(), Pipeline) and len(debug().run()[0]) == 2
