@@ -7,7 +7,7 @@ import types as _pytypes
 
 import numpy as np
 
-from . import _conditionals, _core
+from . import _conditionals, _core, _distributed
 from .pipeline import DataNode, Pipeline, _OpNode, _debug, _warn_deprecated
 
 SCHEMAS = {s["name"]: s for s in _core.schemas()}
@@ -48,6 +48,7 @@ def make_node(schema_name, inputs, kwargs, device=None, name=None, warn=True):
                   for i, x in enumerate(inputs)]
     from .types import ScalarConstant
 
+    kwargs = _distributed.resolve_auto_shard(kwargs)  # shard_id="auto": the launcher's rank
     kwargs = {k: (v.value if isinstance(v, ScalarConstant) else v) for k, v in kwargs.items()}
     args = {k: v for k, v in kwargs.items() if v is not None and not isinstance(v, DataNode)}
     arg_inputs = {k: v for k, v in kwargs.items() if isinstance(v, DataNode)}
@@ -111,6 +112,7 @@ def _make_class(schema, class_name, class_path):
     def __init__(self, *, device=None, **kwargs):
         self._device = device
         self._name = kwargs.pop("name", None)
+        kwargs = _distributed.resolve_auto_shard(kwargs)
         # As DALI: a wrong argument fails here, where the user wrote it (and an old one warns).
         _warn_deprecated(_core.check_args(class_path, [(k, v) for k, v in kwargs.items()
                                                        if v is not None and not isinstance(v, DataNode)]))

@@ -243,6 +243,22 @@ GenericIterator = DALIGenericIterator
 ClassificationIterator = DALIClassificationIterator
 
 
+def distributed_shard():
+    """The reader arguments of this process's shard under torchrun (or Slurm, Open MPI):
+    `fn.readers.file(..., **distributed_shard())`; one shard of one outside a launcher. The
+    same as `shard_id="auto"`."""
+    from .. import _distributed
+
+    return _distributed.shard()
+
+
+def local_device_id():
+    """This process's GPU under a launcher (LOCAL_RANK), for `device_id=`; 0 outside one."""
+    from .. import _distributed
+
+    return _distributed.local_device_id()
+
+
 def feed_ndarray(dali_tensor, arr, cuda_stream=None):
     """Copies a Sluice tensor (TensorCPU / TensorGPU, or a dense TensorList) into the
     PyTorch tensor `arr`, which must have its shape and type and live on the same side (DALI's
