@@ -1237,3 +1237,76 @@ def test_es_with_not_converted_source(lib):
 
 def test_parallel_es_with_not_converted_callback(lib):
     es_with_nonlocal_not_converted_source(lib, parallel=True)
+
+
+# ----------------------------------------------------------------------------- batch permutations
+# test_simple_batch_permute and test_batch_permutation of DALI's test_pipeline_conditionals.py:
+# fn.batch_permutation inside a branch permutes the branch's samples only.
+
+
+@pytest.mark.parametrize("batch_size, permute_prefix", [(32, 0), (32, 1), (32, 7), (32, 16), (32, 31), (32, 32)])
+def test_simple_batch_permute(lib, batch_size, permute_prefix):
+    fn = lib.fn
+
+    @lib.pipeline_def(batch_size=batch_size, device_id=None, num_threads=2, enable_conditionals=True)
+    def pipeline():
+        sample_idx = fn.external_source(lambda sample_info: np.array(sample_info.idx_in_batch, dtype=np.int32),
+                                        batch=False)
+        if sample_idx < permute_prefix:
+            sample_idx = fn.batch_permutation()
+        return sample_idx
+
+    p = pipeline()
+    for _ in range(3):
+        (sample_indices,) = p.run()
+        sample_indices = [np.array(sample).item() for sample in sample_indices]
+        assert sorted(sample_indices[:permute_prefix]) == list(range(permute_prefix))
+        assert sample_indices[permute_prefix:] == list(range(permute_prefix, batch_size))
+
+
+@pytest.mark.parametrize("batch_size, num_split_level", [(7, 1), (1, 1), (16, 2), (16, 3), (101, 3)])
+def test_batch_permutation(lib, batch_size, num_split_level):
+    fn = lib.fn
+
+    def split_and_permute(batch, num_levels, group=0):
+        assert num_levels >= 0
+        if num_levels == 0:
+            return fn.permute_batch(batch, indices=fn.batch_permutation()), group
+        else:
+            if fn.random.coin_flip():
+                return split_and_permute(batch, num_levels - 1, group)
+            else:
+                return split_and_permute(batch, num_levels - 1, group + 2 ** (num_levels - 1))
+
+    @lib.pipeline_def(batch_size=batch_size, device_id=None, num_threads=2, enable_conditionals=True)
+    def pipeline():
+        sample_idx = fn.external_source(lambda sample_info: np.array(sample_info.idx_in_batch), batch=False)
+        sample_idx, group = split_and_permute(sample_idx, num_split_level)
+        return sample_idx, group
+
+    p = pipeline()
+    for _ in range(3):
+        sample_indices, groups = p.run()
+        sample_idx = [np.array(sample).item() for sample in sample_indices]
+        group = [np.array(sample).item() for sample in groups]
+        found = {i: ([], []) for i in range(2**num_split_level)}
+        for group_idx in range(batch_size):
+            got, expected = found[group[group_idx]]
+            got.append(sample_idx[group_idx])
+            expected.append(group_idx)
+        for group_idx, (got, expected) in found.items():
+            assert sorted(got) == expected, f"{group_idx}: {got} vs {expected}"
+
+
+def test_permute_batch_with_a_list_and_per_sample_indices(lib):
+    fn = lib.fn
+
+    @lib.pipeline_def(batch_size=5, device_id=None, num_threads=2)
+    def pipeline():
+        x = fn.external_source(lambda info: np.full((info.idx_in_batch + 1,), info.idx_in_batch, np.int32), batch=False)
+        idx = fn.external_source(lambda info: np.int32((info.idx_in_batch * 2) % 5), batch=False)
+        return fn.permute_batch(x, indices=[4, 4, 0, 1, 3]), fn.permute_batch(x, indices=idx)
+
+    a, b = pipeline().run()
+    assert [np.array(s).tolist() for s in a] == [[4] * 5, [4] * 5, [0], [1, 1], [3] * 4]
+    assert [int(np.array(s)[0]) for s in b] == [0, 2, 4, 1, 3]

@@ -144,3 +144,22 @@ def test_gpu_data_in_branches():
             np.testing.assert_array_equal(x, y)
     assert got["gpu"][0][4].shape == (5, 7, 3)  # sample 4 took the resize branch
     assert float(got["gpu"][1][7]) == 7.0
+
+
+def test_permute_batch_on_the_gpu():
+    from conftest import require_gpu
+
+    require_gpu()
+    images = _images(batch=6, seed=5)
+
+    @sluice.pipeline_def(batch_size=6, num_threads=2, device_id=0, seed=4)
+    def p():
+        img = fn.external_source(lambda info: images[info.idx_in_batch], batch=False, layout="HWC")
+        perm = fn.batch_permutation()
+        return fn.permute_batch(img.gpu(), indices=perm), fn.permute_batch(img, indices=perm), perm
+
+    g, c, perm = p().run()
+    assert isinstance(g, TensorListGPU) and g.layout() == "HWC"
+    for x, y, k in zip(g.as_cpu(), c, perm):
+        np.testing.assert_array_equal(np.array(x), np.array(y))
+        np.testing.assert_array_equal(np.array(y), images[int(np.array(k))])

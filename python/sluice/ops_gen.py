@@ -35,6 +35,11 @@ def _constant_node(value, device, display, i):
     return make_node("Constant", [], dict(data, shape=list(arr.shape), dtype=from_numpy_type(arr.dtype)), device=device)
 
 
+def _takes_scope(schema_name):
+    schema = SCHEMAS.get(schema_name)
+    return schema is not None and any(a["name"] == "_scope" for a in schema["args"])
+
+
 def make_node(schema_name, inputs, kwargs, device=None, name=None, warn=True):
     """Records one operator in the current graph and returns its output node(s). The
     engine checks it at once (names, types, inputs, devices): see `_OpNode`."""
@@ -53,6 +58,10 @@ def make_node(schema_name, inputs, kwargs, device=None, name=None, warn=True):
     args = {k: v for k, v in kwargs.items() if v is not None and not isinstance(v, DataNode)}
     arg_inputs = {k: v for k, v in kwargs.items() if isinstance(v, DataNode)}
     conditions = _conditionals.active_stack()
+    if conditions is not None and len(conditions.scopes) > 1 and _takes_scope(schema_name):
+        # Inside a branch, operators that size their output by the batch (batch_permutation)
+        # get the branch's batch through a hidden argument input, as in DALI.
+        arg_inputs["_scope"] = conditions.split_to_branch(conditions.top.predicate)
     if conditions is not None:
         # Inside an `if` branch an operator sees its samples' share of what it reads.
         inputs = [conditions.split_to_branch(x) for x in inputs]

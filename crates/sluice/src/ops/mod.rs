@@ -17,6 +17,7 @@ pub mod gpu_params;
 pub mod strided_copy_gpu;
 pub mod normalize;
 pub mod pad;
+pub mod permute;
 pub mod python_function;
 pub mod random;
 pub mod random_resized_crop;
@@ -316,6 +317,8 @@ static REGISTRY: &[&OpDef] = &[
     &conditional::MERGE,
     &conditional::NOT,
     &conditional::VALIDATE_LOGICAL,
+    &permute::PERMUTE_BATCH,
+    &permute::BATCH_PERMUTATION,
 ];
 
 /// Runs `f(sample_index, sample_bytes)` for every sample of `out` on the worker pool. When
