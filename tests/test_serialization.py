@@ -113,3 +113,37 @@ def test_what_cannot_be_serialized_or_deserialized():
         sluice.Pipeline.deserialize("garbage")
     with pytest.raises(TypeError, match="not callable"):
         pipe.serialize("pipe.txt")
+
+
+def test_a_serialized_pipeline_naming_an_unknown_operator_or_argument():
+    import json
+
+    import sluice
+
+    pipe = sluice.Pipeline(2, 1, None)
+    with pipe:
+        pipe.set_outputs(sluice.fn.random.uniform(range=[0, 1]))
+    state = json.loads(pipe.serialize())
+    state["ops"][0]["schema"] = "NoSuchOperator"
+    with pytest.raises(RuntimeError, match="unknown operator 'NoSuchOperator'"):
+        sluice.Pipeline.deserialize(json.dumps(state))
+    state = json.loads(pipe.serialize())
+    state["ops"][0]["args"]["rnage"] = [0, 1]
+    with pytest.raises(RuntimeError, match="rnage"):
+        sluice.Pipeline.deserialize(json.dumps(state))
+    truncated = pipe.serialize()[:40]
+    with pytest.raises(RuntimeError, match="Failed to deserialize the pipeline"):
+        sluice.Pipeline.deserialize(truncated)
+    assert len(pipe.run()[0]) == 2  # the process and the original pipeline go on
+
+
+def test_a_truncated_checkpoint_is_a_clear_error():
+    import sluice
+
+    @sluice.pipeline_def(batch_size=2, num_threads=1, device_id=None, enable_checkpointing=True)
+    def pipe():
+        return sluice.fn.random.uniform()
+
+    cpt = pipe().checkpoint()
+    with pytest.raises(RuntimeError, match="Failed to deserialize checkpoint"):
+        pipe(checkpoint=cpt[: len(cpt) // 2]).build()
