@@ -21,6 +21,7 @@ Two halves, one file:
 
 import ast
 import builtins
+import contextlib
 import copy
 import functools
 import inspect
@@ -155,17 +156,14 @@ class ConditionStack:
             return make_node("_conditional__Merge", [true_node, false_node], {"predicate": predicate},
                              device=true_node.device)
 
+    @contextlib.contextmanager
     def internal(self):
-        stack = self
-
-        class _Internal:
-            def __enter__(self):
-                stack.suspended += 1
-
-            def __exit__(self, *exc):
-                stack.suspended -= 1
-
-        return _Internal()
+        """While this module makes its own split/merge operators: no splitting of their inputs."""
+        self.suspended += 1
+        try:
+            yield
+        finally:
+            self.suspended -= 1
 
 
 def active_stack():

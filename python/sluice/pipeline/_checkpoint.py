@@ -35,15 +35,6 @@ def encode(seed, iteration, readers, pipeline_data, iterator_data=""):
 
 def decode(checkpoint):
     """The checkpoint's fields; RuntimeError for anything that is not a Sluice checkpoint."""
-    try:
-        text = checkpoint.decode() if isinstance(checkpoint, (bytes, bytearray)) else str(checkpoint)
-        state = json.loads(text)
-        if not isinstance(state, dict) or state.get("format") != FORMAT:
-            raise ValueError("not a Sluice checkpoint")
-    except (ValueError, UnicodeDecodeError) as e:
-        raise RuntimeError(f"Failed to deserialize checkpoint: the data is not a Sluice checkpoint ({e}). Give the bytes "
-                           "`pipe.checkpoint()` returned (or the file it wrote).") from None
-    if state.get("version") != VERSION:
-        raise RuntimeError(f"The checkpoint has format version {state.get('version')}; this Sluice reads version "
-                           f"{VERSION}.")
-    return state
+    from ._serialize import read_versioned
+
+    return read_versioned(checkpoint, FORMAT, VERSION, "checkpoint", "pipe.checkpoint()", "Failed to deserialize checkpoint")

@@ -10,6 +10,7 @@ sources therefore keep their place across iterations. Random operators without a
 `seed` draw from the debug pipeline's seed and the call's position: deterministic, but not
 the numbers the compiled pipeline draws (as in DALI); give `seed=` for those."""
 
+import contextlib
 import threading
 
 import numpy as np
@@ -24,16 +25,15 @@ def active():
     return getattr(_local, "pipeline", None)
 
 
+@contextlib.contextmanager
 def _suspended():
-    class _Suspend:
-        def __enter__(self):
-            self.saved = getattr(_local, "pipeline", None)
-            _local.pipeline = None
-
-        def __exit__(self, *exc):
-            _local.pipeline = self.saved
-
-    return _Suspend()
+    """While a call's own pipeline is defined: operators are recorded, not run."""
+    saved = getattr(_local, "pipeline", None)
+    _local.pipeline = None
+    try:
+        yield
+    finally:
+        _local.pipeline = saved
 
 
 def _as_batch(x, what):
@@ -67,12 +67,10 @@ class DataNodeDebug(DataNode):
     __slots__ = ("_batch",)
 
     def __init__(self, batch, name):
-        from ..tensors import TensorListGPU
-
         self._op, self._index, self._expr = None, 0, None
         self._batch = batch
         self.name = name
-        self.device = "gpu" if isinstance(batch, TensorListGPU) else "cpu"
+        self.device = _device(batch)
 
     def get(self):
         """The batch (TensorListCPU or TensorListGPU)."""
@@ -91,12 +89,11 @@ class DataNodeDebug(DataNode):
 class _Call:
     """One operator call of the function: its own engine pipeline, fed every iteration."""
 
-    def __init__(self, owner, key, schema, inputs, arg_inputs, kwargs, device, name):
+    def __init__(self, owner, schema, inputs, arg_inputs, kwargs, device, name):
         from ..ops_gen import make_node
         from ..external_source import external_source
         from . import Pipeline
 
-        self.key = key
         self.input_names = [f"__debug_in{i}" for i in range(len(inputs))]
         self.arg_names = {k: f"__debug_arg_{k}" for k in arg_inputs}
         pipe = Pipeline(owner.batch_size, owner.num_threads, owner.device_id, seed=owner.seed + 7919 * (len(owner._calls) + 1),
@@ -138,7 +135,7 @@ def run_op(schema, inputs, kwargs, device, name):
         raise RuntimeError(f"debug mode: this iteration calls more operators than the first ({display} is call {k + 1}); "
                            "the function must call the same operators in the same order every iteration")
     if k == len(owner._calls):
-        owner._calls.append(_Call(owner, k, schema, batches, arg_inputs, args, device, name))
+        owner._calls.append(_Call(owner, schema, batches, arg_inputs, args, device, name))
         owner._calls[k].signature = signature
     call = owner._calls[k]
     if getattr(call, "signature", None) != signature:

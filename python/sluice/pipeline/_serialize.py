@@ -54,20 +54,26 @@ def dumps(pipe, ops, outputs):
     }, sort_keys=True)
 
 
+def read_versioned(data, fmt, version, kind, made_by, failure):
+    """The fields of versioned JSON of ours (a serialized pipeline, a checkpoint) given as
+    text or bytes; RuntimeError starting with `failure`, naming the `kind` and what makes
+    it (`made_by`), for anything else or for another version."""
+    try:
+        text = data.decode() if isinstance(data, (bytes, bytearray)) else str(data)
+        state = json.loads(text)
+        if not isinstance(state, dict) or state.get("format") != fmt:
+            raise ValueError(f"not a Sluice {kind}")
+    except (ValueError, UnicodeDecodeError) as e:
+        raise RuntimeError(f"{failure}: {e}. Give what `{made_by}` returned (or the file it wrote).") from None
+    if state.get("version") != version:
+        raise RuntimeError(f"The {kind} has format version {state.get('version')}; this Sluice reads version {version}.")
+    return state
+
+
 def loads(serialized):
     """The serialized pipeline's fields; RuntimeError for anything else."""
-    try:
-        text = serialized.decode() if isinstance(serialized, (bytes, bytearray)) else str(serialized)
-        state = json.loads(text)
-        if not isinstance(state, dict) or state.get("format") != FORMAT:
-            raise ValueError("not a serialized Sluice pipeline")
-    except (ValueError, UnicodeDecodeError) as e:
-        raise RuntimeError(f"Failed to deserialize the pipeline: {e}. Give what `pipe.serialize()` returned (or the "
-                           "file it wrote).") from None
-    if state.get("version") != VERSION:
-        raise RuntimeError(f"The serialized pipeline has format version {state.get('version')}; this Sluice reads "
-                           f"version {VERSION}.")
-    return state
+    return read_versioned(serialized, FORMAT, VERSION, "serialized pipeline", "pipe.serialize()",
+                          "Failed to deserialize the pipeline")
 
 
 def graph(pipe, state):

@@ -370,7 +370,9 @@ impl Executor {
             check_readers(&c.readers, &reader_names)?;
         }
         let start = from.map_or(0, |c| c.iteration);
-        let mut resume = from.map(|c| c.readers.iter().map(|(_, n)| *n).collect::<Vec<_>>()).unwrap_or_default().into_iter();
+        // Samples each reader returned before, in graph order (all 0 without a checkpoint).
+        let reader_samples: Vec<u64> = from.map_or_else(|| vec![0; reader_names.len()], |c| c.readers.iter().map(|(_, n)| *n).collect());
+        let mut resume = reader_samples.iter().copied();
         let num_threads = spec.num_threads.max(1);
         let has_gpu_ops = graph.nodes.iter().any(|n| n.device != Device::Cpu);
         let nice = std::env::var("SLUICE_WORKER_NICE").ok().and_then(|v| v.parse().ok()).unwrap_or(if has_gpu_ops { GPU_WORKER_NICE } else { 0 });
@@ -424,7 +426,7 @@ impl Executor {
             f.start_at(start);
         }
         let feeds = runner.feeds.clone();
-        let resumed = Checkpoint { iteration: start, readers: reader_names.iter().cloned().zip(from.map(|c| c.readers.iter().map(|(_, n)| *n).collect()).unwrap_or_else(|| vec![0; reader_names.len()])).collect() };
+        let resumed = Checkpoint { iteration: start, readers: reader_names.into_iter().zip(reader_samples).collect() };
         let gpu_device = runner.gpu.as_ref().map(|g| g.device.clone());
         let mode = if asynchronous {
             start_producer(runner, spec.prefetch_queue_depth.max(1))?

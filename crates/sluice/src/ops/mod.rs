@@ -334,6 +334,17 @@ where
     results.into_iter().collect()
 }
 
+/// A new batch of samples `picks` of `input`, in that order (repeats allowed), copied on the
+/// pool: the split halves of conditionals, permute_batch.
+pub fn gather_samples(pool: &rayon::ThreadPool, input: &TensorList, picks: &[usize]) -> Result<TensorList> {
+    let mut out = TensorList::for_overwrite(input.meta().picked(picks));
+    for_each_sample(pool, &mut out, |k, dst| {
+        dst.copy_from_slice(input.bytes(picks[k]));
+        Ok(())
+    })?;
+    Ok(out)
+}
+
 /// Looks an operator up by schema name or legacy class name; returns the entry and, for a
 /// legacy name that implies one, the device.
 pub fn lookup(name: &str) -> Option<(&'static OpDef, Option<Device>)> {

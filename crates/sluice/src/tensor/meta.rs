@@ -123,6 +123,17 @@ impl BatchMeta {
         self.source_info = info;
     }
 
+    /// The metadata of samples `picks` of this batch, in that order (repeats allowed): their
+    /// shapes and source infos, this batch's type and layout, packed anew.
+    pub fn picked(&self, picks: &[usize]) -> BatchMeta {
+        let mut meta = BatchMeta::new(self.dtype, self.ndim, picks.iter().map(|&i| self.shape(i)));
+        meta.layout = self.layout.clone();
+        if !self.source_info.is_empty() {
+            meta.source_info = picks.iter().map(|&i| self.source_info[i].clone()).collect();
+        }
+        meta
+    }
+
     /// Copies the source info of another batch of the same length (1:1 operators).
     pub fn inherit_source_info(&mut self, from: &BatchMeta) {
         if from.len() == self.len() {

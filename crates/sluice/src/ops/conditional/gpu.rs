@@ -7,7 +7,7 @@ use crate::ops::strided_copy_gpu::StridedCopy;
 use crate::ops::{GpuOperator, GpuWorkspace};
 use crate::tensor::TensorListGpu;
 
-use super::{picked_meta, Merge, Split};
+use super::{Merge, Split};
 
 pub(super) struct SplitGpu {
     split: Split,
@@ -28,7 +28,7 @@ impl GpuOperator for SplitGpu {
         let mut outs = Vec::with_capacity(2);
         self.jobs.clear();
         for picks in &halves {
-            let out = TensorListGpu::alloc(picked_meta(input.meta(), picks), ws.device, ws.stream)?;
+            let out = TensorListGpu::alloc(input.meta().picked(picks), ws.device, ws.stream)?;
             self.jobs.extend(picks.iter().enumerate().map(|(k, &i)| (input.sample_ptr(i), out.sample_ptr(k), input.numel(i))));
             outs.push(out);
         }

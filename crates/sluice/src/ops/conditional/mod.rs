@@ -15,7 +15,7 @@
 mod gpu;
 
 use crate::error::{Error, Location, Result};
-use crate::ops::{arg, for_each_sample, tensor_arg, ArgDefault as D, ArgType as T, Device, OpContext, OpDef, OpSchema, Operator, Workspace};
+use crate::ops::{arg, for_each_sample, gather_samples, tensor_arg, ArgDefault as D, ArgType as T, Device, OpContext, OpDef, OpSchema, Operator, Workspace};
 use crate::tensor::{BatchMeta, DType, TensorList};
 
 /// `fn._conditional.split`.
@@ -180,16 +180,6 @@ fn read_predicate(ctx: &OpContext, ws_args: &std::collections::HashMap<&str, &Te
     Ok((0..pred.len()).map(|i| crate::ops::args::scalar_as_f64(pred, i) != 0.0).collect())
 }
 
-/// The metadata of the samples `picks` of `input` (in that order).
-fn picked_meta(input: &BatchMeta, picks: &[usize]) -> BatchMeta {
-    let mut meta = BatchMeta::new(input.dtype(), input.ndim(), picks.iter().map(|&i| input.shape(i)));
-    meta.set_layout(input.layout().clone());
-    if !input.source_infos().is_empty() {
-        meta.set_source_info(picks.iter().map(|&i| input.source_infos()[i].clone()).collect());
-    }
-    meta
-}
-
 /// Shared by the cpu and gpu backends of split.
 struct Split {
     ctx: OpContext,
@@ -216,18 +206,8 @@ impl Operator for Split {
     fn run(&mut self, ws: &Workspace<'_>) -> Result<Vec<TensorList>> {
         let input = ws.inputs[0];
         let halves = self.halves(&ws.arg_inputs, input.len(), ws.iteration)?;
-        halves.iter().map(|picks| gather(ws.pool, input, picks)).collect()
+        halves.iter().map(|picks| gather_samples(ws.pool, input, picks)).collect()
     }
-}
-
-/// A new batch of the samples `picks` of `input`, in that order, copied on the workers.
-fn gather(pool: &rayon::ThreadPool, input: &TensorList, picks: &[usize]) -> Result<TensorList> {
-    let mut out = TensorList::for_overwrite(picked_meta(input.meta(), picks));
-    for_each_sample(pool, &mut out, |k, dst| {
-        dst.copy_from_slice(input.bytes(picks[k]));
-        Ok(())
-    })?;
-    Ok(out)
 }
 
 /// Shared by the cpu and gpu backends of merge.
@@ -361,8 +341,8 @@ mod tests {
             let split = Split { ctx: ctx(), if_stmt: true };
             let halves = split.halves(&args, 4, 0).unwrap();
             let pool = rayon::ThreadPoolBuilder::new().num_threads(2).build().unwrap();
-            let t = gather(&pool, &data, &halves[0]).unwrap();
-            let f = gather(&pool, &data, &halves[1]).unwrap();
+            let t = gather_samples(&pool, &data, &halves[0]).unwrap();
+            let f = gather_samples(&pool, &data, &halves[1]).unwrap();
             assert_eq!(t.len(), pred.iter().filter(|&&b| b == 1).count());
             let merge = Merge { ctx: ctx() };
             let (plan, meta) = merge.plan([t.meta(), f.meta()], &args, 0).unwrap();

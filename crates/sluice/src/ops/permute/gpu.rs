@@ -6,7 +6,7 @@ use crate::ops::strided_copy_gpu::StridedCopy;
 use crate::ops::{GpuOperator, GpuWorkspace};
 use crate::tensor::TensorListGpu;
 
-use super::{picked_meta, PermuteBatch};
+use super::PermuteBatch;
 
 pub(super) struct PermuteBatchGpu {
     op: PermuteBatch,
@@ -24,7 +24,7 @@ impl GpuOperator for PermuteBatchGpu {
     fn run(&mut self, ws: &GpuWorkspace<'_>) -> Result<Vec<TensorListGpu>> {
         let input = ws.gpu_inputs[0];
         let picks = self.op.indices(&ws.arg_inputs, input.len(), ws.iteration)?;
-        let out = TensorListGpu::alloc(picked_meta(input.meta(), &picks), ws.device, ws.stream)?;
+        let out = TensorListGpu::alloc(input.meta().picked(&picks), ws.device, ws.stream)?;
         self.jobs.clear();
         self.jobs.extend(picks.iter().enumerate().map(|(k, &i)| (input.sample_ptr(i), out.sample_ptr(k), input.numel(i))));
         self.copy.copy_samples(ws, &self.op.ctx.display_name, input.dtype().size(), &self.jobs)?;

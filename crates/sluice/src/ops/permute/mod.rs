@@ -8,8 +8,8 @@
 mod gpu;
 
 use crate::error::{Error, Result};
-use crate::ops::{arg, for_each_sample, tensor_arg, ArgDefault as D, ArgType as T, Device, OpContext, OpDef, OpSchema, Operator, Workspace};
-use crate::tensor::{BatchMeta, DType, TensorList};
+use crate::ops::{arg, gather_samples, tensor_arg, ArgDefault as D, ArgType as T, Device, OpContext, OpDef, OpSchema, Operator, Workspace};
+use crate::tensor::{DType, TensorList};
 
 /// `fn.permute_batch`.
 pub static PERMUTE_BATCH: OpDef = OpDef {
@@ -88,26 +88,11 @@ impl PermuteBatch {
     }
 }
 
-/// The metadata of the samples `picks` of `input`, in that order.
-fn picked_meta(input: &BatchMeta, picks: &[usize]) -> BatchMeta {
-    let mut meta = BatchMeta::new(input.dtype(), input.ndim(), picks.iter().map(|&i| input.shape(i)));
-    meta.set_layout(input.layout().clone());
-    if !input.source_infos().is_empty() {
-        meta.set_source_info(picks.iter().map(|&i| input.source_infos()[i].clone()).collect());
-    }
-    meta
-}
-
 impl Operator for PermuteBatch {
     fn run(&mut self, ws: &Workspace<'_>) -> Result<Vec<TensorList>> {
         let input = ws.inputs[0];
         let picks = self.indices(&ws.arg_inputs, input.len(), ws.iteration)?;
-        let mut out = TensorList::for_overwrite(picked_meta(input.meta(), &picks));
-        for_each_sample(ws.pool, &mut out, |k, dst| {
-            dst.copy_from_slice(input.bytes(picks[k]));
-            Ok(())
-        })?;
-        Ok(vec![out])
+        Ok(vec![gather_samples(ws.pool, input, &picks)?])
     }
 }
 
