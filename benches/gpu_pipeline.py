@@ -12,6 +12,15 @@ Libraries: sluice, dali (nvidia.dali), torchvision (torchvision.io.decode_jpeg o
 torchvision transforms per image, the way a PyTorch user writes it without a data library).
 Per run: steady-state img/s (after warm-up, over whole epochs), time to first batch from
 process start (import + build + first batch), peak GPU memory the process took.
+
+    python benches/gpu_pipeline.py DATA_DIR --epochs 8 [--policy partial] [--pad]
+
+Epoch boundaries: rn50-crop through each library's PyTorch iterator
+(DALIClassificationIterator, reader_name, the iterator reset after each epoch), several short
+epochs (800 large photos at batch 256: three full batches and a partial one). Prints the
+whole-epoch rate (samples the iterator returned / time, epochs after the first) against the
+median rate of full batches: a pipeline that keeps working across the boundary and does not
+pay for samples it throws away comes close to 100%.
 """
 
 import argparse
@@ -114,10 +123,7 @@ def torchvision_child(kind, root, batch, threads, iters):
     print(json.dumps({"rate": rate, "median_rate": median_rate(t, stamps, batch), "first": first, "mem": (peak - base) / 2**30}))
 
 
-def child(lib, kind, root, batch, threads, iters, dec_args):
-    if lib == "torchvision":
-        return torchvision_child(kind, root, batch, threads, iters)
-    base = gpu_used_bytes()
+def make_pipeline(lib, kind, root, batch, threads, dec_args, pad=False):
     if lib == "sluice":
         from sluice import fn, pipeline_def, types
     else:
@@ -127,7 +133,7 @@ def child(lib, kind, root, batch, threads, iters, dec_args):
 
     @pipeline_def(batch_size=batch, num_threads=threads, device_id=0, seed=12, prefetch_queue_depth=2)
     def pipe():
-        jpegs, labels = fn.readers.file(file_root=root, random_shuffle=True, name="Reader")
+        jpegs, labels = fn.readers.file(file_root=root, random_shuffle=True, name="Reader", pad_last_batch=pad)
         if kind == "rn50-crop":
             images = fn.decoders.image_random_crop(jpegs, device="mixed", output_type=types.RGB,
                                                    random_aspect_ratio=[0.75, 4.0 / 3.0], random_area=[0.08, 1.0],
@@ -142,7 +148,45 @@ def child(lib, kind, root, batch, threads, iters, dec_args):
                                           mirror=fn.random.coin_flip(probability=0.5))
         return images, labels
 
-    p = pipe()
+    return pipe()
+
+
+def epochs_child(lib, root, batch, threads, epochs, policy, pad, dec_args):
+    """Whole epochs through the library's PyTorch iterator; the iterator is reset after each."""
+    p = make_pipeline(lib, "rn50-crop", root, batch, threads, dec_args, pad)
+    import torch
+    if lib == "sluice":
+        from sluice.plugin.pytorch import DALIClassificationIterator, LastBatchPolicy
+    else:
+        from nvidia.dali.plugin.pytorch import DALIClassificationIterator, LastBatchPolicy
+    it = DALIClassificationIterator(p, reader_name="Reader", last_batch_policy=getattr(LastBatchPolicy, policy.upper()),
+                                    last_batch_padded=pad)
+    full_gaps, per_epoch = [], []
+    for e in range(epochs):
+        start = prev = time.perf_counter()
+        samples = 0
+        for b in it:
+            n = b[0]["data"].shape[0]
+            torch.cuda.current_stream().synchronize()  # the batch's data is there, as a training step needs it
+            now = time.perf_counter()
+            if n == batch and e > 0:
+                full_gaps.append(now - prev)
+            samples += n
+            prev = now
+        it.reset()
+        per_epoch.append((samples, time.perf_counter() - start))
+    timed = per_epoch[1:]  # the first epoch includes warm-up
+    epoch_rate = sum(s for s, _ in timed) / sum(t for _, t in timed)
+    median_rate = batch / sorted(full_gaps)[len(full_gaps) // 2]
+    print(json.dumps({"epoch_rate": epoch_rate, "median_rate": median_rate, "share": epoch_rate / median_rate,
+                      "samples_per_epoch": [s for s, _ in per_epoch]}))
+
+
+def child(lib, kind, root, batch, threads, iters, dec_args):
+    if lib == "torchvision":
+        return torchvision_child(kind, root, batch, threads, iters)
+    base = gpu_used_bytes()
+    p = make_pipeline(lib, kind, root, batch, threads, dec_args)
     p.build()
     p.run()
     first = time.perf_counter() - T0
@@ -174,12 +218,20 @@ def main():
     ap.add_argument("--pipelines", default="rn50-full,decode,rn50-crop")
     ap.add_argument("--libs", default="sluice,dali,torchvision")
     ap.add_argument("--hw-load", type=float, help="hw_decoder_load for both libraries (default: theirs, 0.65)")
+    ap.add_argument("--epochs", type=int, help="the epoch-boundary case: this many epochs through the PyTorch iterator")
+    ap.add_argument("--policy", default="partial", choices=["partial", "fill", "drop"])
+    ap.add_argument("--pad", action="store_true", help="pad_last_batch on the reader (last_batch_padded)")
     ap.add_argument("--child", nargs=2)
     a = ap.parse_args()
+    dec_args = {} if a.hw_load is None else {"hw_decoder_load": a.hw_load}
+    if a.child and a.epochs:
+        epochs_child(a.child[0], a.data, a.batch, a.threads, a.epochs, a.policy, a.pad, dec_args)
+        return
     if a.child:
-        dec_args = {} if a.hw_load is None else {"hw_decoder_load": a.hw_load}
         child(a.child[0], a.child[1], a.data, a.batch, a.threads, a.iters, dec_args)
         return
+    if a.epochs:
+        return epochs_main(a)
     rows = []
     for kind in a.pipelines.split(","):
         res = {}
@@ -207,6 +259,27 @@ def main():
             d = res.get(other, {})
             if "rate" in s and "rate" in d:
                 print(f"{kind:<10} vs {other:<11} {s['rate'] / d['rate']:>6.2f}x  median {s['median_rate'] / d['median_rate']:.2f}x  first {s['first'] / d['first']:.2f}x  mem {s['mem'] / max(d['mem'], 1e-9):.2f}x")
+
+
+def epochs_main(a):
+    print(f"\nepoch boundaries: rn50-crop, batch {a.batch}, {a.threads} threads, {a.epochs} epochs, "
+          f"policy {a.policy}, pad_last_batch {a.pad}, data {a.data}")
+    print(f"{'lib':<8} {'epoch img/s':>12} {'median img/s':>13} {'epoch/median':>13}  samples per epoch")
+    res = {}
+    for lib in a.libs.split(","):
+        if lib == "torchvision":
+            continue
+        cmd = [sys.executable, __file__, a.data, "--batch", str(a.batch), "--threads", str(a.threads),
+               "--epochs", str(a.epochs), "--policy", a.policy, "--child", lib, "rn50-crop"] + (["--pad"] if a.pad else [])
+        r = subprocess.run(cmd, capture_output=True, text=True)
+        line = [l for l in r.stdout.splitlines() if l.startswith("{")]
+        if not line:
+            print(f"{lib:<8} error: {(r.stderr.strip().splitlines() or ['?'])[-1][:120]}")
+            continue
+        res[lib] = d = json.loads(line[-1])
+        print(f"{lib:<8} {d['epoch_rate']:>12.0f} {d['median_rate']:>13.0f} {d['share']:>12.0%}  {d['samples_per_epoch'][:4]}")
+    if "sluice" in res and "dali" in res:
+        print(f"sluice vs dali, whole epochs: {res['sluice']['epoch_rate'] / res['dali']['epoch_rate']:.2f}x")
 
 
 if __name__ == "__main__":

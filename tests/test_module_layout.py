@@ -85,8 +85,10 @@ def test_feed_ndarray_cpu():
     arr = torch.empty((2, 2, 3), dtype=torch.float32)
     feed_ndarray(out, arr)
     assert arr[1].tolist() == [[0, 1, 2], [3, 4, 5]]
-    with pytest.raises(ValueError, match="shapes differ"):
+    with pytest.raises(AssertionError, match="Shapes do not match: DALI tensor has size"):
         feed_ndarray(out, torch.empty((2, 6)))
+    with pytest.raises(AssertionError, match="doesn't match the element type of the target PyTorch Tensor"):
+        feed_ndarray(out, torch.empty((2, 2, 3), dtype=torch.int8))
 
 
 def test_legacy_flat_functions_warn_and_work(lib, tmp_path):

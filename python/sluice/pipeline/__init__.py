@@ -761,14 +761,16 @@ class Pipeline:
                 group.reset_indices()
 
     def empty(self):
-        return False
+        """Whether no scheduled iteration is left to return (outputs() would run one)."""
+        return self._batches_to_consume == 0
 
     def epoch_size(self, name=None):
-        """Samples in the dataset of reader `name`, or {name: size} for every reader."""
+        """Samples in an epoch of reader `name` (with `pad_last_batch`, padded so every shard
+        has as many: `epoch_size_padded`, as DALI), or {name: size} for every reader."""
         meta = self.reader_meta()
         if name is None:
-            return {k: v["epoch_size"] for k, v in meta.items()}
-        return self.reader_meta(name)["epoch_size"]
+            return {k: v["epoch_size_padded"] for k, v in meta.items()}
+        return self.reader_meta(name)["epoch_size_padded"]
 
     def reader_meta(self, name=None):
         """Reader metadata (epoch_size, epoch_size_padded, number_of_shards, shard_id,
