@@ -84,6 +84,28 @@ CASES = [pytest.param((sluice, "numpy"), id="sluice-numpy")]
 if DALI is not None:
     CASES.append(pytest.param((DALI, "numpy"), id="dali-numpy"))
 CASES.append(pytest.param((sluice, "torch"), id="sluice-torch"))
+CASES.append(pytest.param((sluice, "jax"), id="sluice-jax"))
+
+
+def jax_iterator():
+    """Sluice's JAX iterator, its batches split per pipeline as the other frameworks return
+    them (JAX returns one array over all pipelines); it has no PARTIAL policy."""
+    from sluice.plugin.base_iterator import LastBatchPolicy
+    from sluice.plugin.jax import DALIGenericIterator
+
+    class JaxListIterator(DALIGenericIterator):
+        def __init__(self, pipelines, output_map, **kw):
+            if kw.get("last_batch_policy") == LastBatchPolicy.PARTIAL:
+                pytest.skip("JAX iterators have no PARTIAL policy")
+            super().__init__(pipelines, output_map, **kw)
+
+        def _next_batch(self):
+            b = super()._next_batch()
+            if len(self._pipes) == 1:
+                return [b]
+            return [{k: v[i] for k, v in b.items()} for i in range(len(self._pipes))]
+
+    return JaxListIterator
 
 
 @pytest.fixture(params=CASES)
@@ -95,6 +117,9 @@ def fw(request):
         from sluice.plugin.pytorch import DALIGenericIterator
 
         return lib, DALIGenericIterator, lambda t: t.numpy()
+    if framework == "jax":
+        pytest.importorskip("jax")
+        return lib, jax_iterator(), np.asarray
     return lib, numpy_iterator(lib), np.asarray
 
 
