@@ -79,3 +79,13 @@ def test_pytorch_plugin_helpers(monkeypatch):
     monkeypatch.setenv("LOCAL_RANK", "1")
     assert distributed_shard() == {"shard_id": 5, "num_shards": 8} and local_device_id() == 1
     assert np.int64(local_device_id()) == 1
+
+
+def test_device_id_auto_is_the_local_rank(monkeypatch):
+    _clear(monkeypatch)
+    monkeypatch.setenv("RANK", "5")
+    monkeypatch.setenv("WORLD_SIZE", "8")
+    monkeypatch.setenv("LOCAL_RANK", "1")
+    assert sluice.Pipeline(batch_size=2, num_threads=1, device_id="auto").device_id == 1
+    _clear(monkeypatch)
+    assert sluice.Pipeline(batch_size=2, num_threads=1, device_id="auto").device_id == 0

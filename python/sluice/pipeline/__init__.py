@@ -8,7 +8,7 @@ import threading
 
 import numpy as np
 
-from .. import _conditionals, _core, errors
+from .. import _conditionals, _core, _distributed, errors
 from . import _checkpoint, _serialize
 from ..tensors import TensorListCPU, TensorListGPU
 
@@ -296,7 +296,8 @@ _PIPELINE_KWARGS = (
 class Pipeline:
     """A data pipeline: a graph of operators and the engine that runs it batch after batch.
 
-    `device_id=None` runs CPU-only, on any machine.
+    `device_id=None` runs CPU-only, on any machine; `device_id="auto"` takes this process's
+    GPU from the launcher (torchrun's LOCAL_RANK, Slurm, Open MPI; 0 outside one).
     """
 
     def __init__(self, batch_size=-1, num_threads=-1, device_id=-1, seed=-1, exec_pipelined=True,
@@ -305,6 +306,8 @@ class Pipeline:
                  enable_checkpointing=False, checkpoint=None, py_num_workers=1, py_start_method="fork",
                  py_callback_pickler=None, output_dtype=None, output_ndim=None, output_layout=None,
                  exec_dynamic=False, experimental_exec_dynamic=False, stream_policy=None, concurrency=None):
+        if isinstance(device_id, str) and device_id == "auto":
+            device_id = _distributed.local_device_id()
         batch_size, num_threads, device_id, seed, depth = _core.pipeline_params(
             batch_size, num_threads, device_id, seed, prefetch_queue_depth)
         self._batch_size = -1 if batch_size is None else batch_size
