@@ -159,8 +159,8 @@ def epochs_child(lib, root, batch, threads, epochs, policy, pad, dec_args):
         from sluice.plugin.pytorch import DALIClassificationIterator, LastBatchPolicy
     else:
         from nvidia.dali.plugin.pytorch import DALIClassificationIterator, LastBatchPolicy
-    it = DALIClassificationIterator(p, reader_name="Reader", last_batch_policy=getattr(LastBatchPolicy, policy.upper()),
-                                    last_batch_padded=pad)
+    # (the reader says whether it pads: the iterator takes it from there)
+    it = DALIClassificationIterator(p, reader_name="Reader", last_batch_policy=getattr(LastBatchPolicy, policy.upper()))
     full_gaps, per_epoch = [], []
     for e in range(epochs):
         start = prev = time.perf_counter()
@@ -220,7 +220,7 @@ def main():
     ap.add_argument("--hw-load", type=float, help="hw_decoder_load for both libraries (default: theirs, 0.65)")
     ap.add_argument("--epochs", type=int, help="the epoch-boundary case: this many epochs through the PyTorch iterator")
     ap.add_argument("--policy", default="partial", choices=["partial", "fill", "drop"])
-    ap.add_argument("--pad", action="store_true", help="pad_last_batch on the reader (last_batch_padded)")
+    ap.add_argument("--pad", action="store_true", help="pad_last_batch on the reader")
     ap.add_argument("--child", nargs=2)
     a = ap.parse_args()
     dec_args = {} if a.hw_load is None else {"hw_decoder_load": a.hw_load}

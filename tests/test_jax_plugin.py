@@ -19,8 +19,10 @@ from sluice import fn  # noqa: E402
 from sluice.plugin.base_iterator import LastBatchPolicy  # noqa: E402
 from sluice.plugin.jax import DALIGenericIterator, data_iterator  # noqa: E402
 from sluice.plugin.jax.integration import _jax_device, _to_jax_array  # noqa: E402
+from conftest import require_gpu  # noqa: E402
 
 THIS_FILE = os.path.abspath(__file__)
+CPU = jax.devices("cpu")[0]  # where CPU pipelines' batches land (JAX's default device may be a GPU)
 N = 47  # DALI's tests read 47 JPEGs; their labels are the indices
 
 
@@ -33,7 +35,7 @@ def iterator_function_def(shard_id=0, num_shards=1):
 def run_and_assert_sequential_iterator(it, num_iters=4):
     for batch_id, data in zip(range(num_iters), it):
         arr = data["data"]
-        assert _jax_device(arr) == jax.devices()[0]
+        assert _jax_device(arr) == CPU
         for i in range(arr.shape[0]):
             assert jnp.array_equal(arr[i], jnp.full((1,), batch_id * arr.shape[0] + i, np.int32))
     assert batch_id == num_iters - 1
@@ -51,7 +53,7 @@ def test_tensor_to_jax_array(dtype, shape):
     arr = _to_jax_array(out[0], False)
     assert arr.dtype == jnp.dtype(dtype) and arr.shape == shape
     assert jnp.array_equal(arr, jnp.asarray(value))
-    assert _jax_device(arr) == jax.devices()[0]
+    assert _jax_device(arr) == CPU
 
 
 def test_sequential_tensors_to_jax_array():
@@ -204,8 +206,50 @@ def test_several_cpu_devices(tmp_path):
     """JAX with two CPU devices (a fresh process: the device count is fixed at JAX's start)."""
     script = tmp_path / "multi.py"
     script.write_text(MULTI_DEVICE)
-    r = subprocess.run([sys.executable, str(script), THIS_FILE], capture_output=True, text=True, timeout=300)
+    env = dict(os.environ, JAX_PLATFORMS="cpu")
+    r = subprocess.run([sys.executable, str(script), THIS_FILE], capture_output=True, text=True, timeout=300, env=env)
     assert r.returncode == 0 and r.stdout.strip().endswith("OK"), r.stderr[-3000:]
+
+
+# --------------------------------------------------------------------------- GPU
+def jax_gpu():
+    require_gpu()
+    try:
+        return jax.devices("gpu")[0]
+    except RuntimeError:
+        pytest.skip("this JAX has no GPU backend")
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.int32, np.uint8, np.float16])
+def test_gpu_tensor_to_jax_array(dtype):
+    dev = jax_gpu()
+    value = np.arange(24, dtype=dtype).reshape(2, 3, 4)
+    pipe = sluice.Pipeline(batch_size=3, num_threads=1, device_id=0)
+    with pipe:
+        pipe.set_outputs(sluice.types.Constant(value, device="gpu"))
+    (out,) = pipe.run()
+    for copy in (False, True):
+        arr = _to_jax_array(out[1], copy)
+        assert _jax_device(arr) == dev and arr.dtype == jnp.dtype(dtype)
+        assert np.array_equal(np.asarray(arr), value)
+
+
+def test_gpu_iterator_batches_in_order():
+    """A GPU pipeline's batches, computed on Sluice's stream, reach JAX on the GPU without a
+    copy and hold what was computed (DLPack orders JAX after Sluice's work)."""
+    dev = jax_gpu()
+    pipe = sluice.Pipeline(batch_size=8, num_threads=2, device_id=0, prefetch_queue_depth=2)
+    with pipe:
+        idx = fn.external_source(lambda info: np.full((256, 256), info.idx_in_epoch, np.float32), batch=False)
+        pipe.set_outputs(idx.gpu() * 2 + 1)
+    with pytest.warns(Warning, match="Please set `reader_name`"):
+        it = DALIGenericIterator([pipe], ["data"], size=8 * 20)
+    for b, batch in enumerate(it):
+        arr = batch["data"]
+        assert _jax_device(arr) == dev and arr.shape == (8, 256, 256)
+        got = np.asarray(arr)
+        assert (got == (np.arange(8 * b, 8 * b + 8, dtype=np.float32) * 2 + 1)[:, None, None]).all()
+    assert b == 19
 
 
 # --------------------------------------------------------------------------- checkpoints

@@ -158,3 +158,27 @@ def test_shuffle_after_epoch(tiny_root):
         assert sorted(e) == sorted(p for p, _ in ALL)  # each epoch is a permutation
     assert e1 != e2 != e3
     assert a == shuffled_order(tiny_root, 3, epochs=3, shuffle_after_epoch=True)
+
+
+def test_large_batches_read_on_several_threads(tmp_path):
+    """Batches over 8 MB are copied by several threads: the bytes are the files', in order;
+    a file gone since listing fails its batch naming the first such sample."""
+    rng = np.random.default_rng(5)
+    contents = [rng.integers(0, 256, int(rng.integers(300_000, 900_000)), dtype=np.uint8).tobytes() for _ in range(24)]
+    files = []
+    for i, c in enumerate(contents):
+        f = tmp_path / f"{i:02}.bin"
+        f.write_bytes(c)
+        files.append(str(f))
+    pipe = reader_pipe(batch_size=24, files=files)
+    pipe.build()
+    for _ in range(3):
+        got = read(pipe, 1)
+        assert [b for _, _, b in got] == contents
+    import sluice
+
+    (tmp_path / "17.bin").unlink()
+    (tmp_path / "21.bin").unlink()
+    pipe2 = reader_pipe(batch_size=24, files=files, prefetch_queue_depth=1)
+    with pytest.raises(sluice.errors.DataError, match=r"(?s)sample 17.*17\.bin|17\.bin.*sample 17"):
+        pipe2.run()

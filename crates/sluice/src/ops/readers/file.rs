@@ -16,8 +16,11 @@
 //! * Each sample's source info is the name as listed (relative to the root), as in DALI.
 //!
 //! Files are read on a loader thread, `prefetch_queue_depth` batches ahead of the pipeline;
-//! each batch's contents go into one allocation. A file that cannot be read fails its batch
-//! only: the next batch reads on.
+//! each batch's contents go into one allocation. A batch of large files is copied by several
+//! threads at once (up to the pipeline's `num_threads`, at most [`MAX_READ_THREADS`]): one
+//! thread copying 256 photos of a megabyte each out of the page cache takes longer than the
+//! GPU takes to decode them. A file that cannot be read fails its batch only: the next batch
+//! reads on.
 
 use std::fs::File;
 use std::io::Read;
@@ -327,6 +330,13 @@ fn list_dataset(ctx: &OpContext) -> Result<Dataset> {
 
 type Batch = Result<Vec<TensorList>>;
 
+/// Most threads one batch is read with: page-cache copies stop scaling well before this.
+const MAX_READ_THREADS: usize = 8;
+
+/// Batches smaller than this are read by the loader thread alone (starting threads would
+/// cost more than they save).
+const PARALLEL_READ_BYTES: usize = 8 << 20;
+
 /// The operator: a handle on the loader thread.
 struct FileReader {
     op: String,
@@ -350,6 +360,7 @@ impl FileReader {
         seq.skip(ctx.resume_samples);
         let first_batch = ctx.resume_samples / batch_size.max(1);
         let meta = seq.meta();
+        let read_threads = ctx.num_threads.clamp(1, MAX_READ_THREADS);
         // `depth - 1` queued plus one waiting in `send` keeps `depth` batches ready.
         let (tx, rx) = bounded(depth as usize - 1);
         let stop = Arc::new(AtomicBool::new(false));
@@ -357,20 +368,20 @@ impl FileReader {
             let (stop, name) = (stop.clone(), op.clone());
             std::thread::Builder::new()
                 .name("sluice-file-reader".into())
-                .spawn(move || loader_loop(&name, &ds, seq, first_batch, &tx, &stop))
+                .spawn(move || loader_loop(&name, &ds, seq, first_batch, read_threads, &tx, &stop))
                 .map_err(|e| Error::Unsupported(format!("{op}: cannot start the loader thread: {e}")))?
         };
         Ok(FileReader { op, meta, rx: Some(rx), stop, handle: Some(handle) })
     }
 }
 
-fn loader_loop(op: &str, ds: &Dataset, mut seq: Sequencer, first_batch: u64, tx: &Sender<Batch>, stop: &AtomicBool) {
+fn loader_loop(op: &str, ds: &Dataset, mut seq: Sequencer, first_batch: u64, read_threads: usize, tx: &Sender<Batch>, stop: &AtomicBool) {
     let mut idx = Vec::new();
     let mut sizes = Vec::new();
     let mut batch_no = first_batch;
     while !stop.load(Ordering::Relaxed) {
         seq.next_batch_into(&mut idx);
-        let r = read_batch(op, ds, &idx, &mut sizes, batch_no, stop);
+        let r = read_batch(op, ds, &idx, &mut sizes, batch_no, read_threads, stop);
         batch_no += 1;
         if stop.load(Ordering::Relaxed) || tx.send(r).is_err() {
             break;
@@ -379,7 +390,7 @@ fn loader_loop(op: &str, ds: &Dataset, mut seq: Sequencer, first_batch: u64, tx:
 }
 
 /// Reads the samples `idx` into one batch allocation; labels beside.
-fn read_batch(op: &str, ds: &Dataset, idx: &[usize], sizes: &mut Vec<usize>, batch_no: u64, stop: &AtomicBool) -> Batch {
+fn read_batch(op: &str, ds: &Dataset, idx: &[usize], sizes: &mut Vec<usize>, batch_no: u64, read_threads: usize, stop: &AtomicBool) -> Batch {
     let loc = |i: usize, k: usize| Location {
         operator: op.to_string(),
         sample: Some(i),
@@ -395,15 +406,46 @@ fn read_batch(op: &str, ds: &Dataset, idx: &[usize], sizes: &mut Vec<usize>, bat
         let len = usize::try_from(meta.len()).map_err(|_| Error::data(loc(i, k), "file too large"))?;
         sizes.push(len);
     }
-    // Every file is read whole into its slot; a failed read fails the batch.
+    // Every file is read whole into its slot; a failed read fails the batch (with the error
+    // of its first failing sample, whichever thread met it).
+    let total: usize = sizes.iter().sum();
+    let threads = if total < PARALLEL_READ_BYTES { 1 } else { read_threads.min(idx.len()) };
     let mut data = TensorList::for_overwrite(BatchMeta::new(DType::U8, 1, sizes.chunks(1)));
     {
-        let slices = data.samples_mut();
-        for (i, (dst, &k)) in slices.into_iter().zip(idx).enumerate() {
-            if stop.load(Ordering::Relaxed) {
-                return Err(Error::Unsupported(format!("{op}: stopped")));
+        let mut slots: Vec<(usize, usize, &mut [u8])> =
+            data.samples_mut().into_iter().zip(idx).enumerate().map(|(i, (dst, &k))| (i, k, dst)).collect();
+        let read_slots = |slots: &mut [(usize, usize, &mut [u8])]| -> Result<()> {
+            for (i, k, dst) in slots.iter_mut() {
+                if stop.load(Ordering::Relaxed) {
+                    return Err(Error::Unsupported(format!("{op}: stopped")));
+                }
+                read_into(&ds.paths[*k], dst).map_err(|m| Error::data(loc(*i, *k), m))?;
             }
-            read_into(&ds.paths[k], dst).map_err(|m| Error::data(loc(i, k), m))?;
+            Ok(())
+        };
+        if threads <= 1 {
+            read_slots(&mut slots)?;
+        } else {
+            // Contiguous runs of about the same number of bytes, one per thread.
+            let per_thread = total.div_ceil(threads);
+            let mut runs = Vec::with_capacity(threads);
+            let mut rest: &mut [(usize, usize, &mut [u8])] = &mut slots;
+            while !rest.is_empty() {
+                let (mut n, mut bytes) = (0, 0);
+                while n < rest.len() && (n == 0 || bytes + rest[n].2.len() <= per_thread) {
+                    bytes += rest[n].2.len();
+                    n += 1;
+                }
+                let (run, tail) = rest.split_at_mut(n);
+                runs.push(run);
+                rest = tail;
+            }
+            let results: Vec<Result<()>> = std::thread::scope(|s| {
+                let handles: Vec<_> = runs.into_iter().map(|run| s.spawn(|| read_slots(run))).collect();
+                handles.into_iter().map(|h| h.join().unwrap_or_else(|_| Err(Error::Unsupported(format!("{op}: a read thread panicked"))))).collect()
+            });
+            // Runs are in sample order: the first error is the lowest sample's.
+            results.into_iter().collect::<Result<Vec<()>>>()?;
         }
     }
     let mut labels = TensorList::uniform(DType::I32, &[1], idx.len());
