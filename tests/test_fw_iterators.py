@@ -596,3 +596,43 @@ def test_pytorch_feed_ndarray_wrong_type():
     (out,) = p.run()
     with pytest.raises(AssertionError, match="The element type of DALI Tensor/TensorList doesn't match"):
         feed_ndarray(out, torch.zeros((1, 1), dtype=torch.int8))
+
+
+# --------------------------------------------------------------------------- Sluice's own
+def test_partial_leaves_the_padding_out_of_the_pipeline():
+    """PARTIAL with a padding reader: the reader leaves the padding out, so the epoch's last
+    batch runs on its real samples only (operators without inputs sized to match), and the
+    iterator returns what DALI's does; a checkpoint taken mid-way resumes the same batches."""
+    sizes = []
+
+    class Spy(numpy_iterator(sluice)):
+        def _to_framework(self, i, outputs):
+            sizes.append([len(o) for o in outputs])
+            return super()._to_framework(i, outputs)
+
+    def make(cpt=None):
+        pipe = sluice.Pipeline(batch_size=4, num_threads=1, device_id=None, seed=3, enable_checkpointing=True,
+                               checkpoint=cpt)
+        with pipe:
+            _, labels = sluice.fn.readers.file(files=[THIS_FILE] * 11, labels=list(range(11)), pad_last_batch=True,
+                                               random_shuffle=True, initial_fill=5, name="Reader")
+            pipe.set_outputs(labels, sluice.fn.random.coin_flip())
+        return Spy([pipe], ["label", "flip"], reader_name="Reader",
+                   last_batch_policy=sluice.plugin.base_iterator.LastBatchPolicy.PARTIAL)
+
+    it = make()
+    epochs = []
+    for _ in range(3):
+        epochs.append([b[0]["label"].ravel().tolist() for b in it])
+        it.reset()
+    assert sizes[:3] == [[4, 4], [4, 4], [3, 3]]
+    for e in epochs:
+        assert [len(b) for b in e] == [4, 4, 3] and sorted(sum(e, [])) == list(range(11))
+    # From a checkpoint after the 4th batch (in the second epoch): the same batches follow.
+    it = make()
+    next(it), next(it), next(it)
+    it.reset()
+    next(it)
+    resumed = make(it.checkpoints()[0])
+    rest = [b[0]["label"].ravel().tolist() for b in resumed]
+    assert rest == epochs[1][1:]

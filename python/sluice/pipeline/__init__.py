@@ -329,6 +329,7 @@ class Pipeline:
         self._outputs = None
         self._engine = None
         self._built = False
+        self._readers_without_padding = set()  # see _leave_out_padding
         # External sources: the Python sources the built graph kept, and the fed ones by name.
         self._sources = []
         self._input_names = {}
@@ -430,6 +431,9 @@ class Pipeline:
         spec = [op.spec([(index[n._op.id], n._index) for n in op.inputs],
                         [(k, index[n._op.id], n._index) for k, n in op.arg_inputs.items()])
                 for op in ops]
+        # An iterator's request, not the graph's: not in op.args, so never serialized.
+        spec = [s[:5] + (s[5] + [("_omit_padding", True)],) if op.name in self._readers_without_padding else s
+                for op, s in zip(ops, spec)]
         outputs = [(index[o._op.id], o._index) for o in self._outputs]
         try:
             self._engine = _core.Pipeline(self._batch_size, self._num_threads, self._device_id, self._seed,
@@ -455,6 +459,17 @@ class Pipeline:
                 group.resume_at(self._consumer_iter, self._consumer_iter * self._batch_size)
             self._iterator_data = restore.get("iterator_data", "")
             self._restored = True
+
+    def _leave_out_padding(self, reader_name):
+        """For an iterator that cuts each epoch's last batch to its real samples (PARTIAL):
+        reader `reader_name`, if it pads (`pad_last_batch`), leaves the padding out of its
+        batches instead, so the pipeline does not decode and augment samples nobody sees.
+        Only before the pipeline is built (a built one runs as it was asked to); returns
+        whether it took effect."""
+        if self._built:
+            return False
+        self._readers_without_padding.add(reader_name)
+        return True
 
     def _define_outputs(self, define_graph=None):
         """Runs `define_graph` (a subclass's, or the one given) once if no outputs are set."""

@@ -82,6 +82,11 @@ class _DaliBaseIterator:
                           "duplicated ones. Check the Sharding section of the documentation for more details.",
                           Warning, stacklevel=2)
         self._counter = 0
+        # PARTIAL throws each epoch's padding away: have the readers leave it out, so the
+        # pipelines do no work on it (Sluice's own; the samples returned are the same).
+        self._short_last_batches = False
+        if reader_name and self._last_batch_policy == LastBatchPolicy.PARTIAL:
+            self._short_last_batches = any([p._leave_out_padding(reader_name) for p in self._pipes])
         for p in self._pipes:
             p.build()
         self._reader_name = reader_name
@@ -182,7 +187,7 @@ class _DaliBaseIterator:
         return outputs
 
     def _check_batch_size(self, outputs):
-        if not self._reader_name and self._size == -1:
+        if not self._reader_name and self._size == -1 or self._short_last_batches:
             return
         for outs in outputs:
             for o in outs:

@@ -16,6 +16,7 @@ use sluice_cuda::{CudaStream, GpuDevice};
 use crate::error::{Error, Result};
 use crate::graph::{Edge, Graph, Node, PipelineSpec};
 use crate::ops::external_source::Feed;
+use crate::ops::readers::loader::BatchPlan;
 use crate::ops::{Device, GpuOperator, GpuWorkspace, OpContext, Operator, ReaderMeta, Workspace};
 use crate::tensor::{Batch, ReadyEvent};
 
@@ -78,6 +79,8 @@ struct Runner {
     ahead: Option<(u64, Front)>,
     /// The external sources' queues, staged at the start of each iteration.
     feeds: Vec<Arc<Feed>>,
+    /// Readers whose batches vary in size (see `Operator::batch_plan`), by name.
+    plans: Vec<(String, Arc<Mutex<BatchPlan>>)>,
     /// Wait for fed data (the asynchronous producer, which runs ahead of what is asked
     /// for); otherwise an iteration without data fails at once (see `Executor::next_batch`).
     wait_for_feeds: bool,
@@ -113,7 +116,8 @@ impl Runner {
         }
         let run_ahead = run_ahead && front.contains(&true);
         let feeds = ops.iter().filter_map(|inst| inst.feed()).collect();
-        Runner { ops, outputs, pool, gpu, batch_size, iteration: 0, stats, front, run_ahead, ahead: None, feeds, wait_for_feeds }
+        let plans = ops.iter().filter_map(|inst| inst.batch_plan()).collect();
+        Runner { ops, outputs, pool, gpu, batch_size, iteration: 0, stats, front, run_ahead, ahead: None, feeds, plans, wait_for_feeds }
     }
 
     fn run_iteration(&mut self) -> Result<Vec<Batch>> {
@@ -143,10 +147,24 @@ impl Runner {
     }
 
     /// The batch size of `iteration`: that of the batches fed for it, staged now (one per
-    /// external source, which must agree), or the pipeline's without external sources.
+    /// external source), or the size planned by readers whose batches vary, or the
+    /// pipeline's. Sources and planned readers must agree.
     fn stage(&mut self, iteration: u64) -> Result<usize> {
+        let mut planned: Option<(usize, &str)> = None;
+        for (name, plan) in &self.plans {
+            let n = plan.lock().expect("batch plan").size_at(iteration);
+            match planned {
+                Some((m, other)) if m != n => {
+                    return Err(Error::Unsupported(format!(
+                        "the readers '{other}' and '{name}' give batches of {m} and {n} samples at iteration {iteration}: \
+                         readers that leave out padding must agree on every batch's size"
+                    )))
+                }
+                _ => planned = planned.or(Some((n, name.as_str()))),
+            }
+        }
         if self.feeds.is_empty() {
-            return Ok(self.batch_size);
+            return Ok(planned.map_or(self.batch_size, |(n, _)| n));
         }
         if !self.wait_for_feeds {
             // Synchronous: this iteration is the one the caller asked for.
@@ -180,7 +198,21 @@ impl Runner {
                 }
             }
         }
-        Ok(first.map_or(self.batch_size, |(n, _)| n))
+        match (first, planned) {
+            (Some((n, source)), Some((m, reader))) if n != m => {
+                for f in &self.feeds {
+                    f.discard_through(iteration);
+                }
+                Err(Error::Input {
+                    name: source.into(),
+                    message: format!(
+                        "batch size clash: the external source '{source}' gave {n} samples for iteration {iteration}, \
+                         but the reader '{reader}' reads {m}"
+                    ),
+                })
+            }
+            _ => Ok(first.or(planned).map_or(self.batch_size, |(n, _)| n)),
+        }
     }
 
     /// Runs what the front left of `iteration`.
@@ -293,6 +325,14 @@ impl Instance {
         match &self.backend {
             Backend::Cpu(op) => op.feed(),
             Backend::Gpu(op, _) => op.feed(),
+        }
+    }
+
+    /// A reader's plan of batch sizes, with its name.
+    fn batch_plan(&self) -> Option<(String, Arc<Mutex<BatchPlan>>)> {
+        match &self.backend {
+            Backend::Cpu(op) => op.batch_plan().map(|p| (self.ctx.instance_name.clone(), p)),
+            Backend::Gpu(..) => None,
         }
     }
 }

@@ -166,6 +166,12 @@ pub trait Operator: Send {
     fn feed(&self) -> Option<Arc<external_source::Feed>> {
         None
     }
+
+    /// For a reader whose batches are not all `batch_size` samples: the plan of their sizes,
+    /// which sizes each iteration. `None` for every other operator.
+    fn batch_plan(&self) -> Option<Arc<std::sync::Mutex<readers::loader::BatchPlan>>> {
+        None
+    }
 }
 
 /// The data of one mixed or GPU operator invocation. Mixed operators read `cpu_inputs`

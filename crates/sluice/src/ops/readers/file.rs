@@ -31,7 +31,7 @@ use std::thread::JoinHandle;
 
 use crossbeam_channel::{bounded, Receiver, Sender};
 
-use super::loader::{Sequencer, SequencerConfig};
+use super::loader::{BatchPlan, Sequencer, SequencerConfig};
 use super::READER_ARGS;
 use crate::error::{Error, Location, Result};
 use crate::ops::{arg, ArgDefault as D, ArgType as T, Device, OpContext, OpDef, OpSchema, Operator, ReaderMeta, Workspace};
@@ -341,6 +341,7 @@ const PARALLEL_READ_BYTES: usize = 8 << 20;
 struct FileReader {
     op: String,
     meta: ReaderMeta,
+    plan: Option<Arc<std::sync::Mutex<BatchPlan>>>,
     rx: Option<Receiver<Batch>>,
     stop: Arc<AtomicBool>,
     handle: Option<JoinHandle<()>>,
@@ -358,6 +359,8 @@ impl FileReader {
         let batch_size = cfg.batch_size as u64;
         let mut seq = Sequencer::new(cfg);
         seq.skip(ctx.resume_samples);
+        let plan = (seq.config().omit_padding && seq.config().pad_last_batch)
+            .then(|| Arc::new(std::sync::Mutex::new(BatchPlan::new(seq.clone()))));
         let first_batch = ctx.resume_samples / batch_size.max(1);
         let meta = seq.meta();
         let read_threads = ctx.num_threads.clamp(1, MAX_READ_THREADS);
@@ -371,7 +374,7 @@ impl FileReader {
                 .spawn(move || loader_loop(&name, &ds, seq, first_batch, read_threads, &tx, &stop))
                 .map_err(|e| Error::Unsupported(format!("{op}: cannot start the loader thread: {e}")))?
         };
-        Ok(FileReader { op, meta, rx: Some(rx), stop, handle: Some(handle) })
+        Ok(FileReader { op, meta, plan, rx: Some(rx), stop, handle: Some(handle) })
     }
 }
 
@@ -486,6 +489,10 @@ impl Operator for FileReader {
 
     fn reader_meta(&self) -> Option<ReaderMeta> {
         Some(self.meta.clone())
+    }
+
+    fn batch_plan(&self) -> Option<Arc<std::sync::Mutex<BatchPlan>>> {
+        self.plan.clone()
     }
 }
 

@@ -19,6 +19,11 @@
 //!   each output is picked at random from it, the buffer being refilled as it drains. Picks
 //!   never cross an epoch boundary, so every epoch is a permutation of its shard.
 //!
+//! * `_omit_padding` (set by a framework iterator with the PARTIAL policy, which throws the
+//!   padding away): with `pad_last_batch`, the epoch's last batch holds only its real
+//!   samples. Positions still count the padding, so checkpoints and every later batch are
+//!   those of the padded stream. [`BatchPlan`] tells the executor each batch's size ahead.
+//!
 //! The randomness comes from the counter-based [`SampleRng`], keyed by the operator's seed and
 //! the epoch: the order depends on nothing else (not on threads, not on timing).
 //!
@@ -54,6 +59,8 @@ pub struct SequencerConfig {
     /// Key of the `random_shuffle` picks (the operator's seed and id).
     pub seed: u64,
     pub op_id: u64,
+    /// Leave the padding out of batches (`_omit_padding`; only meaningful with `pad_last_batch`).
+    pub omit_padding: bool,
 }
 
 impl SequencerConfig {
@@ -101,6 +108,7 @@ impl SequencerConfig {
             shuffle_after_epoch_seed,
             seed: ctx.seed,
             op_id: ctx.op_id,
+            omit_padding: a.has("_omit_padding") && a.bool("_omit_padding"),
         };
         cfg.check(op)?;
         Ok(cfg)
@@ -262,12 +270,18 @@ impl Sequencer {
 
     /// The index of the next sample.
     pub fn next_index(&mut self) -> usize {
+        self.next_position().0
+    }
+
+    /// The next position: its sample, and whether it is padding.
+    fn next_position(&mut self) -> (usize, bool) {
         if self.epoch == 0 || self.cur.emitted >= self.cur.len {
             self.start_epoch();
         }
         let real = self.cur.range.len();
-        let s = if self.cur.emitted >= real {
-            self.cur.last // padding
+        let padding = self.cur.emitted >= real;
+        let s = if padding {
+            self.cur.last
         } else if self.cfg.random_shuffle {
             let e = &mut self.cur;
             let rng = e.rng.as_mut().expect("random_shuffle has an rng");
@@ -282,7 +296,7 @@ impl Sequencer {
         };
         self.cur.emitted += 1;
         self.cur.last = s;
-        s
+        (s, padding)
     }
 
     /// Moves past the next `n` samples (a checkpoint's position): whole epochs at once, as
@@ -308,11 +322,15 @@ impl Sequencer {
         }
     }
 
-    /// Replaces `out` with the indices of the next batch (`batch_size` of them).
+    /// Replaces `out` with the indices of the next batch: `batch_size` positions, less the
+    /// padding with `omit_padding`.
     pub fn next_batch_into(&mut self, out: &mut Vec<usize>) {
         out.clear();
         for _ in 0..self.cfg.batch_size {
-            out.push(self.next_index());
+            let (s, padding) = self.next_position();
+            if !(padding && self.cfg.omit_padding) {
+                out.push(s);
+            }
         }
     }
 
@@ -321,6 +339,42 @@ impl Sequencer {
         let mut v = Vec::with_capacity(self.cfg.batch_size);
         self.next_batch_into(&mut v);
         v
+    }
+}
+
+/// The size of each iteration's batch of a reader whose batches vary (`omit_padding`), known
+/// before the iteration runs: the executor sizes the operators without inputs (random
+/// numbers, constants) by it. A twin of the reader's sequencer, asked in iteration order.
+#[derive(Debug)]
+pub struct BatchPlan {
+    seq: Sequencer,
+    /// The iteration the next batch of `seq` is for (set by the first question).
+    next_iteration: Option<u64>,
+    last: Option<(u64, usize)>,
+    idx: Vec<usize>,
+}
+
+impl BatchPlan {
+    /// For a reader whose sequencer is `seq` (positioned where the reader starts).
+    pub fn new(seq: Sequencer) -> BatchPlan {
+        BatchPlan { seq, next_iteration: None, last: None, idx: Vec::new() }
+    }
+
+    /// Samples in the batch of `iteration`. Iterations are asked in order (the same one may
+    /// be asked again); the first one asked is the reader's first batch.
+    pub fn size_at(&mut self, iteration: u64) -> usize {
+        if let Some((it, n)) = self.last {
+            if it == iteration {
+                return n;
+            }
+        }
+        let next = self.next_iteration.get_or_insert(iteration);
+        while *next <= iteration {
+            self.seq.next_batch_into(&mut self.idx);
+            self.last = Some((*next, self.idx.len()));
+            *next += 1;
+        }
+        self.last.map_or(self.seq.cfg.batch_size, |(_, n)| n)
     }
 }
 
@@ -342,6 +396,30 @@ mod tests {
             shuffle_after_epoch_seed: DEFAULT_SHUFFLE_AFTER_EPOCH_SEED,
             seed: 7,
             op_id: 1,
+            omit_padding: false,
+        }
+    }
+
+    #[test]
+    fn omitting_padding_leaves_the_real_samples_of_the_padded_stream() {
+        // 11 samples, 3 shards (3, 4, 4 samples), batch 3: each epoch is padded to 6.
+        for shuffle in [false, true] {
+            let mut c = cfg(11, 3, 0, 3);
+            c.pad_last_batch = true;
+            c.random_shuffle = shuffle;
+            let padded = batches(c.clone(), 12);
+            c.omit_padding = true;
+            let omitted = batches(c.clone(), 12);
+            let mut plan = BatchPlan::new(Sequencer::new(c.clone()));
+            for (k, (p, o)) in padded.iter().zip(&omitted).enumerate() {
+                // Epochs read shards 0, 1, 2, 0, ...: 3, 4, 4 real samples, so the second batch
+                // of each epoch holds 0, 1 or 1 of them.
+                let real = [3, 0, 3, 1, 3, 1][k % 6];
+                assert_eq!(o.len(), real, "batch {k}");
+                assert_eq!(&p[..real], &o[..], "batch {k}");
+                assert_eq!(plan.size_at(5 + k as u64), real);
+                assert_eq!(plan.size_at(5 + k as u64), real, "asked twice");
+            }
         }
     }
 

@@ -23,4 +23,5 @@ pub const READER_ARGS: &[ArgSchema] = &[
     arg("lazy_init", T::Bool, D::Bool(false), "Accepted for DALI compatibility; the dataset is listed when the pipeline is built."),
     arg("skip_cached_images", T::Bool, D::Bool(false), "Accepted for DALI compatibility; Sluice has no decoder cache."),
     arg("tensor_init_bytes", T::Int, D::Int(1048576), "Accepted for DALI compatibility; buffers are sized from the data."),
+    arg("_omit_padding", T::Bool, D::Bool(false), "Set by a framework iterator that cuts every epoch's last batch to its real samples (PARTIAL): the epoch's last batch then holds only its real samples, and the pipeline does no work on padding nobody sees."),
 ];
