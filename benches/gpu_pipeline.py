@@ -161,16 +161,18 @@ def epochs_child(lib, root, batch, threads, epochs, policy, pad, dec_args):
         from nvidia.dali.plugin.pytorch import DALIClassificationIterator, LastBatchPolicy
     # (the reader says whether it pads: the iterator takes it from there)
     it = DALIClassificationIterator(p, reader_name="Reader", last_batch_policy=getattr(LastBatchPolicy, policy.upper()))
-    full_gaps, per_epoch = [], []
+    full_gaps, first_gaps, last_gaps, per_epoch = [], [], [], []
     for e in range(epochs):
         start = prev = time.perf_counter()
         samples = 0
-        for b in it:
+        for k, b in enumerate(it):
             n = b[0]["data"].shape[0]
             torch.cuda.current_stream().synchronize()  # the batch's data is there, as a training step needs it
             now = time.perf_counter()
-            if n == batch and e > 0:
-                full_gaps.append(now - prev)
+            if e > 0:
+                if n == batch and k > 0:
+                    full_gaps.append(now - prev)
+                (first_gaps if k == 0 else last_gaps if n < batch else []).append(now - prev)
             samples += n
             prev = now
         it.reset()
@@ -178,8 +180,11 @@ def epochs_child(lib, root, batch, threads, epochs, policy, pad, dec_args):
     timed = per_epoch[1:]  # the first epoch includes warm-up
     epoch_rate = sum(s for s, _ in timed) / sum(t for _, t in timed)
     median_rate = batch / sorted(full_gaps)[len(full_gaps) // 2]
+    ms = lambda v: round(1e3 * sorted(v)[len(v) // 2], 1) if v else None  # noqa: E731
     print(json.dumps({"epoch_rate": epoch_rate, "median_rate": median_rate, "share": epoch_rate / median_rate,
-                      "samples_per_epoch": [s for s, _ in per_epoch]}))
+                      "samples_per_epoch": [s for s, _ in per_epoch],
+                      # median ms: a full batch, an epoch's first batch, its partial last batch
+                      "gaps_ms": [ms(full_gaps), ms(first_gaps), ms(last_gaps)]}))
 
 
 def child(lib, kind, root, batch, threads, iters, dec_args):
@@ -264,7 +269,8 @@ def main():
 def epochs_main(a):
     print(f"\nepoch boundaries: rn50-crop, batch {a.batch}, {a.threads} threads, {a.epochs} epochs, "
           f"policy {a.policy}, pad_last_batch {a.pad}, data {a.data}")
-    print(f"{'lib':<8} {'epoch img/s':>12} {'median img/s':>13} {'epoch/median':>13}  samples per epoch")
+    print(f"{'lib':<8} {'epoch img/s':>12} {'median img/s':>13} {'epoch/median':>13}  samples per epoch / "
+          "median ms: full, first, partial batch")
     res = {}
     for lib in a.libs.split(","):
         if lib == "torchvision":
@@ -277,7 +283,8 @@ def epochs_main(a):
             print(f"{lib:<8} error: {(r.stderr.strip().splitlines() or ['?'])[-1][:120]}")
             continue
         res[lib] = d = json.loads(line[-1])
-        print(f"{lib:<8} {d['epoch_rate']:>12.0f} {d['median_rate']:>13.0f} {d['share']:>12.0%}  {d['samples_per_epoch'][:4]}")
+        print(f"{lib:<8} {d['epoch_rate']:>12.0f} {d['median_rate']:>13.0f} {d['share']:>12.0%}  "
+              f"{d['samples_per_epoch'][:4]} / {d['gaps_ms']}")
     if "sluice" in res and "dali" in res:
         print(f"sluice vs dali, whole epochs: {res['sluice']['epoch_rate'] / res['dali']['epoch_rate']:.2f}x")
 
