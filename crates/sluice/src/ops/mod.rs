@@ -14,6 +14,7 @@ pub mod flip;
 pub mod full;
 pub mod fused;
 pub mod gpu_params;
+pub mod join;
 pub mod strided_copy_gpu;
 pub mod normalize;
 pub mod pad;
@@ -325,6 +326,8 @@ static REGISTRY: &[&OpDef] = &[
     &conditional::VALIDATE_LOGICAL,
     &permute::PERMUTE_BATCH,
     &permute::BATCH_PERMUTATION,
+    &join::CAT,
+    &join::STACK,
 ];
 
 /// Runs `f(sample_index, sample_bytes)` for every sample of `out` on the worker pool. When
