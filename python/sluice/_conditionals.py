@@ -169,9 +169,10 @@ class ConditionStack:
 def active_stack():
     """The condition stack of the pipeline being defined, when its function is traced with
     conditionals on and not inside this module's own operators; else None."""
-    from .pipeline import Pipeline
+    from .pipeline import Pipeline, _debug
 
-    stack = getattr(Pipeline.current(), "_condition_stack", None)
+    owner = Pipeline.current() or _debug.active()  # a debug pipeline runs its function with no current Pipeline
+    stack = getattr(owner, "_condition_stack", None)
     return stack if stack is not None and not stack.suspended else None
 
 

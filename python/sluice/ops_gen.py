@@ -45,7 +45,7 @@ def make_node(schema_name, inputs, kwargs, device=None, name=None, warn=True):
     engine checks it at once (names, types, inputs, devices): see `_OpNode`."""
     display = SCHEMAS[schema_name]["fn_name"] if schema_name in SCHEMAS else schema_name
     if _debug.active() is not None:  # debug mode: the operator runs now
-        return _debug.run_op(schema_name, list(inputs), kwargs, device, name)
+        return _debug_node(schema_name, list(inputs), kwargs, device, name)
     if any(not isinstance(x, DataNode) for x in inputs):
         # DALI puts a constant where the operator runs: on the GPU beside GPU inputs.
         on_gpu = device == "gpu" or any(isinstance(x, DataNode) and x.device == "gpu" for x in inputs)
@@ -58,14 +58,7 @@ def make_node(schema_name, inputs, kwargs, device=None, name=None, warn=True):
     args = {k: v for k, v in kwargs.items() if v is not None and not isinstance(v, DataNode)}
     arg_inputs = {k: v for k, v in kwargs.items() if isinstance(v, DataNode)}
     conditions = _conditionals.active_stack()
-    if conditions is not None and len(conditions.scopes) > 1 and _takes_scope(schema_name):
-        # Inside a branch, operators that size their output by the batch (batch_permutation)
-        # get the branch's batch through a hidden argument input, as in DALI.
-        arg_inputs["_scope"] = conditions.split_to_branch(conditions.top.predicate)
-    if conditions is not None:
-        # Inside an `if` branch an operator sees its samples' share of what it reads.
-        inputs = [conditions.split_to_branch(x) for x in inputs]
-        arg_inputs = {k: conditions.split_to_branch(v) for k, v in arg_inputs.items()}
+    inputs, arg_inputs = _to_branch(conditions, schema_name, inputs, arg_inputs)
     op = _OpNode(schema_name, device, name, list(inputs), arg_inputs, args, warn=warn)
     current = Pipeline.current()
     if current is not None:
@@ -74,6 +67,40 @@ def make_node(schema_name, inputs, kwargs, device=None, name=None, warn=True):
     if conditions is not None:
         conditions.register(outs, has_node_inputs=bool(inputs or arg_inputs))
     return outs[0] if len(outs) == 1 else outs
+
+
+def _to_branch(conditions, schema_name, inputs, arg_inputs):
+    """Inside an `if` branch an operator sees its samples' share of the DataNodes it reads;
+    operators that size their output by the batch (batch_permutation) get the branch's
+    batch through a hidden argument input, as in DALI. Other values pass as they are."""
+    if conditions is None:
+        return inputs, arg_inputs
+    arg_inputs = dict(arg_inputs)
+    if len(conditions.scopes) > 1 and _takes_scope(schema_name):
+        arg_inputs["_scope"] = conditions.split_to_branch(conditions.top.predicate)
+    split = lambda x: conditions.split_to_branch(x) if isinstance(x, DataNode) else x  # noqa: E731
+    return [split(x) for x in inputs], {k: split(v) for k, v in arg_inputs.items()}
+
+
+def _debug_node(schema_name, inputs, kwargs, device, name):
+    """`make_node` in debug mode: the call runs at once (see `pipeline._debug`), on its
+    branch's samples when the debug pipeline has conditionals."""
+    conditions = _conditionals.active_stack()
+    if conditions is not None:
+        # Data from elsewhere has no place in the condition stack: which samples of it would
+        # a branch see? (DALI's rule and message.)
+        for i, x in enumerate(inputs):
+            if not isinstance(x, DataNode):
+                raise ValueError(
+                    "Debug mode with conditional execution (when `enable_conditionals=True`) doesn't allow for "
+                    "modification of operator outputs by libraries other than DALI or using the TensorLists extracted "
+                    f"via `.get()` as inputs. Expected `DataNodeDebug` as an input, got {type(x)} at input {i}.")
+    inputs, kwargs = _to_branch(conditions, schema_name, inputs, kwargs)
+    outs = _debug.run_op(schema_name, inputs, kwargs, device, name)
+    if conditions is not None:
+        has_nodes = any(isinstance(x, DataNode) for x in list(inputs) + list(kwargs.values()))
+        conditions.register(outs if isinstance(outs, list) else [outs], has_node_inputs=has_nodes)
+    return outs
 
 
 def _doc(schema):

@@ -99,9 +99,14 @@ class _Call:
         pipe = Pipeline(owner.batch_size, owner.num_threads, owner.device_id, seed=owner.seed + 7919 * (len(owner._calls) + 1),
                         exec_async=False, exec_pipelined=False, prefetch_queue_depth=1)
         with _suspended(), pipe:
-            ins = [external_source(name=n, device=_device(b)) for n, b in zip(self.input_names, inputs)]
+            # The inputs' batches may differ in size (merge's inputs are halves of its
+            # predicate's batch) and be empty (a branch no sample took); the first sizes the
+            # call's iteration.
+            ins = [external_source(name=n, device=_device(b), _any_batch_size=True)
+                   for n, b in zip(self.input_names, inputs)]
             args = dict(kwargs)
-            args.update({k: external_source(name=self.arg_names[k], device="cpu") for k in arg_inputs})
+            args.update({k: external_source(name=self.arg_names[k], device="cpu", _any_batch_size=True)
+                         for k in arg_inputs})
             outs = make_node(schema, ins, args, device=device, name=name)
             outs = outs if isinstance(outs, list) else [outs]
             pipe.set_outputs(*outs)
@@ -169,6 +174,11 @@ def external_source(group, count, device, layouts, args_per_output):
         if key == len(owner._calls):
             owner._calls.append(_SourceCall(owner, args_per_output[k], device))
         nodes.append(owner._calls[key].run(outs[k], layouts[k]))
+    from .. import _conditionals
+
+    stack = _conditionals.active_stack()
+    if stack is not None:  # a source has no inputs: its batch is the whole batch, wherever it is made
+        stack.register(nodes, has_node_inputs=False)
     return nodes
 
 
@@ -195,10 +205,16 @@ class DebugPipeline:
     """What `experimental.pipeline_def(debug=True)` makes: runs the function every
     iteration, each operator at once; `run()` returns what the function returns."""
 
-    def __init__(self, function, args, kwargs, batch_size=-1, num_threads=-1, device_id=-1, seed=-1, **unused):
-        from .. import _core
+    def __init__(self, function, args, kwargs, batch_size=-1, num_threads=-1, device_id=-1, seed=-1,
+                 enable_conditionals=False, **unused):
+        from .. import _conditionals, _core
 
-        self._function, self._args, self._kwargs = function, args, kwargs
+        # With conditionals the function is converted once, as for a compiled pipeline; each
+        # run gets a fresh condition stack (the splits and merges run at once, as calls).
+        self._conditionals = enable_conditionals
+        self._function = _conditionals.convert(function) if enable_conditionals else function
+        self._args, self._kwargs = args, kwargs
+        self._condition_stack = None
         self.batch_size, self.num_threads, self.device_id, self.seed, _ = _core.pipeline_params(
             batch_size, num_threads, device_id, seed, 1)
         self._calls = []
@@ -218,15 +234,24 @@ class DebugPipeline:
     def run(self):
         if self._ended:
             raise StopIteration
+        from .. import _conditionals
+
         _local.pipeline = self
         self._next_call = 0
+        if self._conditionals:
+            self._condition_stack = _conditionals.ConditionStack()
         try:
             outs = self._function(*self._args, **self._kwargs)
         except StopIteration:
             self._ended = True
             raise
+        except Exception as e:
+            if self._conditionals:
+                _conditionals.explain(e)
+            raise
         finally:
             _local.pipeline = None
+            self._condition_stack = None
         if self._ever_run and self._next_call != len(self._calls):
             raise RuntimeError(f"debug mode: this iteration called {self._next_call} operators, the first called "
                                f"{len(self._calls)}; the function must call the same operators in the same order "

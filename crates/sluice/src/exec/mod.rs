@@ -178,6 +178,7 @@ impl Runner {
         let mut first: Option<(usize, &str)> = None;
         for f in &self.feeds {
             let staged = f.stage(iteration, true).and_then(|n| match first {
+                _ if f.any_batch_size => Ok(n),
                 Some((m, other)) if m != n => Err(Error::Input {
                     name: f.name().into(),
                     message: format!(

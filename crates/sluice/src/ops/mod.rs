@@ -328,6 +328,7 @@ static REGISTRY: &[&OpDef] = &[
     &permute::BATCH_PERMUTATION,
     &join::CAT,
     &join::STACK,
+    &transfer::COPY,
 ];
 
 /// Runs `f(sample_index, sample_bytes)` for every sample of `out` on the worker pool. When

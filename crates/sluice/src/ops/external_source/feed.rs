@@ -25,6 +25,10 @@ pub struct Feed {
     pub blocking: bool,
     /// Re-use the last batch fed when nothing new was fed.
     repeat_last: bool,
+    /// The batches may have any size, none included, not checked against the other sources'
+    /// (`_any_batch_size`: debug mode feeds an operator's inputs through sources; merge's
+    /// inputs are halves of its predicate's batch, and a branch may have no samples).
+    pub any_batch_size: bool,
     state: Mutex<State>,
     fed: Condvar,
 }
@@ -47,13 +51,14 @@ struct State {
 }
 
 impl Feed {
-    pub fn new(name: &str, display_name: &str, max_batch_size: usize, blocking: bool, repeat_last: bool) -> Feed {
+    pub fn new(name: &str, display_name: &str, max_batch_size: usize, blocking: bool, repeat_last: bool, any_batch_size: bool) -> Feed {
         Feed {
             name: name.into(),
             display_name: display_name.into(),
             max_batch_size,
             blocking,
             repeat_last,
+            any_batch_size,
             state: Mutex::new(State::default()),
             fed: Condvar::new(),
         }
@@ -86,7 +91,7 @@ impl Feed {
                 message: format!("the batch has {n} samples, more than the pipeline's batch_size ({})", self.max_batch_size),
             });
         }
-        if n == 0 {
+        if n == 0 && !self.any_batch_size {
             return Err(Error::Data { location: self.location(), message: "the batch is empty; feed at least one sample".into() });
         }
         let mut s = self.lock();

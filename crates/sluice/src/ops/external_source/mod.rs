@@ -37,6 +37,7 @@ pub static EXTERNAL_SOURCE: OpDef = OpDef {
             arg("blocking", T::Bool, D::Bool(false), "Wait for data to be fed instead of failing when an iteration has none."),
             arg("no_copy", T::Bool, D::Bool(false), "Accepted for DALI compatibility: Sluice copies a fed NumPy batch once and shares a fed Sluice batch without copying."),
             arg("repeat_last", T::Bool, D::Bool(false), "Output the last batch fed again when nothing new was fed (feed_input only)."),
+            arg("_any_batch_size", T::Bool, D::Bool(false), "Set by debug mode: batches of any size, not checked against the iteration's (an operator's inputs of different sizes)."),
         ]],
         arg_aliases: &[],
         legacy_names: &[],
@@ -82,7 +83,7 @@ impl Source {
             }
         }
         let ndim = ndim.or(layout.as_ref().filter(|l| !l.is_empty()).map(|l| l.ndim()));
-        let feed = Arc::new(Feed::new(&ctx.instance_name, op, ctx.max_batch_size, a.bool("blocking"), a.bool("repeat_last")));
+        let feed = Arc::new(Feed::new(&ctx.instance_name, op, ctx.max_batch_size, a.bool("blocking"), a.bool("repeat_last"), a.bool("_any_batch_size")));
         Ok(Source { ctx: ctx.clone(), feed, dtype, ndim, layout, seen: None })
     }
 
