@@ -294,6 +294,7 @@ static REGISTRY: &[&OpDef] = &[
     &random::UNIFORM,
     &random::COIN_FLIP,
     &readers::FILE,
+    &readers::NUMPY,
     &flip::FLIP,
     &rotate::ROTATE,
     &crop::CROP,

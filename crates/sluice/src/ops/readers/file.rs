@@ -17,7 +17,7 @@
 //!
 //! Files are read on a loader thread, `prefetch_queue_depth` batches ahead of the pipeline;
 //! each batch's contents go into one allocation. A batch of large files is copied by several
-//! threads at once (up to the pipeline's `num_threads`, at most [`MAX_READ_THREADS`]): one
+//! threads at once (up to the pipeline's `num_threads`, at most [`super::core::MAX_READ_THREADS`]): one
 //! thread copying 256 photos of a megabyte each out of the page cache takes longer than the
 //! GPU takes to decode them. A file that cannot be read fails its batch only: the next batch
 //! reads on.
@@ -27,12 +27,10 @@ use std::io::Read;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
-use std::thread::JoinHandle;
 
-use crossbeam_channel::{bounded, Receiver, Sender};
-
-use super::loader::{BatchPlan, Sequencer, SequencerConfig};
-use super::READER_ARGS;
+use super::core::{read_in_parallel, BatchSource, ReaderCore};
+use super::loader::BatchPlan;
+use super::{READER_ARGS, SHUFFLE_AFTER_EPOCH_ARGS};
 use crate::error::{Error, Location, Result};
 use crate::ops::{arg, ArgDefault as D, ArgType as T, Device, OpContext, OpDef, OpSchema, Operator, ReaderMeta, Workspace};
 use crate::tensor::{BatchMeta, DType, TensorList};
@@ -51,8 +49,6 @@ const OWN_ARGS: &[crate::ops::ArgSchema] = &[
     arg("file_filters", T::StrList, D::StrList(DEFAULT_FILE_FILTERS), "Glob patterns a file name in a sub-folder of `file_root` must match (one of). Ignored with `files` or `file_list`."),
     arg("dir_filters", T::StrList, D::Optional, "Glob patterns the sub-folders of `file_root` must match (one of). Ignored with `files` or `file_list`."),
     arg("case_sensitive_filter", T::Bool, D::Bool(false), "Match `file_filters` and `dir_filters` case-sensitively."),
-    arg("shuffle_after_epoch", T::Bool, D::Bool(false), "Shuffle the whole dataset before every epoch (the first included). Not with `random_shuffle` or `stick_to_shard`."),
-    arg("shuffle_after_epoch_seed", T::Int, D::Optional, "Seed of the `shuffle_after_epoch` permutations; a fixed default keeps every shard and run in step."),
 ];
 
 /// Schema and backends.
@@ -65,7 +61,7 @@ pub static FILE: OpDef = OpDef {
         max_inputs: 0,
         num_outputs: 2,
         host_inputs: &[],
-        args: &[OWN_ARGS, READER_ARGS],
+        args: &[OWN_ARGS, SHUFFLE_AFTER_EPOCH_ARGS, READER_ARGS],
         arg_aliases: &[],
         legacy_names: &[("FileReader", None)],
         is_reader: true,
@@ -328,137 +324,71 @@ fn list_dataset(ctx: &OpContext) -> Result<Dataset> {
     Ok(ds)
 }
 
-type Batch = Result<Vec<TensorList>>;
-
-/// Most threads one batch is read with: page-cache copies stop scaling well before this.
-const MAX_READ_THREADS: usize = 8;
-
-/// Batches smaller than this are read by the loader thread alone (starting threads would
-/// cost more than they save).
-const PARALLEL_READ_BYTES: usize = 8 << 20;
-
 /// The operator: a handle on the loader thread.
 struct FileReader {
-    op: String,
-    meta: ReaderMeta,
-    plan: Option<Arc<std::sync::Mutex<BatchPlan>>>,
-    rx: Option<Receiver<Batch>>,
-    stop: Arc<AtomicBool>,
-    handle: Option<JoinHandle<()>>,
+    core: ReaderCore<Vec<TensorList>>,
 }
 
 impl FileReader {
     fn new(ctx: &OpContext) -> Result<FileReader> {
-        let op = ctx.display_name.clone();
-        let ds = Arc::new(list_dataset(ctx)?);
-        let cfg = SequencerConfig::from_context(ctx, ds.len())?;
-        let depth = ctx.args.int("prefetch_queue_depth");
-        if depth < 1 {
-            return Err(Error::arg(&op, "prefetch_queue_depth", format!("must be at least 1, got {depth}")));
-        }
-        let batch_size = cfg.batch_size as u64;
-        let mut seq = Sequencer::new(cfg);
-        seq.skip(ctx.resume_samples);
-        let plan = (seq.config().omit_padding && seq.config().pad_last_batch)
-            .then(|| Arc::new(std::sync::Mutex::new(BatchPlan::new(seq.clone()))));
-        let first_batch = ctx.resume_samples / batch_size.max(1);
-        let meta = seq.meta();
-        let read_threads = ctx.num_threads.clamp(1, MAX_READ_THREADS);
-        // `depth - 1` queued plus one waiting in `send` keeps `depth` batches ready.
-        let (tx, rx) = bounded(depth as usize - 1);
-        let stop = Arc::new(AtomicBool::new(false));
-        let handle = {
-            let (stop, name) = (stop.clone(), op.clone());
-            std::thread::Builder::new()
-                .name("sluice-file-reader".into())
-                .spawn(move || loader_loop(&name, &ds, seq, first_batch, read_threads, &tx, &stop))
-                .map_err(|e| Error::Unsupported(format!("{op}: cannot start the loader thread: {e}")))?
+        let ds = list_dataset(ctx)?;
+        let n = ds.len();
+        let source = FileSource { op: ctx.display_name.clone(), ds, read_threads: ctx.num_threads, sizes: Vec::new() };
+        Ok(FileReader { core: ReaderCore::start(ctx, n, source)? })
+    }
+}
+
+/// Reads whole files, one batch allocation for their contents and one for their labels.
+struct FileSource {
+    op: String,
+    ds: Dataset,
+    read_threads: usize,
+    sizes: Vec<usize>,
+}
+
+impl BatchSource for FileSource {
+    type Batch = Vec<TensorList>;
+
+    fn read(&mut self, idx: &[usize], batch_no: u64, stop: &AtomicBool) -> Result<Vec<TensorList>> {
+        let (op, ds) = (self.op.as_str(), &self.ds);
+        let loc = |i: usize, k: usize| Location {
+            operator: op.to_string(),
+            sample: Some(i),
+            iteration: Some(batch_no),
+            source: Some(ds.paths[k].display().to_string()),
         };
-        Ok(FileReader { op, meta, plan, rx: Some(rx), stop, handle: Some(handle) })
-    }
-}
-
-fn loader_loop(op: &str, ds: &Dataset, mut seq: Sequencer, first_batch: u64, read_threads: usize, tx: &Sender<Batch>, stop: &AtomicBool) {
-    let mut idx = Vec::new();
-    let mut sizes = Vec::new();
-    let mut batch_no = first_batch;
-    while !stop.load(Ordering::Relaxed) {
-        seq.next_batch_into(&mut idx);
-        let r = read_batch(op, ds, &idx, &mut sizes, batch_no, read_threads, stop);
-        batch_no += 1;
-        if stop.load(Ordering::Relaxed) || tx.send(r).is_err() {
-            break;
+        self.sizes.clear();
+        for (i, &k) in idx.iter().enumerate() {
+            let meta = std::fs::metadata(&ds.paths[k]).map_err(|e| Error::data(loc(i, k), format!("cannot read file: {e}")))?;
+            if !meta.is_file() {
+                return Err(Error::data(loc(i, k), "not a regular file"));
+            }
+            let len = usize::try_from(meta.len()).map_err(|_| Error::data(loc(i, k), "file too large"))?;
+            self.sizes.push(len);
         }
-    }
-}
-
-/// Reads the samples `idx` into one batch allocation; labels beside.
-fn read_batch(op: &str, ds: &Dataset, idx: &[usize], sizes: &mut Vec<usize>, batch_no: u64, read_threads: usize, stop: &AtomicBool) -> Batch {
-    let loc = |i: usize, k: usize| Location {
-        operator: op.to_string(),
-        sample: Some(i),
-        iteration: Some(batch_no),
-        source: Some(ds.paths[k].display().to_string()),
-    };
-    sizes.clear();
-    for (i, &k) in idx.iter().enumerate() {
-        let meta = std::fs::metadata(&ds.paths[k]).map_err(|e| Error::data(loc(i, k), format!("cannot read file: {e}")))?;
-        if !meta.is_file() {
-            return Err(Error::data(loc(i, k), "not a regular file"));
-        }
-        let len = usize::try_from(meta.len()).map_err(|_| Error::data(loc(i, k), "file too large"))?;
-        sizes.push(len);
-    }
-    // Every file is read whole into its slot; a failed read fails the batch (with the error
-    // of its first failing sample, whichever thread met it).
-    let total: usize = sizes.iter().sum();
-    let threads = if total < PARALLEL_READ_BYTES { 1 } else { read_threads.min(idx.len()) };
-    let mut data = TensorList::for_overwrite(BatchMeta::new(DType::U8, 1, sizes.chunks(1)));
-    {
-        let mut slots: Vec<(usize, usize, &mut [u8])> =
-            data.samples_mut().into_iter().zip(idx).enumerate().map(|(i, (dst, &k))| (i, k, dst)).collect();
-        let read_slots = |slots: &mut [(usize, usize, &mut [u8])]| -> Result<()> {
-            for (i, k, dst) in slots.iter_mut() {
+        // Every file is read whole into its slot; a failed read fails the batch (with the
+        // error of its first failing sample).
+        let total: usize = self.sizes.iter().sum();
+        let mut data = TensorList::for_overwrite(BatchMeta::new(DType::U8, 1, self.sizes.chunks(1)));
+        {
+            let mut slots: Vec<(usize, usize, &mut [u8])> =
+                data.samples_mut().into_iter().zip(idx).enumerate().map(|(i, (dst, &k))| (i, k, dst)).collect();
+            read_in_parallel(&mut slots, self.read_threads, total, |s| s.2.len(), |(i, k, dst)| {
                 if stop.load(Ordering::Relaxed) {
                     return Err(Error::Unsupported(format!("{op}: stopped")));
                 }
-                read_into(&ds.paths[*k], dst).map_err(|m| Error::data(loc(*i, *k), m))?;
-            }
-            Ok(())
-        };
-        if threads <= 1 {
-            read_slots(&mut slots)?;
-        } else {
-            // Contiguous runs of about the same number of bytes, one per thread.
-            let per_thread = total.div_ceil(threads);
-            let mut runs = Vec::with_capacity(threads);
-            let mut rest: &mut [(usize, usize, &mut [u8])] = &mut slots;
-            while !rest.is_empty() {
-                let (mut n, mut bytes) = (0, 0);
-                while n < rest.len() && (n == 0 || bytes + rest[n].2.len() <= per_thread) {
-                    bytes += rest[n].2.len();
-                    n += 1;
-                }
-                let (run, tail) = rest.split_at_mut(n);
-                runs.push(run);
-                rest = tail;
-            }
-            let results: Vec<Result<()>> = std::thread::scope(|s| {
-                let handles: Vec<_> = runs.into_iter().map(|run| s.spawn(|| read_slots(run))).collect();
-                handles.into_iter().map(|h| h.join().unwrap_or_else(|_| Err(Error::Unsupported(format!("{op}: a read thread panicked"))))).collect()
-            });
-            // Runs are in sample order: the first error is the lowest sample's.
-            results.into_iter().collect::<Result<Vec<()>>>()?;
+                read_into(&ds.paths[*k], dst).map_err(|m| Error::data(loc(*i, *k), m))
+            })?;
         }
+        let mut labels = TensorList::uniform(DType::I32, &[1], idx.len());
+        for (i, &k) in idx.iter().enumerate() {
+            labels.sample_mut::<i32>(i)[0] = ds.labels[k];
+        }
+        let info: Vec<Arc<str>> = idx.iter().map(|&k| ds.names[k].clone()).collect();
+        labels.set_source_info(info.clone());
+        data.set_source_info(info);
+        Ok(vec![data, labels])
     }
-    let mut labels = TensorList::uniform(DType::I32, &[1], idx.len());
-    for (i, &k) in idx.iter().enumerate() {
-        labels.sample_mut::<i32>(i)[0] = ds.labels[k];
-    }
-    let info: Vec<Arc<str>> = idx.iter().map(|&k| ds.names[k].clone()).collect();
-    labels.set_source_info(info.clone());
-    data.set_source_info(info);
-    Ok(vec![data, labels])
 }
 
 /// Reads exactly `dst.len()` bytes (the size the file had when listed for this batch).
@@ -483,27 +413,15 @@ fn read_into(path: &Path, dst: &mut [u8]) -> std::result::Result<(), String> {
 
 impl Operator for FileReader {
     fn run(&mut self, _ws: &Workspace<'_>) -> Result<Vec<TensorList>> {
-        let rx = self.rx.as_ref().expect("receiver lives until drop");
-        rx.recv().unwrap_or_else(|_| Err(Error::Unsupported(format!("{}: the loader thread stopped", self.op))))
+        self.core.next()
     }
 
     fn reader_meta(&self) -> Option<ReaderMeta> {
-        Some(self.meta.clone())
+        Some(self.core.meta())
     }
 
     fn batch_plan(&self) -> Option<Arc<std::sync::Mutex<BatchPlan>>> {
-        self.plan.clone()
-    }
-}
-
-impl Drop for FileReader {
-    fn drop(&mut self) {
-        self.stop.store(true, Ordering::Relaxed);
-        // Dropping the receiver wakes a loader blocked in `send`.
-        drop(self.rx.take());
-        if let Some(h) = self.handle.take() {
-            let _ = h.join();
-        }
+        self.core.plan()
     }
 }
 

@@ -1,13 +1,23 @@
 //! Readers: operators with no inputs that produce an endless stream of batches from a
 //! dataset. The order of samples (shards, epochs, padding, shuffling) is format-independent
-//! and lives in [`loader`]; each format only lists its samples and reads sample `k`.
+//! and lives in [`loader`]; the loader thread, read-ahead and stop in [`core`]; each format
+//! only lists its samples and reads a batch of them.
 
+pub mod core;
 mod file;
 pub mod loader;
+mod numpy;
 
 pub use file::FILE;
+pub use numpy::NUMPY;
 
 use crate::ops::{arg, ArgDefault as D, ArgSchema, ArgType as T};
+
+/// `shuffle_after_epoch`, for the readers that have it (DALI's file-list readers).
+pub const SHUFFLE_AFTER_EPOCH_ARGS: &[ArgSchema] = &[
+    arg("shuffle_after_epoch", T::Bool, D::Bool(false), "Shuffle the whole dataset before every epoch (the first included). Not with `random_shuffle` or `stick_to_shard`."),
+    arg("shuffle_after_epoch_seed", T::Int, D::Optional, "Seed of the `shuffle_after_epoch` permutations; a fixed default keeps every shard and run in step."),
+];
 
 /// Arguments every reader accepts (DALI's common reader arguments, same names and defaults).
 pub const READER_ARGS: &[ArgSchema] = &[

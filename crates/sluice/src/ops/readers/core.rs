@@ -1,0 +1,150 @@
+//! What every reader operator shares around its format: the sample order (a [`Sequencer`]
+//! built from the common arguments, moved past a checkpoint's position), the loader thread
+//! that reads `prefetch_queue_depth` batches ahead, the batch plan of readers that leave
+//! padding out, the reader's metadata, and a clean stop when the pipeline goes away.
+//!
+//! A format implements [`BatchSource`]: given the indices of a batch's samples (its own
+//! numbering, `0..num_samples`), read them into whatever the operator's `run` turns into its
+//! outputs. `read` runs on the loader thread; a batch that fails to read fails its own
+//! iteration only (the error travels in its place), and the next batch reads on.
+
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+use std::thread::JoinHandle;
+
+use crossbeam_channel::{bounded, Receiver};
+
+use super::loader::{BatchPlan, Sequencer, SequencerConfig};
+use crate::error::{Error, Result};
+use crate::ops::{OpContext, ReaderMeta};
+
+/// A format's reading of one batch, on the loader thread.
+pub trait BatchSource: Send + 'static {
+    /// What one batch is read into (the operator's `run` turns it into outputs).
+    type Batch: Send + 'static;
+
+    /// Reads the samples `idx`, in that order, for the pipeline's batch `batch_no`. `stop`
+    /// is set when the pipeline goes away: long reads may give up early.
+    fn read(&mut self, idx: &[usize], batch_no: u64, stop: &AtomicBool) -> Result<Self::Batch>;
+}
+
+/// The operator's side of a reader: its loader thread's batches, in order.
+pub struct ReaderCore<B> {
+    op: String,
+    meta: ReaderMeta,
+    plan: Option<Arc<Mutex<BatchPlan>>>,
+    rx: Option<Receiver<Result<B>>>,
+    stop: Arc<AtomicBool>,
+    handle: Option<JoinHandle<()>>,
+}
+
+impl<B: Send + 'static> ReaderCore<B> {
+    /// Starts reading `source`'s `num_samples` samples in the order the reader arguments of
+    /// `ctx` give (sharding, shuffling, padding), from the checkpoint position
+    /// `ctx.resume_samples`.
+    pub fn start<S: BatchSource<Batch = B>>(ctx: &OpContext, num_samples: usize, mut source: S) -> Result<ReaderCore<B>> {
+        let op = ctx.display_name.clone();
+        let cfg = SequencerConfig::from_context(ctx, num_samples)?;
+        let depth = ctx.args.int("prefetch_queue_depth");
+        if depth < 1 {
+            return Err(Error::arg(&op, "prefetch_queue_depth", format!("must be at least 1, got {depth}")));
+        }
+        let batch_size = cfg.batch_size as u64;
+        let mut seq = Sequencer::new(cfg);
+        seq.skip(ctx.resume_samples);
+        let plan = (seq.config().omit_padding && seq.config().pad_last_batch).then(|| Arc::new(Mutex::new(BatchPlan::new(seq.clone()))));
+        let meta = seq.meta();
+        // `depth - 1` queued plus one waiting in `send` keeps `depth` batches ready.
+        let (tx, rx) = bounded(depth as usize - 1);
+        let stop = Arc::new(AtomicBool::new(false));
+        let handle = {
+            let stop = stop.clone();
+            let mut batch_no = ctx.resume_samples / batch_size.max(1);
+            std::thread::Builder::new()
+                .name(format!("sluice-{}", ctx.display_name))
+                .spawn(move || {
+                    let mut idx = Vec::new();
+                    while !stop.load(Ordering::Relaxed) {
+                        seq.next_batch_into(&mut idx);
+                        let batch = source.read(&idx, batch_no, &stop);
+                        batch_no += 1;
+                        if stop.load(Ordering::Relaxed) || tx.send(batch).is_err() {
+                            break;
+                        }
+                    }
+                })
+                .map_err(|e| Error::Unsupported(format!("{op}: cannot start the loader thread: {e}")))?
+        };
+        Ok(ReaderCore { op, meta, plan, rx: Some(rx), stop, handle: Some(handle) })
+    }
+
+    /// The next batch (waits for the loader thread).
+    pub fn next(&self) -> Result<B> {
+        let rx = self.rx.as_ref().expect("receiver lives until drop");
+        rx.recv().unwrap_or_else(|_| Err(Error::Unsupported(format!("{}: the loader thread stopped", self.op))))
+    }
+
+    /// See [`crate::ops::Operator::reader_meta`].
+    pub fn meta(&self) -> ReaderMeta {
+        self.meta.clone()
+    }
+
+    /// See [`crate::ops::Operator::batch_plan`].
+    pub fn plan(&self) -> Option<Arc<Mutex<BatchPlan>>> {
+        self.plan.clone()
+    }
+}
+
+impl<B> Drop for ReaderCore<B> {
+    fn drop(&mut self) {
+        self.stop.store(true, Ordering::Relaxed);
+        // Dropping the receiver wakes a loader blocked in `send`.
+        drop(self.rx.take());
+        if let Some(h) = self.handle.take() {
+            let _ = h.join();
+        }
+    }
+}
+
+/// Most threads one batch is read with: page-cache copies stop scaling well before this.
+pub const MAX_READ_THREADS: usize = 8;
+
+/// Batches smaller than this are read by the loader thread alone (starting threads would
+/// cost more than they save).
+pub const PARALLEL_READ_BYTES: usize = 8 << 20;
+
+/// Runs `read(item)` for every item, on up to `threads` scoped threads when `total_bytes`
+/// is worth it: contiguous runs of items of about the same number of bytes (`bytes(item)`),
+/// one per thread. Returns the error of the lowest failing item, whichever thread met it.
+pub fn read_in_parallel<T: Send>(
+    items: &mut [T],
+    threads: usize,
+    total_bytes: usize,
+    bytes: impl Fn(&T) -> usize,
+    read: impl Fn(&mut T) -> Result<()> + Sync,
+) -> Result<()> {
+    let threads = if total_bytes < PARALLEL_READ_BYTES { 1 } else { threads.clamp(1, MAX_READ_THREADS).min(items.len()) };
+    let read_run = |run: &mut [T]| -> Result<()> { run.iter_mut().try_for_each(&read) };
+    if threads <= 1 {
+        return read_run(items);
+    }
+    let per_thread = total_bytes.div_ceil(threads);
+    let mut runs = Vec::with_capacity(threads);
+    let mut rest: &mut [T] = items;
+    while !rest.is_empty() {
+        let (mut n, mut sum) = (0, 0);
+        while n < rest.len() && (n == 0 || sum + bytes(&rest[n]) <= per_thread) {
+            sum += bytes(&rest[n]);
+            n += 1;
+        }
+        let (run, tail) = rest.split_at_mut(n);
+        runs.push(run);
+        rest = tail;
+    }
+    let results: Vec<Result<()>> = std::thread::scope(|s| {
+        let handles: Vec<_> = runs.into_iter().map(|run| s.spawn(|| read_run(run))).collect();
+        handles.into_iter().map(|h| h.join().unwrap_or_else(|_| Err(Error::Unsupported("a read thread panicked".into())))).collect()
+    });
+    // Runs are in item order: the first error is the lowest item's.
+    results.into_iter().collect::<Result<Vec<()>>>().map(|_| ())
+}
