@@ -1,8 +1,9 @@
 """Checkpoints (`enable_checkpointing=True`, `pipe.checkpoint()`, `checkpoint=`): a pipeline
 restored from a checkpoint returns exactly the batches the original returns next. Cases of
 DALI's checkpointing/test_dali_checkpointing.py that need no GPU and only operators Sluice
-has (file reader configurations, random operators, random-crop decoding, external sources,
-several restores, the errors), run against Sluice and DALI 2.4 with the same assertions,
+has (file and numpy reader configurations, several readers, random operators, batch
+permutations, random-crop decoding, external sources, several restores, the errors; stack and
+cat from test_dali_stateless_operators), run against Sluice and DALI 2.4 with the same assertions,
 plus Sluice's own: a different num_threads / prefetch depth / executor mode on restore,
 conditionals, and the PyTorch iterator's checkpoints."""
 
@@ -104,6 +105,99 @@ def test_image_random_crop_and_random_resized_crop(lib, mixed_root):
     for _ in range(5):
         p.run()
     _compare(p, pipe(checkpoint=p.checkpoint()), 4)
+
+
+# DALI's test_numpy_reader CPU cases: (num_epochs, batch_size, shard_id, num_shards,
+# random_shuffle, shuffle_after_epoch, stick_to_shard, pad_last_batch, iters_into_epoch).
+# DALI reads MRI slices from DALI_extra; here 27 small arrays of varying shapes.
+NUMPY_CASES = [
+    (0, 1, 0, 1, False, False, False, False, None),
+    (5, 2, 4, 7, False, False, False, True, 1),
+    (4, 4, 0, 2, False, False, True, False, 2),
+    (3, 8, 4, 6, False, False, True, True, 3),
+    (6, 1, 2, 3, False, True, False, False, 4),
+    (5, 2, 2, 5, False, True, False, True, 3),
+    (4, 4, 3, 4, True, False, False, False, 2),
+    (3, 8, 1, 4, True, False, False, True, 1),
+    (2, 1, 1, 2, True, False, True, False, None),
+    (0, 2, 0, 1, True, False, True, True, 2),
+]
+
+
+def _iterations_in_epoch(p, batch_size, num_shards):
+    return (p.reader_meta()["Reader"]["epoch_size_padded"] // num_shards + batch_size - 1) // batch_size
+
+
+@pytest.mark.parametrize("case", NUMPY_CASES, ids=[str(i) for i in range(len(NUMPY_CASES))])
+def test_numpy_reader(lib, tmp_path, case):
+    epochs, batch, shard_id, shards, shuffle, after_epoch, stick, pad, into = case
+    rng = np.random.default_rng(7)
+    for k in range(27):
+        np.save(str(tmp_path / f"slice_{k:02d}.npy"), rng.integers(0, 1000, (3 + k % 4, 5), dtype=np.int16))
+
+    @lib.pipeline_def(batch_size=batch, num_threads=2, device_id=None, enable_checkpointing=True)
+    def pipe():
+        return lib.fn.readers.numpy(name="Reader", file_root=str(tmp_path), pad_last_batch=pad, random_shuffle=shuffle,
+                                    shuffle_after_epoch=after_epoch, shard_id=shard_id, num_shards=shards,
+                                    stick_to_shard=stick)
+
+    p = pipe()
+    per_epoch = _iterations_in_epoch(p, batch, shards)
+    for epoch in range(epochs):
+        for i in range(per_epoch):
+            p.run()
+            if into is not None and epoch == epochs - 1 and i == into - 1:
+                break
+    _compare(p, pipe(checkpoint=p.checkpoint()), (shards + 1) * per_epoch)
+
+
+@pytest.mark.parametrize("warmup", range(0, 9, 2))
+def test_multiple_readers(lib, tmp_path, warmup):
+    """DALI's test_multiple_readers: two readers of different epoch sizes in one pipeline."""
+    root = _byte_files(tmp_path, count=3, classes=1)
+    files = sorted(str(f) for f in (tmp_path / "files" / "c0").iterdir())
+
+    @lib.pipeline_def(batch_size=1, num_threads=2, device_id=None, enable_checkpointing=True)
+    def pipe():
+        a, _ = lib.fn.readers.file(name="Reader1", files=files[:2], pad_last_batch=True, random_shuffle=True)
+        b, _ = lib.fn.readers.file(name="Reader2", files=files[:3], pad_last_batch=True, random_shuffle=True)
+        return a, b
+
+    assert root
+    p = pipe()
+    for _ in range(warmup):
+        p.run()
+    _compare(p, pipe(checkpoint=p.checkpoint()), 20)
+
+
+def test_batch_permutation(lib):
+    """DALI's test_batch_permutation (check_no_input_operator)."""
+    @lib.pipeline_def(batch_size=10, num_threads=2, device_id=None, enable_checkpointing=True)
+    def pipe():
+        return lib.fn.batch_permutation()
+
+    p = pipe()
+    for _ in range(4):
+        p.run()
+    _compare(p, pipe(checkpoint=p.checkpoint()), 5)
+
+
+@pytest.mark.parametrize("join", ["stack", "cat"])
+def test_tensor_join_is_stateless(lib, join):
+    """DALI's test_dali_stateless_operators test_tensor_join_stateless (cpu): a used pipeline
+    and a fresh one give the same batches."""
+    rng = np.random.default_rng(1234)
+    batch = [rng.integers(255, size=(40, 60, 3), dtype=np.uint8) for _ in range(8)]
+
+    @lib.pipeline_def(batch_size=8, num_threads=2, device_id=None, enable_checkpointing=True)
+    def pipe():
+        x = lib.fn.external_source(source=lambda: batch, layout="HWC", batch=True)
+        return getattr(lib.fn, join)(x, x, x)
+
+    p = pipe()
+    for _ in range(10):
+        p.run()
+    _compare(p, pipe(), 10)
 
 
 def test_multiple_restores(lib, tmp_path):

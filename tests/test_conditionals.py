@@ -38,10 +38,11 @@ Not ported, and why:
 * test_simple_batch_permute, test_batch_permutation: need fn.batch_permutation/permute_batch.
 * test_multiple_input_source: needs fn.copy and multiple input sets (`op([a, b])`).
 * test_nests.py::test_select_impls: needs fn.color_twist (and random.uniform(values=)).
-* Debug-mode variants (test_pipeline_debug): DALI 2.4's debug mode needs a CUDA driver.
 * Readers/decoders from DALI_extra (readers.caffe, db/single/jpeg) are replaced by
   fn.external_source data; transforms.rotation + warp_affine (arg-input-only operator in a branch)
-  by fn.zeros(shape=<DataNode>); fn.stack (1-d predicates) by external_source returning 1-d arrays.
+  by fn.zeros(shape=<DataNode>).
+* Debug-mode variants: in tests/test_debug_conditionals.py, on Sluice only (DALI 2.4's debug mode
+  needs a CUDA driver).
 """
 
 import collections
@@ -681,9 +682,9 @@ def test_error_condition_1d(lib):
 
     @lib.pipeline_def(enable_conditionals=True, **KW)
     def non_scalar_condition():
-        # DALI: fn.stack(pred, pred)
-        pred = fn.external_source(source=lambda si: np.array([si.idx_in_batch % 2 == 0] * 2), batch=False)
-        if pred:
+        pred = fn.random.coin_flip(dtype=lib.types.DALIDataType.BOOL)
+        stacked = fn.stack(pred, pred)
+        if stacked:
             output = np.array(1)
         else:
             output = np.array(0)
@@ -1107,10 +1108,8 @@ ERROR_1D = [
 def test_error_input_1d(lib, expression, message):
     @lib.pipeline_def(enable_conditionals=True, **KW)
     def non_scalar_input():
-        # DALI: fn.stack(pred, pred)
-        stacked = lib.fn.external_source(
-            source=lambda si: np.array([si.idx_in_batch % 2 == 0, True]), batch=False
-        )
+        pred = lib.fn.random.coin_flip(dtype=lib.types.DALIDataType.BOOL)
+        stacked = lib.fn.stack(pred, pred)
         return expression(lib, stacked)
 
     with pytest.raises(RuntimeError, match=re.escape(message)):
