@@ -19,18 +19,18 @@ its traceback; a worker that dies is reported (its exit code), never waited for 
 """
 
 import atexit
-import gc
 import collections
+import gc
 import itertools
 import multiprocessing
 import os
 import pickle
 import queue
 import sys
-import time
 import threading
+import time
 import traceback
-from multiprocessing import shared_memory
+from multiprocessing import resource_tracker, shared_memory
 
 import numpy as np
 
@@ -114,11 +114,24 @@ def _start(procs, start_method):
         return
     gc.collect()
     gc.freeze()
+    # A worker registers its shared memory with multiprocessing's resource tracker. Forked
+    # while another thread of ours was inside the tracker, it would inherit the tracker's
+    # lock held and hang on its first block (seen in the test suite). So the tracker is
+    # started here, and the fork happens under its lock, which the child replaces.
+    tracker = resource_tracker._resource_tracker
+    tracker.ensure_running()
     try:
-        for p in procs:
-            p.start()
+        with tracker._lock:
+            for p in procs:
+                p.start()
     finally:
         gc.unfreeze()
+
+
+def _fresh_tracker_lock():
+    """In a forked worker: the tracker lock `_start` held across the fork, new and free."""
+    tracker = resource_tracker._resource_tracker
+    tracker._lock = type(tracker._lock)()
 
 
 def _worker(worker_id, sources, tasks, results):
@@ -126,6 +139,8 @@ def _worker(worker_id, sources, tasks, results):
     (pickled for spawn)."""
     if isinstance(sources, bytes):
         sources = pickle.loads(sources)
+    else:  # forked (see _start)
+        _fresh_tracker_lock()
     slots = _Slots()
     iterators = {}
     trace = os.environ.get("SLUICE_TRACE_WORKERS", "0") != "0"
