@@ -208,17 +208,45 @@ impl Operator for Join {
         let sources: Vec<&TensorList> = plan.used.iter().map(|&t| ws.inputs[t]).collect();
         for_each_sample(ws.pool, &mut out, |i, dst| {
             let chunks = &plan.chunks[i * k..(i + 1) * k];
-            let mut at = 0;
-            for o in 0..plan.outer[i] {
-                for (src, &c) in sources.iter().zip(chunks) {
-                    let bytes = c * size;
-                    dst[at..at + bytes].copy_from_slice(&src.bytes(i)[o * bytes..(o + 1) * bytes]);
-                    at += bytes;
-                }
+            let stride = chunks.iter().sum::<usize>() * size;
+            let mut offset = 0;
+            for (src, &c) in sources.iter().zip(chunks) {
+                scatter(dst, src.bytes(i), c * size, stride, offset);
+                offset += c * size;
             }
             Ok(())
         })?;
         Ok(vec![out])
+    }
+}
+
+/// Copies `src`, runs of `chunk` bytes, into `dst` at `offset`, `offset + stride`, ... One
+/// input at a time, so each is read in order; small runs (stack's interleaving along the
+/// last axis moves one element per run) are copied as fixed-size moves, not memcpy calls.
+fn scatter(dst: &mut [u8], src: &[u8], chunk: usize, stride: usize, offset: usize) {
+    if chunk == 0 {
+        return;
+    }
+    if chunk == stride {
+        dst[offset..offset + src.len()].copy_from_slice(src);
+        return;
+    }
+    macro_rules! runs {
+        ($n:expr) => {
+            for (run, s) in dst[offset..].chunks_mut(stride).zip(src.chunks_exact($n)) {
+                run[..$n].copy_from_slice(s);
+            }
+        };
+    }
+    match chunk {
+        1 => runs!(1),
+        2 => runs!(2),
+        3 => runs!(3),
+        4 => runs!(4),
+        8 => runs!(8),
+        12 => runs!(12),
+        16 => runs!(16),
+        n => runs!(n),
     }
 }
 
