@@ -10,6 +10,7 @@ from . import types
 from . import fn
 from . import ops
 from . import math
+from . import tfrecord
 from .tensors import TensorCPU, TensorGPU, TensorListCPU, TensorListGPU
 
 __version__ = _core.__version__

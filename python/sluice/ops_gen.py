@@ -40,9 +40,24 @@ def _takes_scope(schema_name):
     return schema is not None and any(a["name"] == "_scope" for a in schema["args"])
 
 
+def _reads_features(schema_name):
+    """Whether the operator takes DALI's `features` dictionary (readers.tfrecord), given its
+    schema name or a legacy class name."""
+    schema = SCHEMAS.get(schema_name) or next(
+        (s for s in SCHEMAS.values() if any(legacy == schema_name for legacy, _ in s["legacy_names"])), None)
+    return schema is not None and any(a["name"] == "_feature_names" for a in schema["args"])
+
+
 def make_node(schema_name, inputs, kwargs, device=None, name=None, warn=True):
     """Records one operator in the current graph and returns its output node(s). The
     engine checks it at once (names, types, inputs, devices): see `_OpNode`."""
+    if "features" in kwargs and _reads_features(schema_name):
+        # readers.tfrecord: the dictionary becomes the engine's lists, the outputs a dictionary.
+        from . import tfrecord
+
+        kwargs, names = tfrecord.engine_args(kwargs)
+        outs = make_node(schema_name, inputs, kwargs, device=device, name=name, warn=warn)
+        return dict(zip(names, outs if isinstance(outs, list) else [outs]))
     display = SCHEMAS[schema_name]["fn_name"] if schema_name in SCHEMAS else schema_name
     if _debug.active() is not None:  # debug mode: the operator runs now
         return _debug_node(schema_name, list(inputs), kwargs, device, name)
@@ -121,6 +136,8 @@ def _signature(schema):
     params.append(inspect.Parameter("device", inspect.Parameter.KEYWORD_ONLY, default=None))
     params.append(inspect.Parameter("name", inspect.Parameter.KEYWORD_ONLY, default=None))
     for a in schema["args"]:
+        if a["name"] == "_feature_names":  # readers.tfrecord's `features` dictionary
+            params.append(inspect.Parameter("features", inspect.Parameter.KEYWORD_ONLY))
         if a["name"].startswith("_"):
             continue
         default = inspect.Parameter.empty if a["required"] else a["default"]
@@ -149,6 +166,11 @@ def _make_class(schema, class_name, class_path):
         self._device = device
         self._name = kwargs.pop("name", None)
         kwargs = _distributed.resolve_auto_shard(kwargs)
+        self._feature_names = None
+        if "features" in kwargs and _reads_features(class_path):
+            from . import tfrecord
+
+            kwargs, self._feature_names = tfrecord.engine_args(kwargs)
         # As DALI: a wrong argument fails here, where the user wrote it (and an old one warns).
         _warn_deprecated(_core.check_args(class_path, [(k, v) for k, v in kwargs.items()
                                                        if v is not None and not isinstance(v, DataNode)]))
@@ -159,7 +181,10 @@ def _make_class(schema, class_name, class_path):
         `self.input(name="Reader")`)."""
         kwargs = dict(self._kwargs)
         kwargs.update(arg_inputs)
-        return make_node(class_path, inputs, kwargs, device=self._device, name=name or self._name, warn=False)
+        outs = make_node(class_path, inputs, kwargs, device=self._device, name=name or self._name, warn=False)
+        if self._feature_names is not None:  # readers.tfrecord: a dictionary, as DALI's
+            return dict(zip(self._feature_names, outs if isinstance(outs, list) else [outs]))
+        return outs
 
     return type(class_name, (), {
         "__init__": __init__,
@@ -208,7 +233,10 @@ def _snake(camel):
         if c.isupper() and i and (camel[i - 1].islower() or (i + 1 < len(camel) and camel[i + 1].islower())):
             out.append("_")
         out.append(c.lower())
-    return "".join(out)
+    out = "".join(out)
+    for split, word in (("b_box", "bbox"), ("mx_net", "mxnet"), ("tf_record", "tfrecord")):  # DALI's exceptions
+        out = out.replace(split, word)
+    return out
 
 
 def populate_fn(module):

@@ -1044,6 +1044,12 @@ fn write_sample_dataset(py: Python<'_>, root: std::path::PathBuf, count: usize, 
     py.detach(|| sluice::sample::write_sample_dataset(&root, count, classes, seed)).map_err(to_py)
 }
 
+/// TFRecord's masked CRC-32C of `data` (for `sluice.tools.tfrecord2idx`).
+#[pyfunction]
+fn masked_crc32c(data: &[u8]) -> u32 {
+    sluice::ops::readers::tfrecord::example::masked_crc(data)
+}
+
 #[pymodule]
 fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     sluice::ops::python_function::set_function_host(Arc::new(PyFunctionHost));
@@ -1051,6 +1057,7 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<PyTensorList>()?;
     m.add_class::<PyTensorListGpu>()?;
     m.add_function(wrap_pyfunction!(gpu_count, m)?)?;
+    m.add_function(wrap_pyfunction!(masked_crc32c, m)?)?;
     m.add_function(wrap_pyfunction!(dlpack_borrow, m)?)?;
     m.add_function(wrap_pyfunction!(dlpack_device, m)?)?;
     m.add_function(wrap_pyfunction!(schemas, m)?)?;

@@ -108,11 +108,15 @@ pub struct CheckedOp {
 
 impl CheckedOp {
     /// How many outputs this instance has: its `num_outputs` argument for operators that
-    /// take one (python_function), else the schema's count.
+    /// take one (python_function), one per feature for readers of named features
+    /// (tfrecord's `_feature_names`), else the schema's count.
     pub fn num_outputs(&self) -> usize {
-        match self.def.schema.find_arg("num_outputs") {
-            Some(_) => self.args.int("num_outputs").max(0) as usize,
-            None => self.def.schema.num_outputs,
+        if self.def.schema.find_arg("num_outputs").is_some() {
+            self.args.int("num_outputs").max(0) as usize
+        } else if self.def.schema.find_arg("_feature_names").is_some() {
+            self.args.strs("_feature_names").len()
+        } else {
+            self.def.schema.num_outputs
         }
     }
 

@@ -295,6 +295,7 @@ static REGISTRY: &[&OpDef] = &[
     &random::COIN_FLIP,
     &readers::FILE,
     &readers::NUMPY,
+    &readers::TFRECORD,
     &flip::FLIP,
     &rotate::ROTATE,
     &crop::CROP,

@@ -208,6 +208,10 @@ pub fn snake_case(camel: &str) -> String {
             out.push(c);
         }
     }
+    // DALI's exceptions to the rule: a few names are words of their own.
+    for (split, word) in [("b_box", "bbox"), ("mx_net", "mxnet"), ("tf_record", "tfrecord")] {
+        out = out.replace(split, word);
+    }
     out
 }
 
@@ -223,5 +227,9 @@ mod tests {
         assert_eq!(snake_case("ImageRandomCrop"), "image_random_crop");
         assert_eq!(snake_case("HSV"), "hsv");
         assert_eq!(snake_case("MFCC"), "mfcc");
+        assert_eq!(snake_case("TFRecord"), "tfrecord");
+        assert_eq!(snake_case("TFRecordReader"), "tfrecord_reader");
+        assert_eq!(snake_case("MXNetReader"), "mxnet_reader");
+        assert_eq!(snake_case("BBoxPaste"), "bbox_paste");
     }
 }

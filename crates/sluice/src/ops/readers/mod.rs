@@ -7,9 +7,11 @@ pub mod core;
 mod file;
 pub mod loader;
 mod numpy;
+pub mod tfrecord;
 
 pub use file::FILE;
 pub use numpy::NUMPY;
+pub use tfrecord::TFRECORD;
 
 use crate::ops::{arg, ArgDefault as D, ArgSchema, ArgType as T};
 
