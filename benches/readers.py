@@ -1,0 +1,146 @@
+"""Readers side by side, Sluice vs NVIDIA DALI: the ResNet-50 CPU training pipeline
+(random-crop decode, resize 224, crop_mirror_normalize with a random mirror) over the same
+ImageNet-like JPEGs stored as files (readers.file) and as TFRecord (readers.tfrecord), each
+library in its own process on the same threads. Prints images/s and Sluice's ratio, and the
+reader alone (no decoding) to show what reading costs.
+
+    python benches/readers.py [--data /tmp/sluice-readers-bench] [--count 6000] [--batch 128] [--threads 4]
+
+The data set is made once in --data (tests/data_gen/make_dataset.py), with its TFRecord
+(10 shards and their indexes, written by this script).
+"""
+
+import argparse
+import json
+import os
+import struct
+import subprocess
+import sys
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+
+CHILD = r"""
+import json, os, sys, time
+lib, root, fmt, decode, batch, threads, epochs = sys.argv[1], sys.argv[2], sys.argv[3], sys.argv[4] == "1", int(sys.argv[5]), int(sys.argv[6]), int(sys.argv[7])
+if lib == "dali":
+    from nvidia.dali import fn, pipeline_def, types
+    import nvidia.dali.tfrecord as tfrec
+else:
+    from sluice import fn, pipeline_def, types
+    import sluice.tfrecord as tfrec
+
+@pipeline_def(batch_size=batch, num_threads=threads, device_id=None, seed=1, prefetch_queue_depth=2)
+def pipe():
+    if fmt == "file":
+        jpegs, labels = fn.readers.file(file_root=os.path.join(root, "files"), random_shuffle=True, name="R", pad_last_batch=True)
+    else:
+        shards = sorted(f for f in os.listdir(os.path.join(root, "tfrecord")) if f.endswith(".tfrecord"))
+        out = fn.readers.tfrecord(path=[os.path.join(root, "tfrecord", s) for s in shards],
+                                  index_path=[os.path.join(root, "tfrecord", s[:-9] + ".idx") for s in shards],
+                                  features={"image/encoded": tfrec.FixedLenFeature((), tfrec.string, ""),
+                                            "image/class/label": tfrec.FixedLenFeature([1], tfrec.int64, -1)},
+                                  random_shuffle=True, name="R", pad_last_batch=True)
+        jpegs, labels = out["image/encoded"], out["image/class/label"]
+    if not decode:
+        return jpegs, labels
+    images = fn.decoders.image_random_crop(jpegs, output_type=types.RGB, random_aspect_ratio=[0.75, 4 / 3],
+                                           random_area=[0.08, 1.0], num_attempts=100)
+    images = fn.resize(images, resize_x=224, resize_y=224)
+    images = fn.crop_mirror_normalize(images, dtype=types.FLOAT, output_layout="CHW", crop=(224, 224),
+                                      mean=[0.485 * 255, 0.456 * 255, 0.406 * 255], std=[0.229 * 255, 0.224 * 255, 0.225 * 255],
+                                      mirror=fn.random.coin_flip(probability=0.5))
+    return images, labels
+
+p = pipe()
+p.build()
+iters = -(-p.epoch_size("R") // batch)
+for _ in range(min(iters, 5)):
+    p.run()
+t = time.perf_counter()
+for _ in range(epochs * iters):
+    p.run()
+print(json.dumps({"rate": epochs * iters * batch / (time.perf_counter() - t)}))
+"""
+
+
+def masked_crc32c(data):
+    from sluice import _core
+
+    return _core.masked_crc32c(data)
+
+
+def varint(v):
+    out = bytearray()
+    while v >= 0x80:
+        out.append((v & 0x7F) | 0x80)
+        v >>= 7
+    out.append(v)
+    return bytes(out)
+
+
+def field(num, payload):
+    return varint(num << 3 | 2) + varint(len(payload)) + payload
+
+
+def example(jpeg, label):
+    """tf.train.Example{image/encoded: bytes, image/class/label: int64}, encoded by hand."""
+    def entry(key, kind, values):
+        return field(1, field(1, key.encode()) + field(2, field(kind, values)))
+
+    features = entry("image/encoded", 1, field(1, jpeg)) + entry("image/class/label", 3, field(1, varint(label)))
+    return field(1, features)
+
+
+def make_data(root, count):
+    files = os.path.join(root, "files")
+    if not os.path.isdir(files):
+        subprocess.run([sys.executable, os.path.join(HERE, "..", "tests", "data_gen", "make_dataset.py"), files,
+                        "--count", str(count)], check=True)
+    tfr = os.path.join(root, "tfrecord")
+    if os.path.isdir(tfr):
+        return
+    os.makedirs(tfr)
+    classes = sorted(os.listdir(files))
+    samples = [(os.path.join(files, c, f), label) for label, c in enumerate(classes) for f in sorted(os.listdir(os.path.join(files, c)))]
+    shards = 10
+    for s in range(shards):
+        with open(os.path.join(tfr, f"train-{s:02d}.tfrecord"), "wb") as out, open(os.path.join(tfr, f"train-{s:02d}.idx"), "w") as idx:
+            for path, label in samples[s::shards]:
+                with open(path, "rb") as f:
+                    data = example(f.read(), label)
+                head = struct.pack("<Q", len(data))
+                offset = out.tell()
+                out.write(head + struct.pack("<I", masked_crc32c(head)) + data + struct.pack("<I", masked_crc32c(data)))
+                idx.write(f"{offset} {out.tell() - offset}\n")
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--data", default="/tmp/sluice-readers-bench")
+    ap.add_argument("--count", type=int, default=6000)
+    ap.add_argument("--batch", type=int, default=128)
+    ap.add_argument("--threads", type=int, default=4)
+    ap.add_argument("--epochs", type=int, default=1)
+    ap.add_argument("--formats", default="file,tfrecord")
+    ap.add_argument("--libs", default="sluice,dali")
+    a = ap.parse_args()
+    make_data(a.data, a.count)
+    print(f"{a.count} ImageNet-like JPEGs, batch {a.batch}, {a.threads} threads, {a.epochs} epoch(s) after warm-up")
+    print(f"{'format':<10} {'work':<12} " + " ".join(f"{lib:>10}" for lib in a.libs.split(",")) + "   sluice/dali")
+    for fmt in a.formats.split(","):
+        for decode in (False, True):
+            rates = {}
+            for lib in a.libs.split(","):
+                r = subprocess.run([sys.executable, "-c", CHILD, lib, a.data, fmt, "1" if decode else "0", str(a.batch),
+                                    str(a.threads), str(a.epochs)], capture_output=True, text=True)
+                line = [l for l in r.stdout.splitlines() if l.startswith("{")]
+                rates[lib] = json.loads(line[-1])["rate"] if line else None
+                if not line:
+                    sys.stderr.write(r.stderr[-1500:])
+            ratio = f"{rates['sluice'] / rates['dali']:.2f}x" if rates.get("sluice") and rates.get("dali") else "-"
+            work = "rn50 train" if decode else "read only"
+            print(f"{fmt:<10} {work:<12} " + " ".join(f"{rates[l] or 0:>10.0f}" for l in a.libs.split(",")) + f"   {ratio}")
+
+
+if __name__ == "__main__":
+    main()
