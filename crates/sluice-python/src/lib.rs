@@ -1050,6 +1050,15 @@ fn masked_crc32c(data: &[u8]) -> u32 {
     sluice::ops::readers::tfrecord::example::masked_crc(data)
 }
 
+/// The samples of a WebDataset archive as `readers.webdataset` groups them, each a list of
+/// (extension, data offset, size, member name) (for `sluice.tools.wds2idx`).
+#[pyfunction]
+fn webdataset_samples(path: std::path::PathBuf) -> PyResult<Vec<Vec<(String, u64, u64, String)>>> {
+    let listed = sluice::ops::readers::webdataset::tar::list_archive(&path)
+        .map_err(|m| pyo3::exceptions::PyValueError::new_err(format!("{}: {m}", path.display())))?;
+    Ok(listed.into_iter().map(|s| s.members.into_iter().map(|m| (m.ext, m.offset, m.size, m.filename)).collect()).collect())
+}
+
 #[pymodule]
 fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     sluice::ops::python_function::set_function_host(Arc::new(PyFunctionHost));
@@ -1058,6 +1067,7 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<PyTensorListGpu>()?;
     m.add_function(wrap_pyfunction!(gpu_count, m)?)?;
     m.add_function(wrap_pyfunction!(masked_crc32c, m)?)?;
+    m.add_function(wrap_pyfunction!(webdataset_samples, m)?)?;
     m.add_function(wrap_pyfunction!(dlpack_borrow, m)?)?;
     m.add_function(wrap_pyfunction!(dlpack_device, m)?)?;
     m.add_function(wrap_pyfunction!(schemas, m)?)?;

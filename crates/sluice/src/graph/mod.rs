@@ -106,17 +106,20 @@ pub struct CheckedOp {
     pub arg_input_names: Vec<&'static str>,
 }
 
+/// List arguments whose length is the operator's number of outputs.
+const OUTPUT_LISTS: &[&str] = &["_feature_names", "ext"];
+
 impl CheckedOp {
     /// How many outputs this instance has: its `num_outputs` argument for operators that
-    /// take one (python_function), one per feature for readers of named features
-    /// (tfrecord's `_feature_names`), else the schema's count.
+    /// take one (python_function), one per entry of the list argument readers have one
+    /// output per (tfrecord's `_feature_names`, webdataset's `ext`), else the schema's count.
     pub fn num_outputs(&self) -> usize {
         if self.def.schema.find_arg("num_outputs").is_some() {
-            self.args.int("num_outputs").max(0) as usize
-        } else if self.def.schema.find_arg("_feature_names").is_some() {
-            self.args.strs("_feature_names").len()
-        } else {
-            self.def.schema.num_outputs
+            return self.args.int("num_outputs").max(0) as usize;
+        }
+        match OUTPUT_LISTS.iter().find(|name| self.def.schema.find_arg(name).is_some()) {
+            Some(name) => self.args.strs(name).len(),
+            None => self.def.schema.num_outputs,
         }
     }
 

@@ -296,6 +296,7 @@ static REGISTRY: &[&OpDef] = &[
     &readers::FILE,
     &readers::NUMPY,
     &readers::TFRECORD,
+    &readers::WEBDATASET,
     &flip::FLIP,
     &rotate::ROTATE,
     &crop::CROP,

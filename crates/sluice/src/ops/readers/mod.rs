@@ -8,10 +8,12 @@ mod file;
 pub mod loader;
 mod numpy;
 pub mod tfrecord;
+pub mod webdataset;
 
 pub use file::FILE;
 pub use numpy::NUMPY;
 pub use tfrecord::TFRECORD;
+pub use webdataset::WEBDATASET;
 
 use crate::ops::{arg, ArgDefault as D, ArgSchema, ArgType as T};
 
