@@ -1,13 +1,14 @@
 """Readers side by side, Sluice vs NVIDIA DALI: the ResNet-50 CPU training pipeline
 (random-crop decode, resize 224, crop_mirror_normalize with a random mirror) over the same
-ImageNet-like JPEGs stored as files (readers.file) and as TFRecord (readers.tfrecord), each
+ImageNet-like JPEGs stored as files (readers.file), as TFRecord (readers.tfrecord) and as
+WebDataset tars (readers.webdataset), each
 library in its own process on the same threads. Prints images/s and Sluice's ratio, and the
 reader alone (no decoding) to show what reading costs.
 
     python benches/readers.py [--data /tmp/sluice-readers-bench] [--count 6000] [--batch 128] [--threads 4]
 
-The data set is made once in --data (tests/data_gen/make_dataset.py), with its TFRecord
-(10 shards and their indexes, written by this script).
+The data set is made once in --data (tests/data_gen/make_dataset.py), with its TFRecord and
+WebDataset copies (10 shards each and their indexes, written by this script).
 """
 
 import argparse
@@ -33,6 +34,12 @@ else:
 def pipe():
     if fmt == "file":
         jpegs, labels = fn.readers.file(file_root=os.path.join(root, "files"), random_shuffle=True, name="R", pad_last_batch=True)
+    elif fmt == "webdataset":
+        shards = sorted(f for f in os.listdir(os.path.join(root, "webdataset")) if f.endswith(".tar"))
+        jpegs, labels = fn.readers.webdataset(paths=[os.path.join(root, "webdataset", s) for s in shards],
+                                              index_paths=[os.path.join(root, "webdataset", s[:-4] + ".idx") for s in shards],
+                                              ext=["jpg", "cls"], dtypes=[types.UINT8, types.INT32],
+                                              random_shuffle=True, name="R", pad_last_batch=True)
     else:
         shards = sorted(f for f in os.listdir(os.path.join(root, "tfrecord")) if f.endswith(".tfrecord"))
         out = fn.readers.tfrecord(path=[os.path.join(root, "tfrecord", s) for s in shards],
@@ -96,13 +103,30 @@ def make_data(root, count):
     if not os.path.isdir(files):
         subprocess.run([sys.executable, os.path.join(HERE, "..", "tests", "data_gen", "make_dataset.py"), files,
                         "--count", str(count)], check=True)
+    classes = sorted(os.listdir(files))
+    samples = [(os.path.join(files, c, f), label) for label, c in enumerate(classes) for f in sorted(os.listdir(os.path.join(files, c)))]
+    shards = 10
+    wds = os.path.join(root, "webdataset")
+    if not os.path.isdir(wds):
+        import io
+        import tarfile
+
+        import numpy as np
+
+        os.makedirs(wds)
+        for s in range(shards):
+            tar_path = os.path.join(wds, f"train-{s:02d}.tar")
+            with tarfile.open(tar_path, "w") as t:
+                for k, (path, label) in enumerate(samples[s::shards]):
+                    t.add(path, arcname=f"{k:06d}.jpg")
+                    info = tarfile.TarInfo(f"{k:06d}.cls")
+                    info.size = 4
+                    t.addfile(info, io.BytesIO(np.int32(label).tobytes()))
+            subprocess.run([sys.executable, "-m", "sluice.tools.wds2idx", tar_path, tar_path[:-4] + ".idx"], check=True)
     tfr = os.path.join(root, "tfrecord")
     if os.path.isdir(tfr):
         return
     os.makedirs(tfr)
-    classes = sorted(os.listdir(files))
-    samples = [(os.path.join(files, c, f), label) for label, c in enumerate(classes) for f in sorted(os.listdir(os.path.join(files, c)))]
-    shards = 10
     for s in range(shards):
         with open(os.path.join(tfr, f"train-{s:02d}.tfrecord"), "wb") as out, open(os.path.join(tfr, f"train-{s:02d}.idx"), "w") as idx:
             for path, label in samples[s::shards]:
@@ -121,7 +145,7 @@ def main():
     ap.add_argument("--batch", type=int, default=128)
     ap.add_argument("--threads", type=int, default=4)
     ap.add_argument("--epochs", type=int, default=1)
-    ap.add_argument("--formats", default="file,tfrecord")
+    ap.add_argument("--formats", default="file,tfrecord,webdataset")
     ap.add_argument("--libs", default="sluice,dali")
     a = ap.parse_args()
     make_data(a.data, a.count)
