@@ -163,6 +163,12 @@ def _make_class(schema, class_name, class_path):
     (whose implied device the engine knows)."""
 
     def __init__(self, *, device=None, **kwargs):
+        if class_path != schema["name"] and "__" in schema["name"]:
+            import warnings
+
+            current = schema["name"].replace("__", ".")
+            warnings.warn(f"WARNING: `nvidia.dali.ops.{class_path}` is now deprecated. Use `nvidia.dali.ops.{current}` "
+                          "instead.", DeprecationWarning, stacklevel=2)
         self._device = device
         self._name = kwargs.pop("name", None)
         kwargs = _distributed.resolve_auto_shard(kwargs)

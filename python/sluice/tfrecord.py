@@ -23,17 +23,33 @@ class Feature:
         return f"{kind}({self.shape}, {_TYPE_NAMES[self.dtype]}, {self.default_value!r})"
 
 
-def FixedLenFeature(shape, dtype, default_value=None):
+def _checked_default(dtype, value):
+    """DALI's rule: the default value is given, and of the feature's type (a list of them
+    for a shaped feature)."""
+    want = {int64: int, float32: float, string: str}[dtype]
+    values = value if isinstance(value, (list, tuple)) else [value]
+    if not all(isinstance(v, want) and not isinstance(v, bool) for v in values):
+        from .errors import ArgumentTypeError  # a RuntimeError too, as DALI raises
+
+        raise ArgumentTypeError(f"Invalid type for default value: a {_TYPE_NAMES[dtype]} feature's default must be a "
+                                f"{want.__name__}, got {value!r}")
+    return value
+
+
+def FixedLenFeature(shape, dtype, default_value, /):
     """Equivalent of TensorFlow's FixedLenFeature: every record holds `shape`'s number of
     values (for `string`: one value, whose bytes are the output); a record without the
     feature gives `default_value`."""
-    return Feature(True, list(shape) if isinstance(shape, (list, tuple)) else [shape], dtype, default_value)
+    if dtype not in _TYPE_NAMES:
+        raise TypeError(f"feature type must be sluice.tfrecord.int64, float32 or string, got {dtype!r}")
+    return Feature(True, list(shape) if isinstance(shape, (list, tuple)) else [shape], dtype,
+                   _checked_default(dtype, default_value))
 
 
 def VarLenFeature(*args):
     """Equivalent of TensorFlow's VarLenFeature: `VarLenFeature(dtype, default_value)`, a
     1-D output of the record's values; or `VarLenFeature(partial_shape, dtype, default_value)`,
-    the values reshaped to `[n, *partial_shape]`."""
+    the values reshaped to `[n, *partial_shape]`. A record without the feature gives no values."""
     if len(args) == 2:
         dtype, default = args
         partial = []
@@ -41,7 +57,9 @@ def VarLenFeature(*args):
         partial, dtype, default = args
     else:
         raise TypeError("VarLenFeature(dtype, default_value) or VarLenFeature(partial_shape, dtype, default_value)")
-    return Feature(False, list(partial), dtype, default)
+    if dtype not in _TYPE_NAMES:
+        raise TypeError(f"feature type must be sluice.tfrecord.int64, float32 or string, got {dtype!r}")
+    return Feature(False, list(partial), dtype, _checked_default(dtype, default))
 
 
 def engine_args(kwargs):

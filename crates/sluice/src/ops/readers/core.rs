@@ -26,6 +26,12 @@ pub trait BatchSource: Send + 'static {
     /// Reads the samples `idx`, in that order, for the pipeline's batch `batch_no`. `stop`
     /// is set when the pipeline goes away: long reads may give up early.
     fn read(&mut self, idx: &[usize], batch_no: u64, stop: &AtomicBool) -> Result<Self::Batch>;
+
+    /// Sizes of runs of consecutive samples `shuffle_after_epoch` moves as one (tfrecord:
+    /// the files); `None` (the default): every sample on its own.
+    fn shuffle_groups(&self) -> Option<Vec<usize>> {
+        None
+    }
 }
 
 /// The operator's side of a reader: its loader thread's batches, in order.
@@ -44,7 +50,7 @@ impl<B: Send + 'static> ReaderCore<B> {
     /// `ctx.resume_samples`.
     pub fn start<S: BatchSource<Batch = B>>(ctx: &OpContext, num_samples: usize, mut source: S) -> Result<ReaderCore<B>> {
         let op = ctx.display_name.clone();
-        let cfg = SequencerConfig::from_context(ctx, num_samples)?;
+        let cfg = SequencerConfig::from_context(ctx, num_samples, source.shuffle_groups())?;
         let depth = ctx.args.int("prefetch_queue_depth");
         if depth < 1 {
             return Err(Error::arg(&op, "prefetch_queue_depth", format!("must be at least 1, got {depth}")));

@@ -61,13 +61,16 @@ pub struct SequencerConfig {
     pub op_id: u64,
     /// Leave the padding out of batches (`_omit_padding`; only meaningful with `pad_last_batch`).
     pub omit_padding: bool,
+    /// Sizes of runs of consecutive samples that `shuffle_after_epoch` keeps together, in
+    /// order (tfrecord's files: DALI shuffles whole files there); `None`: single samples.
+    pub groups: Option<std::sync::Arc<[usize]>>,
 }
 
 impl SequencerConfig {
     /// Reads the shared reader arguments ([`super::READER_ARGS`]) and `shuffle_after_epoch`
     /// (when the schema has it) from `ctx`, for a dataset of `num_samples` samples, and checks
     /// them. Errors name the operator and the argument.
-    pub fn from_context(ctx: &OpContext, num_samples: usize) -> Result<SequencerConfig> {
+    pub fn from_context(ctx: &OpContext, num_samples: usize, groups: Option<Vec<usize>>) -> Result<SequencerConfig> {
         let op = ctx.display_name.as_str();
         let a = &ctx.args;
         let num_shards = a.int("num_shards");
@@ -85,7 +88,7 @@ impl SequencerConfig {
         }
         let shuffle_after_epoch = a.has("shuffle_after_epoch") && a.bool("shuffle_after_epoch");
         let stick_to_shard = a.bool("stick_to_shard");
-        if shuffle_after_epoch && random_shuffle {
+        if shuffle_after_epoch && random_shuffle && groups.is_none() {
             return Err(Error::arg(op, "shuffle_after_epoch", "cannot be used together with random_shuffle"));
         }
         if shuffle_after_epoch && stick_to_shard {
@@ -109,6 +112,7 @@ impl SequencerConfig {
             seed: ctx.seed,
             op_id: ctx.op_id,
             omit_padding: a.has("_omit_padding") && a.bool("_omit_padding"),
+            groups: groups.map(Into::into),
         };
         cfg.check(op)?;
         Ok(cfg)
@@ -176,6 +180,13 @@ pub fn permutation(n: usize, seed: u64, epoch: u64) -> Vec<usize> {
     p
 }
 
+/// The samples in an order that permutes whole runs of consecutive samples (`groups`, their
+/// sizes), each run keeping its order; keyed as [`permutation`].
+pub fn group_permutation(groups: &[usize], seed: u64, epoch: u64) -> Vec<usize> {
+    let starts: Vec<usize> = groups.iter().scan(0, |at, &n| { let s = *at; *at += n; Some(s) }).collect();
+    permutation(groups.len(), seed, epoch).into_iter().flat_map(|g| starts[g]..starts[g] + groups[g]).collect()
+}
+
 /// The endless stream of sample indices of one reader.
 #[derive(Debug, Clone)]
 pub struct Sequencer {
@@ -236,7 +247,10 @@ impl Sequencer {
         let range = cfg.shard_range(shard);
         let real = range.len();
         let len = if cfg.pad_last_batch { cfg.padded_shard_len() } else { real };
-        let perm = cfg.shuffle_after_epoch.then(|| permutation(cfg.num_samples, cfg.shuffle_after_epoch_seed, self.epoch));
+        let perm = cfg.shuffle_after_epoch.then(|| match &cfg.groups {
+            Some(groups) => group_permutation(groups, cfg.shuffle_after_epoch_seed, self.epoch),
+            None => permutation(cfg.num_samples, cfg.shuffle_after_epoch_seed, self.epoch),
+        });
         let rng = cfg.random_shuffle.then(|| SampleRng::new(cfg.seed, cfg.op_id, self.epoch, u64::MAX));
         let mut buffer = std::mem::take(&mut self.cur.buffer);
         buffer.clear();
@@ -397,6 +411,7 @@ mod tests {
             seed: 7,
             op_id: 1,
             omit_padding: false,
+            groups: None,
         }
     }
 

@@ -26,7 +26,7 @@ use std::sync::Arc;
 use self::example::Values;
 use super::core::{read_in_parallel, BatchSource, ReaderCore};
 use super::loader::BatchPlan;
-use super::READER_ARGS;
+use super::{READER_ARGS, SHUFFLE_AFTER_EPOCH_ARGS};
 use crate::error::{Error, Location, Result};
 use crate::ops::{arg, ArgDefault as D, ArgType as T, Device, OpContext, OpDef, OpSchema, Operator, ReaderMeta, Workspace};
 use crate::tensor::{BatchMeta, DType, TensorList};
@@ -54,7 +54,7 @@ pub static TFRECORD: OpDef = OpDef {
         // The real count is the number of features (`CheckedOp::num_outputs`).
         num_outputs: 1,
         host_inputs: &[],
-        args: &[OWN_ARGS, READER_ARGS],
+        args: &[OWN_ARGS, SHUFFLE_AFTER_EPOCH_ARGS, READER_ARGS],
         arg_aliases: &[],
         legacy_names: &[("TFRecordReader", None)],
         is_reader: true,
@@ -133,7 +133,7 @@ fn parse_features(ctx: &OpContext) -> Result<Vec<Feature>> {
             .filter(|s| !s.is_empty())
             .map(|s| s.trim().parse::<usize>().map_err(|_| bad(format!("bad extent '{s}'"))))
             .collect::<Result<Vec<_>>>()?;
-        if kind == Kind::String && fixed && shape.iter().product::<usize>() != 1 {
+        if kind == Kind::String && (!fixed || shape.iter().product::<usize>() != 1) {
             return Err(bad("Tensors of strings are not supported.".into()));
         }
         // "" for none, else "v:" and the value (so an empty string default is one).
@@ -182,20 +182,16 @@ fn read_indexes(ctx: &OpContext) -> Result<Index> {
     for (f, (path, index)) in paths.iter().zip(indexes).enumerate() {
         let len = std::fs::metadata(path).map_err(|e| Error::io(op, path.display(), e))?.len();
         let text = std::fs::read_to_string(index).map_err(|e| Error::io(op, index, e))?;
-        for (line_no, line) in text.lines().enumerate() {
-            let mut it = line.split_whitespace();
-            let (Some(off), Some(size)) = (it.next(), it.next()) else {
-                if line.trim().is_empty() {
-                    continue;
-                }
-                return Err(Error::io(op, index, format!("line {}: expected \"offset size\", got {line:?}", line_no + 1)));
-            };
-            let parse = |s: &str| s.parse::<u64>().map_err(|_| Error::io(op, index, format!("line {}: {s:?} is not a byte count", line_no + 1)));
-            let (off, size) = (parse(off)?, parse(size)?);
+        // Whitespace-separated `offset size` pairs (one a line as tfrecord2idx writes them;
+        // DALI reads the numbers as a stream, so any spacing works).
+        let mut numbers = text.split_whitespace();
+        while let Some(off) = numbers.next() {
+            let parse = |s: &str| s.parse::<u64>().map_err(|_| Error::io(op, index, format!("record {}: {s:?} is not a byte count", records.len() + 1)));
+            let off = parse(off)?;
+            let size = parse(numbers.next().ok_or_else(|| Error::io(op, index, format!("record {}: an offset without a size", records.len() + 1)))?)?;
             if off.checked_add(size).is_none_or(|end| end > len) {
                 return Err(Error::io(op, index, format!(
-                    "line {}: record at {off} of {size} bytes ends past the end of {} ({len} bytes): the index does not match the file",
-                    line_no + 1,
+                    "record at {off} of {size} bytes ends past the end of {} ({len} bytes): the index does not match the file",
                     path.display()
                 )));
             }
@@ -358,6 +354,15 @@ fn fill_le(dst: &mut [u8], v: &[u8]) {
 impl BatchSource for TfSource {
     type Batch = Vec<TensorList>;
 
+    /// `shuffle_after_epoch` moves whole files, as DALI 2.4's does.
+    fn shuffle_groups(&self) -> Option<Vec<usize>> {
+        let mut sizes = vec![0usize; self.index.paths.len()];
+        for &(f, _, _) in &self.index.records {
+            sizes[f as usize] += 1;
+        }
+        Some(sizes)
+    }
+
     fn read(&mut self, idx: &[usize], batch_no: u64, stop: &AtomicBool) -> Result<Vec<TensorList>> {
         let total: usize = idx.iter().map(|&k| self.index.records[k].2 as usize).sum();
         let mut scratch = std::mem::take(&mut self.scratch);
@@ -420,6 +425,9 @@ impl TfRecordReader {
         let op = ctx.display_name.as_str();
         if ctx.args.bool("use_o_direct") && !ctx.args.bool("dont_use_mmap") {
             return Err(Error::arg(op, "use_o_direct", "use_o_direct requires dont_use_mmap=True"));
+        }
+        if ctx.args.bool("skip_cached_images") {
+            return Err(Error::arg(op, "skip_cached_images", "TFRecordReader doesn't support `skip_cached_images` option"));
         }
         let features = parse_features(ctx)?;
         let index = read_indexes(ctx)?;

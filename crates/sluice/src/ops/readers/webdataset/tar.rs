@@ -113,6 +113,15 @@ pub fn tar_members(path: &Path) -> Result<Vec<(String, u64, u64)>, String> {
         }
         at = data + size.div_ceil(BLOCK) * BLOCK;
     }
+    if at < len && at + BLOCK > len {
+        // Less than a block left: end-of-archive padding, or a header cut short.
+        let mut rest = Vec::new();
+        f.seek(SeekFrom::Start(at)).map_err(|e| e.to_string())?;
+        f.read_to_end(&mut rest).map_err(|e| e.to_string())?;
+        if rest.iter().any(|&b| b != 0) {
+            return Err(format!("the archive is truncated: the tar header at byte {at} is cut short ({} of 512 bytes)", rest.len()));
+        }
+    }
     Ok(out)
 }
 
