@@ -16,7 +16,8 @@ use crossbeam_channel::{bounded, Receiver};
 
 use super::loader::{BatchPlan, Sequencer, SequencerConfig};
 use crate::error::{Error, Result};
-use crate::ops::{OpContext, ReaderMeta};
+use crate::ops::{OpContext, Operator, ReaderMeta, Workspace};
+use crate::tensor::TensorList;
 
 /// A format's reading of one batch, on the loader thread.
 pub trait BatchSource: Send + 'static {
@@ -110,6 +111,46 @@ impl<B> Drop for ReaderCore<B> {
             let _ = h.join();
         }
     }
+}
+
+/// A reader whose loader thread reads its outputs whole (file, tfrecord, webdataset) is the
+/// operator itself.
+impl Operator for ReaderCore<Vec<TensorList>> {
+    fn run(&mut self, _ws: &Workspace<'_>) -> Result<Vec<TensorList>> {
+        self.next()
+    }
+
+    fn reader_meta(&self) -> Option<ReaderMeta> {
+        Some(self.meta())
+    }
+
+    fn batch_plan(&self) -> Option<Arc<Mutex<BatchPlan>>> {
+        self.plan()
+    }
+}
+
+/// Reads up to `dst.len()` bytes of `f` at `offset`; returns how many there were.
+pub fn read_at_most(f: &std::fs::File, dst: &mut [u8], offset: u64) -> std::result::Result<usize, String> {
+    use std::os::unix::fs::FileExt;
+    let mut got = 0;
+    while got < dst.len() {
+        match f.read_at(&mut dst[got..], offset + got as u64) {
+            Ok(0) => break,
+            Ok(n) => got += n,
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+            Err(e) => return Err(format!("cannot read file: {e}")),
+        }
+    }
+    Ok(got)
+}
+
+/// Reads exactly `dst.len()` bytes of `f` at `offset` (`what` names them in the error).
+pub fn read_exact_at(f: &std::fs::File, dst: &mut [u8], offset: u64, what: &str) -> std::result::Result<(), String> {
+    let got = read_at_most(f, dst, offset)?;
+    if got < dst.len() {
+        return Err(format!("truncated file: {got} of {what}'s {} bytes could be read", dst.len()));
+    }
+    Ok(())
 }
 
 /// Most threads one batch is read with: page-cache copies stop scaling well before this.

@@ -29,10 +29,9 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 
 use super::core::{read_in_parallel, BatchSource, ReaderCore};
-use super::loader::BatchPlan;
 use super::{READER_ARGS, SHUFFLE_AFTER_EPOCH_ARGS};
 use crate::error::{Error, Location, Result};
-use crate::ops::{arg, ArgDefault as D, ArgType as T, Device, OpContext, OpDef, OpSchema, Operator, ReaderMeta, Workspace};
+use crate::ops::{arg, ArgDefault as D, ArgType as T, Device, OpContext, OpDef, OpSchema};
 use crate::tensor::{BatchMeta, DType, TensorList};
 
 /// DALI 2.4's default `file_filters`.
@@ -67,7 +66,7 @@ pub static FILE: OpDef = OpDef {
         is_reader: true,
         is_random: true,
     },
-    cpu: Some(|ctx| Ok(Box::new(FileReader::new(ctx)?))),
+    cpu: Some(|ctx| Ok(Box::new(file_reader(ctx)?))),
     mixed: None,
     gpu: None,
 };
@@ -324,18 +323,12 @@ fn list_dataset(ctx: &OpContext) -> Result<Dataset> {
     Ok(ds)
 }
 
-/// The operator: a handle on the loader thread.
-struct FileReader {
-    core: ReaderCore<Vec<TensorList>>,
-}
-
-impl FileReader {
-    fn new(ctx: &OpContext) -> Result<FileReader> {
-        let ds = list_dataset(ctx)?;
-        let n = ds.len();
-        let source = FileSource { op: ctx.display_name.clone(), ds, read_threads: ctx.num_threads, sizes: Vec::new() };
-        Ok(FileReader { core: ReaderCore::start(ctx, n, source)? })
-    }
+/// The operator: the reader core over the listed files.
+fn file_reader(ctx: &OpContext) -> Result<ReaderCore<Vec<TensorList>>> {
+    let ds = list_dataset(ctx)?;
+    let n = ds.len();
+    let source = FileSource { op: ctx.display_name.clone(), ds, read_threads: ctx.num_threads, sizes: Vec::new() };
+    ReaderCore::start(ctx, n, source)
 }
 
 /// Reads whole files, one batch allocation for their contents and one for their labels.
@@ -411,19 +404,6 @@ fn read_into(path: &Path, dst: &mut [u8]) -> std::result::Result<(), String> {
     }
 }
 
-impl Operator for FileReader {
-    fn run(&mut self, _ws: &Workspace<'_>) -> Result<Vec<TensorList>> {
-        self.core.next()
-    }
-
-    fn reader_meta(&self) -> Option<ReaderMeta> {
-        Some(self.core.meta())
-    }
-
-    fn batch_plan(&self) -> Option<Arc<std::sync::Mutex<BatchPlan>>> {
-        self.core.plan()
-    }
-}
 
 #[cfg(test)]
 mod tests {

@@ -23,12 +23,11 @@
 mod header;
 
 use std::fs::File;
-use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 
-use super::core::{read_in_parallel, BatchSource, ReaderCore};
+use super::core::{read_at_most, read_exact_at, read_in_parallel, BatchSource, ReaderCore};
 use super::file::glob_match;
 use super::loader::BatchPlan;
 use super::{READER_ARGS, SHUFFLE_AFTER_EPOCH_ARGS};
@@ -179,7 +178,7 @@ impl NpySource {
             return Err(format!("Error extracting header length: the header needs {} bytes, the file has {len}. File: {}", start + hlen, self.files.names[k]));
         }
         let mut text = vec![0u8; hlen];
-        read_exact_at(&f, &mut text, start as u64)?;
+        read_exact_at(&f, &mut text, start as u64, "the header")?;
         let h = header::parse(&text, start).map_err(|m| format!("{m} File: {}", self.files.names[k]))?;
         let have = len.saturating_sub(h.data_offset as u64);
         if have < h.data_len as u64 {
@@ -225,7 +224,7 @@ impl BatchSource for NpySource {
                     return Err(Error::Unsupported(format!("{}: stopped", self.op)));
                 }
                 let (f, h) = &opened[*i];
-                read_exact_at(f, dst, h.data_offset as u64).map_err(|m| Error::data(self.loc(batch_no, *i, idx[*i]), m))
+                read_exact_at(f, dst, h.data_offset as u64, "the array").map_err(|m| Error::data(self.loc(batch_no, *i, idx[*i]), m))
             })?;
         }
         data.set_source_info(idx.iter().map(|&k| self.files.names[k].clone()).collect());
@@ -233,27 +232,6 @@ impl BatchSource for NpySource {
     }
 }
 
-/// Reads up to `dst.len()` bytes at `offset`; returns how many there were.
-fn read_at_most(f: &File, dst: &mut [u8], offset: u64) -> std::result::Result<usize, String> {
-    let mut got = 0;
-    while got < dst.len() {
-        match f.read_at(&mut dst[got..], offset + got as u64) {
-            Ok(0) => break,
-            Ok(n) => got += n,
-            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
-            Err(e) => return Err(format!("cannot read file: {e}")),
-        }
-    }
-    Ok(got)
-}
-
-fn read_exact_at(f: &File, dst: &mut [u8], offset: u64) -> std::result::Result<(), String> {
-    let got = read_at_most(f, dst, offset)?;
-    if got < dst.len() {
-        return Err(format!("Failed to read file: read {got} bytes while it should be {}", dst.len()));
-    }
-    Ok(())
-}
 
 /// The operator: the loader thread's batches, cut to the ROI and put in C order.
 struct NumpyReader {

@@ -18,17 +18,15 @@
 pub mod example;
 
 use std::fs::File;
-use std::os::unix::fs::FileExt;
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 
 use self::example::Values;
-use super::core::{read_in_parallel, BatchSource, ReaderCore};
-use super::loader::BatchPlan;
+use super::core::{read_exact_at, read_in_parallel, BatchSource, ReaderCore};
 use super::{READER_ARGS, SHUFFLE_AFTER_EPOCH_ARGS};
 use crate::error::{Error, Location, Result};
-use crate::ops::{arg, ArgDefault as D, ArgType as T, Device, OpContext, OpDef, OpSchema, Operator, ReaderMeta, Workspace};
+use crate::ops::{arg, ArgDefault as D, ArgType as T, Device, OpContext, OpDef, OpSchema};
 use crate::tensor::{BatchMeta, DType, TensorList};
 
 const OWN_ARGS: &[crate::ops::ArgSchema] = &[
@@ -60,7 +58,7 @@ pub static TFRECORD: OpDef = OpDef {
         is_reader: true,
         is_random: true,
     },
-    cpu: Some(|ctx| Ok(Box::new(TfRecordReader::new(ctx)?))),
+    cpu: Some(|ctx| Ok(Box::new(tfrecord_reader(ctx)?))),
     mixed: None,
     gpu: None,
 };
@@ -381,7 +379,7 @@ impl BatchSource for TfSource {
                     return Err(Error::Unsupported(format!("{}: stopped", this.op)));
                 }
                 let (f, off, _) = this.index.records[*k];
-                read_exact_at(&this.files[f as usize], dst, off).map_err(|m| Error::data(this.loc(batch_no, *i, *k), m))
+                read_exact_at(&this.files[f as usize], dst, off, "the record").map_err(|m| Error::data(this.loc(batch_no, *i, *k), m))
             })?;
         }
         for g in &mut self.gathered {
@@ -403,52 +401,20 @@ impl BatchSource for TfSource {
     }
 }
 
-fn read_exact_at(f: &File, dst: &mut [u8], offset: u64) -> std::result::Result<(), String> {
-    let mut got = 0;
-    while got < dst.len() {
-        match f.read_at(&mut dst[got..], offset + got as u64) {
-            Ok(0) => return Err(format!("truncated file: {got} of the record's {} bytes could be read", dst.len())),
-            Ok(n) => got += n,
-            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
-            Err(e) => return Err(format!("cannot read file: {e}")),
-        }
+/// The operator: the reader core over the listed samples.
+fn tfrecord_reader(ctx: &OpContext) -> Result<ReaderCore<Vec<TensorList>>> {
+    let op = ctx.display_name.as_str();
+    if ctx.args.bool("use_o_direct") && !ctx.args.bool("dont_use_mmap") {
+        return Err(Error::arg(op, "use_o_direct", "use_o_direct requires dont_use_mmap=True"));
     }
-    Ok(())
-}
-
-struct TfRecordReader {
-    core: ReaderCore<Vec<TensorList>>,
-}
-
-impl TfRecordReader {
-    fn new(ctx: &OpContext) -> Result<TfRecordReader> {
-        let op = ctx.display_name.as_str();
-        if ctx.args.bool("use_o_direct") && !ctx.args.bool("dont_use_mmap") {
-            return Err(Error::arg(op, "use_o_direct", "use_o_direct requires dont_use_mmap=True"));
-        }
-        if ctx.args.bool("skip_cached_images") {
-            return Err(Error::arg(op, "skip_cached_images", "TFRecordReader doesn't support `skip_cached_images` option"));
-        }
-        let features = parse_features(ctx)?;
-        let index = read_indexes(ctx)?;
-        let files = index.paths.iter().map(|p| File::open(p).map_err(|e| Error::io(op, p.display(), e))).collect::<Result<Vec<_>>>()?;
-        let n = index.records.len();
-        let gathered = features.iter().map(|_| Gathered::default()).collect();
-        let source = TfSource { op: op.to_string(), index, files, features, read_threads: ctx.num_threads, scratch: Vec::new(), gathered };
-        Ok(TfRecordReader { core: ReaderCore::start(ctx, n, source)? })
+    if ctx.args.bool("skip_cached_images") {
+        return Err(Error::arg(op, "skip_cached_images", "TFRecordReader doesn't support `skip_cached_images` option"));
     }
-}
-
-impl Operator for TfRecordReader {
-    fn run(&mut self, _ws: &Workspace<'_>) -> Result<Vec<TensorList>> {
-        self.core.next()
-    }
-
-    fn reader_meta(&self) -> Option<ReaderMeta> {
-        Some(self.core.meta())
-    }
-
-    fn batch_plan(&self) -> Option<Arc<std::sync::Mutex<BatchPlan>>> {
-        self.core.plan()
-    }
+    let features = parse_features(ctx)?;
+    let index = read_indexes(ctx)?;
+    let files = index.paths.iter().map(|p| File::open(p).map_err(|e| Error::io(op, p.display(), e))).collect::<Result<Vec<_>>>()?;
+    let n = index.records.len();
+    let gathered = features.iter().map(|_| Gathered::default()).collect();
+    let source = TfSource { op: op.to_string(), index, files, features, read_threads: ctx.num_threads, scratch: Vec::new(), gathered };
+    ReaderCore::start(ctx, n, source)
 }

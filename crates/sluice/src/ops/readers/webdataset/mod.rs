@@ -22,16 +22,14 @@
 pub mod tar;
 
 use std::fs::File;
-use std::os::unix::fs::FileExt;
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 
-use super::core::{read_in_parallel, BatchSource, ReaderCore};
-use super::loader::BatchPlan;
+use super::core::{read_exact_at, read_in_parallel, BatchSource, ReaderCore};
 use super::READER_ARGS;
 use crate::error::{Error, Location, Result};
-use crate::ops::{arg, ArgDefault as D, ArgType as T, Device, OpContext, OpDef, OpSchema, Operator, ReaderMeta, Workspace};
+use crate::ops::{arg, ArgDefault as D, ArgType as T, Device, OpContext, OpDef, OpSchema};
 use crate::tensor::{BatchMeta, DType, TensorList};
 
 const OWN_ARGS: &[crate::ops::ArgSchema] = &[
@@ -60,7 +58,7 @@ pub static WEBDATASET: OpDef = OpDef {
         is_reader: true,
         is_random: true,
     },
-    cpu: Some(|ctx| Ok(Box::new(WebdatasetReader::new(ctx)?))),
+    cpu: Some(|ctx| Ok(Box::new(webdataset_reader(ctx)?))),
     mixed: None,
     gpu: None,
 };
@@ -220,7 +218,7 @@ impl BatchSource for WdsSource {
                 let k = idx[*i];
                 let (offset, _) = this.samples.slots[k * outputs + *o].expect("jobs have data");
                 let file = &this.files[this.samples.archive[k] as usize];
-                read_exact_at(file, dst, offset).map_err(|m| {
+                read_exact_at(file, dst, offset, "the component").map_err(|m| {
                     Error::data(this.loc(batch_no, *i, k), format!("{m} (archive {})", this.samples.archives[this.samples.archive[k] as usize].display()))
                 })
             })?;
@@ -229,64 +227,32 @@ impl BatchSource for WdsSource {
     }
 }
 
-fn read_exact_at(f: &File, dst: &mut [u8], offset: u64) -> std::result::Result<(), String> {
-    let mut got = 0;
-    while got < dst.len() {
-        match f.read_at(&mut dst[got..], offset + got as u64) {
-            Ok(0) => return Err(format!("the component is cut short: {got} of its {} bytes could be read", dst.len())),
-            Ok(n) => got += n,
-            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
-            Err(e) => return Err(format!("cannot read the archive: {e}")),
+/// The operator: the reader core over the listed samples.
+fn webdataset_reader(ctx: &OpContext) -> Result<ReaderCore<Vec<TensorList>>> {
+    let op = ctx.display_name.as_str();
+    let a = &ctx.args;
+    let case_sensitive = a.bool("case_sensitive_extensions");
+    let ext: Vec<Vec<String>> = a
+        .strs("ext")
+        .iter()
+        .map(|set| set.split(';').map(|e| if case_sensitive { e.to_string() } else { e.to_lowercase() }).collect())
+        .collect();
+    if ext.is_empty() {
+        return Err(Error::arg(op, "ext", "give at least one extension set"));
+    }
+    let dtypes: Vec<DType> = if a.has("dtypes") && !a.ints("dtypes").is_empty() {
+        let ids = a.ints("dtypes");
+        if ids.len() != ext.len() {
+            return Err(Error::arg(op, "dtypes", format!("Number of extensions does not match the number of provided types: {} extension sets, {} types", ext.len(), ids.len())));
         }
-    }
-    Ok(())
-}
-
-struct WebdatasetReader {
-    core: ReaderCore<Vec<TensorList>>,
-}
-
-impl WebdatasetReader {
-    fn new(ctx: &OpContext) -> Result<WebdatasetReader> {
-        let op = ctx.display_name.as_str();
-        let a = &ctx.args;
-        let case_sensitive = a.bool("case_sensitive_extensions");
-        let ext: Vec<Vec<String>> = a
-            .strs("ext")
-            .iter()
-            .map(|set| set.split(';').map(|e| if case_sensitive { e.to_string() } else { e.to_lowercase() }).collect())
-            .collect();
-        if ext.is_empty() {
-            return Err(Error::arg(op, "ext", "give at least one extension set"));
-        }
-        let dtypes: Vec<DType> = if a.has("dtypes") && !a.ints("dtypes").is_empty() {
-            let ids = a.ints("dtypes");
-            if ids.len() != ext.len() {
-                return Err(Error::arg(op, "dtypes", format!("Number of extensions does not match the number of provided types: {} extension sets, {} types", ext.len(), ids.len())));
-            }
-            ids.iter().map(|&id| DType::from_id(id).ok_or_else(|| Error::arg(op, "dtypes", format!("unsupported type id {id}")))).collect::<Result<_>>()?
-        } else {
-            vec![DType::U8; ext.len()]
-        };
-        let sizes: Vec<usize> = dtypes.iter().map(|d| d.size()).collect();
-        let samples = list_samples(ctx, &ext, &sizes)?;
-        let files = samples.archives.iter().map(|p| File::open(p).map_err(|e| Error::io(op, p.display(), e))).collect::<Result<Vec<_>>>()?;
-        let n = samples.archive.len();
-        let source = WdsSource { op: op.to_string(), samples, files, dtypes, read_threads: ctx.num_threads };
-        Ok(WebdatasetReader { core: ReaderCore::start(ctx, n, source)? })
-    }
-}
-
-impl Operator for WebdatasetReader {
-    fn run(&mut self, _ws: &Workspace<'_>) -> Result<Vec<TensorList>> {
-        self.core.next()
-    }
-
-    fn reader_meta(&self) -> Option<ReaderMeta> {
-        Some(self.core.meta())
-    }
-
-    fn batch_plan(&self) -> Option<Arc<std::sync::Mutex<BatchPlan>>> {
-        self.core.plan()
-    }
+        ids.iter().map(|&id| DType::from_id(id).ok_or_else(|| Error::arg(op, "dtypes", format!("unsupported type id {id}")))).collect::<Result<_>>()?
+    } else {
+        vec![DType::U8; ext.len()]
+    };
+    let sizes: Vec<usize> = dtypes.iter().map(|d| d.size()).collect();
+    let samples = list_samples(ctx, &ext, &sizes)?;
+    let files = samples.archives.iter().map(|p| File::open(p).map_err(|e| Error::io(op, p.display(), e))).collect::<Result<Vec<_>>>()?;
+    let n = samples.archive.len();
+    let source = WdsSource { op: op.to_string(), samples, files, dtypes, read_threads: ctx.num_threads };
+    ReaderCore::start(ctx, n, source)
 }
