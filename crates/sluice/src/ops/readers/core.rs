@@ -160,8 +160,8 @@ pub const MAX_READ_THREADS: usize = 8;
 /// cost more than they save).
 pub const PARALLEL_READ_BYTES: usize = 8 << 20;
 
-/// Runs `read(item)` for every item, on up to `threads` scoped threads when `total_bytes`
-/// is worth it: contiguous runs of items of about the same number of bytes (`bytes(item)`),
+/// Runs `read(item)` (a read, or a copy) for every item, on up to `threads` scoped threads
+/// when `total_bytes` is worth it: contiguous runs of items of about the same number of bytes (`bytes(item)`),
 /// one per thread. Returns the error of the lowest failing item, whichever thread met it.
 pub fn read_in_parallel<T: Send>(
     items: &mut [T],

@@ -207,7 +207,8 @@ fn read_indexes(ctx: &OpContext) -> Result<Index> {
 struct Gathered {
     ints: Vec<i64>,
     floats: Vec<f32>,
-    bytes: Vec<u8>,
+    /// Strings: where each sample's bytes lie in the batch's records (no copy until the output).
+    spans: Vec<(usize, usize)>,
     /// Per sample: the values it holds (elements; bytes for strings), or `None` when missing.
     counts: Vec<Option<usize>>,
 }
@@ -234,8 +235,8 @@ impl TfSource {
         }
     }
 
-    /// Decodes record `payload` (sample `i`) into the gathered values.
-    fn gather(&mut self, payload: &[u8]) -> std::result::Result<(), String> {
+    /// Decodes record `payload` (a slice of `records`) into the gathered values.
+    fn gather(&mut self, records: &[u8], payload: &[u8]) -> std::result::Result<(), String> {
         for g in &mut self.gathered {
             g.counts.push(None);
         }
@@ -255,13 +256,20 @@ impl TfSource {
                 }
                 (Kind::String, Values::Bytes(l)) => match example::bytes_items(l).next() {
                     Some(Ok(b)) => {
-                        g.bytes.extend_from_slice(b);
+                        g.spans.push((b.as_ptr() as usize - records.as_ptr() as usize, b.len()));
                         Ok(b.len())
                     }
                     Some(Err(e)) => Err(e),
-                    None => Ok(0),
+                    None => {
+                        g.spans.push((0, 0));
+                        Ok(0)
+                    }
                 },
                 // A list of another type than asked for holds no values of that type.
+                (Kind::String, _) => {
+                    g.spans.push((0, 0));
+                    Ok(0)
+                }
                 _ => Ok(0),
             };
             match r {
@@ -273,7 +281,7 @@ impl TfSource {
     }
 
     /// The output of feature `j` for the gathered samples.
-    fn output(&self, j: usize, idx: &[usize], batch_no: u64) -> Result<TensorList> {
+    fn output(&self, j: usize, idx: &[usize], batch_no: u64, records: &[u8]) -> Result<TensorList> {
         let (f, g) = (&self.features[j], &self.gathered[j]);
         let elem_shape: usize = f.shape.iter().product();
         let ndim = if f.fixed { if f.kind == Kind::String { 1 } else { f.shape.len() } } else { 1 + f.shape.len() };
@@ -301,7 +309,8 @@ impl TfSource {
             }
         }
         let mut out = TensorList::for_overwrite(BatchMeta::new(f.dtype(), ndim, (0..idx.len()).map(|i| &shapes[i * ndim..(i + 1) * ndim])));
-        let (mut vi, mut vf, mut vb) = (0usize, 0usize, 0usize);
+        let (mut vi, mut vf, mut vb) = (0usize, 0usize, 0usize); // next int, float, string span
+        let mut strings = Vec::new();
         for (dst, count) in out.samples_mut().into_iter().zip(&g.counts) {
             match (count, f.kind) {
                 (Some(n), Kind::Int64) => {
@@ -312,9 +321,11 @@ impl TfSource {
                     copy_le(dst, &g.floats[vf..vf + n], f32::to_le_bytes);
                     vf += n;
                 }
-                (Some(n), Kind::String) => {
-                    dst.copy_from_slice(&g.bytes[vb..vb + n]);
-                    vb += n;
+                (Some(_), Kind::String) => {
+                    // Copied below, on several threads for large batches.
+                    let (at, n) = g.spans[vb];
+                    strings.push((dst, at..at + n));
+                    vb += 1;
                 }
                 (None, _) if !f.fixed => {} // a variable-length feature: no values
                 (None, _) => match &f.default {
@@ -327,6 +338,11 @@ impl TfSource {
                 },
             }
         }
+        let total = strings.iter().map(|(d, _)| d.len()).sum();
+        read_in_parallel(&mut strings, self.read_threads, total, |(d, _)| d.len(), |(dst, range)| {
+            dst.copy_from_slice(&records[range.clone()]);
+            Ok(())
+        })?;
         out.set_source_info(idx.iter().map(|&k| Arc::from(self.source_info(k).as_str())).collect());
         Ok(out)
     }
@@ -365,36 +381,44 @@ impl BatchSource for TfSource {
         let total: usize = idx.iter().map(|&k| self.index.records[k].2 as usize).sum();
         let mut scratch = std::mem::take(&mut self.scratch);
         scratch.resize(total, 0);
+        // Each record read and its framing and CRCs checked, on several threads for large
+        // batches; then decoded here, in order.
+        let mut payloads = vec![0..0; idx.len()];
         {
             let mut slots = Vec::with_capacity(idx.len());
-            let mut rest = &mut scratch[..];
-            for (i, &k) in idx.iter().enumerate() {
-                let (dst, tail) = rest.split_at_mut(self.index.records[k].2 as usize);
-                slots.push((i, k, dst));
+            let (mut rest, mut at) = (&mut scratch[..], 0);
+            for ((i, &k), payload) in idx.iter().enumerate().zip(payloads.iter_mut()) {
+                let size = self.index.records[k].2 as usize;
+                let (dst, tail) = rest.split_at_mut(size);
+                slots.push((i, k, at, dst, payload));
                 rest = tail;
+                at += size;
             }
             let this = &*self;
-            read_in_parallel(&mut slots, self.read_threads, total, |s| s.2.len(), |(i, k, dst)| {
+            read_in_parallel(&mut slots, self.read_threads, total, |s| s.3.len(), |(i, k, at, dst, payload)| {
                 if stop.load(Ordering::Relaxed) {
                     return Err(Error::Unsupported(format!("{}: stopped", this.op)));
                 }
                 let (f, off, _) = this.index.records[*k];
-                read_exact_at(&this.files[f as usize], dst, off, "the record").map_err(|m| Error::data(this.loc(batch_no, *i, *k), m))
+                let located = |m| Error::data(this.loc(batch_no, *i, *k), m);
+                read_exact_at(&this.files[f as usize], dst, off, "the record").map_err(located)?;
+                let data = example::record_payload(dst).map_err(located)?;
+                let start = *at + (data.as_ptr() as usize - dst.as_ptr() as usize);
+                **payload = start..start + data.len();
+                Ok(())
             })?;
         }
         for g in &mut self.gathered {
-            *g = Gathered::default();
+            g.ints.clear();
+            g.floats.clear();
+            g.spans.clear();
+            g.counts.clear();
         }
-        let mut at = 0;
         let result = (|| {
-            for (i, &k) in idx.iter().enumerate() {
-                let size = self.index.records[k].2 as usize;
-                let record = &scratch[at..at + size];
-                at += size;
-                let payload = example::record_payload(record).map_err(|m| Error::data(self.loc(batch_no, i, k), m))?;
-                self.gather(payload).map_err(|m| Error::data(self.loc(batch_no, i, k), m))?;
+            for (i, (&k, payload)) in idx.iter().zip(&payloads).enumerate() {
+                self.gather(&scratch, &scratch[payload.clone()]).map_err(|m| Error::data(self.loc(batch_no, i, k), m))?;
             }
-            (0..self.features.len()).map(|j| self.output(j, idx, batch_no)).collect()
+            (0..self.features.len()).map(|j| self.output(j, idx, batch_no, &scratch)).collect()
         })();
         self.scratch = scratch;
         result
