@@ -297,6 +297,7 @@ static REGISTRY: &[&OpDef] = &[
     &readers::NUMPY,
     &readers::TFRECORD,
     &readers::WEBDATASET,
+    &readers::MXNET,
     &flip::FLIP,
     &rotate::ROTATE,
     &crop::CROP,

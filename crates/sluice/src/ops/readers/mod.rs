@@ -6,11 +6,13 @@
 pub mod core;
 mod file;
 pub mod loader;
+mod mxnet;
 mod numpy;
 pub mod tfrecord;
 pub mod webdataset;
 
 pub use file::FILE;
+pub use mxnet::MXNET;
 pub use numpy::NUMPY;
 pub use tfrecord::TFRECORD;
 pub use webdataset::WEBDATASET;
