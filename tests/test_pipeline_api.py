@@ -331,3 +331,14 @@ def test_numpy_integers_as_pipeline_parameters(tiny_root):
         jpegs, labels = fn.readers.file(file_root=str(tiny_root))
         pipe.set_outputs(labels)
     assert pipe.batch_size == 3 and len(pipe.run()[0]) == 3
+
+
+def test_gpu_of_a_gpu_node_is_the_node_itself():
+    """As DALI's DataNode.gpu(): a node already on the GPU is returned as it is (defining the
+    graph needs no GPU); a conditional merge of a GPU branch with a CPU branch relies on it."""
+    pipe = sluice.Pipeline(batch_size=2, num_threads=1, device_id=0)
+    with pipe:
+        x = sluice.fn.external_source(source=lambda: [np.zeros(3, np.uint8)] * 2, batch=True)
+        g = x.gpu()
+        assert g.device == "gpu" and g.gpu() is g
+        pipe.set_outputs(g.gpu())

@@ -152,8 +152,7 @@ class ConditionStack:
 
         with self.internal():
             if true_node.device != false_node.device:  # one branch made GPU data: merge there
-                to_gpu = lambda n: n if n.device == "gpu" else n.gpu()  # noqa: E731
-                true_node, false_node = to_gpu(true_node), to_gpu(false_node)
+                true_node, false_node = true_node.gpu(), false_node.gpu()
             return make_node("_conditional__Merge", [true_node, false_node], {"predicate": predicate},
                              device=true_node.device)
 

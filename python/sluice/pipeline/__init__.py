@@ -37,7 +37,10 @@ class DataNode:
         self._expr = None
 
     def gpu(self):
-        """This node copied to the GPU (a transfer operator on the 'mixed' stage)."""
+        """This node copied to the GPU (a transfer operator on the 'mixed' stage); a node
+        already on the GPU is itself, as in DALI."""
+        if self.device == "gpu":
+            return self
         from ..ops_gen import make_node
 
         return make_node("MakeContiguous", [self], {}, device="mixed")
