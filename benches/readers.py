@@ -1,14 +1,14 @@
 """Readers side by side, Sluice vs NVIDIA DALI: the ResNet-50 CPU training pipeline
 (random-crop decode, resize 224, crop_mirror_normalize with a random mirror) over the same
-ImageNet-like JPEGs stored as files (readers.file), as TFRecord (readers.tfrecord) and as
-WebDataset tars (readers.webdataset), each
+ImageNet-like JPEGs stored as files (readers.file), as TFRecord (readers.tfrecord), as
+WebDataset tars (readers.webdataset) and as MXNet RecordIO (readers.mxnet), each
 library in its own process on the same threads. Prints images/s and Sluice's ratio, and the
 reader alone (no decoding) to show what reading costs.
 
     python benches/readers.py [--data /tmp/sluice-readers-bench] [--count 6000] [--batch 128] [--threads 4]
 
-The data set is made once in --data (tests/data_gen/make_dataset.py), with its TFRecord and
-WebDataset copies (10 shards each and their indexes, written by this script).
+The data set is made once in --data (tests/data_gen/make_dataset.py), with its TFRecord,
+WebDataset and RecordIO copies (10 shards each and their indexes, written by this script).
 """
 
 import argparse
@@ -34,6 +34,11 @@ else:
 def pipe():
     if fmt == "file":
         jpegs, labels = fn.readers.file(file_root=os.path.join(root, "files"), random_shuffle=True, name="R", pad_last_batch=True)
+    elif fmt == "mxnet":
+        d = os.path.join(root, "mxnet")
+        recs = sorted(f for f in os.listdir(d) if f.endswith(".rec"))
+        jpegs, labels = fn.readers.mxnet(path=[os.path.join(d, r) for r in recs], index_path=os.path.join(d, "train.idx"),
+                                         random_shuffle=True, name="R", pad_last_batch=True)
     elif fmt == "webdataset":
         shards = sorted(f for f in os.listdir(os.path.join(root, "webdataset")) if f.endswith(".tar"))
         jpegs, labels = fn.readers.webdataset(paths=[os.path.join(root, "webdataset", s) for s in shards],
@@ -123,6 +128,24 @@ def make_data(root, count):
                     info.size = 4
                     t.addfile(info, io.BytesIO(np.int32(label).tobytes()))
             subprocess.run([sys.executable, "-m", "sluice.tools.wds2idx", tar_path, tar_path[:-4] + ".idx"], check=True)
+    rec = os.path.join(root, "mxnet")
+    if not os.path.isdir(rec):
+        os.makedirs(rec)
+        # RecordIO: magic, cflag/length, IRHeader(flag 0, label, ids), the JPEG, padding to 4
+        # (single-part records: both readers go by the length); one index of offsets into
+        # the files concatenated.
+        magic = struct.pack("<I", 0xCED7230A)
+        offset = 0
+        with open(os.path.join(rec, "train.idx"), "w") as idx:
+            for s in range(shards):
+                with open(os.path.join(rec, f"train-{s:02d}.rec"), "wb") as out:
+                    for k, (path, label) in enumerate(samples[s::shards]):
+                        with open(path, "rb") as f:
+                            payload = struct.pack("<IfQQ", 0, float(label), k, 0) + f.read()
+                        rec_bytes = magic + struct.pack("<I", len(payload)) + payload + b"\0" * (-len(payload) % 4)
+                        idx.write(f"{s * 100000 + k}\t{offset + out.tell()}\n")
+                        out.write(rec_bytes)
+                offset += os.path.getsize(os.path.join(rec, f"train-{s:02d}.rec"))
     tfr = os.path.join(root, "tfrecord")
     if os.path.isdir(tfr):
         return
@@ -145,7 +168,7 @@ def main():
     ap.add_argument("--batch", type=int, default=128)
     ap.add_argument("--threads", type=int, default=4)
     ap.add_argument("--epochs", type=int, default=1)
-    ap.add_argument("--formats", default="file,tfrecord,webdataset")
+    ap.add_argument("--formats", default="file,tfrecord,webdataset,mxnet")
     ap.add_argument("--libs", default="sluice,dali")
     a = ap.parse_args()
     make_data(a.data, a.count)
