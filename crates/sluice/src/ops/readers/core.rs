@@ -153,6 +153,46 @@ pub fn read_exact_at(f: &std::fs::File, dst: &mut [u8], offset: u64, what: &str)
     Ok(())
 }
 
+/// Reads the byte ranges of a batch's samples (`span(k)`: file, offset, length of sample `k`)
+/// back to back into `scratch`, on several threads for large batches, and runs `check` on
+/// each as it is read (on its read thread: framing, CRCs). Returns, per sample, where its
+/// bytes start in `scratch` and what `check` gave. `located(i, k, message)` makes the error
+/// of sample `i` (index `k`).
+#[allow(clippy::too_many_arguments)]
+pub fn read_spans<T: Send + Default>(
+    files: &[std::fs::File],
+    idx: &[usize],
+    span: impl Fn(usize) -> (u32, u64, u64),
+    scratch: &mut Vec<u8>,
+    threads: usize,
+    stop: &AtomicBool,
+    located: impl Fn(usize, usize, String) -> Error + Sync,
+    check: impl Fn(&[u8]) -> std::result::Result<T, String> + Sync,
+) -> Result<Vec<(usize, T)>> {
+    let spans: Vec<(u32, u64, u64)> = idx.iter().map(|&k| span(k)).collect();
+    let total: usize = spans.iter().map(|s| s.2 as usize).sum();
+    scratch.resize(total, 0);
+    let mut found: Vec<(usize, T)> = spans.iter().scan(0, |at, s| { let start = *at; *at += s.2 as usize; Some((start, T::default())) }).collect();
+    let mut slots = Vec::with_capacity(idx.len());
+    let mut rest = &mut scratch[..];
+    for ((i, s), f) in spans.iter().enumerate().zip(found.iter_mut()) {
+        let (dst, tail) = rest.split_at_mut(s.2 as usize);
+        slots.push((i, dst, f));
+        rest = tail;
+    }
+    read_in_parallel(&mut slots, threads, total, |s| s.1.len(), |(i, dst, f)| {
+        if stop.load(Ordering::Relaxed) {
+            return Err(Error::Unsupported("the reader stopped".into()));
+        }
+        let (file, offset, _) = spans[*i];
+        let fail = |m| located(*i, idx[*i], m);
+        read_exact_at(&files[file as usize], dst, offset, "the record").map_err(fail)?;
+        f.1 = check(dst).map_err(fail)?;
+        Ok(())
+    })?;
+    Ok(found)
+}
+
 /// Most threads one batch is read with: page-cache copies stop scaling well before this.
 pub const MAX_READ_THREADS: usize = 8;
 

@@ -15,10 +15,10 @@
 
 use std::fs::File;
 use std::path::PathBuf;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::AtomicBool;
 use std::sync::Arc;
 
-use super::core::{read_exact_at, read_in_parallel, BatchSource, ReaderCore};
+use super::core::{read_in_parallel, read_spans, BatchSource, ReaderCore};
 use super::{READER_ARGS, SHUFFLE_AFTER_EPOCH_ARGS};
 use crate::error::{Error, Location, Result};
 use crate::ops::{arg, ArgDefault as D, ArgType as T, Device, OpContext, OpDef, OpSchema};
@@ -189,28 +189,10 @@ impl BatchSource for RecSource {
     fn read(&mut self, idx: &[usize], batch_no: u64, stop: &AtomicBool) -> Result<Vec<TensorList>> {
         let total: usize = idx.iter().map(|&k| self.index.spans[k].2 as usize).sum();
         let mut scratch = std::mem::take(&mut self.scratch);
-        scratch.resize(total, 0);
         let result = (|| {
-            let mut starts = Vec::with_capacity(idx.len());
-            {
-                let mut slots = Vec::with_capacity(idx.len());
-                let (mut rest, mut at) = (&mut scratch[..], 0);
-                for (i, &k) in idx.iter().enumerate() {
-                    let (dst, tail) = rest.split_at_mut(self.index.spans[k].2 as usize);
-                    slots.push((i, k, dst));
-                    starts.push(at);
-                    at += self.index.spans[k].2 as usize;
-                    rest = tail;
-                }
-                let this = &*self;
-                read_in_parallel(&mut slots, self.read_threads, total, |s| s.2.len(), |(i, k, dst)| {
-                    if stop.load(Ordering::Relaxed) {
-                        return Err(Error::Unsupported(format!("{}: stopped", this.op)));
-                    }
-                    let (f, off, _) = this.index.spans[*k];
-                    read_exact_at(&this.files[f as usize], dst, off, "the record").map_err(|m| Error::data(this.loc(batch_no, *i, *k), m))
-                })?;
-            }
+            let loc = |i, k, m| Error::data(self.loc(batch_no, i, k), m);
+            let read = read_spans(&self.files, idx, |k| self.index.spans[k], &mut scratch, self.read_threads, stop, loc, |_| Ok(()))?;
+            let starts: Vec<usize> = read.into_iter().map(|(at, ())| at).collect();
             // Each sample's labels and data: a range of the records read, or (for the rare
             // record of several parts) of its joined copy.
             let mut joined = Vec::new();

@@ -19,11 +19,11 @@ pub mod example;
 
 use std::fs::File;
 use std::path::PathBuf;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::AtomicBool;
 use std::sync::Arc;
 
 use self::example::Values;
-use super::core::{read_exact_at, read_in_parallel, BatchSource, ReaderCore};
+use super::core::{read_in_parallel, read_spans, BatchSource, ReaderCore};
 use super::{READER_ARGS, SHUFFLE_AFTER_EPOCH_ARGS};
 use crate::error::{Error, Location, Result};
 use crate::ops::{arg, ArgDefault as D, ArgType as T, Device, OpContext, OpDef, OpSchema};
@@ -378,36 +378,29 @@ impl BatchSource for TfSource {
     }
 
     fn read(&mut self, idx: &[usize], batch_no: u64, stop: &AtomicBool) -> Result<Vec<TensorList>> {
-        let total: usize = idx.iter().map(|&k| self.index.records[k].2 as usize).sum();
         let mut scratch = std::mem::take(&mut self.scratch);
-        scratch.resize(total, 0);
-        // Each record read and its framing and CRCs checked, on several threads for large
-        // batches; then decoded here, in order.
-        let mut payloads = vec![0..0; idx.len()];
-        {
-            let mut slots = Vec::with_capacity(idx.len());
-            let (mut rest, mut at) = (&mut scratch[..], 0);
-            for ((i, &k), payload) in idx.iter().enumerate().zip(payloads.iter_mut()) {
-                let size = self.index.records[k].2 as usize;
-                let (dst, tail) = rest.split_at_mut(size);
-                slots.push((i, k, at, dst, payload));
-                rest = tail;
-                at += size;
+        // Each record's framing and CRCs checked on its read thread; decoded below, in order.
+        let read = read_spans(
+            &self.files,
+            idx,
+            |k| self.index.records[k],
+            &mut scratch,
+            self.read_threads,
+            stop,
+            |i, k, m| Error::data(self.loc(batch_no, i, k), m),
+            |record| {
+                let data = example::record_payload(record)?;
+                let start = data.as_ptr() as usize - record.as_ptr() as usize;
+                Ok(start..start + data.len())
+            },
+        );
+        let payloads: Vec<std::ops::Range<usize>> = match read {
+            Ok(found) => found.into_iter().map(|(at, r)| at + r.start..at + r.end).collect(),
+            Err(e) => {
+                self.scratch = scratch;
+                return Err(e);
             }
-            let this = &*self;
-            read_in_parallel(&mut slots, self.read_threads, total, |s| s.3.len(), |(i, k, at, dst, payload)| {
-                if stop.load(Ordering::Relaxed) {
-                    return Err(Error::Unsupported(format!("{}: stopped", this.op)));
-                }
-                let (f, off, _) = this.index.records[*k];
-                let located = |m| Error::data(this.loc(batch_no, *i, *k), m);
-                read_exact_at(&this.files[f as usize], dst, off, "the record").map_err(located)?;
-                let data = example::record_payload(dst).map_err(located)?;
-                let start = *at + (data.as_ptr() as usize - dst.as_ptr() as usize);
-                **payload = start..start + data.len();
-                Ok(())
-            })?;
-        }
+        };
         for g in &mut self.gathered {
             g.ints.clear();
             g.floats.clear();
