@@ -234,15 +234,8 @@ def _make_legacy_fn(schema, legacy):
 
 
 def _snake(camel):
-    out = []
-    for i, c in enumerate(camel):
-        if c.isupper() and i and (camel[i - 1].islower() or (i + 1 < len(camel) and camel[i + 1].islower())):
-            out.append("_")
-        out.append(c.lower())
-    out = "".join(out)
-    for split, word in (("b_box", "bbox"), ("mx_net", "mxnet"), ("tf_record", "tfrecord")):  # DALI's exceptions
-        out = out.replace(split, word)
-    return out
+    """`FileReader` -> `file_reader`, by the engine's rule (with DALI's exceptions)."""
+    return _core.snake_case(camel)
 
 
 def populate_fn(module):

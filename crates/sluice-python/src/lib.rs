@@ -1044,6 +1044,13 @@ fn write_sample_dataset(py: Python<'_>, root: std::path::PathBuf, count: usize, 
     py.detach(|| sluice::sample::write_sample_dataset(&root, count, classes, seed)).map_err(to_py)
 }
 
+/// DALI's function name of a class name (`FileReader` -> `file_reader`), for the flat legacy
+/// `fn.*` names: the engine's rule, so Python does not keep a second one.
+#[pyfunction]
+fn snake_case(camel: &str) -> String {
+    sluice::ops::schema::snake_case(camel)
+}
+
 /// TFRecord's masked CRC-32C of `data` (for `sluice.tools.tfrecord2idx`).
 #[pyfunction]
 fn masked_crc32c(data: &[u8]) -> u32 {
@@ -1067,6 +1074,7 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<PyTensorListGpu>()?;
     m.add_function(wrap_pyfunction!(gpu_count, m)?)?;
     m.add_function(wrap_pyfunction!(masked_crc32c, m)?)?;
+    m.add_function(wrap_pyfunction!(snake_case, m)?)?;
     m.add_function(wrap_pyfunction!(webdataset_samples, m)?)?;
     m.add_function(wrap_pyfunction!(dlpack_borrow, m)?)?;
     m.add_function(wrap_pyfunction!(dlpack_device, m)?)?;
