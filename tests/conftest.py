@@ -155,3 +155,53 @@ def small_images(mixed_root, tmp_path_factory):
     for p in jpgs:
         shutil.copy(mixed_root / p, root / "a" / Path(p).name)
     return root
+
+
+# --------------------------------------------------------------------------- readers
+# (num_shards, shard_id, batch_size) cases of the readers' shard-sequence tests.
+SHARD_CASES = [(1, 0, 3), (2, 1, 4), (3, 0, 5), (3, 2, 2), (4, 2, 3), (5, 4, 2), (11, 3, 2)]
+
+
+def shard_reference(n, num_shards, shard_id, batch_size, count, pad_last_batch, stick_to_shard):
+    """The first `count` sample indices a DALI reader returns for `n` samples (in the reader's
+    order: the sorted file list, all records of all files): shard s of S holds
+    floor(n*s/S)..floor(n*(s+1)/S); without stick_to_shard the reader goes on into the next
+    shard (wrapping around the data set); pad_last_batch repeats the shard's last sample to
+    ceil(n/S) samples and then to a whole batch, every epoch, moving to the next shard each
+    epoch unless stick_to_shard."""
+    bounds = [n * k // num_shards for k in range(num_shards + 1)]
+    if not pad_last_batch:
+        if stick_to_shard:
+            cycle = list(range(bounds[shard_id], bounds[shard_id + 1]))
+        else:
+            cycle = list(range(bounds[shard_id], n)) + list(range(bounds[shard_id]))
+        return [cycle[k % len(cycle)] for k in range(count)]
+    epoch_len = -(-(-(-n // num_shards)) // batch_size) * batch_size
+    out, epoch = [], 0
+    while len(out) < count:
+        s = shard_id if stick_to_shard else (shard_id + epoch) % num_shards
+        shard = list(range(bounds[s], bounds[s + 1]))
+        out += shard + [shard[-1]] * (epoch_len - len(shard))
+        epoch += 1
+    return out[:count]
+
+
+def checkpoint_after(make_pipe, batch_size, num_shards, epochs, iters_into_epoch):
+    """DALI's check_reader_checkpointing, up to the comparison: runs the pipeline `make_pipe()`
+    makes (a reader named "Reader") for `epochs` epochs, the last cut after `iters_into_epoch`
+    iterations when given, then restores a second one from its checkpoint. Returns both and
+    the number of iterations to compare ((num_shards + 1) epochs)."""
+    p = make_pipe()
+    p.build()
+    meta = p.reader_meta()["Reader"]
+    assert meta["epoch_size"] // num_shards > 2, "trivial case: at least 2 samples per shard"
+    per_epoch = -(-(meta["epoch_size_padded"] // num_shards) // batch_size)
+    assert per_epoch >= (iters_into_epoch or 0), "not enough iterations in an epoch"
+    for epoch in range(epochs):
+        for i in range(per_epoch):
+            p.run()
+            if iters_into_epoch is not None and epoch == epochs - 1 and i == iters_into_epoch - 1:
+                break
+    restored = make_pipe(checkpoint=p.checkpoint())
+    restored.build()
+    return p, restored, (num_shards + 1) * per_epoch

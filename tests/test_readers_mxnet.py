@@ -21,7 +21,7 @@ import struct
 import numpy as np
 import pytest
 
-from conftest import library_params
+from conftest import library_params, SHARD_CASES, checkpoint_after, shard_reference
 
 LIBS = library_params()
 
@@ -245,29 +245,6 @@ def test_index_naming_every_other_record(lib, eleven, tmp_path):
 
 
 # --------------------------------------------------------------------------- shards, shuffling
-SHARD_CASES = [(1, 0, 3), (2, 1, 4), (3, 0, 5), (3, 2, 2), (4, 2, 3), (5, 4, 2), (11, 3, 2)]
-
-
-def shard_reference(n, num_shards, shard_id, batch_size, count, pad_last_batch, stick_to_shard):
-    """Sample indices DALI's reader returns: shard s of S holds floor(n*s/S)..floor(n*(s+1)/S);
-    without stick_to_shard the reader goes on into the next shard (wrapping around); with
-    pad_last_batch it repeats the shard's last sample to ceil(n/S) samples and then to a whole
-    batch, every epoch, and moves to the next shard each epoch unless stick_to_shard."""
-    bounds = [n * k // num_shards for k in range(num_shards + 1)]
-    if not pad_last_batch:
-        if stick_to_shard:
-            cycle = list(range(bounds[shard_id], bounds[shard_id + 1]))
-        else:
-            cycle = list(range(bounds[shard_id], n)) + list(range(bounds[shard_id]))
-        return [cycle[k % len(cycle)] for k in range(count)]
-    epoch_len = -(-(-(-n // num_shards)) // batch_size) * batch_size
-    out, epoch = [], 0
-    while len(out) < count:
-        s = shard_id if stick_to_shard else (shard_id + epoch) % num_shards
-        shard = list(range(bounds[s], bounds[s + 1]))
-        out += shard + [shard[-1]] * (epoch_len - len(shard))
-        epoch += 1
-    return out[:count]
 
 
 @pytest.mark.parametrize("pad_last_batch", [False, True])
@@ -403,19 +380,8 @@ def test_checkpointing(lib, forty_five, case):
                                        stick_to_shard=stick)
         return data, label
 
-    p = pipe()
-    p.build()
-    assert p.reader_meta()["Reader"]["epoch_size"] // shards > 2
-    per_epoch = (p.reader_meta()["Reader"]["epoch_size_padded"] // shards + batch - 1) // batch
-    assert per_epoch >= (into or 0)
-    for epoch in range(epochs):
-        for i in range(per_epoch):
-            p.run()
-            if into is not None and epoch == epochs - 1 and i == into - 1:
-                break
-    restored = pipe(checkpoint=p.checkpoint())
-    restored.build()
-    for k in range((shards + 1) * per_epoch):
+    p, restored, iterations = checkpoint_after(pipe, batch, shards, epochs, into)
+    for k in range(iterations):
         xs, ys = p.run(), restored.run()
         for x, y in zip(xs, ys):
             assert len(x) == len(y) == batch

@@ -16,7 +16,7 @@ import os
 import numpy as np
 import pytest
 
-from conftest import library_params
+from conftest import library_params, SHARD_CASES, shard_reference
 
 LIBS = library_params()
 
@@ -385,31 +385,6 @@ def test_file_list_line_is_the_whole_path(lib, tmp_path):
 @pytest.fixture(scope="module")
 def eleven(tmp_path_factory):
     return write_numbered(tmp_path_factory.mktemp("eleven"), 11)
-
-
-def shard_reference(n, num_shards, shard_id, batch_size, count, pad_last_batch, stick_to_shard):
-    """Sample indices (of the sorted file list) DALI's reader returns: shard s of S holds
-    floor(n*s/S)..floor(n*(s+1)/S); without stick_to_shard the reader goes on into the next shard
-    (wrapping around the data set); pad_last_batch repeats the shard's last sample to ceil(n/S)
-    samples and then to a whole batch, every epoch."""
-    bounds = [n * k // num_shards for k in range(num_shards + 1)]
-    if not pad_last_batch:
-        if stick_to_shard:
-            cycle = list(range(bounds[shard_id], bounds[shard_id + 1]))
-        else:
-            cycle = list(range(bounds[shard_id], n)) + list(range(bounds[shard_id]))
-        return [cycle[k % len(cycle)] for k in range(count)]
-    epoch_len = -(-(-(-n // num_shards)) // batch_size) * batch_size
-    out, epoch = [], 0
-    while len(out) < count:
-        s = shard_id if stick_to_shard else (shard_id + epoch) % num_shards
-        shard = list(range(bounds[s], bounds[s + 1]))
-        out += shard + [shard[-1]] * (epoch_len - len(shard))
-        epoch += 1
-    return out[:count]
-
-
-SHARD_CASES = [(1, 0, 3), (2, 1, 4), (3, 0, 5), (3, 2, 2), (4, 2, 3), (5, 4, 2), (11, 3, 2)]
 
 
 @pytest.mark.parametrize("pad_last_batch", [False, True])

@@ -30,7 +30,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from conftest import library_params
+from conftest import library_params, SHARD_CASES, checkpoint_after, shard_reference
 
 LIBS = library_params()
 
@@ -532,31 +532,6 @@ def test_index_selects_the_records(lib, tmp_path):
     assert values(pipe, 1) == list(range(6))
 
 
-SHARD_CASES = [(1, 0, 3), (2, 1, 4), (3, 0, 5), (3, 2, 2), (4, 2, 3), (5, 4, 2), (11, 3, 2)]
-
-
-def shard_reference(n, num_shards, shard_id, batch_size, count, pad_last_batch, stick_to_shard):
-    """Sample indices DALI's reader returns: shard s of S holds floor(n*s/S)..floor(n*(s+1)/S) of
-    all records of all files in order; without stick_to_shard the reader goes on into the next
-    shard (wrapping around the data set); pad_last_batch repeats the shard's last sample to
-    ceil(n/S) samples and then to a whole batch, every epoch."""
-    bounds = [n * k // num_shards for k in range(num_shards + 1)]
-    if not pad_last_batch:
-        if stick_to_shard:
-            cycle = list(range(bounds[shard_id], bounds[shard_id + 1]))
-        else:
-            cycle = list(range(bounds[shard_id], n)) + list(range(bounds[shard_id]))
-        return [cycle[k % len(cycle)] for k in range(count)]
-    epoch_len = -(-(-(-n // num_shards)) // batch_size) * batch_size
-    out, epoch = [], 0
-    while len(out) < count:
-        s = shard_id if stick_to_shard else (shard_id + epoch) % num_shards
-        shard = list(range(bounds[s], bounds[s + 1]))
-        out += shard + [shard[-1]] * (epoch_len - len(shard))
-        epoch += 1
-    return out[:count]
-
-
 @pytest.mark.parametrize("pad_last_batch", [False, True])
 @pytest.mark.parametrize("stick_to_shard", [False, True])
 @pytest.mark.parametrize("num_shards,shard_id,batch_size", SHARD_CASES)
@@ -809,19 +784,8 @@ def test_checkpointing(lib, forty_five, case):
                                    pad_last_batch=pad, random_shuffle=shuffle, shard_id=shard_id, num_shards=shards,
                                    stick_to_shard=stick)["s"]
 
-    p = pipe()
-    p.build()
-    assert p.reader_meta()["Reader"]["epoch_size"] // shards > 2
-    per_epoch = (p.reader_meta()["Reader"]["epoch_size_padded"] // shards + batch - 1) // batch
-    assert per_epoch >= (into or 0)
-    for epoch in range(epochs):
-        for i in range(per_epoch):
-            p.run()
-            if into is not None and epoch == epochs - 1 and i == into - 1:
-                break
-    restored = pipe(checkpoint=p.checkpoint())
-    restored.build()
-    for k in range((shards + 1) * per_epoch):
+    p, restored, iterations = checkpoint_after(pipe, batch, shards, epochs, into)
+    for k in range(iterations):
         (x,), (y,) = p.run(), restored.run()
         assert len(x) == len(y) == batch
         for i in range(batch):

@@ -25,7 +25,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from conftest import library_params
+from conftest import library_params, SHARD_CASES, checkpoint_after, shard_reference
 
 LIBS = library_params()
 
@@ -467,29 +467,6 @@ def test_random_shuffle(lib, tmp_path):
 
 
 # --------------------------------------------------------------------------- sharding
-def shard_reference(n, num_shards, shard_id, batch_size, count, pad_last_batch, stick_to_shard):
-    """Sample indices the reader returns: shard s of S holds floor(n*s/S)..floor(n*(s+1)/S) of the
-    samples of all archives in order; without stick_to_shard the reader goes on into the next
-    shard; pad_last_batch repeats the shard's last sample to ceil(n/S) samples and then to a whole
-    batch, every epoch."""
-    bounds = [n * k // num_shards for k in range(num_shards + 1)]
-    if not pad_last_batch:
-        if stick_to_shard:
-            cycle = list(range(bounds[shard_id], bounds[shard_id + 1]))
-        else:
-            cycle = list(range(bounds[shard_id], n)) + list(range(bounds[shard_id]))
-        return [cycle[k % len(cycle)] for k in range(count)]
-    epoch_len = -(-(-(-n // num_shards)) // batch_size) * batch_size
-    out, epoch = [], 0
-    while len(out) < count:
-        s = shard_id if stick_to_shard else (shard_id + epoch) % num_shards
-        shard = list(range(bounds[s], bounds[s + 1]))
-        out += shard + [shard[-1]] * (epoch_len - len(shard))
-        epoch += 1
-    return out[:count]
-
-
-SHARD_CASES = [(1, 0, 3), (2, 1, 4), (3, 0, 5), (3, 2, 2), (4, 2, 3), (5, 4, 2), (11, 3, 2)]
 
 
 @pytest.mark.parametrize("lib", LIBS)
@@ -540,19 +517,8 @@ def test_checkpointing(lib, tmp_path, case):
                            random_shuffle=shuffle, shard_id=shard_id, num_shards=shards, stick_to_shard=stick,
                            initial_fill=1024)
 
-    p = pipe()
-    p.build()
-    assert p.reader_meta()["Reader"]["epoch_size"] // shards > 2
-    per_epoch = -(-(p.reader_meta()["Reader"]["epoch_size_padded"] // shards) // batch)
-    assert per_epoch >= (into or 0)
-    for epoch in range(epochs):
-        for i in range(per_epoch):
-            p.run()
-            if into is not None and epoch == epochs - 1 and i == into - 1:
-                break
-    restored = pipe(checkpoint=p.checkpoint())
-    restored.build()
-    for k in range((shards + 1) * per_epoch):
+    p, restored, iterations = checkpoint_after(pipe, batch, shards, epochs, into)
+    for k in range(iterations):
         assert data(p, 1) == data(restored, 1), f"iteration {k} after the checkpoint"
 
 
