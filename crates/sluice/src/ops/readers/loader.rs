@@ -15,6 +15,11 @@
 //!   permutation of the whole dataset, keyed by `shuffle_after_epoch_seed` and the epoch
 //!   number only, so every shard of every pipeline sees the same global permutation. The shard
 //!   does not rotate in this mode.
+//! * `global_shuffle` (Sluice's, every reader): as `shuffle_after_epoch`, but keyed by the
+//!   reader's seed. The whole dataset is permuted every epoch, not only an `initial_fill`
+//!   window (DALI's readers shuffle only locally), and the concatenation of the shards'
+//!   epochs is the same permutation whatever the number of shards: a job resized from 8 to
+//!   16 GPUs reads the same global order.
 //! * `random_shuffle`: a buffer of up to `initial_fill` samples is filled in reading order and
 //!   each output is picked at random from it, the buffer being refilled as it drains. Picks
 //!   never cross an epoch boundary, so every epoch is a permutation of its shard.
@@ -56,6 +61,8 @@ pub struct SequencerConfig {
     pub shuffle_after_epoch: bool,
     /// Key of the `shuffle_after_epoch` permutations.
     pub shuffle_after_epoch_seed: u64,
+    /// Permute the whole dataset every epoch by `seed` (`global_shuffle`).
+    pub global_shuffle: bool,
     /// Key of the `random_shuffle` picks (the operator's seed and id).
     pub seed: u64,
     pub op_id: u64,
@@ -94,6 +101,14 @@ impl SequencerConfig {
         if shuffle_after_epoch && stick_to_shard {
             return Err(Error::arg(op, "shuffle_after_epoch", "cannot be used together with stick_to_shard"));
         }
+        let global_shuffle = a.has("global_shuffle") && a.bool("global_shuffle");
+        for (other, set) in [("random_shuffle", random_shuffle), ("shuffle_after_epoch", shuffle_after_epoch), ("stick_to_shard", stick_to_shard)] {
+            if global_shuffle && set {
+                return Err(Error::arg(op, "global_shuffle", format!(
+                    "cannot be used together with {other}: global_shuffle already permutes the whole dataset every epoch and gives each shard its slice"
+                )));
+            }
+        }
         let shuffle_after_epoch_seed = match a.opt_int("shuffle_after_epoch_seed") {
             Some(s) => s as u64,
             None => DEFAULT_SHUFFLE_AFTER_EPOCH_SEED,
@@ -109,6 +124,7 @@ impl SequencerConfig {
             initial_fill: initial_fill.max(1) as usize,
             shuffle_after_epoch,
             shuffle_after_epoch_seed,
+            global_shuffle,
             seed: ctx.seed,
             op_id: ctx.op_id,
             omit_padding: a.has("_omit_padding") && a.bool("_omit_padding"),
@@ -149,6 +165,23 @@ impl SequencerConfig {
     /// `ceil(N/S)`, rounded up to whole batches.
     pub fn padded_shard_len(&self) -> usize {
         self.num_samples.div_ceil(self.num_shards).div_ceil(self.batch_size) * self.batch_size
+    }
+
+    /// Whether every epoch reads the shard's slice of a fresh permutation of the whole
+    /// dataset (and the shard does not rotate).
+    pub fn permutes_dataset(&self) -> bool {
+        self.shuffle_after_epoch || self.global_shuffle
+    }
+
+    /// The order of epoch `epoch`'s samples when [`Self::permutes_dataset`].
+    fn epoch_permutation(&self, epoch: u64) -> Option<Vec<usize>> {
+        if self.global_shuffle {
+            return Some(permutation(self.num_samples, self.seed, epoch));
+        }
+        self.shuffle_after_epoch.then(|| match &self.groups {
+            Some(groups) => group_permutation(groups, self.shuffle_after_epoch_seed, epoch),
+            None => permutation(self.num_samples, self.shuffle_after_epoch_seed, epoch),
+        })
     }
 
     /// DALI's `reader_meta()` numbers. `epoch_size_padded` is `S * ceil(N/S)` with padding
@@ -243,14 +276,11 @@ impl Sequencer {
     fn start_epoch(&mut self) {
         let cfg = self.cfg.clone();
         let cfg = &cfg;
-        let shard = if cfg.shuffle_after_epoch { cfg.shard_id } else { self.next_shard };
+        let shard = if cfg.permutes_dataset() { cfg.shard_id } else { self.next_shard };
         let range = cfg.shard_range(shard);
         let real = range.len();
         let len = if cfg.pad_last_batch { cfg.padded_shard_len() } else { real };
-        let perm = cfg.shuffle_after_epoch.then(|| match &cfg.groups {
-            Some(groups) => group_permutation(groups, cfg.shuffle_after_epoch_seed, self.epoch),
-            None => permutation(cfg.num_samples, cfg.shuffle_after_epoch_seed, self.epoch),
-        });
+        let perm = cfg.epoch_permutation(self.epoch);
         let rng = cfg.random_shuffle.then(|| SampleRng::new(cfg.seed, cfg.op_id, self.epoch, u64::MAX));
         let mut buffer = std::mem::take(&mut self.cur.buffer);
         buffer.clear();
@@ -318,7 +348,7 @@ impl Sequencer {
     pub fn skip(&mut self, mut n: u64) {
         while n > 0 {
             if self.epoch == 0 || self.cur.emitted >= self.cur.len {
-                let shard = if self.cfg.shuffle_after_epoch { self.cfg.shard_id } else { self.next_shard };
+                let shard = if self.cfg.permutes_dataset() { self.cfg.shard_id } else { self.next_shard };
                 let real = self.cfg.shard_range(shard).len();
                 let len = if self.cfg.pad_last_batch { self.cfg.padded_shard_len() } else { real } as u64;
                 if len > 0 && n >= len {
@@ -408,6 +438,7 @@ mod tests {
             initial_fill: 1024,
             shuffle_after_epoch: false,
             shuffle_after_epoch_seed: DEFAULT_SHUFFLE_AFTER_EPOCH_SEED,
+            global_shuffle: false,
             seed: 7,
             op_id: 1,
             omit_padding: false,
@@ -545,6 +576,46 @@ mod tests {
         assert_eq!(batches(c.clone(), 3), s1);
         c.shuffle_after_epoch_seed = 3;
         assert_ne!(batches(c, 3), s1);
+    }
+
+    #[test]
+    fn global_shuffle_gives_the_same_global_order_for_any_number_of_shards() {
+        // 23 samples: uneven shards, and groups (tfrecord's files) are not kept together.
+        let mut c = cfg(23, 1, 0, 23);
+        c.global_shuffle = true;
+        c.groups = Some(vec![10, 13].into());
+        let whole = batches(c.clone(), 4);
+        for b in &whole {
+            let mut s = b.clone();
+            s.sort();
+            assert_eq!(s, (0..23).collect::<Vec<_>>());
+        }
+        assert_ne!(whole[0], whole[1]);
+        assert!(whole[0][..10].iter().any(|&i| i >= 10), "records move one by one, not by file");
+        for shards in [2usize, 3, 8] {
+            let per_shard: Vec<Vec<Vec<usize>>> = (0..shards)
+                .map(|sid| {
+                    let mut c = c.clone();
+                    (c.num_shards, c.shard_id, c.batch_size) = (shards, sid, 1);
+                    let len = c.shard_range(sid).len();
+                    let flat: Vec<usize> = batches(c, 4 * len).concat();
+                    flat.chunks(len).map(|e| e.to_vec()).collect()
+                })
+                .collect();
+            for epoch in 0..4 {
+                let joined: Vec<usize> = per_shard.iter().flat_map(|s| s[epoch].clone()).collect();
+                assert_eq!(joined, whole[epoch], "{shards} shards, epoch {epoch}");
+            }
+        }
+        // Keyed by the reader's seed.
+        c.seed = 8;
+        assert_ne!(batches(c.clone(), 1)[0], whole[0]);
+        // Resuming mid-epoch reads on exactly.
+        let mut s = Sequencer::new(c.clone());
+        let stream: Vec<usize> = (0..60).map(|_| s.next_index()).collect();
+        let mut r = Sequencer::new(c);
+        r.skip(31);
+        assert_eq!((0..29).map(|_| r.next_index()).collect::<Vec<_>>(), stream[31..]);
     }
 
     #[test]
