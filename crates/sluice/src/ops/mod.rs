@@ -298,6 +298,7 @@ static REGISTRY: &[&OpDef] = &[
     &readers::TFRECORD,
     &readers::WEBDATASET,
     &readers::MXNET,
+    &readers::SEQUENCE,
     &flip::FLIP,
     &rotate::ROTATE,
     &crop::CROP,

@@ -10,7 +10,7 @@
 //! - `common`, `random_crop_window`: arguments, headers, windows and DCT scales both
 //!   backends share.
 
-mod common;
+pub(crate) mod common;
 mod image;
 mod image_crop;
 mod image_random_crop;

@@ -350,29 +350,8 @@ impl BatchSource for FileSource {
             iteration: Some(batch_no),
             source: Some(ds.paths[k].display().to_string()),
         };
-        self.sizes.clear();
-        for (i, &k) in idx.iter().enumerate() {
-            let meta = std::fs::metadata(&ds.paths[k]).map_err(|e| Error::data(loc(i, k), format!("cannot read file: {e}")))?;
-            if !meta.is_file() {
-                return Err(Error::data(loc(i, k), "not a regular file"));
-            }
-            let len = usize::try_from(meta.len()).map_err(|_| Error::data(loc(i, k), "file too large"))?;
-            self.sizes.push(len);
-        }
-        // Every file is read whole into its slot; a failed read fails the batch (with the
-        // error of its first failing sample).
-        let total: usize = self.sizes.iter().sum();
-        let mut data = TensorList::for_overwrite(BatchMeta::new(DType::U8, 1, self.sizes.chunks(1)));
-        {
-            let mut slots: Vec<(usize, usize, &mut [u8])> =
-                data.samples_mut().into_iter().zip(idx).enumerate().map(|(i, (dst, &k))| (i, k, dst)).collect();
-            read_in_parallel(&mut slots, self.read_threads, total, |s| s.2.len(), |(i, k, dst)| {
-                if stop.load(Ordering::Relaxed) {
-                    return Err(Error::Unsupported(format!("{op}: stopped")));
-                }
-                read_into(&ds.paths[*k], dst).map_err(|m| Error::data(loc(*i, *k), m))
-            })?;
-        }
+        let paths: Vec<&Path> = idx.iter().map(|&k| ds.paths[k].as_path()).collect();
+        let mut data = read_whole_files(&paths, &mut self.sizes, self.read_threads, stop, |i, m| Error::data(loc(i, idx[i]), m))?;
         let mut labels = TensorList::uniform(DType::I32, &[1], idx.len());
         for (i, &k) in idx.iter().enumerate() {
             labels.sample_mut::<i32>(i)[0] = ds.labels[k];
@@ -382,6 +361,36 @@ impl BatchSource for FileSource {
         data.set_source_info(info);
         Ok(vec![data, labels])
     }
+}
+
+/// Reads whole files into one batch (sample `i`: `paths[i]`), on several threads for large
+/// batches (`sizes` is scratch). A file that cannot be read fails the batch with the error of
+/// its first failing sample, made by `failed(i, message)`.
+pub(super) fn read_whole_files(
+    paths: &[&Path],
+    sizes: &mut Vec<usize>,
+    threads: usize,
+    stop: &AtomicBool,
+    failed: impl Fn(usize, String) -> Error + Sync,
+) -> Result<TensorList> {
+    sizes.clear();
+    for (i, path) in paths.iter().enumerate() {
+        let meta = std::fs::metadata(path).map_err(|e| failed(i, format!("cannot read file: {e}")))?;
+        if !meta.is_file() {
+            return Err(failed(i, "not a regular file".into()));
+        }
+        sizes.push(usize::try_from(meta.len()).map_err(|_| failed(i, "file too large".into()))?);
+    }
+    let total: usize = sizes.iter().sum();
+    let mut data = TensorList::for_overwrite(BatchMeta::new(DType::U8, 1, sizes.chunks(1)));
+    let mut slots: Vec<(usize, &mut [u8])> = data.samples_mut().into_iter().enumerate().collect();
+    read_in_parallel(&mut slots, threads, total, |s| s.1.len(), |(i, dst)| {
+        if stop.load(Ordering::Relaxed) {
+            return Err(Error::Unsupported("the reader stopped".into()));
+        }
+        read_into(paths[*i], dst).map_err(|m| failed(*i, m))
+    })?;
+    Ok(data)
 }
 
 /// Reads exactly `dst.len()` bytes (the size the file had when listed for this batch).

@@ -6,14 +6,18 @@
 pub mod core;
 mod file;
 pub mod loader;
+mod lmdb;
+pub(crate) mod protobuf;
 mod mxnet;
 mod numpy;
+mod sequence;
 pub mod tfrecord;
 pub mod webdataset;
 
 pub use file::FILE;
 pub use mxnet::MXNET;
 pub use numpy::NUMPY;
+pub use sequence::SEQUENCE;
 pub use tfrecord::TFRECORD;
 pub use webdataset::WEBDATASET;
 

@@ -6,6 +6,8 @@
 //! and integers packed or not). Every length is checked against what is left of the
 //! record, so a damaged record is an error, never a read past its end.
 
+use crate::ops::readers::protobuf::{self, Fields, I32, LEN, VARINT};
+
 /// TFRecord's CRC mask (crc32c rotated right by 15 plus a constant), so a CRC of data
 /// holding CRCs does not degenerate.
 pub fn masked_crc(data: &[u8]) -> u32 {
@@ -97,15 +99,8 @@ pub fn bytes_items(list: &[u8]) -> impl Iterator<Item = Result<&[u8], String>> {
 /// The values of a `FloatList`, appended to `out`.
 pub fn floats(list: &[u8], out: &mut Vec<f32>) -> Result<(), String> {
     for f in Fields::new(list) {
-        match f? {
-            (1, LEN, packed) => {
-                if packed.len() % 4 != 0 {
-                    return Err("corrupted float list".into());
-                }
-                out.extend(packed.chunks_exact(4).map(|c| f32::from_le_bytes(c.try_into().expect("4 bytes"))));
-            }
-            (1, I32, one) => out.push(f32::from_le_bytes(one.try_into().expect("4 bytes"))),
-            _ => {}
+        if let (1, LEN | I32, values) = f? {
+            protobuf::floats(values, out)?;
         }
     }
     Ok(())
@@ -114,84 +109,11 @@ pub fn floats(list: &[u8], out: &mut Vec<f32>) -> Result<(), String> {
 /// The values of an `Int64List`, appended to `out`.
 pub fn ints(list: &[u8], out: &mut Vec<i64>) -> Result<(), String> {
     for f in Fields::new(list) {
-        match f? {
-            (1, LEN, mut packed) => {
-                while !packed.is_empty() {
-                    let (v, n) = varint(packed)?;
-                    out.push(v as i64);
-                    packed = &packed[n..];
-                }
-            }
-            (1, VARINT, one) => out.push(varint(one)?.0 as i64),
-            _ => {}
+        if let (1, wire @ (LEN | VARINT), values) = f? {
+            protobuf::varints(wire, values, |v| out.push(v as i64))?;
         }
     }
     Ok(())
-}
-
-const VARINT: u8 = 0;
-const I64: u8 = 1;
-const LEN: u8 = 2;
-const I32: u8 = 5;
-
-fn varint(b: &[u8]) -> Result<(u64, usize), String> {
-    let mut v = 0u64;
-    for (i, &byte) in b.iter().enumerate().take(10) {
-        v |= u64::from(byte & 0x7f) << (7 * i);
-        if byte & 0x80 == 0 {
-            return Ok((v, i + 1));
-        }
-    }
-    Err("corrupted record: a varint runs past its end".into())
-}
-
-/// The fields of a message: (field number, wire type, payload). A varint field's payload is
-/// its encoded bytes; fixed fields their 4 or 8 bytes.
-struct Fields<'a> {
-    rest: &'a [u8],
-    failed: bool,
-}
-
-impl<'a> Fields<'a> {
-    fn new(b: &'a [u8]) -> Fields<'a> {
-        Fields { rest: b, failed: false }
-    }
-
-    fn next_field(&mut self) -> Result<(u32, u8, &'a [u8]), String> {
-        let (key, n) = varint(self.rest)?;
-        self.rest = &self.rest[n..];
-        let (num, wire) = ((key >> 3) as u32, (key & 7) as u8);
-        let len = match wire {
-            VARINT => varint(self.rest)?.1,
-            I64 => 8,
-            LEN => {
-                let (len, n) = varint(self.rest)?;
-                self.rest = &self.rest[n..];
-                usize::try_from(len).map_err(|_| "corrupted record: a length is too large".to_string())?
-            }
-            I32 => 4,
-            w => return Err(format!("corrupted record: unknown wire type {w}")),
-        };
-        if len > self.rest.len() {
-            return Err(format!("corrupted record: a field of {len} bytes runs past the end ({} left)", self.rest.len()));
-        }
-        let (payload, rest) = self.rest.split_at(len);
-        self.rest = rest;
-        Ok((num, wire, payload))
-    }
-}
-
-impl<'a> Iterator for Fields<'a> {
-    type Item = Result<(u32, u8, &'a [u8]), String>;
-
-    fn next(&mut self) -> Option<Self::Item> {
-        if self.failed || self.rest.is_empty() {
-            return None;
-        }
-        let r = self.next_field();
-        self.failed = r.is_err();
-        Some(r)
-    }
 }
 
 #[cfg(test)]
