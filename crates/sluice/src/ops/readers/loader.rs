@@ -16,7 +16,8 @@
 //!   number only, so every shard of every pipeline sees the same global permutation. The shard
 //!   does not rotate in this mode.
 //! * `global_shuffle` (Sluice's, every reader): as `shuffle_after_epoch`, but keyed by the
-//!   reader's seed. The whole dataset is permuted every epoch, not only an `initial_fill`
+//!   reader's own `seed` argument (not the pipeline's: ranks often seed their pipelines
+//!   differently, and every rank must permute alike), or a fixed default. The whole dataset is permuted every epoch, not only an `initial_fill`
 //!   window (DALI's readers shuffle only locally), and the concatenation of the shards'
 //!   epochs is the same permutation whatever the number of shards: a job resized from 8 to
 //!   16 GPUs reads the same global order.
@@ -61,8 +62,10 @@ pub struct SequencerConfig {
     pub shuffle_after_epoch: bool,
     /// Key of the `shuffle_after_epoch` permutations.
     pub shuffle_after_epoch_seed: u64,
-    /// Permute the whole dataset every epoch by `seed` (`global_shuffle`).
+    /// Permute the whole dataset every epoch (`global_shuffle`), keyed by `global_shuffle_seed`.
     pub global_shuffle: bool,
+    /// The reader's own `seed` argument, or [`DEFAULT_SHUFFLE_AFTER_EPOCH_SEED`].
+    pub global_shuffle_seed: u64,
     /// Key of the `random_shuffle` picks (the operator's seed and id).
     pub seed: u64,
     pub op_id: u64,
@@ -125,6 +128,10 @@ impl SequencerConfig {
             shuffle_after_epoch,
             shuffle_after_epoch_seed,
             global_shuffle,
+            global_shuffle_seed: match a.int("seed") {
+                s if s >= 0 => s as u64,
+                _ => DEFAULT_SHUFFLE_AFTER_EPOCH_SEED,
+            },
             seed: ctx.seed,
             op_id: ctx.op_id,
             omit_padding: a.has("_omit_padding") && a.bool("_omit_padding"),
@@ -176,7 +183,7 @@ impl SequencerConfig {
     /// The order of epoch `epoch`'s samples when [`Self::permutes_dataset`].
     fn epoch_permutation(&self, epoch: u64) -> Option<Vec<usize>> {
         if self.global_shuffle {
-            return Some(permutation(self.num_samples, self.seed, epoch));
+            return Some(permutation(self.num_samples, self.global_shuffle_seed, epoch));
         }
         self.shuffle_after_epoch.then(|| match &self.groups {
             Some(groups) => group_permutation(groups, self.shuffle_after_epoch_seed, epoch),
@@ -439,6 +446,7 @@ mod tests {
             shuffle_after_epoch: false,
             shuffle_after_epoch_seed: DEFAULT_SHUFFLE_AFTER_EPOCH_SEED,
             global_shuffle: false,
+            global_shuffle_seed: DEFAULT_SHUFFLE_AFTER_EPOCH_SEED,
             seed: 7,
             op_id: 1,
             omit_padding: false,
@@ -607,8 +615,10 @@ mod tests {
                 assert_eq!(joined, whole[epoch], "{shards} shards, epoch {epoch}");
             }
         }
-        // Keyed by the reader's seed.
+        // Keyed by the reader's own seed, not the pipeline's.
         c.seed = 8;
+        assert_eq!(batches(c.clone(), 1)[0], whole[0]);
+        c.global_shuffle_seed = 8;
         assert_ne!(batches(c.clone(), 1)[0], whole[0]);
         // Resuming mid-epoch reads on exactly.
         let mut s = Sequencer::new(c.clone());

@@ -34,7 +34,7 @@ pub const READER_ARGS: &[ArgSchema] = &[
     arg("shard_id", T::Int, D::Int(0), "Index of the shard to read."),
     arg("num_shards", T::Int, D::Int(1), "Partitions the data into the specified number of parts (shards)."),
     arg("random_shuffle", T::Bool, D::Bool(false), "Shuffle the data with a buffer of `initial_fill` samples, picking each output at random from it."),
-    arg("global_shuffle", T::Bool, D::Bool(false), "Sluice's: read every epoch in a fresh permutation of the whole dataset, keyed by the reader's `seed` and the epoch; each shard reads its slice, so the shards together read the same order whatever their number. Not with `random_shuffle`, `shuffle_after_epoch` or `stick_to_shard`."),
+    arg("global_shuffle", T::Bool, D::Bool(false), "Sluice's: read every epoch in a fresh permutation of the whole dataset, keyed by the epoch and the reader's own `seed` (not the pipeline's, so ranks seeded differently still agree; a fixed default without one); each shard reads its slice, so the shards together read the same order whatever their number. Not with `random_shuffle`, `shuffle_after_epoch` or `stick_to_shard`."),
     arg("initial_fill", T::Int, D::Int(1024), "Size of the buffer used for `random_shuffle`; ignored otherwise."),
     arg("stick_to_shard", T::Bool, D::Bool(false), "Keep reading the same shard instead of moving to the next one after each epoch."),
     arg("pad_last_batch", T::Bool, D::Bool(false), "Pad every shard's epoch to whole batches of the largest shard by repeating the last sample."),
