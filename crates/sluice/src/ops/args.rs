@@ -147,6 +147,14 @@ impl Args {
             let Some(a) = schema.find_arg(&name) else {
                 return Err(unknown_argument(schema, display, &name));
             };
+            if values.contains_key(a.name) {
+                // A deprecated alias given with the name it stands for (DALI's TypeError).
+                let old = if name != a.name { name.as_str() } else { schema.arg_aliases.iter().find(|(_, new)| *new == a.name).map_or(a.name, |(old, _)| old) };
+                return Err(Error::type_mismatch(display, format!(
+                    "Operator `{display}` got an unexpected '{old}' deprecated argument when '{}' was already provided",
+                    a.name
+                )));
+            }
             let kind = value.kind();
             let v = value
                 .coerce(a.ty)

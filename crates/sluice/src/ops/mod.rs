@@ -35,7 +35,7 @@ pub mod transpose;
 use std::collections::HashMap;
 
 pub use args::{ArgValue, Args, PerSample, PerSampleList, MAX_LIST};
-pub use schema::{arg, removed_arg, tensor_arg, ArgDefault, ArgSchema, ArgType, Device, OpSchema};
+pub use schema::{arg, deprecated_arg, removed_arg, tensor_arg, ArgDefault, ArgSchema, ArgType, Device, OpSchema};
 
 use std::sync::Arc;
 
@@ -299,6 +299,9 @@ static REGISTRY: &[&OpDef] = &[
     &readers::WEBDATASET,
     &readers::MXNET,
     &readers::SEQUENCE,
+    &readers::COCO,
+    &readers::CAFFE,
+    &readers::CAFFE2,
     &flip::FLIP,
     &rotate::ROTATE,
     &crop::CROP,

@@ -102,22 +102,29 @@ pub struct ArgSchema {
     /// Accepted for old programs, with a deprecation warning, and ignored (DALI's removed
     /// arguments, e.g. crop_mirror_normalize's `image_type`).
     pub removed: bool,
+    /// Still working, but DALI warns on use with this message (coco's `masks`).
+    pub deprecated: Option<&'static str>,
 }
 
 /// Shorthand constructor for schema tables.
 pub const fn arg(name: &'static str, ty: ArgType, default: ArgDefault, doc: &'static str) -> ArgSchema {
-    ArgSchema { name, ty, default, per_sample: false, doc, removed: false }
+    ArgSchema { name, ty, default, per_sample: false, doc, removed: false, deprecated: None }
 }
 
 /// Like [`arg`], for arguments that also accept a per-sample argument input.
 pub const fn tensor_arg(name: &'static str, ty: ArgType, default: ArgDefault, doc: &'static str) -> ArgSchema {
-    ArgSchema { name, ty, default, per_sample: true, doc, removed: false }
+    ArgSchema { name, ty, default, per_sample: true, doc, removed: false, deprecated: None }
 }
 
 /// An argument DALI no longer uses but still accepts, with a deprecation warning: checked
 /// for its type, then ignored.
 pub const fn removed_arg(name: &'static str, ty: ArgType) -> ArgSchema {
-    ArgSchema { name, ty, default: ArgDefault::Optional, per_sample: false, doc: "No longer used; accepted with a deprecation warning, as in DALI.", removed: true }
+    ArgSchema { name, ty, default: ArgDefault::Optional, per_sample: false, doc: "No longer used; accepted with a deprecation warning, as in DALI.", removed: true, deprecated: None }
+}
+
+/// An argument that still works but is deprecated: DALI warns with `message` when it is given.
+pub const fn deprecated_arg(name: &'static str, ty: ArgType, default: ArgDefault, doc: &'static str, message: &'static str) -> ArgSchema {
+    ArgSchema { name, ty, default, per_sample: false, doc, removed: false, deprecated: Some(message) }
 }
 
 /// Arguments every operator accepts (DALI's common arguments).
@@ -179,9 +186,11 @@ impl OpSchema {
                 if let Some((old, new)) = self.arg_aliases.iter().find(|(old, _)| *old == name) {
                     return Some(format!("The argument `{old}` is a deprecated alias for `{new}`. Use `{new}` instead."));
                 }
-                self.find_arg(name)
-                    .filter(|a| a.removed)
-                    .map(|a| format!("The argument `{}` is no longer used and will be removed in a future release.", a.name))
+                let a = self.find_arg(name)?;
+                if let Some(message) = a.deprecated {
+                    return Some(message.to_string());
+                }
+                a.removed.then(|| format!("The argument `{}` is no longer used and will be removed in a future release.", a.name))
             })
             .collect()
     }

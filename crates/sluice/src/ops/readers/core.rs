@@ -129,6 +129,46 @@ impl Operator for ReaderCore<Vec<TensorList>> {
     }
 }
 
+/// A reader operator made by `make`, at once or, with `lazy_init`, when it is first used
+/// (run, or asked for its metadata): listing a large data set then waits until it is needed.
+/// An error in the deferred making comes from `run`, and making is tried again next time.
+pub fn lazily(ctx: &OpContext, make: fn(&OpContext) -> Result<Box<dyn Operator>>) -> Result<Box<dyn Operator>> {
+    if !ctx.args.bool("lazy_init") {
+        return make(ctx);
+    }
+    Ok(Box::new(Lazy { ctx: ctx.clone(), make, inner: Mutex::new(None) }))
+}
+
+struct Lazy {
+    ctx: OpContext,
+    make: fn(&OpContext) -> Result<Box<dyn Operator>>,
+    inner: Mutex<Option<Box<dyn Operator>>>,
+}
+
+impl Lazy {
+    fn with<T>(&self, f: impl FnOnce(&mut dyn Operator) -> T) -> Result<T> {
+        let mut inner = self.inner.lock().unwrap_or_else(|e| e.into_inner());
+        if inner.is_none() {
+            *inner = Some((self.make)(&self.ctx)?);
+        }
+        Ok(f(inner.as_deref_mut().expect("made above")))
+    }
+}
+
+impl Operator for Lazy {
+    fn run(&mut self, ws: &Workspace<'_>) -> Result<Vec<TensorList>> {
+        self.with(|op| op.run(ws))?
+    }
+
+    fn reader_meta(&self) -> Option<ReaderMeta> {
+        self.with(|op| op.reader_meta()).ok().flatten()
+    }
+
+    fn batch_plan(&self) -> Option<Arc<Mutex<BatchPlan>>> {
+        self.with(|op| op.batch_plan()).ok().flatten()
+    }
+}
+
 /// Reads up to `dst.len()` bytes of `f` at `offset`; returns how many there were.
 pub fn read_at_most(f: &std::fs::File, dst: &mut [u8], offset: u64) -> std::result::Result<usize, String> {
     use std::os::unix::fs::FileExt;

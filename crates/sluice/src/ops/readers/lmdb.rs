@@ -49,14 +49,17 @@ fn check(rc: i32, what: &str) -> Result<(), String> {
 }
 
 impl Lmdb {
-    /// Opens the database at `path` (an LMDB directory holding `data.mdb`, or the data file
-    /// itself) and lists its entries. Errors say what LMDB found wrong.
+    /// Opens the database at `path` (an LMDB directory holding `data.mdb`) and lists its
+    /// entries. Errors say what LMDB found wrong.
     pub fn open(path: &Path) -> Result<Lmdb, String> {
         let meta = std::fs::metadata(path).map_err(|e| format!("cannot open the LMDB database: {e}"))?;
-        let flags = ffi::MDB_RDONLY | ffi::MDB_NOLOCK | ffi::MDB_NOTLS | if meta.is_dir() { 0 } else { ffi::MDB_NOSUBDIR };
-        if meta.is_dir() && !path.join("data.mdb").is_file() {
-            return Err("not an LMDB database: the directory has no data.mdb".into());
+        if !meta.is_dir() {
+            return Err("Not a directory: an LMDB database is a directory holding data.mdb".into());
         }
+        if !path.join("data.mdb").is_file() {
+            return Err("No such file or directory: the directory has no data.mdb, it is not an LMDB database".into());
+        }
+        let flags = ffi::MDB_RDONLY | ffi::MDB_NOLOCK | ffi::MDB_NOTLS;
         let c_path = CString::new(path.as_os_str().as_encoded_bytes()).map_err(|_| "the path holds a NUL byte".to_string())?;
         let mut db = Lmdb { env: ptr::null_mut(), txn: ptr::null_mut(), entries: Vec::new() };
         // SAFETY: the handles are created, used and (in Drop) freed in LMDB's documented
@@ -89,11 +92,6 @@ impl Lmdb {
     /// Entries in the database.
     pub fn len(&self) -> usize {
         self.entries.len()
-    }
-
-    /// Whether the database has no entries.
-    pub fn is_empty(&self) -> bool {
-        self.entries.is_empty()
     }
 
     /// The key of entry `i`.
@@ -167,8 +165,7 @@ pub(crate) mod tests {
         })
         .join()
         .unwrap();
-        // The data file alone opens too.
-        assert_eq!(Lmdb::open(&dir.path().join("data.mdb")).unwrap().len(), 3);
+        assert!(Lmdb::open(&dir.path().join("data.mdb")).unwrap_err().contains("Not a directory"));
     }
 
     #[test]

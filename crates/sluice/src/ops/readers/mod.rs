@@ -4,6 +4,8 @@
 //! only lists its samples and reads a batch of them.
 
 pub mod core;
+mod caffe;
+mod coco;
 mod file;
 pub mod loader;
 mod lmdb;
@@ -14,6 +16,8 @@ mod sequence;
 pub mod tfrecord;
 pub mod webdataset;
 
+pub use caffe::{CAFFE, CAFFE2};
+pub use coco::COCO;
 pub use file::FILE;
 pub use mxnet::MXNET;
 pub use numpy::NUMPY;
@@ -22,6 +26,16 @@ pub use tfrecord::TFRECORD;
 pub use webdataset::WEBDATASET;
 
 use crate::ops::{arg, ArgDefault as D, ArgSchema, ArgType as T};
+
+/// How many outputs a reader whose count depends on its arguments has (`None`: the schema's).
+pub fn num_outputs(schema: &str, args: &crate::ops::Args) -> Option<usize> {
+    match schema {
+        "readers__COCO" | "COCOReader" => Some(coco::num_outputs(args)),
+        "readers__Caffe" | "CaffeReader" => Some(caffe::caffe_num_outputs(args)),
+        "readers__Caffe2" | "Caffe2Reader" => Some(caffe::caffe2_num_outputs(args)),
+        _ => None,
+    }
+}
 
 /// `shuffle_after_epoch`, for the readers that have it (DALI's file-list readers).
 pub const SHUFFLE_AFTER_EPOCH_ARGS: &[ArgSchema] = &[
@@ -41,7 +55,7 @@ pub const READER_ARGS: &[ArgSchema] = &[
     arg("read_ahead", T::Bool, D::Bool(false), "Accepted for DALI compatibility; Sluice always reads ahead on a loader thread."),
     arg("dont_use_mmap", T::Bool, D::Bool(false), "Accepted for DALI compatibility; Sluice reads files with plain I/O."),
     arg("prefetch_queue_depth", T::Int, D::Int(1), "Batches the loader thread prepares ahead of the pipeline."),
-    arg("lazy_init", T::Bool, D::Bool(false), "Accepted for DALI compatibility; the dataset is listed when the pipeline is built."),
+    arg("lazy_init", T::Bool, D::Bool(false), "List the data set (and open its files) when the reader is first used, not when the pipeline is built."),
     arg("skip_cached_images", T::Bool, D::Bool(false), "Accepted for DALI compatibility; Sluice has no decoder cache."),
     arg("tensor_init_bytes", T::Int, D::Int(1048576), "Accepted for DALI compatibility; buffers are sized from the data."),
     arg("_omit_padding", T::Bool, D::Bool(false), "Set by a framework iterator that cuts every epoch's last batch to its real samples (PARTIAL): the epoch's last batch then holds only its real samples, and the pipeline does no work on padding nobody sees."),

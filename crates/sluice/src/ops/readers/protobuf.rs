@@ -7,6 +7,8 @@
 pub const VARINT: u8 = 0;
 pub const I64: u8 = 1;
 pub const LEN: u8 = 2;
+pub const START_GROUP: u8 = 3;
+pub const END_GROUP: u8 = 4;
 pub const I32: u8 = 5;
 
 pub fn varint(b: &[u8]) -> Result<(u64, usize), String> {
@@ -36,6 +38,9 @@ impl<'a> Fields<'a> {
         let (key, n) = varint(self.rest)?;
         self.rest = &self.rest[n..];
         let (num, wire) = ((key >> 3) as u32, (key & 7) as u8);
+        if num == 0 {
+            return Err("corrupted record: field number 0".into());
+        }
         let len = match wire {
             VARINT => varint(self.rest)?.1,
             I64 => 8,
@@ -45,6 +50,27 @@ impl<'a> Fields<'a> {
                 usize::try_from(len).map_err(|_| "corrupted record: a length is too large".to_string())?
             }
             I32 => 4,
+            START_GROUP => {
+                // A (deprecated) group: fields up to the matching end-group tag, returned whole.
+                let body = self.rest;
+                let mut inner = Fields::new(body);
+                loop {
+                    if inner.rest.is_empty() {
+                        return Err("corrupted record: a group has no end".into());
+                    }
+                    let before = inner.rest.len();
+                    let (key, n) = varint(inner.rest)?;
+                    if key & 7 == u64::from(END_GROUP) {
+                        if key >> 3 != u64::from(num) {
+                            return Err("corrupted record: a group ends with another group's tag".into());
+                        }
+                        let len = body.len() - before;
+                        self.rest = &body[len + n..];
+                        return Ok((num, START_GROUP, &body[..len]));
+                    }
+                    inner.next_field()?;
+                }
+            }
             w => return Err(format!("corrupted record: unknown wire type {w}")),
         };
         if len > self.rest.len() {
