@@ -8,6 +8,8 @@ import pytest
 
 from sluice import fn, pipeline_def
 
+from conftest import library_params
+
 ALL = [(f"dir_{label}/f{k:02d}.jpg", label) for label in range(3) for k in range(7)]  # tiny_root, sorted
 
 
@@ -182,3 +184,29 @@ def test_large_batches_read_on_several_threads(tmp_path):
     pipe2 = reader_pipe(batch_size=24, files=files, prefetch_queue_depth=1)
     with pytest.raises(sluice.errors.DataError, match=r"(?s)sample 17.*17\.bin|17\.bin.*sample 17"):
         pipe2.run()
+
+
+@pytest.mark.parametrize("lib", library_params())
+def test_lazy_init_lists_the_files_at_first_use(lib, tiny_root, tmp_path):
+    """lazy_init=True: the pipeline builds without listing the folder; the run lists it, and a
+    folder that is missing is that run's error. Without lazy_init, build fails at once."""
+    root = tmp_path / "later"
+
+    def make(folder, **kw):
+        @lib.pipeline_def(batch_size=7, num_threads=2, device_id=None, seed=1)
+        def p():
+            return tuple(lib.fn.readers.file(file_root=str(folder), name="R", **kw))
+
+        return p()
+
+    with pytest.raises(RuntimeError, match="later"):
+        make(root).build()
+    pipe = make(root, lazy_init=True)
+    pipe.build()
+    with pytest.raises(RuntimeError, match="later"):
+        pipe.run()
+    pipe = make(tiny_root, lazy_init=True)
+    pipe.build()
+    jpegs, labels = pipe.run()
+    assert [jpegs[i].source_info() for i in range(7)] == [name for name, _ in ALL[:7]]
+    assert pipe.epoch_size("R") == 21

@@ -28,7 +28,7 @@ use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 
-use super::core::{read_in_parallel, BatchSource, ReaderCore};
+use super::core::{lazily, read_in_parallel, BatchSource, ReaderCore};
 use super::{READER_ARGS, SHUFFLE_AFTER_EPOCH_ARGS};
 use crate::error::{Error, Location, Result};
 use crate::ops::{arg, ArgDefault as D, ArgType as T, Device, OpContext, OpDef, OpSchema};
@@ -66,7 +66,7 @@ pub static FILE: OpDef = OpDef {
         is_reader: true,
         is_random: true,
     },
-    cpu: Some(|ctx| Ok(Box::new(file_reader(ctx)?))),
+    cpu: Some(|ctx| lazily(ctx, |ctx| Ok(Box::new(file_reader(ctx)?)))),
     mixed: None,
     gpu: None,
 };

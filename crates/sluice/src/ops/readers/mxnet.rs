@@ -18,7 +18,7 @@ use std::path::PathBuf;
 use std::sync::atomic::AtomicBool;
 use std::sync::Arc;
 
-use super::core::{read_in_parallel, read_spans, BatchSource, ReaderCore};
+use super::core::{lazily, read_in_parallel, read_spans, BatchSource, ReaderCore};
 use super::{READER_ARGS, SHUFFLE_AFTER_EPOCH_ARGS};
 use crate::error::{Error, Location, Result};
 use crate::ops::{arg, ArgDefault as D, ArgType as T, Device, OpContext, OpDef, OpSchema};
@@ -45,7 +45,7 @@ pub static MXNET: OpDef = OpDef {
         is_reader: true,
         is_random: true,
     },
-    cpu: Some(|ctx| Ok(Box::new(mxnet_reader(ctx)?))),
+    cpu: Some(|ctx| lazily(ctx, |ctx| Ok(Box::new(mxnet_reader(ctx)?)))),
     mixed: None,
     gpu: None,
 };

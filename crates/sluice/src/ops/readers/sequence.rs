@@ -19,7 +19,7 @@ use std::sync::Arc;
 use rayon::prelude::*;
 use sluice_codecs::{read_info, DecodeParams, ImageInfo};
 
-use super::core::{BatchSource, ReaderCore};
+use super::core::{lazily, BatchSource, ReaderCore};
 use super::file::read_whole_files;
 use super::READER_ARGS;
 use crate::error::{Error, Location, Result};
@@ -51,7 +51,7 @@ pub static SEQUENCE: OpDef = OpDef {
         is_reader: true,
         is_random: true,
     },
-    cpu: Some(|ctx| Ok(Box::new(SequenceReader::new(ctx)?))),
+    cpu: Some(|ctx| lazily(ctx, |ctx| Ok(Box::new(SequenceReader::new(ctx)?)))),
     mixed: None,
     gpu: None,
 };

@@ -27,7 +27,7 @@ use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 
-use super::core::{read_at_most, read_exact_at, read_in_parallel, BatchSource, ReaderCore};
+use super::core::{lazily, read_at_most, read_exact_at, read_in_parallel, BatchSource, ReaderCore};
 use super::file::glob_match;
 use super::loader::BatchPlan;
 use super::{READER_ARGS, SHUFFLE_AFTER_EPOCH_ARGS};
@@ -74,7 +74,7 @@ pub static NUMPY: OpDef = OpDef {
         is_reader: true,
         is_random: true,
     },
-    cpu: Some(|ctx| Ok(Box::new(NumpyReader::new(ctx)?))),
+    cpu: Some(|ctx| lazily(ctx, |ctx| Ok(Box::new(NumpyReader::new(ctx)?)))),
     mixed: None,
     gpu: None,
 };

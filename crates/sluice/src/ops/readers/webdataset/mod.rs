@@ -26,7 +26,7 @@ use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 
-use super::core::{read_exact_at, read_in_parallel, BatchSource, ReaderCore};
+use super::core::{lazily, read_exact_at, read_in_parallel, BatchSource, ReaderCore};
 use super::READER_ARGS;
 use crate::error::{Error, Location, Result};
 use crate::ops::{arg, ArgDefault as D, ArgType as T, Device, OpContext, OpDef, OpSchema};
@@ -58,7 +58,7 @@ pub static WEBDATASET: OpDef = OpDef {
         is_reader: true,
         is_random: true,
     },
-    cpu: Some(|ctx| Ok(Box::new(webdataset_reader(ctx)?))),
+    cpu: Some(|ctx| lazily(ctx, |ctx| Ok(Box::new(webdataset_reader(ctx)?)))),
     mixed: None,
     gpu: None,
 };
