@@ -10,6 +10,7 @@ pub mod graph;
 pub mod ops;
 pub mod rng;
 pub mod sample;
+pub mod storage;
 pub mod tensor;
 
 pub use error::{Error, Result};

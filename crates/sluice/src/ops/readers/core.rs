@@ -17,6 +17,7 @@ use crossbeam_channel::{bounded, Receiver};
 use super::loader::{BatchPlan, Sequencer, SequencerConfig};
 use crate::error::{Error, Result};
 use crate::ops::{OpContext, Operator, ReaderMeta, Workspace};
+use crate::storage::Source;
 use crate::tensor::TensorList;
 
 /// A format's reading of one batch, on the loader thread.
@@ -194,13 +195,13 @@ pub fn read_exact_at(f: &std::fs::File, dst: &mut [u8], offset: u64, what: &str)
 }
 
 /// Reads the byte ranges of a batch's samples (`span(k)`: file, offset, length of sample `k`)
-/// back to back into `scratch`, on several threads for large batches, and runs `check` on
-/// each as it is read (on its read thread: framing, CRCs). Returns, per sample, where its
-/// bytes start in `scratch` and what `check` gave. `located(i, k, message)` makes the error
-/// of sample `i` (index `k`).
+/// back to back into `scratch`, on several threads for large batches (or all requested at
+/// once from object storage), and runs `check` on each as it is read (framing, CRCs).
+/// Returns, per sample, where its bytes start in `scratch` and what `check` gave.
+/// `located(i, k, message)` makes the error of sample `i` (index `k`).
 #[allow(clippy::too_many_arguments)]
 pub fn read_spans<T: Send + Default>(
-    files: &[std::fs::File],
+    files: &[Source],
     idx: &[usize],
     span: impl Fn(usize) -> (u32, u64, u64),
     scratch: &mut Vec<u8>,
@@ -220,14 +221,22 @@ pub fn read_spans<T: Send + Default>(
         slots.push((i, dst, f));
         rest = tail;
     }
+    let remote = spans.iter().any(|s| files[s.0 as usize].is_remote());
+    if remote {
+        // Every range requested at once; then the checks on the read threads.
+        let mut jobs: Vec<(&Source, u64, &mut [u8])> = slots.iter_mut().map(|(i, dst, _)| (&files[spans[*i].0 as usize], spans[*i].1, &mut **dst)).collect();
+        crate::storage::read_many(&mut jobs, threads, |i, m| located(i, idx[i], m))?;
+    }
     read_in_parallel(&mut slots, threads, total, |s| s.1.len(), |(i, dst, f)| {
         if stop.load(Ordering::Relaxed) {
             return Err(Error::Unsupported("the reader stopped".into()));
         }
         let (file, offset, _) = spans[*i];
         let fail = |m| located(*i, idx[*i], m);
-        read_exact_at(&files[file as usize], dst, offset, "the record").map_err(fail)?;
-        f.1 = check(dst).map_err(fail)?;
+        if !remote {
+            files[file as usize].read_exact_at(dst, offset, "the record").map_err(fail)?;
+        }
+        f.1 = check(dst).map_err(|m| located(*i, idx[*i], m))?;
         Ok(())
     })?;
     Ok(found)

@@ -32,6 +32,7 @@ use super::core::{lazily, read_in_parallel, BatchSource, ReaderCore};
 use super::{READER_ARGS, SHUFFLE_AFTER_EPOCH_ARGS};
 use crate::error::{Error, Location, Result};
 use crate::ops::{arg, ArgDefault as D, ArgType as T, Device, OpContext, OpDef, OpSchema};
+use crate::storage;
 use crate::tensor::{BatchMeta, DType, TensorList};
 
 /// DALI 2.4's default `file_filters`.
@@ -194,7 +195,15 @@ fn matches_any(patterns: &[String], name: &str, case_sensitive: bool) -> bool {
 
 /// Lists `file_root`: one class per sub-folder.
 fn list_root(op: &str, root: &Path, file_filters: &[String], dir_filters: Option<&[String]>, case_sensitive: bool) -> Result<Dataset> {
-    let read_dir = |dir: &Path| -> Result<Vec<(String, std::fs::Metadata)>> {
+    // (name, is a folder, is a file) of one folder's entries, sorted by name.
+    let read_dir = |dir: &Path| -> Result<Vec<(String, bool, bool)>> {
+        let dir_str = dir.to_string_lossy();
+        if storage::is_object_uri(&dir_str) {
+            let l = storage::list(&dir_str).map_err(|e| Error::io(op, &dir_str, format!("cannot list prefix: {e}")))?;
+            let mut out: Vec<(String, bool, bool)> = l.dirs.into_iter().map(|d| (d, true, false)).chain(l.files.into_iter().map(|(f, _)| (f, false, true))).collect();
+            out.sort_by(|a, b| a.0.as_bytes().cmp(b.0.as_bytes()));
+            return Ok(out);
+        }
         let rd = std::fs::read_dir(dir).map_err(|e| Error::io(op, dir.display(), format!("cannot open folder: {e}")))?;
         let mut out = Vec::new();
         for entry in rd {
@@ -202,7 +211,7 @@ fn list_root(op: &str, root: &Path, file_filters: &[String], dir_filters: Option
             let name = entry.file_name().to_string_lossy().into_owned();
             // Follows symlinks, as DALI does; a dangling link is skipped.
             if let Ok(meta) = std::fs::metadata(entry.path()) {
-                out.push((name, meta));
+                out.push((name, meta.is_dir(), meta.is_file()));
             }
         }
         out.sort_by(|a, b| a.0.as_bytes().cmp(b.0.as_bytes()));
@@ -210,8 +219,8 @@ fn list_root(op: &str, root: &Path, file_filters: &[String], dir_filters: Option
     };
     let mut classes: Vec<String> = read_dir(root)?
         .into_iter()
-        .filter(|(_, m)| m.is_dir())
-        .map(|(n, _)| n)
+        .filter(|e| e.1)
+        .map(|e| e.0)
         .collect();
     if let Some(df) = dir_filters {
         classes.retain(|d| matches_any(df, d, case_sensitive));
@@ -219,8 +228,8 @@ fn list_root(op: &str, root: &Path, file_filters: &[String], dir_filters: Option
     let mut ds = Dataset::default();
     for (label, class) in classes.iter().enumerate() {
         let label = i32::try_from(label).map_err(|_| Error::io(op, root.display(), "too many class folders"))?;
-        for (name, meta) in read_dir(&root.join(class))? {
-            if meta.is_file() && matches_any(file_filters, &name, case_sensitive) {
+        for (name, _, is_file) in read_dir(&root.join(class))? {
+            if is_file && matches_any(file_filters, &name, case_sensitive) {
                 ds.push(Some(root), format!("{class}/{name}"), label);
             }
         }
@@ -230,7 +239,7 @@ fn list_root(op: &str, root: &Path, file_filters: &[String], dir_filters: Option
 
 /// Parses a `file_list`. `base` is where names are relative to.
 fn parse_file_list(op: &str, list: &Path, base: &Path) -> Result<Dataset> {
-    let text = std::fs::read(list).map_err(|e| Error::io(op, list.display(), format!("cannot open file_list: {e}")))?;
+    let text = storage::read(&list.to_string_lossy()).map_err(|e| Error::io(op, list.display(), format!("cannot open file_list: {e}")))?;
     let text = String::from_utf8_lossy(&text);
     let mut ds = Dataset::default();
     for (n, line) in text.lines().enumerate() {
@@ -373,6 +382,9 @@ pub(super) fn read_whole_files(
     stop: &AtomicBool,
     failed: impl Fn(usize, String) -> Error + Sync,
 ) -> Result<TensorList> {
+    if paths.iter().any(|p| storage::is_object_uri(&p.to_string_lossy())) {
+        return fetch_whole_files(paths, sizes, failed);
+    }
     sizes.clear();
     for (i, path) in paths.iter().enumerate() {
         let meta = std::fs::metadata(path).map_err(|e| failed(i, format!("cannot read file: {e}")))?;
@@ -390,6 +402,28 @@ pub(super) fn read_whole_files(
         }
         read_into(paths[*i], dst).map_err(|m| failed(*i, m))
     })?;
+    Ok(data)
+}
+
+/// [`read_whole_files`] for files of which some are in object storage: every object
+/// requested at once (up to the storage's limit in flight), then copied into the batch.
+fn fetch_whole_files(paths: &[&Path], sizes: &mut Vec<usize>, failed: impl Fn(usize, String) -> Error) -> Result<TensorList> {
+    let names: Vec<String> = paths.iter().map(|p| p.to_string_lossy().into_owned()).collect();
+    let mut got: Vec<Option<bytes::Bytes>> = vec![None; paths.len()];
+    let remote: Vec<usize> = (0..paths.len()).filter(|&i| storage::is_object_uri(&names[i])).collect();
+    let uris: Vec<&str> = remote.iter().map(|&i| names[i].as_str()).collect();
+    storage::fetch(&uris, |j, b| got[remote[j]] = Some(b)).map_err(|(j, m)| failed(remote[j], m))?;
+    for (i, slot) in got.iter_mut().enumerate() {
+        if slot.is_none() {
+            *slot = Some(std::fs::read(paths[i]).map_err(|e| failed(i, format!("cannot read file: {e}")))?.into());
+        }
+    }
+    sizes.clear();
+    sizes.extend(got.iter().map(|b| b.as_ref().map_or(0, |b| b.len())));
+    let mut data = TensorList::for_overwrite(BatchMeta::new(DType::U8, 1, sizes.chunks(1)));
+    for (dst, b) in data.samples_mut().into_iter().zip(&got) {
+        dst.copy_from_slice(b.as_deref().unwrap_or(&[]));
+    }
     Ok(data)
 }
 

@@ -13,13 +13,13 @@
 //! A damaged record fails its batch with an error naming the file and the offset; the next
 //! batch reads on (DALI's pipeline stops for good).
 
-use std::fs::File;
 use std::path::PathBuf;
 use std::sync::atomic::AtomicBool;
 use std::sync::Arc;
 
 use super::core::{lazily, read_in_parallel, read_spans, BatchSource, ReaderCore};
 use super::{READER_ARGS, SHUFFLE_AFTER_EPOCH_ARGS};
+use crate::storage::{self, Source};
 use crate::error::{Error, Location, Result};
 use crate::ops::{arg, ArgDefault as D, ArgType as T, Device, OpContext, OpDef, OpSchema};
 use crate::tensor::{BatchMeta, DType, TensorList};
@@ -69,8 +69,9 @@ fn read_index(ctx: &OpContext) -> Result<Index> {
     if paths.is_empty() {
         return Err(Error::arg(op, "path", "no RecordIO files given"));
     }
-    let sizes = paths.iter().map(|p| std::fs::metadata(p).map(|m| m.len()).map_err(|e| Error::io(op, p.display(), e))).collect::<Result<Vec<_>>>()?;
-    let text = std::fs::read_to_string(&indexes[0]).map_err(|e| Error::io(op, &indexes[0], e))?;
+    let sizes = paths.iter().map(|p| storage::size(&p.to_string_lossy()).map_err(|e| Error::io(op, p.display(), e))).collect::<Result<Vec<_>>>()?;
+    let text = storage::read(&indexes[0]).map_err(|e| Error::io(op, &indexes[0], e))?;
+    let text = String::from_utf8_lossy(&text);
     // `key offset` pairs, up to the first pair that is not two numbers (as DALI reads them).
     let mut offsets = Vec::new();
     let mut tokens = text.split_whitespace();
@@ -166,7 +167,7 @@ fn split_payload(payload: &[u8]) -> std::result::Result<(Vec<f32>, std::ops::Ran
 struct RecSource {
     op: String,
     index: Index,
-    files: Vec<File>,
+    files: Vec<Source>,
     read_threads: usize,
     scratch: Vec<u8>,
 }
@@ -246,7 +247,7 @@ impl BatchSource for RecSource {
 fn mxnet_reader(ctx: &OpContext) -> Result<ReaderCore<Vec<TensorList>>> {
     let op = ctx.display_name.as_str();
     let index = read_index(ctx)?;
-    let files = index.paths.iter().map(|p| File::open(p).map_err(|e| Error::io(op, p.display(), e))).collect::<Result<Vec<_>>>()?;
+    let files = index.paths.iter().map(|p| Source::open(&p.to_string_lossy()).map_err(|e| Error::io(op, p.display(), e))).collect::<Result<Vec<_>>>()?;
     let n = index.spans.len();
     let source = RecSource { op: op.to_string(), index, files, read_threads: ctx.num_threads, scratch: Vec::new() };
     ReaderCore::start(ctx, n, source)

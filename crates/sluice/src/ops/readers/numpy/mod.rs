@@ -22,12 +22,12 @@
 
 mod header;
 
-use std::fs::File;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 
-use super::core::{lazily, read_at_most, read_exact_at, read_in_parallel, BatchSource, ReaderCore};
+use super::core::{lazily, read_in_parallel, BatchSource, ReaderCore};
+use crate::storage::{self, Blob};
 use super::file::glob_match;
 use super::loader::BatchPlan;
 use super::{READER_ARGS, SHUFFLE_AFTER_EPOCH_ARGS};
@@ -104,7 +104,8 @@ fn list_files(ctx: &OpContext) -> Result<Listing> {
         root.clone().unwrap_or_default()
     } else if a.has("file_list") {
         let list = PathBuf::from(a.str("file_list"));
-        let text = std::fs::read_to_string(&list).map_err(|e| Error::io(op, list.display(), format!("Cannot open: {e}")))?;
+        let text = storage::read(a.str("file_list")).map_err(|e| Error::io(op, list.display(), format!("Cannot open: {e}")))?;
+        let text = String::from_utf8_lossy(&text);
         names = text.split('\n').map(|l| l.strip_suffix('\r').unwrap_or(l)).filter(|l| !l.is_empty()).map(String::from).collect();
         root.clone().unwrap_or_else(|| list.parent().map(Path::to_path_buf).unwrap_or_default())
     } else {
@@ -125,6 +126,13 @@ fn list_files(ctx: &OpContext) -> Result<Listing> {
 /// order (folders too), named `./name` and `sub/name`.
 fn discover(op: &str, root: &Path, filter: &str, names: &mut Vec<String>) -> Result<()> {
     let entries = |dir: &Path| -> Result<Vec<(String, bool)>> {
+        let dir_str = dir.to_string_lossy();
+        if storage::is_object_uri(&dir_str) {
+            let l = storage::list(&dir_str).map_err(|e| Error::io(op, &dir_str, format!("Failed to open {dir_str}: {e}")))?;
+            let mut v: Vec<(String, bool)> = l.dirs.into_iter().map(|d| (d, true)).chain(l.files.into_iter().map(|(f, _)| (f, false))).collect();
+            v.sort();
+            return Ok(v);
+        }
         let rd = std::fs::read_dir(dir).map_err(|e| Error::io(op, dir.display(), format!("Failed to open {}: {e}", dir.display())))?;
         let mut v: Vec<(String, bool)> = rd
             .filter_map(|e| e.ok())
@@ -158,6 +166,8 @@ struct StoredBatch {
 struct NpySource {
     op: String,
     files: Listing,
+    /// The files are objects in storage.
+    remote: bool,
     read_threads: usize,
 }
 
@@ -166,19 +176,19 @@ impl NpySource {
         Location { operator: self.op.clone(), sample: Some(i), iteration: Some(batch_no), source: Some(self.files.paths[k].display().to_string()) }
     }
 
-    /// Opens file `k` and parses its header; checks the file holds the data it announces.
-    fn open(&self, k: usize) -> std::result::Result<(File, header::Header), String> {
+    /// Parses the header of file `k` (`f`: the file, or the object fetched); checks the file
+    /// holds the data it announces.
+    fn open(&self, k: usize, f: Blob) -> std::result::Result<(Blob, header::Header), String> {
         let path = &self.files.paths[k];
-        let f = File::open(path).map_err(|e| format!("Could not open file {}: {e}", path.display()))?;
-        let len = f.metadata().map_err(|e| format!("cannot read file: {e}"))?.len();
+        let len = f.len();
         let mut pre = [0u8; header::PREAMBLE];
-        let got = read_at_most(&f, &mut pre, 0)?;
+        let got = f.read_at_most(&mut pre, 0)?;
         let (start, hlen) = header::header_extent(&pre[..got]).map_err(|m| format!("{m} File: {}", self.files.names[k]))?;
         if (start + hlen) as u64 > len {
             return Err(format!("Error extracting header length: the header needs {} bytes, the file has {len}. File: {}", start + hlen, self.files.names[k]));
         }
         let mut text = vec![0u8; hlen];
-        read_exact_at(&f, &mut text, start as u64, "the header")?;
+        f.read_exact_at(&mut text, start as u64, "the header")?;
         let h = header::parse(&text, start).map_err(|m| format!("{m} File: {}", self.files.names[k]))?;
         let have = len.saturating_sub(h.data_offset as u64);
         if have < h.data_len as u64 {
@@ -192,9 +202,20 @@ impl BatchSource for NpySource {
     type Batch = StoredBatch;
 
     fn read(&mut self, idx: &[usize], batch_no: u64, stop: &AtomicBool) -> Result<StoredBatch> {
+        // Objects in storage are fetched whole, all of the batch's at once; files are opened.
+        let mut fetched: Vec<Option<Blob>> = (0..idx.len()).map(|_| None).collect();
+        if self.remote {
+            let uris: Vec<String> = idx.iter().map(|&k| self.files.paths[k].to_string_lossy().into_owned()).collect();
+            let refs: Vec<&str> = uris.iter().map(String::as_str).collect();
+            storage::fetch(&refs, |i, b| fetched[i] = Some(Blob::Memory(b))).map_err(|(i, m)| Error::data(self.loc(batch_no, i, idx[i]), m))?;
+        }
         let mut opened = Vec::with_capacity(idx.len());
         for (i, &k) in idx.iter().enumerate() {
-            let (f, h) = self.open(k).map_err(|m| Error::data(self.loc(batch_no, i, k), m))?;
+            let blob = match fetched[i].take() {
+                Some(b) => b,
+                None => Blob::open_local(&self.files.paths[k]).map_err(|m| Error::data(self.loc(batch_no, i, k), m))?,
+            };
+            let (f, h) = self.open(k, blob).map_err(|m| Error::data(self.loc(batch_no, i, k), m))?;
             if let Some((_, first)) = opened.first() {
                 let first: &header::Header = first;
                 let (p0, pi) = (self.files.paths[idx[0]].display(), self.files.paths[k].display());
@@ -224,7 +245,7 @@ impl BatchSource for NpySource {
                     return Err(Error::Unsupported(format!("{}: stopped", self.op)));
                 }
                 let (f, h) = &opened[*i];
-                read_exact_at(f, dst, h.data_offset as u64, "the array").map_err(|m| Error::data(self.loc(batch_no, *i, idx[*i]), m))
+                f.read_exact_at(dst, h.data_offset as u64, "the array").map_err(|m| Error::data(self.loc(batch_no, *i, idx[*i]), m))
             })?;
         }
         data.set_source_info(idx.iter().map(|&k| self.files.names[k].clone()).collect());
@@ -262,7 +283,8 @@ impl NumpyReader {
         let has_roi = ROI_ARGS.iter().any(|n| given(n));
         let files = list_files(ctx)?;
         let n = files.names.len();
-        let source = NpySource { op: op.to_string(), files, read_threads: ctx.num_threads };
+        let remote = files.paths.iter().any(|p| storage::is_object_uri(&p.to_string_lossy()));
+        let source = NpySource { op: op.to_string(), files, remote, read_threads: ctx.num_threads };
         Ok(NumpyReader { ctx: ctx.clone(), core: ReaderCore::start(ctx, n, source)?, policy, has_roi })
     }
 

@@ -17,7 +17,6 @@
 
 pub mod example;
 
-use std::fs::File;
 use std::path::PathBuf;
 use std::sync::atomic::AtomicBool;
 use std::sync::Arc;
@@ -25,6 +24,7 @@ use std::sync::Arc;
 use self::example::Values;
 use super::core::{lazily, read_in_parallel, read_spans, BatchSource, ReaderCore};
 use super::{READER_ARGS, SHUFFLE_AFTER_EPOCH_ARGS};
+use crate::storage::{self, Source};
 use crate::error::{Error, Location, Result};
 use crate::ops::{arg, ArgDefault as D, ArgType as T, Device, OpContext, OpDef, OpSchema};
 use crate::tensor::{BatchMeta, DType, TensorList};
@@ -178,8 +178,9 @@ fn read_indexes(ctx: &OpContext) -> Result<Index> {
     }
     let mut records = Vec::new();
     for (f, (path, index)) in paths.iter().zip(indexes).enumerate() {
-        let len = std::fs::metadata(path).map_err(|e| Error::io(op, path.display(), e))?.len();
-        let text = std::fs::read_to_string(index).map_err(|e| Error::io(op, index, e))?;
+        let len = storage::size(&path.to_string_lossy()).map_err(|e| Error::io(op, path.display(), e))?;
+        let text = storage::read(index).map_err(|e| Error::io(op, index, e))?;
+        let text = String::from_utf8_lossy(&text);
         // Whitespace-separated `offset size` pairs (one a line as tfrecord2idx writes them;
         // DALI reads the numbers as a stream, so any spacing works).
         let mut numbers = text.split_whitespace();
@@ -216,7 +217,7 @@ struct Gathered {
 struct TfSource {
     op: String,
     index: Index,
-    files: Vec<File>,
+    files: Vec<Source>,
     features: Vec<Feature>,
     read_threads: usize,
     /// The batch's records, back to back (kept between batches).
@@ -429,7 +430,7 @@ fn tfrecord_reader(ctx: &OpContext) -> Result<ReaderCore<Vec<TensorList>>> {
     }
     let features = parse_features(ctx)?;
     let index = read_indexes(ctx)?;
-    let files = index.paths.iter().map(|p| File::open(p).map_err(|e| Error::io(op, p.display(), e))).collect::<Result<Vec<_>>>()?;
+    let files = index.paths.iter().map(|p| Source::open(&p.to_string_lossy()).map_err(|e| Error::io(op, p.display(), e))).collect::<Result<Vec<_>>>()?;
     let n = index.records.len();
     let gathered = features.iter().map(|_| Gathered::default()).collect();
     let source = TfSource { op: op.to_string(), index, files, features, read_threads: ctx.num_threads, scratch: Vec::new(), gathered };

@@ -21,13 +21,13 @@
 
 pub mod tar;
 
-use std::fs::File;
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 
-use super::core::{lazily, read_exact_at, read_in_parallel, BatchSource, ReaderCore};
+use super::core::{lazily, BatchSource, ReaderCore};
 use super::READER_ARGS;
+use crate::storage::{self, Source};
 use crate::error::{Error, Location, Result};
 use crate::ops::{arg, ArgDefault as D, ArgType as T, Device, OpContext, OpDef, OpSchema};
 use crate::tensor::{BatchMeta, DType, TensorList};
@@ -124,7 +124,7 @@ fn list_samples(ctx: &OpContext, ext: &[Vec<String>], sizes: &[usize]) -> Result
     let outputs = ext.len();
     let mut s = Samples { archives: archives.clone(), archive: Vec::new(), slots: Vec::new(), info: Vec::new(), origin: Vec::new() };
     for (k, path) in archives.iter().enumerate() {
-        let len = std::fs::metadata(path).map_err(|e| Error::io(op, path.display(), e))?.len();
+        let len = storage::size(&path.to_string_lossy()).map_err(|e| Error::io(op, path.display(), e))?;
         let listed = match &indexes {
             Some(ix) => tar::read_index(&ix[k]).map_err(|m| Error::io(op, &ix[k], m))?,
             None => tar::list_archive(path).map_err(|m| Error::io(op, path.display(), m))?,
@@ -169,7 +169,7 @@ fn list_samples(ctx: &OpContext, ext: &[Vec<String>], sizes: &[usize]) -> Result
 struct WdsSource {
     op: String,
     samples: Samples,
-    files: Vec<File>,
+    files: Vec<Source>,
     dtypes: Vec<DType>,
     read_threads: usize,
 }
@@ -209,18 +209,22 @@ impl BatchSource for WdsSource {
                     }
                 }
             }
-            let total = jobs.iter().map(|j| j.2.len()).sum();
+            if stop.load(Ordering::Relaxed) {
+                return Err(Error::Unsupported(format!("{}: stopped", self.op)));
+            }
             let this = &*self;
-            read_in_parallel(&mut jobs, self.read_threads, total, |j| j.2.len(), |(i, o, dst)| {
-                if stop.load(Ordering::Relaxed) {
-                    return Err(Error::Unsupported(format!("{}: stopped", this.op)));
-                }
-                let k = idx[*i];
-                let (offset, _) = this.samples.slots[k * outputs + *o].expect("jobs have data");
-                let file = &this.files[this.samples.archive[k] as usize];
-                read_exact_at(file, dst, offset, "the component").map_err(|m| {
-                    Error::data(this.loc(batch_no, *i, k), format!("{m} (archive {})", this.samples.archives[this.samples.archive[k] as usize].display()))
+            let who: Vec<usize> = jobs.iter().map(|j| j.0).collect();
+            let mut reads: Vec<(&Source, u64, &mut [u8])> = jobs
+                .into_iter()
+                .map(|(i, o, dst)| {
+                    let k = idx[i];
+                    let (offset, _) = this.samples.slots[k * outputs + o].expect("jobs have data");
+                    (&this.files[this.samples.archive[k] as usize], offset, dst)
                 })
+                .collect();
+            storage::read_many(&mut reads, self.read_threads, |j, m| {
+                let (i, k) = (who[j], idx[who[j]]);
+                Error::data(this.loc(batch_no, i, k), format!("{m} (archive {})", this.samples.archives[this.samples.archive[k] as usize].display()))
             })?;
         }
         Ok(outs)
@@ -251,7 +255,7 @@ fn webdataset_reader(ctx: &OpContext) -> Result<ReaderCore<Vec<TensorList>>> {
     };
     let sizes: Vec<usize> = dtypes.iter().map(|d| d.size()).collect();
     let samples = list_samples(ctx, &ext, &sizes)?;
-    let files = samples.archives.iter().map(|p| File::open(p).map_err(|e| Error::io(op, p.display(), e))).collect::<Result<Vec<_>>>()?;
+    let files = samples.archives.iter().map(|p| Source::open(&p.to_string_lossy()).map_err(|e| Error::io(op, p.display(), e))).collect::<Result<Vec<_>>>()?;
     let n = samples.archive.len();
     let source = WdsSource { op: op.to_string(), samples, files, dtypes, read_threads: ctx.num_threads };
     ReaderCore::start(ctx, n, source)

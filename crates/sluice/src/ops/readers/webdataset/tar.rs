@@ -3,9 +3,9 @@
 //! samples as DALI groups them: consecutive regular files sharing the name up to the first
 //! dot of the file name; files whose name starts with a dot are left out.
 
-use std::fs::File;
-use std::io::{Read, Seek, SeekFrom};
 use std::path::Path;
+
+use crate::storage::{self, Source};
 
 use super::{Listed, Member};
 
@@ -22,7 +22,8 @@ pub fn split_name(path: &str) -> (&str, &str) {
 
 /// Reads an index file (`v1.1` or `v1.2`).
 pub fn read_index(path: &str) -> Result<Vec<Listed>, String> {
-    let text = std::fs::read_to_string(path).map_err(|e| format!("cannot read the index file: {e}"))?;
+    let text = storage::read(path).map_err(|e| format!("cannot read the index file: {e}"))?;
+    let text = String::from_utf8_lossy(&text);
     let mut lines = text.lines();
     let bad = |line: usize, m: &str| format!("Malformed index file at \"{path}\" line {line} - {m}");
     let head = lines.next().unwrap_or("");
@@ -58,17 +59,17 @@ pub fn read_index(path: &str) -> Result<Vec<Listed>, String> {
     Ok(samples)
 }
 
-/// The regular files of a tar archive: (name, data offset, size).
+/// The regular files of a tar archive: (name, data offset, size). Headers are read with
+/// positioned reads (ranged requests for an archive in object storage).
 pub fn tar_members(path: &Path) -> Result<Vec<(String, u64, u64)>, String> {
-    let mut f = File::open(path).map_err(|e| format!("cannot open the archive: {e}"))?;
-    let len = f.metadata().map_err(|e| e.to_string())?.len();
+    let f = Source::open(&path.to_string_lossy()).map_err(|e| format!("cannot open the archive: {e}"))?;
+    let len = f.len();
     let mut out = Vec::new();
     let mut at = 0u64;
     let mut long_name: Option<String> = None;
     let mut header = [0u8; BLOCK as usize];
     while at + BLOCK <= len {
-        f.seek(SeekFrom::Start(at)).map_err(|e| e.to_string())?;
-        f.read_exact(&mut header).map_err(|e| format!("cannot read the tar header at {at}: {e}"))?;
+        f.read_exact_at(&mut header, at, "the tar header").map_err(|e| format!("cannot read the tar header at {at}: {e}"))?;
         if header.iter().all(|&b| b == 0) {
             break; // the end-of-archive blocks
         }
@@ -94,13 +95,13 @@ pub fn tar_members(path: &Path) -> Result<Vec<(String, u64, u64)>, String> {
         match typeflag {
             b'L' => {
                 let mut buf = vec![0u8; size as usize];
-                f.read_exact(&mut buf).map_err(|e| e.to_string())?;
+                f.read_exact_at(&mut buf, data, "a long name")?;
                 let end = buf.iter().position(|&b| b == 0).unwrap_or(buf.len());
                 long_name = Some(String::from_utf8_lossy(&buf[..end]).into_owned());
             }
             b'x' => {
                 let mut buf = vec![0u8; size as usize];
-                f.read_exact(&mut buf).map_err(|e| e.to_string())?;
+                f.read_exact_at(&mut buf, data, "a pax record")?;
                 long_name = pax_path(&buf).or(long_name);
             }
             b'0' | 0 => {
@@ -115,9 +116,8 @@ pub fn tar_members(path: &Path) -> Result<Vec<(String, u64, u64)>, String> {
     }
     if at < len && at + BLOCK > len {
         // Less than a block left: end-of-archive padding, or a header cut short.
-        let mut rest = Vec::new();
-        f.seek(SeekFrom::Start(at)).map_err(|e| e.to_string())?;
-        f.read_to_end(&mut rest).map_err(|e| e.to_string())?;
+        let mut rest = vec![0u8; (len - at) as usize];
+        f.read_exact_at(&mut rest, at, "the archive's end")?;
         if rest.iter().any(|&b| b != 0) {
             return Err(format!("the archive is truncated: the tar header at byte {at} is cut short ({} of 512 bytes)", rest.len()));
         }

@@ -1,0 +1,423 @@
+//! Where readers' data lives: local paths (or `file://` URIs) and object storage — `s3://`
+//! (AWS and S3-compatible servers), `gs://`, `az://` / `abfs://` and `http(s)://` — through
+//! `object_store`, the Apache Arrow project's crate for exactly this.
+//!
+//! Readers ask for whole objects (`read`, `fetch`), byte ranges (`fetch_ranges`) and one level
+//! of a prefix (`list`); they never see a client. Many requests are in flight at once (a
+//! batch's files or records, up to [`max_in_flight`]), on one small I/O runtime shared by every
+//! reader. Every request has a timeout; timeouts, cut connections, 5xx and throttling are
+//! retried with backoff (`object_store`'s policy for the request, and ours around the body,
+//! which may be cut after the request succeeded); what still fails is an error naming the URI.
+//!
+//! Configuration is the clouds' usual: `AWS_ENDPOINT_URL`, `AWS_REGION`, `AWS_ACCESS_KEY_ID`
+//! / `AWS_SECRET_ACCESS_KEY` / `AWS_SESSION_TOKEN` (and the other `AWS_*` variables
+//! `object_store` knows), `GOOGLE_*`, `AZURE_*`; DALI's `DALI_S3_NO_VERIFY_SSL`; and Sluice's
+//! `SLUICE_STORAGE_TIMEOUT_S` (per request, default 30), `SLUICE_STORAGE_RETRIES` (default 8),
+//! `SLUICE_STORAGE_IN_FLIGHT` (default 64). Credentials never appear in errors: messages name
+//! the URI and what went wrong, never a request's headers.
+
+use std::collections::HashMap;
+use std::ops::Range;
+use std::sync::{Arc, Mutex, OnceLock};
+use std::time::Duration;
+
+use futures::stream::{self, StreamExt, TryStreamExt};
+use object_store::path::Path as ObjectPath;
+use object_store::{ClientOptions, ObjectStore, RetryConfig};
+
+/// Whether `path` names an object in object storage (a URI with a scheme other than `file`).
+pub fn is_object_uri(path: &str) -> bool {
+    match path.split_once("://") {
+        Some((scheme, _)) => !scheme.is_empty() && scheme != "file" && scheme.chars().all(|c| c.is_ascii_alphanumeric() || c == '+' || c == '-' || c == '.'),
+        None => false,
+    }
+}
+
+/// A local path for `path`: itself, or a `file://` URI's path.
+pub fn local_path(path: &str) -> &str {
+    path.strip_prefix("file://").unwrap_or(path)
+}
+
+/// `base` joined with the relative `name`, for object URIs and local paths alike.
+pub fn join(base: &str, name: &str) -> String {
+    if is_object_uri(name) || (!is_object_uri(base) && name.starts_with('/')) {
+        return name.to_string();
+    }
+    format!("{}/{}", base.trim_end_matches('/'), name.trim_start_matches('/'))
+}
+
+fn env_number(name: &str, default: u64) -> u64 {
+    std::env::var(name).ok().and_then(|v| v.trim().parse().ok()).unwrap_or(default)
+}
+
+/// Most requests one batch has in flight (`SLUICE_STORAGE_IN_FLIGHT`, default 64).
+pub fn max_in_flight() -> usize {
+    env_number("SLUICE_STORAGE_IN_FLIGHT", 64).max(1) as usize
+}
+
+fn retries() -> usize {
+    env_number("SLUICE_STORAGE_RETRIES", 8) as usize
+}
+
+fn runtime() -> &'static tokio::runtime::Runtime {
+    static RT: OnceLock<tokio::runtime::Runtime> = OnceLock::new();
+    RT.get_or_init(|| {
+        tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(2)
+            .thread_name("sluice-storage")
+            .enable_all()
+            .build()
+            .expect("the storage runtime starts")
+    })
+}
+
+/// One store per scheme and bucket (or host), made once: clients keep their connections.
+fn store_for(uri: &str) -> Result<(Arc<dyn ObjectStore>, ObjectPath), String> {
+    static STORES: OnceLock<Mutex<HashMap<String, Arc<dyn ObjectStore>>>> = OnceLock::new();
+    // The key is taken as written (DALI does not percent-decode keys either).
+    let (scheme, rest) = uri.split_once("://").ok_or_else(|| "not a URI".to_string())?;
+    let scheme = scheme.to_ascii_lowercase();
+    let (host, raw_key) = rest.split_once('/').unwrap_or((rest, ""));
+    let host = host.to_string();
+    let key = format!("{scheme}://{host}");
+    let raw_key = raw_key.trim_matches('/');
+    let path = ObjectPath::parse(raw_key).unwrap_or_else(|_| ObjectPath::from(raw_key));
+    let mut stores = STORES.get_or_init(Default::default).lock().unwrap_or_else(|e| e.into_inner());
+    if let Some(s) = stores.get(&key) {
+        return Ok((s.clone(), path));
+    }
+    let timeout = Duration::from_secs(env_number("SLUICE_STORAGE_TIMEOUT_S", 30).max(1));
+    let no_verify = std::env::var("DALI_S3_NO_VERIFY_SSL").is_ok_and(|v| !matches!(v.as_str(), "" | "0" | "false" | "False"));
+    let mut client = ClientOptions::new().with_timeout(timeout).with_connect_timeout(Duration::from_secs(10)).with_allow_invalid_certificates(no_verify);
+    let retry = RetryConfig { max_retries: retries(), retry_timeout: Duration::from_secs(120), ..RetryConfig::default() };
+    let store: Arc<dyn ObjectStore> = match scheme.as_str() {
+        "s3" | "s3a" => {
+            let endpoint = std::env::var("AWS_ENDPOINT_URL").or_else(|_| std::env::var("AWS_ENDPOINT")).unwrap_or_default();
+            if endpoint.starts_with("http://") {
+                client = client.with_allow_http(true);
+            }
+            let b = object_store::aws::AmazonS3Builder::from_env().with_bucket_name(host.clone()).with_client_options(client).with_retry(retry);
+            let b = if std::env::var("AWS_REGION").is_err() && std::env::var("AWS_DEFAULT_REGION").is_err() { b.with_region("us-east-1") } else { b };
+            Arc::new(b.build().map_err(|e| e.to_string())?)
+        }
+        "gs" => Arc::new(
+            object_store::gcp::GoogleCloudStorageBuilder::from_env().with_bucket_name(host.clone()).with_client_options(client).with_retry(retry).build().map_err(|e| e.to_string())?,
+        ),
+        "az" | "abfs" | "abfss" | "adl" | "azure" => Arc::new(
+            object_store::azure::MicrosoftAzureBuilder::from_env().with_url(format!("{scheme}://{host}")).with_client_options(client).with_retry(retry).build().map_err(|e| e.to_string())?,
+        ),
+        "http" | "https" => {
+            let base = format!("{scheme}://{host}");
+            Arc::new(
+                object_store::http::HttpBuilder::new().with_url(base).with_client_options(client.with_allow_http(true)).with_retry(retry).build().map_err(|e| e.to_string())?,
+            )
+        }
+        other => return Err(format!("unsupported storage scheme '{other}://' (use s3://, gs://, az://, http(s):// or a local path)")),
+    };
+    stores.insert(key, store.clone());
+    Ok((store, path))
+}
+
+/// What object storage said, short: the kind of failure and the store's message, which
+/// names the object but no credentials.
+fn describe(e: &object_store::Error) -> String {
+    match e {
+        object_store::Error::NotFound { .. } => "no such object (it may have been deleted)".to_string(),
+        object_store::Error::PermissionDenied { .. } | object_store::Error::Unauthenticated { .. } => format!("access denied: {e}"),
+        _ => e.to_string(),
+    }
+}
+
+/// Attempts at reading an object's body: the request is retried by the store, but a body
+/// cut after the response began is retried here.
+const BODY_ATTEMPTS: usize = 4;
+
+async fn get_range(store: &dyn ObjectStore, path: &ObjectPath, range: Option<Range<u64>>) -> Result<bytes::Bytes, String> {
+    let mut last = String::new();
+    for attempt in 0..BODY_ATTEMPTS {
+        if attempt > 0 {
+            tokio::time::sleep(Duration::from_millis(100 << attempt)).await;
+        }
+        let got = match &range {
+            Some(r) => store.get_range(path, r.clone()).await,
+            None => match store.get(path).await {
+                Ok(g) => g.bytes().await,
+                Err(e) => Err(e),
+            },
+        };
+        match got {
+            Ok(b) => return Ok(b),
+            Err(e @ (object_store::Error::NotFound { .. } | object_store::Error::PermissionDenied { .. } | object_store::Error::Unauthenticated { .. })) => {
+                return Err(describe(&e))
+            }
+            Err(e) => last = describe(&e),
+        }
+    }
+    Err(format!("{last} (after {BODY_ATTEMPTS} attempts)"))
+}
+
+/// The whole object or file at `uri`.
+pub fn read(uri: &str) -> Result<Vec<u8>, String> {
+    if !is_object_uri(uri) {
+        return std::fs::read(local_path(uri)).map_err(|e| e.to_string());
+    }
+    let (store, path) = store_for(uri)?;
+    runtime().block_on(get_range(&*store, &path, None)).map(|b| b.to_vec())
+}
+
+/// The whole objects at `uris` (object URIs), up to [`max_in_flight`] requests at once, each
+/// handed to `done(i, bytes)` as it arrives (in any order). The first failure is returned as
+/// `(i, message)`.
+pub fn fetch(uris: &[&str], mut done: impl FnMut(usize, bytes::Bytes)) -> Result<(), (usize, String)> {
+    let targets = uris.iter().enumerate().map(|(i, u)| store_for(u).map(|t| (i, t)).map_err(|m| (i, m))).collect::<Result<Vec<_>, _>>()?;
+    runtime().block_on(async {
+        let mut results = stream::iter(targets).map(|(i, (store, path))| async move { get_range(&*store, &path, None).await.map(|b| (i, b)).map_err(|m| (i, m)) }).buffer_unordered(max_in_flight());
+        while let Some(r) = results.next().await {
+            let (i, b) = r?;
+            done(i, b);
+        }
+        Ok(())
+    })
+}
+
+/// Entries one level under a folder or prefix: (sub-folder names, (file name, size)), each
+/// sorted by name.
+pub struct Listing {
+    pub dirs: Vec<String>,
+    pub files: Vec<(String, u64)>,
+}
+
+/// One level of the folder or prefix `dir`. A prefix with nothing under it is an error (object
+/// stores have no empty folders), as a missing local folder is.
+pub fn list(dir: &str) -> Result<Listing, String> {
+    let (mut dirs, mut files) = (Vec::new(), Vec::new());
+    if !is_object_uri(dir) {
+        for e in std::fs::read_dir(local_path(dir)).map_err(|e| e.to_string())? {
+            let e = e.map_err(|e| e.to_string())?;
+            let name = e.file_name().to_string_lossy().into_owned();
+            let meta = std::fs::metadata(e.path()).map_err(|e| e.to_string())?;
+            if meta.is_dir() {
+                dirs.push(name);
+            } else {
+                files.push((name, meta.len()));
+            }
+        }
+    } else {
+        let (store, path) = store_for(dir)?;
+        let prefix = (!path.as_ref().is_empty()).then_some(&path);
+        let result = with_retries(|| store.list_with_delimiter(prefix))?;
+        let base = |p: &ObjectPath| p.filename().unwrap_or("").to_string();
+        dirs = result.common_prefixes.iter().map(base).collect();
+        files = result.objects.iter().map(|o| (base(&o.location), o.size)).collect();
+        if dirs.is_empty() && files.is_empty() {
+            return Err("no such prefix: nothing is stored under it".into());
+        }
+    }
+    dirs.sort();
+    files.sort();
+    Ok(Listing { dirs, files })
+}
+
+/// Every object under the prefix `dir`, recursively: (path relative to `dir`, size), sorted.
+pub fn list_recursive(dir: &str) -> Result<Vec<(String, u64)>, String> {
+    let (store, path) = store_for(dir)?;
+    let prefix = (!path.as_ref().is_empty()).then_some(&path);
+    let skip = path.as_ref().len() + usize::from(!path.as_ref().is_empty());
+    let mut found: Vec<(String, u64)> = with_retries(|| store.list(prefix).map_ok(|o| (o.location.as_ref()[skip..].to_string(), o.size)).try_collect::<Vec<_>>())?;
+    found.sort();
+    Ok(found)
+}
+
+/// Byte ranges of objects: `ranges[i] = (uri, range)`, up to [`max_in_flight`] requests at
+/// once, each handed to `done(i, bytes)` as it arrives.
+pub fn fetch_ranges(ranges: &[(&str, Range<u64>)], mut done: impl FnMut(usize, bytes::Bytes)) -> Result<(), (usize, String)> {
+    let targets = ranges.iter().enumerate().map(|(i, (u, r))| store_for(u).map(|t| (i, t, r.clone())).map_err(|m| (i, m))).collect::<Result<Vec<_>, _>>()?;
+    runtime().block_on(async {
+        let mut results = stream::iter(targets)
+            .map(|(i, (store, path), r)| async move {
+                let want = r.end - r.start;
+                let b = get_range(&*store, &path, Some(r)).await.map_err(|m| (i, m))?;
+                if b.len() as u64 != want {
+                    return Err((i, format!("the object ended early: {} of {want} bytes", b.len())));
+                }
+                Ok((i, b))
+            })
+            .buffer_unordered(max_in_flight());
+        while let Some(r) = results.next().await {
+            let (i, b) = r?;
+            done(i, b);
+        }
+        Ok(())
+    })
+}
+
+/// The size of the object at `uri`.
+pub fn size(uri: &str) -> Result<u64, String> {
+    if !is_object_uri(uri) {
+        return std::fs::metadata(local_path(uri)).map(|m| m.len()).map_err(|e| e.to_string());
+    }
+    let (store, path) = store_for(uri)?;
+    with_retries(|| store.head(&path)).map(|m| m.size)
+}
+
+/// Runs the request `make()` makes until it succeeds, a few times with backoff: the store
+/// retries failed requests, but not a response body cut after the response began.
+fn with_retries<T, F: std::future::Future<Output = object_store::Result<T>>>(make: impl Fn() -> F) -> Result<T, String> {
+    runtime().block_on(async {
+        let mut last = String::new();
+        for attempt in 0..BODY_ATTEMPTS {
+            if attempt > 0 {
+                tokio::time::sleep(Duration::from_millis(100 << attempt)).await;
+            }
+            match make().await {
+                Ok(v) => return Ok(v),
+                Err(e @ (object_store::Error::NotFound { .. } | object_store::Error::PermissionDenied { .. } | object_store::Error::Unauthenticated { .. })) => {
+                    return Err(describe(&e))
+                }
+                Err(e) => last = describe(&e),
+            }
+        }
+        Err(format!("{last} (after {BODY_ATTEMPTS} attempts)"))
+    })
+}
+
+/// A file or an object, open for positioned reads. An object's reads are ranged requests.
+pub enum Source {
+    Local(std::fs::File, u64),
+    Remote { uri: String, len: u64 },
+}
+
+impl Source {
+    /// Opens the file, or asks the store for the object's size.
+    pub fn open(path: &str) -> Result<Source, String> {
+        if is_object_uri(path) {
+            return Ok(Source::Remote { len: size(path)?, uri: path.to_string() });
+        }
+        let f = std::fs::File::open(local_path(path)).map_err(|e| e.to_string())?;
+        let len = f.metadata().map_err(|e| e.to_string())?.len();
+        Ok(Source::Local(f, len))
+    }
+
+    pub fn len(&self) -> u64 {
+        match self {
+            Source::Local(_, n) | Source::Remote { len: n, .. } => *n,
+        }
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    pub fn is_remote(&self) -> bool {
+        matches!(self, Source::Remote { .. })
+    }
+
+    /// Reads exactly `dst.len()` bytes at `offset` (`what` names them in the error).
+    pub fn read_exact_at(&self, dst: &mut [u8], offset: u64, what: &str) -> Result<(), String> {
+        match self {
+            Source::Local(f, _) => crate::ops::readers::core::read_exact_at(f, dst, offset, what),
+            Source::Remote { uri, len } => {
+                let end = offset + dst.len() as u64;
+                if end > *len {
+                    return Err(format!("truncated file: {} of {what}'s {} bytes could be read", len.saturating_sub(offset), dst.len()));
+                }
+                fetch_ranges(&[(uri.as_str(), offset..end)], |_, b| dst.copy_from_slice(&b)).map_err(|(_, m)| m)
+            }
+        }
+    }
+}
+
+/// Reads every job `(source, offset, destination)`: the ranges of objects all requested at
+/// once (up to [`max_in_flight`]), the local ones on up to `threads` threads. The error of a
+/// failed job `i` is `failed(i, message)`.
+pub fn read_many(
+    jobs: &mut [(&Source, u64, &mut [u8])],
+    threads: usize,
+    failed: impl Fn(usize, String) -> crate::error::Error + Sync,
+) -> crate::error::Result<()> {
+    let mut remote: Vec<(usize, &str, Range<u64>)> = Vec::new();
+    let mut local: Vec<(usize, &std::fs::File, u64, &mut [u8])> = Vec::new();
+    let mut remote_dst: Vec<&mut [u8]> = Vec::new();
+    for (i, (src, offset, dst)) in jobs.iter_mut().enumerate() {
+        match src {
+            Source::Remote { uri, .. } => {
+                remote.push((i, uri.as_str(), *offset..*offset + dst.len() as u64));
+                remote_dst.push(dst);
+            }
+            Source::Local(f, _) => local.push((i, f, *offset, dst)),
+        }
+    }
+    if !remote.is_empty() {
+        let ranges: Vec<(&str, Range<u64>)> = remote.iter().map(|(_, u, r)| (*u, r.clone())).collect();
+        fetch_ranges(&ranges, |j, b| remote_dst[j].copy_from_slice(&b)).map_err(|(j, m)| failed(remote[j].0, m))?;
+    }
+    let total = local.iter().map(|j| j.3.len()).sum();
+    crate::ops::readers::core::read_in_parallel(&mut local, threads, total, |j| j.3.len(), |(i, f, offset, dst)| {
+        crate::ops::readers::core::read_exact_at(f, dst, *offset, "the record").map_err(|m| failed(*i, m))
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn uris_and_joins() {
+        assert!(is_object_uri("s3://bucket/a") && is_object_uri("gs://b/x") && is_object_uri("https://h/p"));
+        assert!(!is_object_uri("/data/train") && !is_object_uri("file:///data") && !is_object_uri("rel/a://b"));
+        assert_eq!(local_path("file:///data/x"), "/data/x");
+        assert_eq!(join("s3://b/train/", "cls/a.jpg"), "s3://b/train/cls/a.jpg");
+        assert_eq!(join("s3://b/train", "s3://c/x"), "s3://c/x");
+        assert_eq!(join("/data", "/abs/x"), "/abs/x");
+        assert!(store_for("ftp://h/x").unwrap_err().contains("unsupported storage scheme"));
+    }
+}
+
+/// A file's or an object's bytes for positioned reads: an open local file, or an object
+/// fetched whole (a batch's objects are fetched together, then read like files).
+pub enum Blob {
+    File(std::fs::File, u64),
+    Memory(bytes::Bytes),
+}
+
+impl Blob {
+    /// Opens the local file `path`.
+    pub fn open_local(path: &std::path::Path) -> Result<Blob, String> {
+        let f = std::fs::File::open(path).map_err(|e| format!("Could not open file {}: {e}", path.display()))?;
+        let len = f.metadata().map_err(|e| format!("cannot read file: {e}"))?.len();
+        Ok(Blob::File(f, len))
+    }
+
+    pub fn len(&self) -> u64 {
+        match self {
+            Blob::File(_, n) => *n,
+            Blob::Memory(b) => b.len() as u64,
+        }
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// Reads up to `dst.len()` bytes at `offset`; returns how many there were.
+    pub fn read_at_most(&self, dst: &mut [u8], offset: u64) -> Result<usize, String> {
+        match self {
+            Blob::File(f, _) => crate::ops::readers::core::read_at_most(f, dst, offset),
+            Blob::Memory(b) => {
+                let start = (offset as usize).min(b.len());
+                let n = dst.len().min(b.len() - start);
+                dst[..n].copy_from_slice(&b[start..start + n]);
+                Ok(n)
+            }
+        }
+    }
+
+    /// Reads exactly `dst.len()` bytes at `offset` (`what` names them in the error).
+    pub fn read_exact_at(&self, dst: &mut [u8], offset: u64, what: &str) -> Result<(), String> {
+        let got = self.read_at_most(dst, offset)?;
+        if got < dst.len() {
+            return Err(format!("truncated file: {got} of {what}'s {} bytes could be read", dst.len()));
+        }
+        Ok(())
+    }
+}
