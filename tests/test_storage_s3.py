@@ -702,3 +702,24 @@ def test_credentials_never_in_error_messages(lib, store, tiny):
         store.proxy.clear()
         text = "".join(traceback.format_exception(info.type, info.value, info.tb)) + repr(info.value)
         assert SECRET_ACCESS_KEY not in text, k
+
+
+# --------------------------------------------------------------------------- storage_options
+def test_storage_options_configure_the_store(store, tiny, monkeypatch):
+    """Sluice's `storage_options` (a dictionary, object_store's keys): the endpoint, region,
+    credentials and allow_http given to the reader instead of the environment; an unknown key is
+    an error naming it (and never a value)."""
+    import sluice
+
+    root, uri = tiny
+    want = file_samples(build(sluice, "file", 7, file_root=str(root)), 3)
+    for k in ("AWS_ENDPOINT_URL", "AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_REGION", "AWS_DEFAULT_REGION"):
+        monkeypatch.delenv(k, raising=False)
+    env = store.server.env()
+    options = {"endpoint": store.server.endpoint, "region": env["AWS_REGION"], "access_key_id": env["AWS_ACCESS_KEY_ID"],
+               "secret_access_key": env["AWS_SECRET_ACCESS_KEY"], "allow_http": True}
+    got = file_samples(build(sluice, "file", 7, file_root=uri, storage_options=options), 3)
+    assert got == want
+    with pytest.raises(RuntimeError, match="unknown storage option 'no_such_key'") as e:
+        build(sluice, "file", 7, file_root=uri, storage_options=dict(options, no_such_key="s3cr3t-value"))
+    assert "s3cr3t-value" not in str(e.value) and env["AWS_SECRET_ACCESS_KEY"] not in str(e.value)

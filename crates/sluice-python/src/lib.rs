@@ -100,6 +100,15 @@ fn arg_value(v: &Bound<'_, PyAny>) -> PyResult<ArgValue> {
         }
         return Err(PyTypeError::new_err("a list argument must hold only numbers or only strings"));
     }
+    // A dictionary (readers' `storage_options`): its `key=value` entries.
+    if let Ok(d) = v.cast::<PyDict>() {
+        let mut entries = Vec::with_capacity(d.len());
+        for (k, val) in d.iter() {
+            let val = if val.is_instance_of::<PyBool>() { val.extract::<bool>()?.to_string() } else { val.str()?.to_string() };
+            entries.push(format!("{}={val}", k.str()?));
+        }
+        return Ok(ArgValue::StrList(entries));
+    }
     // NumPy scalars and arrays: their Python equivalents.
     if v.hasattr("tolist")? && v.hasattr("dtype")? {
         return arg_value(&v.call_method0("tolist")?);
@@ -1061,7 +1070,7 @@ fn masked_crc32c(data: &[u8]) -> u32 {
 /// (extension, data offset, size, member name) (for `sluice.tools.wds2idx`).
 #[pyfunction]
 fn webdataset_samples(path: std::path::PathBuf) -> PyResult<Vec<Vec<(String, u64, u64, String)>>> {
-    let listed = sluice::ops::readers::webdataset::tar::list_archive(&path)
+    let listed = sluice::ops::readers::webdataset::tar::list_archive(&path, &Default::default())
         .map_err(|m| pyo3::exceptions::PyValueError::new_err(format!("{}: {m}", path.display())))?;
     Ok(listed.into_iter().map(|s| s.members.into_iter().map(|m| (m.ext, m.offset, m.size, m.filename)).collect()).collect())
 }

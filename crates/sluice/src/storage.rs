@@ -46,6 +46,42 @@ pub fn join(base: &str, name: &str) -> String {
     format!("{}/{}", base.trim_end_matches('/'), name.trim_start_matches('/'))
 }
 
+/// A reader's `storage_options`: settings of the store beyond the environment, as
+/// `object_store` names them (`endpoint`, `region`, `access_key_id`, `allow_http`,
+/// `timeout`, ...; for every scheme the reader's URIs use). They key the store: readers with
+/// other options get their own clients.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Hash)]
+pub struct Options(Arc<Vec<(String, String)>>);
+
+impl Options {
+    /// From the `key=value` entries of a reader's `storage_options` argument.
+    pub fn from_args(args: &crate::ops::Args) -> Result<Options, String> {
+        if !args.has("storage_options") {
+            return Ok(Options::default());
+        }
+        let pairs = args
+            .strs("storage_options")
+            .iter()
+            .map(|kv| kv.split_once('=').map(|(k, v)| (k.trim().to_ascii_lowercase(), v.to_string())).ok_or_else(|| format!("'{kv}' is not key=value")))
+            .collect::<Result<Vec<_>, _>>()?;
+        Ok(Options(Arc::new(pairs)))
+    }
+
+    fn get(&self, key: &str) -> Option<&str> {
+        self.0.iter().rev().find(|(k, _)| k == key).map(|(_, v)| v.as_str())
+    }
+}
+
+/// Applies `opts` to a store builder through its `with_config` (keys it does not know are an
+/// error naming them; values never appear in errors).
+fn configure<B, K: std::str::FromStr>(mut builder: B, opts: &Options, with: impl Fn(B, K, String) -> B) -> Result<B, String> {
+    for (k, v) in opts.0.iter() {
+        let key = k.parse::<K>().map_err(|_| format!("unknown storage option '{k}'"))?;
+        builder = with(builder, key, v.clone());
+    }
+    Ok(builder)
+}
+
 fn env_number(name: &str, default: u64) -> u64 {
     std::env::var(name).ok().and_then(|v| v.trim().parse().ok()).unwrap_or(default)
 }
@@ -72,8 +108,8 @@ fn runtime() -> &'static tokio::runtime::Runtime {
 }
 
 /// One store per scheme and bucket (or host), made once: clients keep their connections.
-fn store_for(uri: &str) -> Result<(Arc<dyn ObjectStore>, ObjectPath), String> {
-    static STORES: OnceLock<Mutex<HashMap<String, Arc<dyn ObjectStore>>>> = OnceLock::new();
+fn store_for(uri: &str, opts: &Options) -> Result<(Arc<dyn ObjectStore>, ObjectPath), String> {
+    static STORES: OnceLock<Mutex<HashMap<(String, Options), Arc<dyn ObjectStore>>>> = OnceLock::new();
     // The key is taken as written (DALI does not percent-decode keys either).
     let (scheme, rest) = uri.split_once("://").ok_or_else(|| "not a URI".to_string())?;
     let scheme = scheme.to_ascii_lowercase();
@@ -83,6 +119,7 @@ fn store_for(uri: &str) -> Result<(Arc<dyn ObjectStore>, ObjectPath), String> {
     let raw_key = raw_key.trim_matches('/');
     let path = ObjectPath::parse(raw_key).unwrap_or_else(|_| ObjectPath::from(raw_key));
     let mut stores = STORES.get_or_init(Default::default).lock().unwrap_or_else(|e| e.into_inner());
+    let key = (key, opts.clone());
     if let Some(s) = stores.get(&key) {
         return Ok((s.clone(), path));
     }
@@ -92,25 +129,32 @@ fn store_for(uri: &str) -> Result<(Arc<dyn ObjectStore>, ObjectPath), String> {
     let retry = RetryConfig { max_retries: retries(), retry_timeout: Duration::from_secs(120), ..RetryConfig::default() };
     let store: Arc<dyn ObjectStore> = match scheme.as_str() {
         "s3" | "s3a" => {
-            let endpoint = std::env::var("AWS_ENDPOINT_URL").or_else(|_| std::env::var("AWS_ENDPOINT")).unwrap_or_default();
+            let endpoint = opts.get("endpoint").or(opts.get("aws_endpoint_url")).or(opts.get("endpoint_url")).map(str::to_string);
+            let endpoint = endpoint.or_else(|| std::env::var("AWS_ENDPOINT_URL").or_else(|_| std::env::var("AWS_ENDPOINT")).ok()).unwrap_or_default();
             if endpoint.starts_with("http://") {
                 client = client.with_allow_http(true);
             }
             let b = object_store::aws::AmazonS3Builder::from_env().with_bucket_name(host.clone()).with_client_options(client).with_retry(retry);
             let b = if std::env::var("AWS_REGION").is_err() && std::env::var("AWS_DEFAULT_REGION").is_err() { b.with_region("us-east-1") } else { b };
+            let b = configure(b, opts, |b, k, v| b.with_config(k, v))?;
             Arc::new(b.build().map_err(|e| e.to_string())?)
         }
-        "gs" => Arc::new(
-            object_store::gcp::GoogleCloudStorageBuilder::from_env().with_bucket_name(host.clone()).with_client_options(client).with_retry(retry).build().map_err(|e| e.to_string())?,
-        ),
-        "az" | "abfs" | "abfss" | "adl" | "azure" => Arc::new(
-            object_store::azure::MicrosoftAzureBuilder::from_env().with_url(format!("{scheme}://{host}")).with_client_options(client).with_retry(retry).build().map_err(|e| e.to_string())?,
-        ),
+        "gs" => {
+            let b = object_store::gcp::GoogleCloudStorageBuilder::from_env().with_bucket_name(host.clone()).with_client_options(client).with_retry(retry);
+            Arc::new(configure(b, opts, |b, k, v| b.with_config(k, v))?.build().map_err(|e| e.to_string())?)
+        }
+        "az" | "abfs" | "abfss" | "adl" | "azure" => {
+            let b = object_store::azure::MicrosoftAzureBuilder::from_env().with_url(format!("{scheme}://{host}")).with_client_options(client).with_retry(retry);
+            Arc::new(configure(b, opts, |b, k, v| b.with_config(k, v))?.build().map_err(|e| e.to_string())?)
+        }
         "http" | "https" => {
             let base = format!("{scheme}://{host}");
-            Arc::new(
-                object_store::http::HttpBuilder::new().with_url(base).with_client_options(client.with_allow_http(true)).with_retry(retry).build().map_err(|e| e.to_string())?,
-            )
+            let mut client = client.with_allow_http(true);
+            for (k, v) in opts.0.iter() {
+                let key = k.parse::<object_store::ClientConfigKey>().map_err(|_| format!("unknown storage option '{k}'"))?;
+                client = client.with_config(key, v.clone());
+            }
+            Arc::new(object_store::http::HttpBuilder::new().with_url(base).with_client_options(client).with_retry(retry).build().map_err(|e| e.to_string())?)
         }
         other => return Err(format!("unsupported storage scheme '{other}://' (use s3://, gs://, az://, http(s):// or a local path)")),
     };
@@ -157,19 +201,19 @@ async fn get_range(store: &dyn ObjectStore, path: &ObjectPath, range: Option<Ran
 }
 
 /// The whole object or file at `uri`.
-pub fn read(uri: &str) -> Result<Vec<u8>, String> {
+pub fn read(uri: &str, opts: &Options) -> Result<Vec<u8>, String> {
     if !is_object_uri(uri) {
         return std::fs::read(local_path(uri)).map_err(|e| e.to_string());
     }
-    let (store, path) = store_for(uri)?;
+    let (store, path) = store_for(uri, opts)?;
     runtime().block_on(get_range(&*store, &path, None)).map(|b| b.to_vec())
 }
 
 /// The whole objects at `uris` (object URIs), up to [`max_in_flight`] requests at once, each
 /// handed to `done(i, bytes)` as it arrives (in any order). The first failure is returned as
 /// `(i, message)`.
-pub fn fetch(uris: &[&str], mut done: impl FnMut(usize, bytes::Bytes)) -> Result<(), (usize, String)> {
-    let targets = uris.iter().enumerate().map(|(i, u)| store_for(u).map(|t| (i, t)).map_err(|m| (i, m))).collect::<Result<Vec<_>, _>>()?;
+pub fn fetch(uris: &[&str], opts: &Options, mut done: impl FnMut(usize, bytes::Bytes)) -> Result<(), (usize, String)> {
+    let targets = uris.iter().enumerate().map(|(i, u)| store_for(u, opts).map(|t| (i, t)).map_err(|m| (i, m))).collect::<Result<Vec<_>, _>>()?;
     runtime().block_on(async {
         let mut results = stream::iter(targets).map(|(i, (store, path))| async move { get_range(&*store, &path, None).await.map(|b| (i, b)).map_err(|m| (i, m)) }).buffer_unordered(max_in_flight());
         while let Some(r) = results.next().await {
@@ -189,7 +233,7 @@ pub struct Listing {
 
 /// One level of the folder or prefix `dir`. A prefix with nothing under it is an error (object
 /// stores have no empty folders), as a missing local folder is.
-pub fn list(dir: &str) -> Result<Listing, String> {
+pub fn list(dir: &str, opts: &Options) -> Result<Listing, String> {
     let (mut dirs, mut files) = (Vec::new(), Vec::new());
     if !is_object_uri(dir) {
         for e in std::fs::read_dir(local_path(dir)).map_err(|e| e.to_string())? {
@@ -203,7 +247,7 @@ pub fn list(dir: &str) -> Result<Listing, String> {
             }
         }
     } else {
-        let (store, path) = store_for(dir)?;
+        let (store, path) = store_for(dir, opts)?;
         let prefix = (!path.as_ref().is_empty()).then_some(&path);
         let result = with_retries(|| store.list_with_delimiter(prefix))?;
         let base = |p: &ObjectPath| p.filename().unwrap_or("").to_string();
@@ -219,8 +263,8 @@ pub fn list(dir: &str) -> Result<Listing, String> {
 }
 
 /// Every object under the prefix `dir`, recursively: (path relative to `dir`, size), sorted.
-pub fn list_recursive(dir: &str) -> Result<Vec<(String, u64)>, String> {
-    let (store, path) = store_for(dir)?;
+pub fn list_recursive(dir: &str, opts: &Options) -> Result<Vec<(String, u64)>, String> {
+    let (store, path) = store_for(dir, opts)?;
     let prefix = (!path.as_ref().is_empty()).then_some(&path);
     let skip = path.as_ref().len() + usize::from(!path.as_ref().is_empty());
     let mut found: Vec<(String, u64)> = with_retries(|| store.list(prefix).map_ok(|o| (o.location.as_ref()[skip..].to_string(), o.size)).try_collect::<Vec<_>>())?;
@@ -230,8 +274,8 @@ pub fn list_recursive(dir: &str) -> Result<Vec<(String, u64)>, String> {
 
 /// Byte ranges of objects: `ranges[i] = (uri, range)`, up to [`max_in_flight`] requests at
 /// once, each handed to `done(i, bytes)` as it arrives.
-pub fn fetch_ranges(ranges: &[(&str, Range<u64>)], mut done: impl FnMut(usize, bytes::Bytes)) -> Result<(), (usize, String)> {
-    let targets = ranges.iter().enumerate().map(|(i, (u, r))| store_for(u).map(|t| (i, t, r.clone())).map_err(|m| (i, m))).collect::<Result<Vec<_>, _>>()?;
+pub fn fetch_ranges(ranges: &[(&str, Range<u64>)], opts: &Options, mut done: impl FnMut(usize, bytes::Bytes)) -> Result<(), (usize, String)> {
+    let targets = ranges.iter().enumerate().map(|(i, (u, r))| store_for(u, opts).map(|t| (i, t, r.clone())).map_err(|m| (i, m))).collect::<Result<Vec<_>, _>>()?;
     runtime().block_on(async {
         let mut results = stream::iter(targets)
             .map(|(i, (store, path), r)| async move {
@@ -252,11 +296,11 @@ pub fn fetch_ranges(ranges: &[(&str, Range<u64>)], mut done: impl FnMut(usize, b
 }
 
 /// The size of the object at `uri`.
-pub fn size(uri: &str) -> Result<u64, String> {
+pub fn size(uri: &str, opts: &Options) -> Result<u64, String> {
     if !is_object_uri(uri) {
         return std::fs::metadata(local_path(uri)).map(|m| m.len()).map_err(|e| e.to_string());
     }
-    let (store, path) = store_for(uri)?;
+    let (store, path) = store_for(uri, opts)?;
     with_retries(|| store.head(&path)).map(|m| m.size)
 }
 
@@ -284,14 +328,14 @@ fn with_retries<T, F: std::future::Future<Output = object_store::Result<T>>>(mak
 /// A file or an object, open for positioned reads. An object's reads are ranged requests.
 pub enum Source {
     Local(std::fs::File, u64),
-    Remote { uri: String, len: u64 },
+    Remote { uri: String, len: u64, opts: Options },
 }
 
 impl Source {
     /// Opens the file, or asks the store for the object's size.
-    pub fn open(path: &str) -> Result<Source, String> {
+    pub fn open(path: &str, opts: &Options) -> Result<Source, String> {
         if is_object_uri(path) {
-            return Ok(Source::Remote { len: size(path)?, uri: path.to_string() });
+            return Ok(Source::Remote { len: size(path, opts)?, uri: path.to_string(), opts: opts.clone() });
         }
         let f = std::fs::File::open(local_path(path)).map_err(|e| e.to_string())?;
         let len = f.metadata().map_err(|e| e.to_string())?.len();
@@ -316,12 +360,12 @@ impl Source {
     pub fn read_exact_at(&self, dst: &mut [u8], offset: u64, what: &str) -> Result<(), String> {
         match self {
             Source::Local(f, _) => crate::ops::readers::core::read_exact_at(f, dst, offset, what),
-            Source::Remote { uri, len } => {
+            Source::Remote { uri, len, opts } => {
                 let end = offset + dst.len() as u64;
                 if end > *len {
                     return Err(format!("truncated file: {} of {what}'s {} bytes could be read", len.saturating_sub(offset), dst.len()));
                 }
-                fetch_ranges(&[(uri.as_str(), offset..end)], |_, b| dst.copy_from_slice(&b)).map_err(|(_, m)| m)
+                fetch_ranges(&[(uri.as_str(), offset..end)], opts, |_, b| dst.copy_from_slice(&b)).map_err(|(_, m)| m)
             }
         }
     }
@@ -336,11 +380,13 @@ pub fn read_many(
     failed: impl Fn(usize, String) -> crate::error::Error + Sync,
 ) -> crate::error::Result<()> {
     let mut remote: Vec<(usize, &str, Range<u64>)> = Vec::new();
+    let mut opts = Options::default();
     let mut local: Vec<(usize, &std::fs::File, u64, &mut [u8])> = Vec::new();
     let mut remote_dst: Vec<&mut [u8]> = Vec::new();
     for (i, (src, offset, dst)) in jobs.iter_mut().enumerate() {
         match src {
-            Source::Remote { uri, .. } => {
+            Source::Remote { uri, opts: o, .. } => {
+                opts = o.clone();
                 remote.push((i, uri.as_str(), *offset..*offset + dst.len() as u64));
                 remote_dst.push(dst);
             }
@@ -349,7 +395,7 @@ pub fn read_many(
     }
     if !remote.is_empty() {
         let ranges: Vec<(&str, Range<u64>)> = remote.iter().map(|(_, u, r)| (*u, r.clone())).collect();
-        fetch_ranges(&ranges, |j, b| remote_dst[j].copy_from_slice(&b)).map_err(|(j, m)| failed(remote[j].0, m))?;
+        fetch_ranges(&ranges, &opts, |j, b| remote_dst[j].copy_from_slice(&b)).map_err(|(j, m)| failed(remote[j].0, m))?;
     }
     let total = local.iter().map(|j| j.3.len()).sum();
     crate::ops::readers::core::read_in_parallel(&mut local, threads, total, |j| j.3.len(), |(i, f, offset, dst)| {
@@ -369,7 +415,7 @@ mod tests {
         assert_eq!(join("s3://b/train/", "cls/a.jpg"), "s3://b/train/cls/a.jpg");
         assert_eq!(join("s3://b/train", "s3://c/x"), "s3://c/x");
         assert_eq!(join("/data", "/abs/x"), "/abs/x");
-        assert!(store_for("ftp://h/x").unwrap_err().contains("unsupported storage scheme"));
+        assert!(store_for("ftp://h/x", &Options::default()).unwrap_err().contains("unsupported storage scheme"));
     }
 }
 

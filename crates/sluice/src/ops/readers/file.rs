@@ -194,12 +194,12 @@ fn matches_any(patterns: &[String], name: &str, case_sensitive: bool) -> bool {
 }
 
 /// Lists `file_root`: one class per sub-folder.
-fn list_root(op: &str, root: &Path, file_filters: &[String], dir_filters: Option<&[String]>, case_sensitive: bool) -> Result<Dataset> {
+fn list_root(op: &str, opts: &storage::Options, root: &Path, file_filters: &[String], dir_filters: Option<&[String]>, case_sensitive: bool) -> Result<Dataset> {
     // (name, is a folder, is a file) of one folder's entries, sorted by name.
     let read_dir = |dir: &Path| -> Result<Vec<(String, bool, bool)>> {
         let dir_str = dir.to_string_lossy();
         if storage::is_object_uri(&dir_str) {
-            let l = storage::list(&dir_str).map_err(|e| Error::io(op, &dir_str, format!("cannot list prefix: {e}")))?;
+            let l = storage::list(&dir_str, opts).map_err(|e| Error::io(op, &dir_str, format!("cannot list prefix: {e}")))?;
             let mut out: Vec<(String, bool, bool)> = l.dirs.into_iter().map(|d| (d, true, false)).chain(l.files.into_iter().map(|(f, _)| (f, false, true))).collect();
             out.sort_by(|a, b| a.0.as_bytes().cmp(b.0.as_bytes()));
             return Ok(out);
@@ -238,8 +238,8 @@ fn list_root(op: &str, root: &Path, file_filters: &[String], dir_filters: Option
 }
 
 /// Parses a `file_list`. `base` is where names are relative to.
-fn parse_file_list(op: &str, list: &Path, base: &Path) -> Result<Dataset> {
-    let text = storage::read(&list.to_string_lossy()).map_err(|e| Error::io(op, list.display(), format!("cannot open file_list: {e}")))?;
+fn parse_file_list(op: &str, opts: &storage::Options, list: &Path, base: &Path) -> Result<Dataset> {
+    let text = storage::read(&list.to_string_lossy(), opts).map_err(|e| Error::io(op, list.display(), format!("cannot open file_list: {e}")))?;
     let text = String::from_utf8_lossy(&text);
     let mut ds = Dataset::default();
     for (n, line) in text.lines().enumerate() {
@@ -275,6 +275,7 @@ fn parse_file_list(op: &str, list: &Path, base: &Path) -> Result<Dataset> {
 fn list_dataset(ctx: &OpContext) -> Result<Dataset> {
     let op = ctx.display_name.as_str();
     let a = &ctx.args;
+    let opts = storage_options(ctx)?;
     let root = a.opt_str("file_root").map(PathBuf::from);
     let has_files = a.has("files");
     let has_list = a.has("file_list");
@@ -313,14 +314,14 @@ fn list_dataset(ctx: &OpContext) -> Result<Dataset> {
             Some(r) => r.clone(),
             None => list.parent().map(Path::to_path_buf).unwrap_or_default(),
         };
-        (parse_file_list(op, &list, &base)?, list.display().to_string())
+        (parse_file_list(op, &opts, &list, &base)?, list.display().to_string())
     } else {
         let Some(root) = root else {
             return Err(Error::arg(op, "file_root", "is required when neither `files` nor `file_list` is given"));
         };
         let filters = a.strs("file_filters");
         let dir_filters = a.has("dir_filters").then(|| a.strs("dir_filters"));
-        let ds = list_root(op, &root, filters, dir_filters, a.bool("case_sensitive_filter"))?;
+        let ds = list_root(op, &opts, &root, filters, dir_filters, a.bool("case_sensitive_filter"))?;
         if ds.len() == 0 {
             return Err(Error::io(op, root.display(), format!("no files found (file_filters {filters:?})")));
         }
@@ -336,12 +337,13 @@ fn list_dataset(ctx: &OpContext) -> Result<Dataset> {
 fn file_reader(ctx: &OpContext) -> Result<ReaderCore<Vec<TensorList>>> {
     let ds = list_dataset(ctx)?;
     let n = ds.len();
-    let source = FileSource { op: ctx.display_name.clone(), ds, read_threads: ctx.num_threads, sizes: Vec::new() };
+    let source = FileSource { op: ctx.display_name.clone(), ds, read_threads: ctx.num_threads, sizes: Vec::new(), opts: storage_options(ctx)? };
     ReaderCore::start(ctx, n, source)
 }
 
 /// Reads whole files, one batch allocation for their contents and one for their labels.
 struct FileSource {
+    opts: storage::Options,
     op: String,
     ds: Dataset,
     read_threads: usize,
@@ -360,7 +362,7 @@ impl BatchSource for FileSource {
             source: Some(ds.paths[k].display().to_string()),
         };
         let paths: Vec<&Path> = idx.iter().map(|&k| ds.paths[k].as_path()).collect();
-        let mut data = read_whole_files(&paths, &mut self.sizes, self.read_threads, stop, |i, m| Error::data(loc(i, idx[i]), m))?;
+        let mut data = read_whole_files(&paths, &self.opts, &mut self.sizes, self.read_threads, stop, |i, m| Error::data(loc(i, idx[i]), m))?;
         let mut labels = TensorList::uniform(DType::I32, &[1], idx.len());
         for (i, &k) in idx.iter().enumerate() {
             labels.sample_mut::<i32>(i)[0] = ds.labels[k];
@@ -377,13 +379,14 @@ impl BatchSource for FileSource {
 /// its first failing sample, made by `failed(i, message)`.
 pub(super) fn read_whole_files(
     paths: &[&Path],
+    opts: &storage::Options,
     sizes: &mut Vec<usize>,
     threads: usize,
     stop: &AtomicBool,
     failed: impl Fn(usize, String) -> Error + Sync,
 ) -> Result<TensorList> {
     if paths.iter().any(|p| storage::is_object_uri(&p.to_string_lossy())) {
-        return fetch_whole_files(paths, sizes, failed);
+        return fetch_whole_files(paths, opts, sizes, failed);
     }
     sizes.clear();
     for (i, path) in paths.iter().enumerate() {
@@ -407,12 +410,12 @@ pub(super) fn read_whole_files(
 
 /// [`read_whole_files`] for files of which some are in object storage: every object
 /// requested at once (up to the storage's limit in flight), then copied into the batch.
-fn fetch_whole_files(paths: &[&Path], sizes: &mut Vec<usize>, failed: impl Fn(usize, String) -> Error) -> Result<TensorList> {
+fn fetch_whole_files(paths: &[&Path], opts: &storage::Options, sizes: &mut Vec<usize>, failed: impl Fn(usize, String) -> Error) -> Result<TensorList> {
     let names: Vec<String> = paths.iter().map(|p| p.to_string_lossy().into_owned()).collect();
     let mut got: Vec<Option<bytes::Bytes>> = vec![None; paths.len()];
     let remote: Vec<usize> = (0..paths.len()).filter(|&i| storage::is_object_uri(&names[i])).collect();
     let uris: Vec<&str> = remote.iter().map(|&i| names[i].as_str()).collect();
-    storage::fetch(&uris, |j, b| got[remote[j]] = Some(b)).map_err(|(j, m)| failed(remote[j], m))?;
+    storage::fetch(&uris, opts, |j, b| got[remote[j]] = Some(b)).map_err(|(j, m)| failed(remote[j], m))?;
     for (i, slot) in got.iter_mut().enumerate() {
         if slot.is_none() {
             *slot = Some(std::fs::read(paths[i]).map_err(|e| failed(i, format!("cannot read file: {e}")))?.into());
@@ -425,6 +428,11 @@ fn fetch_whole_files(paths: &[&Path], sizes: &mut Vec<usize>, failed: impl Fn(us
         dst.copy_from_slice(b.as_deref().unwrap_or(&[]));
     }
     Ok(data)
+}
+
+/// The reader's `storage_options`, checked.
+pub(super) fn storage_options(ctx: &OpContext) -> Result<storage::Options> {
+    storage::Options::from_args(&ctx.args).map_err(|m| Error::arg(&ctx.display_name, "storage_options", m))
 }
 
 /// Reads exactly `dst.len()` bytes (the size the file had when listed for this batch).

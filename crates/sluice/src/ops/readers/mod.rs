@@ -58,5 +58,6 @@ pub const READER_ARGS: &[ArgSchema] = &[
     arg("lazy_init", T::Bool, D::Bool(false), "List the data set (and open its files) when the reader is first used, not when the pipeline is built."),
     arg("skip_cached_images", T::Bool, D::Bool(false), "Accepted for DALI compatibility; Sluice has no decoder cache."),
     arg("tensor_init_bytes", T::Int, D::Int(1048576), "Accepted for DALI compatibility; buffers are sized from the data."),
+    arg("storage_options", T::StrList, D::Optional, "Sluice's: settings of the object store beyond the environment, a dictionary (e.g. {\"endpoint\": \"http://127.0.0.1:9000\", \"region\": \"us-east-1\", \"access_key_id\": ..., \"allow_http\": \"true\"}; the keys object_store knows for the scheme)."),
     arg("_omit_padding", T::Bool, D::Bool(false), "Set by a framework iterator that cuts every epoch's last batch to its real samples (PARTIAL): the epoch's last batch then holds only its real samples, and the pipeline does no work on padding nobody sees."),
 ];

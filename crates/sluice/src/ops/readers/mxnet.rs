@@ -69,8 +69,9 @@ fn read_index(ctx: &OpContext) -> Result<Index> {
     if paths.is_empty() {
         return Err(Error::arg(op, "path", "no RecordIO files given"));
     }
-    let sizes = paths.iter().map(|p| storage::size(&p.to_string_lossy()).map_err(|e| Error::io(op, p.display(), e))).collect::<Result<Vec<_>>>()?;
-    let text = storage::read(&indexes[0]).map_err(|e| Error::io(op, &indexes[0], e))?;
+    let opts = super::file::storage_options(ctx)?;
+    let sizes = paths.iter().map(|p| storage::size(&p.to_string_lossy(), &opts).map_err(|e| Error::io(op, p.display(), e))).collect::<Result<Vec<_>>>()?;
+    let text = storage::read(&indexes[0], &opts).map_err(|e| Error::io(op, &indexes[0], e))?;
     let text = String::from_utf8_lossy(&text);
     // `key offset` pairs, up to the first pair that is not two numbers (as DALI reads them).
     let mut offsets = Vec::new();
@@ -247,7 +248,8 @@ impl BatchSource for RecSource {
 fn mxnet_reader(ctx: &OpContext) -> Result<ReaderCore<Vec<TensorList>>> {
     let op = ctx.display_name.as_str();
     let index = read_index(ctx)?;
-    let files = index.paths.iter().map(|p| Source::open(&p.to_string_lossy()).map_err(|e| Error::io(op, p.display(), e))).collect::<Result<Vec<_>>>()?;
+    let opts = super::file::storage_options(ctx)?;
+    let files = index.paths.iter().map(|p| Source::open(&p.to_string_lossy(), &opts).map_err(|e| Error::io(op, p.display(), e))).collect::<Result<Vec<_>>>()?;
     let n = index.spans.len();
     let source = RecSource { op: op.to_string(), index, files, read_threads: ctx.num_threads, scratch: Vec::new() };
     ReaderCore::start(ctx, n, source)

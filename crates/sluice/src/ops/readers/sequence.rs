@@ -22,6 +22,7 @@ use sluice_codecs::{read_info, DecodeParams, ImageInfo};
 use super::core::{lazily, BatchSource, ReaderCore};
 use super::file::read_whole_files;
 use super::READER_ARGS;
+use crate::storage;
 use crate::error::{Error, Location, Result};
 use crate::ops::decoders::common::color_space;
 use crate::ops::{arg, ArgDefault as D, ArgType as T, Device, OpContext, OpDef, OpSchema, Operator, ReaderMeta, Workspace};
@@ -149,7 +150,7 @@ impl BatchSource for FrameFiles {
             let location = Location { operator: self.op.clone(), sample: Some(f / len), iteration: Some(batch_no), source: Some(paths[f].display().to_string()) };
             Error::data(location, m)
         };
-        let mut files = read_whole_files(&paths, &mut self.sizes, self.read_threads, stop, failed)?;
+        let mut files = read_whole_files(&paths, &storage::Options::default(), &mut self.sizes, self.read_threads, stop, failed)?;
         files.set_source_info(paths.iter().map(|p| Arc::from(p.to_string_lossy().as_ref())).collect());
         Ok(files)
     }

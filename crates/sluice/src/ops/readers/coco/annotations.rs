@@ -245,8 +245,8 @@ fn segmentation(raw: Option<&RawValue>, opts: &Options) -> Result<Segmentation, 
 }
 
 /// Reads and filters the annotations file `path`.
-pub fn parse(path: &Path, opts: &Options) -> Result<Annotations, ParseError> {
-    let text = crate::storage::read(&path.to_string_lossy()).map_err(|e| runtime(format!("Could not open JSON annotations file: \"{}\" ({e})", path.display())))?;
+pub fn parse(path: &Path, storage: &crate::storage::Options, opts: &Options) -> Result<Annotations, ParseError> {
+    let text = crate::storage::read(&path.to_string_lossy(), storage).map_err(|e| runtime(format!("Could not open JSON annotations file: \"{}\" ({e})", path.display())))?;
     let doc: Json = serde_json::from_slice(&text).map_err(|e| runtime(format!("Error parsing JSON file. {}: {e}", path.display())))?;
 
     // Category id -> 1-based position in the list (the first of a repeated id wins).

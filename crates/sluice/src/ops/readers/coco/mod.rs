@@ -113,7 +113,7 @@ fn load_annotations(ctx: &OpContext, wanted: Wanted) -> Result<Annotations> {
         images,
         wanted,
     };
-    let ann = annotations::parse(Path::new(path), &opts).map_err(|e| {
+    let ann = annotations::parse(Path::new(path), &super::file::storage_options(ctx)?, &opts).map_err(|e| {
         if e.value_error {
             Error::type_mismatch(op, format!("{path}: {}", e.message))
         } else {
@@ -182,7 +182,7 @@ impl CocoReader {
         if ann.len() == 0 {
             return Err(Error::io(op, root, "No files found."));
         }
-        let source = ImageFiles { op: op.to_string(), root: PathBuf::from(root), ann: ann.clone(), read_threads: ctx.num_threads, sizes: Vec::new() };
+        let source = ImageFiles { opts: super::file::storage_options(ctx)?, op: op.to_string(), root: PathBuf::from(root), ann: ann.clone(), read_threads: ctx.num_threads, sizes: Vec::new() };
         let core = ReaderCore::start(ctx, ann.len(), source)?;
         Ok(CocoReader { ctx: ctx.clone(), core, ann, out })
     }
@@ -190,6 +190,7 @@ impl CocoReader {
 
 /// The loader thread's side: the batch's image files, read whole.
 struct ImageFiles {
+    opts: crate::storage::Options,
     op: String,
     root: PathBuf,
     ann: Arc<Annotations>,
@@ -207,7 +208,7 @@ impl BatchSource for ImageFiles {
         let failed = |i: usize, m: String| {
             Error::data(Location { operator: self.op.clone(), sample: Some(i), iteration: Some(batch_no), source: Some(paths[i].display().to_string()) }, m)
         };
-        let mut images = read_whole_files(&refs, &mut self.sizes, self.read_threads, stop, failed)?;
+        let mut images = read_whole_files(&refs, &self.opts, &mut self.sizes, self.read_threads, stop, failed)?;
         images.set_source_info(idx.iter().map(|&k| Arc::from(self.ann.file_names[k].as_str())).collect());
         Ok((images, idx.to_vec()))
     }

@@ -91,6 +91,7 @@ struct Listing {
 fn list_files(ctx: &OpContext) -> Result<Listing> {
     let op = ctx.display_name.as_str();
     let a = &ctx.args;
+    let opts = super::file::storage_options(ctx)?;
     let root = a.opt_str("file_root").map(PathBuf::from);
     let mut names = Vec::new();
     if a.has("files") && a.has("file_list") {
@@ -104,7 +105,7 @@ fn list_files(ctx: &OpContext) -> Result<Listing> {
         root.clone().unwrap_or_default()
     } else if a.has("file_list") {
         let list = PathBuf::from(a.str("file_list"));
-        let text = storage::read(a.str("file_list")).map_err(|e| Error::io(op, list.display(), format!("Cannot open: {e}")))?;
+        let text = storage::read(a.str("file_list"), &opts).map_err(|e| Error::io(op, list.display(), format!("Cannot open: {e}")))?;
         let text = String::from_utf8_lossy(&text);
         names = text.split('\n').map(|l| l.strip_suffix('\r').unwrap_or(l)).filter(|l| !l.is_empty()).map(String::from).collect();
         root.clone().unwrap_or_else(|| list.parent().map(Path::to_path_buf).unwrap_or_default())
@@ -112,7 +113,7 @@ fn list_files(ctx: &OpContext) -> Result<Listing> {
         let Some(root) = root.clone() else {
             return Err(Error::arg(op, "file_root", "``file_root`` argument is required when not using ``files`` or ``file_list``."));
         };
-        discover(op, &root, a.str("file_filter"), &mut names)?;
+        discover(op, &opts, &root, a.str("file_filter"), &mut names)?;
         root
     };
     if names.is_empty() {
@@ -124,11 +125,11 @@ fn list_files(ctx: &OpContext) -> Result<Listing> {
 
 /// The files of `root` and of its direct sub-folders whose names match `filter`, in byte
 /// order (folders too), named `./name` and `sub/name`.
-fn discover(op: &str, root: &Path, filter: &str, names: &mut Vec<String>) -> Result<()> {
+fn discover(op: &str, opts: &storage::Options, root: &Path, filter: &str, names: &mut Vec<String>) -> Result<()> {
     let entries = |dir: &Path| -> Result<Vec<(String, bool)>> {
         let dir_str = dir.to_string_lossy();
         if storage::is_object_uri(&dir_str) {
-            let l = storage::list(&dir_str).map_err(|e| Error::io(op, &dir_str, format!("Failed to open {dir_str}: {e}")))?;
+            let l = storage::list(&dir_str, opts).map_err(|e| Error::io(op, &dir_str, format!("Failed to open {dir_str}: {e}")))?;
             let mut v: Vec<(String, bool)> = l.dirs.into_iter().map(|d| (d, true)).chain(l.files.into_iter().map(|(f, _)| (f, false))).collect();
             v.sort();
             return Ok(v);
@@ -168,6 +169,7 @@ struct NpySource {
     files: Listing,
     /// The files are objects in storage.
     remote: bool,
+    opts: storage::Options,
     read_threads: usize,
 }
 
@@ -207,7 +209,7 @@ impl BatchSource for NpySource {
         if self.remote {
             let uris: Vec<String> = idx.iter().map(|&k| self.files.paths[k].to_string_lossy().into_owned()).collect();
             let refs: Vec<&str> = uris.iter().map(String::as_str).collect();
-            storage::fetch(&refs, |i, b| fetched[i] = Some(Blob::Memory(b))).map_err(|(i, m)| Error::data(self.loc(batch_no, i, idx[i]), m))?;
+            storage::fetch(&refs, &self.opts, |i, b| fetched[i] = Some(Blob::Memory(b))).map_err(|(i, m)| Error::data(self.loc(batch_no, i, idx[i]), m))?;
         }
         let mut opened = Vec::with_capacity(idx.len());
         for (i, &k) in idx.iter().enumerate() {
@@ -284,7 +286,7 @@ impl NumpyReader {
         let files = list_files(ctx)?;
         let n = files.names.len();
         let remote = files.paths.iter().any(|p| storage::is_object_uri(&p.to_string_lossy()));
-        let source = NpySource { op: op.to_string(), files, remote, read_threads: ctx.num_threads };
+        let source = NpySource { op: op.to_string(), files, remote, opts: super::file::storage_options(ctx)?, read_threads: ctx.num_threads };
         Ok(NumpyReader { ctx: ctx.clone(), core: ReaderCore::start(ctx, n, source)?, policy, has_roi })
     }
 
@@ -460,7 +462,7 @@ mod tests {
             std::fs::write(path, b"").unwrap();
         }
         let mut names = Vec::new();
-        discover("readers.numpy", &dir, "*.npy", &mut names).unwrap();
+        discover("readers.numpy", &storage::Options::default(), &dir, "*.npy", &mut names).unwrap();
         assert_eq!(names, ["./A.npy", "./b.npy", "Sub2/e.npy", "sub/c.npy"]);
         std::fs::remove_dir_all(&dir).unwrap();
     }

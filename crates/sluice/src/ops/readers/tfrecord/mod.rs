@@ -176,10 +176,11 @@ fn read_indexes(ctx: &OpContext) -> Result<Index> {
     if indexes.len() != paths.len() {
         return Err(Error::arg(op, "index_path", format!("{} index files for {} TFRecord files: give one per file", indexes.len(), paths.len())));
     }
+    let opts = super::file::storage_options(ctx)?;
     let mut records = Vec::new();
     for (f, (path, index)) in paths.iter().zip(indexes).enumerate() {
-        let len = storage::size(&path.to_string_lossy()).map_err(|e| Error::io(op, path.display(), e))?;
-        let text = storage::read(index).map_err(|e| Error::io(op, index, e))?;
+        let len = storage::size(&path.to_string_lossy(), &opts).map_err(|e| Error::io(op, path.display(), e))?;
+        let text = storage::read(index, &opts).map_err(|e| Error::io(op, index, e))?;
         let text = String::from_utf8_lossy(&text);
         // Whitespace-separated `offset size` pairs (one a line as tfrecord2idx writes them;
         // DALI reads the numbers as a stream, so any spacing works).
@@ -430,7 +431,8 @@ fn tfrecord_reader(ctx: &OpContext) -> Result<ReaderCore<Vec<TensorList>>> {
     }
     let features = parse_features(ctx)?;
     let index = read_indexes(ctx)?;
-    let files = index.paths.iter().map(|p| Source::open(&p.to_string_lossy()).map_err(|e| Error::io(op, p.display(), e))).collect::<Result<Vec<_>>>()?;
+    let opts = super::file::storage_options(ctx)?;
+    let files = index.paths.iter().map(|p| Source::open(&p.to_string_lossy(), &opts).map_err(|e| Error::io(op, p.display(), e))).collect::<Result<Vec<_>>>()?;
     let n = index.records.len();
     let gathered = features.iter().map(|_| Gathered::default()).collect();
     let source = TfSource { op: op.to_string(), index, files, features, read_threads: ctx.num_threads, scratch: Vec::new(), gathered };

@@ -99,7 +99,7 @@ struct Samples {
     origin: Vec<String>,
 }
 
-fn list_samples(ctx: &OpContext, ext: &[Vec<String>], sizes: &[usize]) -> Result<Samples> {
+fn list_samples(ctx: &OpContext, opts: &storage::Options, ext: &[Vec<String>], sizes: &[usize]) -> Result<Samples> {
     let op = ctx.display_name.as_str();
     let a = &ctx.args;
     let archives: Vec<PathBuf> = a.strs("paths").iter().map(PathBuf::from).collect();
@@ -124,10 +124,10 @@ fn list_samples(ctx: &OpContext, ext: &[Vec<String>], sizes: &[usize]) -> Result
     let outputs = ext.len();
     let mut s = Samples { archives: archives.clone(), archive: Vec::new(), slots: Vec::new(), info: Vec::new(), origin: Vec::new() };
     for (k, path) in archives.iter().enumerate() {
-        let len = storage::size(&path.to_string_lossy()).map_err(|e| Error::io(op, path.display(), e))?;
+        let len = storage::size(&path.to_string_lossy(), opts).map_err(|e| Error::io(op, path.display(), e))?;
         let listed = match &indexes {
-            Some(ix) => tar::read_index(&ix[k]).map_err(|m| Error::io(op, &ix[k], m))?,
-            None => tar::list_archive(path).map_err(|m| Error::io(op, path.display(), m))?,
+            Some(ix) => tar::read_index(&ix[k], opts).map_err(|m| Error::io(op, &ix[k], m))?,
+            None => tar::list_archive(path, opts).map_err(|m| Error::io(op, path.display(), m))?,
         };
         for sample in listed {
             let mut slots = vec![None; outputs];
@@ -254,8 +254,9 @@ fn webdataset_reader(ctx: &OpContext) -> Result<ReaderCore<Vec<TensorList>>> {
         vec![DType::U8; ext.len()]
     };
     let sizes: Vec<usize> = dtypes.iter().map(|d| d.size()).collect();
-    let samples = list_samples(ctx, &ext, &sizes)?;
-    let files = samples.archives.iter().map(|p| Source::open(&p.to_string_lossy()).map_err(|e| Error::io(op, p.display(), e))).collect::<Result<Vec<_>>>()?;
+    let opts = super::file::storage_options(ctx)?;
+    let samples = list_samples(ctx, &opts, &ext, &sizes)?;
+    let files = samples.archives.iter().map(|p| Source::open(&p.to_string_lossy(), &opts).map_err(|e| Error::io(op, p.display(), e))).collect::<Result<Vec<_>>>()?;
     let n = samples.archive.len();
     let source = WdsSource { op: op.to_string(), samples, files, dtypes, read_threads: ctx.num_threads };
     ReaderCore::start(ctx, n, source)

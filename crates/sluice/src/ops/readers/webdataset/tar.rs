@@ -21,8 +21,8 @@ pub fn split_name(path: &str) -> (&str, &str) {
 }
 
 /// Reads an index file (`v1.1` or `v1.2`).
-pub fn read_index(path: &str) -> Result<Vec<Listed>, String> {
-    let text = storage::read(path).map_err(|e| format!("cannot read the index file: {e}"))?;
+pub fn read_index(path: &str, opts: &storage::Options) -> Result<Vec<Listed>, String> {
+    let text = storage::read(path, opts).map_err(|e| format!("cannot read the index file: {e}"))?;
     let text = String::from_utf8_lossy(&text);
     let mut lines = text.lines();
     let bad = |line: usize, m: &str| format!("Malformed index file at \"{path}\" line {line} - {m}");
@@ -61,8 +61,8 @@ pub fn read_index(path: &str) -> Result<Vec<Listed>, String> {
 
 /// The regular files of a tar archive: (name, data offset, size). Headers are read with
 /// positioned reads (ranged requests for an archive in object storage).
-pub fn tar_members(path: &Path) -> Result<Vec<(String, u64, u64)>, String> {
-    let f = Source::open(&path.to_string_lossy()).map_err(|e| format!("cannot open the archive: {e}"))?;
+pub fn tar_members(path: &Path, opts: &storage::Options) -> Result<Vec<(String, u64, u64)>, String> {
+    let f = Source::open(&path.to_string_lossy(), opts).map_err(|e| format!("cannot open the archive: {e}"))?;
     let len = f.len();
     let mut out = Vec::new();
     let mut at = 0u64;
@@ -126,10 +126,10 @@ pub fn tar_members(path: &Path) -> Result<Vec<(String, u64, u64)>, String> {
 }
 
 /// The archive's samples, from its headers.
-pub fn list_archive(path: &Path) -> Result<Vec<Listed>, String> {
+pub fn list_archive(path: &Path, opts: &storage::Options) -> Result<Vec<Listed>, String> {
     let mut samples: Vec<Listed> = Vec::new();
     let mut last_key: Option<String> = None;
-    for (name, offset, size) in tar_members(path)? {
+    for (name, offset, size) in tar_members(path, opts)? {
         let file = name.rsplit('/').next().unwrap_or(&name);
         if file.starts_with('.') {
             continue;
@@ -180,13 +180,13 @@ mod tests {
         std::fs::create_dir_all(&dir).unwrap();
         let p = dir.join("a.idx");
         std::fs::write(&p, "v1.2 2\njpg 512 10 s0.jpg cls 1536 2 s0.cls\njpg 2560 7 s1.jpg\n").unwrap();
-        let s = read_index(p.to_str().unwrap()).unwrap();
+        let s = read_index(p.to_str().unwrap(), &Default::default()).unwrap();
         assert_eq!(s.len(), 2);
         assert_eq!(s[0].members[1], Member { ext: "cls".into(), offset: 1536, size: 2, filename: "s0.cls".into() });
         std::fs::write(&p, "v1.2 2\njpg 500 10 s0.jpg\n").unwrap();
-        assert!(read_index(p.to_str().unwrap()).unwrap_err().contains("block size"));
+        assert!(read_index(p.to_str().unwrap(), &Default::default()).unwrap_err().contains("block size"));
         std::fs::write(&p, "v9.9 1\n").unwrap();
-        assert!(read_index(p.to_str().unwrap()).unwrap_err().contains("Unsupported version"));
+        assert!(read_index(p.to_str().unwrap(), &Default::default()).unwrap_err().contains("Unsupported version"));
         std::fs::remove_dir_all(&dir).unwrap();
     }
 }
