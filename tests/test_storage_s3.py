@@ -723,3 +723,26 @@ def test_storage_options_configure_the_store(store, tiny, monkeypatch):
     with pytest.raises(RuntimeError, match="unknown storage option 'no_such_key'") as e:
         build(sluice, "file", 7, file_root=uri, storage_options=dict(options, no_such_key="s3cr3t-value"))
     assert "s3cr3t-value" not in str(e.value) and env["AWS_SECRET_ACCESS_KEY"] not in str(e.value)
+
+
+def test_aws_profile_from_the_shared_files(store, tiny, monkeypatch, tmp_path):
+    """Without AWS_* variables, the profile AWS_PROFILE names is read from the files the AWS
+    tools write: credentials from AWS_SHARED_CREDENTIALS_FILE, region and endpoint_url from
+    AWS_CONFIG_FILE (its `profile NAME` section), as the AWS SDKs (and so DALI) do."""
+    import sluice
+
+    root, uri = tiny
+    want = file_samples(build(sluice, "file", 7, file_root=str(root)), 2)
+    env = store.server.env()
+    for k in list(env):
+        monkeypatch.delenv(k, raising=False)
+    (tmp_path / "credentials").write_text(
+        "[default]\naws_access_key_id = wrong\n\n[bench]\n"
+        f"aws_access_key_id = {env['AWS_ACCESS_KEY_ID']}\naws_secret_access_key = {env['AWS_SECRET_ACCESS_KEY']}\n")
+    (tmp_path / "config").write_text(f"[profile bench]\nregion = {env['AWS_REGION']}\nendpoint_url = {store.server.endpoint}\n")
+    monkeypatch.setenv("AWS_SHARED_CREDENTIALS_FILE", str(tmp_path / "credentials"))
+    monkeypatch.setenv("AWS_CONFIG_FILE", str(tmp_path / "config"))
+    monkeypatch.setenv("AWS_PROFILE", "bench")
+    # A storage option of its own keys a new client (clients are kept per bucket and options).
+    got = file_samples(build(sluice, "file", 7, file_root=uri, storage_options={"virtual_hosted_style_request": False}), 2)
+    assert got == want

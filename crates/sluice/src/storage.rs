@@ -107,6 +107,37 @@ fn runtime() -> &'static tokio::runtime::Runtime {
     })
 }
 
+/// The settings of the AWS profile in use (`AWS_PROFILE`, else `default`) from the shared
+/// files the AWS tools write: `AWS_SHARED_CREDENTIALS_FILE` (`~/.aws/credentials`:
+/// `aws_access_key_id`, `aws_secret_access_key`, `aws_session_token`) and `AWS_CONFIG_FILE`
+/// (`~/.aws/config`, section `profile NAME`: `region`, `endpoint_url`). The environment wins
+/// over them, as with the AWS SDKs.
+fn aws_profile() -> HashMap<String, String> {
+    let profile = std::env::var("AWS_PROFILE").or_else(|_| std::env::var("AWS_DEFAULT_PROFILE")).unwrap_or_else(|_| "default".into());
+    let home = std::env::var("HOME").unwrap_or_default();
+    let mut found = HashMap::new();
+    let files = [
+        (std::env::var("AWS_CONFIG_FILE").unwrap_or_else(|_| format!("{home}/.aws/config")), if profile == "default" { "default".to_string() } else { format!("profile {profile}") }),
+        (std::env::var("AWS_SHARED_CREDENTIALS_FILE").unwrap_or_else(|_| format!("{home}/.aws/credentials")), profile.clone()),
+    ];
+    for (path, section) in files {
+        let Ok(text) = std::fs::read_to_string(&path) else { continue };
+        let mut inside = false;
+        for line in text.lines() {
+            let line = line.trim();
+            if line.is_empty() || line.starts_with('#') || line.starts_with(';') {
+                continue;
+            }
+            if let Some(name) = line.strip_prefix('[').and_then(|l| l.strip_suffix(']')) {
+                inside = name.trim() == section;
+            } else if let (true, Some((k, v))) = (inside, line.split_once('=')) {
+                found.insert(k.trim().to_ascii_lowercase(), v.trim().to_string());
+            }
+        }
+    }
+    found
+}
+
 /// One store per scheme and bucket (or host), made once: clients keep their connections.
 fn store_for(uri: &str, opts: &Options) -> Result<(Arc<dyn ObjectStore>, ObjectPath), String> {
     static STORES: OnceLock<Mutex<HashMap<(String, Options), Arc<dyn ObjectStore>>>> = OnceLock::new();
@@ -134,8 +165,24 @@ fn store_for(uri: &str, opts: &Options) -> Result<(Arc<dyn ObjectStore>, ObjectP
             if endpoint.starts_with("http://") {
                 client = client.with_allow_http(true);
             }
-            let b = object_store::aws::AmazonS3Builder::from_env().with_bucket_name(host.clone()).with_client_options(client).with_retry(retry);
-            let b = if std::env::var("AWS_REGION").is_err() && std::env::var("AWS_DEFAULT_REGION").is_err() { b.with_region("us-east-1") } else { b };
+            let mut b = object_store::aws::AmazonS3Builder::from_env().with_bucket_name(host.clone()).with_client_options(client).with_retry(retry);
+            let profile = aws_profile();
+            let has_region = std::env::var("AWS_REGION").is_ok() || std::env::var("AWS_DEFAULT_REGION").is_ok();
+            if std::env::var("AWS_ACCESS_KEY_ID").is_err() {
+                for (key, env_key) in [("aws_access_key_id", "access_key_id"), ("aws_secret_access_key", "secret_access_key"), ("aws_session_token", "token")] {
+                    if let Some(v) = profile.get(key) {
+                        b = b.with_config(env_key.parse().expect("a known key"), v.clone());
+                    }
+                }
+            }
+            if !has_region {
+                b = b.with_region(profile.get("region").map_or("us-east-1", String::as_str));
+            }
+            if std::env::var("AWS_ENDPOINT_URL").is_err() && std::env::var("AWS_ENDPOINT").is_err() {
+                if let Some(e) = profile.get("endpoint_url") {
+                    b = b.with_endpoint(e.clone()).with_allow_http(e.starts_with("http://"));
+                }
+            }
             let b = configure(b, opts, |b, k, v| b.with_config(k, v))?;
             Arc::new(b.build().map_err(|e| e.to_string())?)
         }
