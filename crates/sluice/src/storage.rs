@@ -257,15 +257,28 @@ pub fn read(uri: &str, opts: &Options) -> Result<Vec<u8>, String> {
 }
 
 /// The whole objects at `uris` (object URIs), up to [`max_in_flight`] requests at once, each
-/// handed to `done(i, bytes)` as it arrives (in any order). The first failure is returned as
+/// handed to `done(i, bytes)` as it arrives (in any order; an object asked for twice, as
+/// padding repeats a sample, is requested once). The first failure is returned as
 /// `(i, message)`.
 pub fn fetch(uris: &[&str], opts: &Options, mut done: impl FnMut(usize, bytes::Bytes)) -> Result<(), (usize, String)> {
-    let targets = uris.iter().enumerate().map(|(i, u)| store_for(u, opts).map(|t| (i, t)).map_err(|m| (i, m))).collect::<Result<Vec<_>, _>>()?;
+    let mut first: HashMap<&str, usize> = HashMap::new();
+    let mut unique: Vec<usize> = Vec::new();
+    for (i, u) in uris.iter().enumerate() {
+        first.entry(u).or_insert_with(|| {
+            unique.push(i);
+            i
+        });
+    }
+    let targets = unique.iter().map(|&i| store_for(uris[i], opts).map(|t| (i, t)).map_err(|m| (i, m))).collect::<Result<Vec<_>, _>>()?;
     runtime().block_on(async {
         let mut results = stream::iter(targets).map(|(i, (store, path))| async move { get_range(&*store, &path, None).await.map(|b| (i, b)).map_err(|m| (i, m)) }).buffer_unordered(max_in_flight());
         while let Some(r) = results.next().await {
             let (i, b) = r?;
-            done(i, b);
+            for (j, u) in uris.iter().enumerate() {
+                if first[u] == i {
+                    done(j, b.clone());
+                }
+            }
         }
         Ok(())
     })
@@ -418,6 +431,33 @@ impl Source {
     }
 }
 
+/// Ranges of one object closer than this are read with one request (the bytes between are
+/// read and dropped: cheaper than a round trip).
+const MERGE_GAP: u64 = 64 << 10;
+
+/// Largest request made by merging ranges.
+const MAX_MERGED: u64 = 16 << 20;
+
+/// Groups `ranges` into requests: (object, covering range, indices of the ranges it serves),
+/// merging ranges of one object that lie less than `gap` bytes apart.
+fn coalesce<'a>(ranges: &[(&'a str, Range<u64>)], gap: u64) -> Vec<(&'a str, Range<u64>, Vec<usize>)> {
+    let mut order: Vec<usize> = (0..ranges.len()).collect();
+    order.sort_by(|&a, &b| (ranges[a].0, ranges[a].1.start).cmp(&(ranges[b].0, ranges[b].1.start)));
+    let mut out: Vec<(&str, Range<u64>, Vec<usize>)> = Vec::new();
+    for j in order {
+        let (uri, r) = (ranges[j].0, ranges[j].1.clone());
+        if let Some(last) = out.last_mut() {
+            if last.0 == uri && r.start <= last.1.end + gap && r.end.max(last.1.end) - last.1.start <= MAX_MERGED {
+                last.1.end = last.1.end.max(r.end);
+                last.2.push(j);
+                continue;
+            }
+        }
+        out.push((uri, r, vec![j]));
+    }
+    out
+}
+
 /// Reads every job `(source, offset, destination)`: the ranges of objects all requested at
 /// once (up to [`max_in_flight`]), the local ones on up to `threads` threads. The error of a
 /// failed job `i` is `failed(i, message)`.
@@ -441,8 +481,19 @@ pub fn read_many(
         }
     }
     if !remote.is_empty() {
-        let ranges: Vec<(&str, Range<u64>)> = remote.iter().map(|(_, u, r)| (*u, r.clone())).collect();
-        fetch_ranges(&ranges, &opts, |j, b| remote_dst[j].copy_from_slice(&b)).map_err(|(j, m)| failed(remote[j].0, m))?;
+        // One request per run of nearby ranges of an object (a WebDataset sample's members, a
+        // shard's records read in order): latency is paid per request, not per byte.
+        let wanted: Vec<(&str, Range<u64>)> = remote.iter().map(|(_, u, r)| (*u, r.clone())).collect();
+        let requests = coalesce(&wanted, MERGE_GAP);
+        let ranges: Vec<(&str, Range<u64>)> = requests.iter().map(|(u, r, _)| (*u, r.clone())).collect();
+        fetch_ranges(&ranges, &opts, |q, b| {
+            let start = requests[q].1.start;
+            for &j in &requests[q].2 {
+                let r = &wanted[j].1;
+                remote_dst[j].copy_from_slice(&b[(r.start - start) as usize..(r.end - start) as usize]);
+            }
+        })
+        .map_err(|(q, m)| failed(remote[requests[q].2[0]].0, m))?;
     }
     let total = local.iter().map(|j| j.3.len()).sum();
     crate::ops::readers::core::read_in_parallel(&mut local, threads, total, |j| j.3.len(), |(i, f, offset, dst)| {
@@ -453,6 +504,15 @@ pub fn read_many(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn nearby_ranges_of_an_object_share_a_request() {
+        let r = [("s3://b/x", 1000..1004), ("s3://b/y", 0..10), ("s3://b/x", 0..512), ("s3://b/x", 10_000_000..10_000_010), ("s3://b/x", 600..700)];
+        let q = coalesce(&r, 64 << 10);
+        assert_eq!(q, vec![("s3://b/x", 0..1004, vec![2, 4, 0]), ("s3://b/x", 10_000_000..10_000_010, vec![3]), ("s3://b/y", 0..10, vec![1])]);
+        // Overlapping ranges (padding repeats a sample) are served by one request too.
+        assert_eq!(coalesce(&[("s3://b/x", 0..8), ("s3://b/x", 0..8)], 0), vec![("s3://b/x", 0..8, vec![0, 1])]);
+    }
 
     #[test]
     fn uris_and_joins() {
