@@ -216,10 +216,9 @@ impl BatchSource for RecordSource {
         for (i, &k) in idx.iter().enumerate() {
             let value = dbs.value(k);
             let pieces = self.format.parse(value).map_err(|m| {
-                let m = if m.starts_with("parse: ") {
-                    format!("Error while parsing {} file: {} (raw data length: {} bytes): {}", self.format.name(), dbs.source(k), value.len(), &m[7..])
-                } else {
-                    m
+                let m = match m.strip_prefix("parse: ") {
+                    Some(why) => format!("Error while parsing {} file: {} (raw data length: {} bytes): {why}", self.format.name(), dbs.source(k), value.len()),
+                    None => m,
                 };
                 failed(i, k, m)
             })?;
