@@ -746,3 +746,18 @@ def test_aws_profile_from_the_shared_files(store, tiny, monkeypatch, tmp_path):
     # A storage option of its own keys a new client (clients are kept per bucket and options).
     got = file_samples(build(sluice, "file", 7, file_root=uri, storage_options={"virtual_hosted_style_request": False}), 2)
     assert got == want
+
+
+def test_sequence_frames_from_s3(store, tmp_path):
+    """readers.sequence (Sluice only: DALI globs file_root and does not read S3): frame streams
+    under a prefix give the sequences the same folders on disk give."""
+    import sluice
+    from test_readers_sequence import write_streams
+
+    root = tmp_path / "frames"
+    write_streams(root, {"s0": 5, "s1": 4, "s1-b": 3})
+    uri = upload(store, "frames", root)
+    got, want = read_both(sluice, "sequence", dict(file_root=uri), dict(file_root=str(root)), batch_size=2,
+                          common=dict(sequence_length=2, step=1))
+    assert_same_samples(got, want)
+    assert len(want) >= 10

@@ -1,6 +1,7 @@
 //! `readers.sequence` (legacy `SequenceReader`): sequences of frames from a folder of
 //! streams, each stream a sub-folder of `file_root` holding one image per frame. As DALI 2.4:
-//! * The frames are the files `file_root/*/*` (hidden names excluded) with an image extension
+//! * The frames are the files `file_root/*/*` (hidden names excluded; `file_root` may be an
+//!   object-storage prefix, which DALI does not read) with an image extension
 //!   (case-insensitive), sorted as whole path strings; a stream is a run of one folder's files.
 //! * Stream by stream, a sequence starts at every `step`-th frame and takes `sequence_length`
 //!   frames `stride` apart; only whole sequences count (a sequence never crosses a stream).
@@ -88,25 +89,35 @@ fn list_sequences(ctx: &OpContext) -> Result<Sequences> {
     let step = positive(op, ctx, "step", "Step")?;
     let stride = positive(op, ctx, "stride", "Stride")?;
     let root = ctx.args.str("file_root");
-    let visible = |name: &std::ffi::OsStr| !name.as_encoded_bytes().starts_with(b".");
-    let listing = |dir: &Path| std::fs::read_dir(dir).map_err(|e| Error::io(op, dir.display(), format!("cannot list the streams: {e}")));
+    let opts = super::file::storage_options(ctx)?;
+    // (name, is a folder) of a folder's (or a prefix's) entries.
+    let entries = |dir: &str| -> Result<Vec<(String, bool)>> {
+        if storage::is_object_uri(dir) {
+            let l = storage::list(dir, &opts).map_err(|e| Error::io(op, dir, format!("cannot list the streams: {e}")))?;
+            return Ok(l.dirs.into_iter().map(|d| (d, true)).chain(l.files.into_iter().map(|(f, _)| (f, false))).collect());
+        }
+        let rd = std::fs::read_dir(dir).map_err(|e| Error::io(op, dir, format!("cannot list the streams: {e}")))?;
+        let mut out = Vec::new();
+        for e in rd {
+            let e = e.map_err(|e| Error::io(op, dir, e))?;
+            out.push((e.file_name().to_string_lossy().into_owned(), e.path().is_dir()));
+        }
+        Ok(out)
+    };
     // (the path string, as DALI sorts it; its stream folder)
     let mut frames: Vec<(String, usize)> = Vec::new();
-    let mut streams = Vec::new();
-    for stream in listing(Path::new(root))? {
-        let stream = stream.map_err(|e| Error::io(op, root, e))?;
-        if !visible(&stream.file_name()) || !stream.path().is_dir() {
+    let mut streams = 0;
+    for (stream, is_dir) in entries(root)? {
+        if stream.starts_with('.') || !is_dir {
             continue;
         }
-        for frame in listing(&stream.path())? {
-            let frame = frame.map_err(|e| Error::io(op, stream.path().display(), e))?;
-            let name = frame.file_name().to_string_lossy().to_lowercase();
-            if visible(&frame.file_name()) && IMAGE_EXTENSIONS.iter().any(|ext| name.ends_with(ext)) {
-                let path = format!("{root}/{}/{}", stream.file_name().to_string_lossy(), frame.file_name().to_string_lossy());
-                frames.push((path, streams.len()));
+        for (frame, is_dir) in entries(&format!("{root}/{stream}"))? {
+            let name = frame.to_lowercase();
+            if !is_dir && !frame.starts_with('.') && IMAGE_EXTENSIONS.iter().any(|ext| name.ends_with(ext)) {
+                frames.push((format!("{root}/{stream}/{frame}"), streams));
             }
         }
-        streams.push(stream.file_name());
+        streams += 1;
     }
     if frames.is_empty() {
         return Err(Error::io(op, root, format!("no frames found: \"{root}/*/*\" matches no image files; check file_root")));
@@ -135,6 +146,7 @@ fn list_sequences(ctx: &OpContext) -> Result<Sequences> {
 /// The loader thread's side: a batch's frame files, read whole (sequence after sequence).
 struct FrameFiles {
     op: String,
+    opts: storage::Options,
     seqs: Arc<Sequences>,
     read_threads: usize,
     sizes: Vec<usize>,
@@ -150,7 +162,7 @@ impl BatchSource for FrameFiles {
             let location = Location { operator: self.op.clone(), sample: Some(f / len), iteration: Some(batch_no), source: Some(paths[f].display().to_string()) };
             Error::data(location, m)
         };
-        let mut files = read_whole_files(&paths, &storage::Options::default(), &mut self.sizes, self.read_threads, stop, failed)?;
+        let mut files = read_whole_files(&paths, &self.opts, &mut self.sizes, self.read_threads, stop, failed)?;
         files.set_source_info(paths.iter().map(|p| Arc::from(p.to_string_lossy().as_ref())).collect());
         Ok(files)
     }
@@ -171,7 +183,7 @@ impl SequenceReader {
         let params = DecodeParams { color, adjust_orientation: false, ..DecodeParams::default() };
         let seqs = Arc::new(list_sequences(ctx)?);
         let (n, length) = (seqs.starts.len(), seqs.length);
-        let source = FrameFiles { op: op.to_string(), seqs, read_threads: ctx.num_threads, sizes: Vec::new() };
+        let source = FrameFiles { opts: super::file::storage_options(ctx)?, op: op.to_string(), seqs, read_threads: ctx.num_threads, sizes: Vec::new() };
         Ok(SequenceReader { ctx: ctx.clone(), core: ReaderCore::start(ctx, n, source)?, length, params })
     }
 }
