@@ -293,3 +293,13 @@ def test_a_damaged_frame_names_its_file(lib, tmp_path):
         (o,) = pipe.run()
         want = np.stack([frame_pixels("t", 0), frame_pixels("t", 1)])
         np.testing.assert_array_equal(np.array(o.at(0)), want)
+
+
+@pytest.mark.parametrize("lib", LIBS)
+def test_the_reader_itself_is_deprecated(lib, streams_root):
+    """DALI deprecated readers.sequence (fn.external_source or the video readers replace it):
+    using it warns, and it still works."""
+    with pytest.warns(DeprecationWarning, match=r"readers\.sequence` is now deprecated"):
+        pipe = reader_pipe(lib, batch_size=2, file_root=str(streams_root), sequence_length=2)
+    (o,) = pipe.run()
+    assert np.array(o.at(0)).shape == (2, 6, 8, 3)

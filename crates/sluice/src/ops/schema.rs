@@ -127,6 +127,12 @@ pub const fn deprecated_arg(name: &'static str, ty: ArgType, default: ArgDefault
     ArgSchema { name, ty, default, per_sample: false, doc, removed: false, deprecated: Some(message) }
 }
 
+/// Operators DALI deprecated but still runs, with the reason it gives: using one warns.
+const DEPRECATED_OPERATORS: &[(&str, &str)] = &[(
+    "readers__Sequence",
+    "This operator may be removed in future releases. fn.external_source can be used to implement custom reading patterns.",
+)];
+
 /// Arguments every operator accepts (DALI's common arguments).
 pub const COMMON_ARGS: &[ArgSchema] = &[
     arg("seed", ArgType::Int, ArgDefault::Int(-1), "Random seed; -1 derives one from the pipeline seed and the operator's position."),
@@ -177,11 +183,16 @@ impl OpSchema {
         self.all_args().find(|a| a.name == name)
     }
 
-    /// The deprecation warnings DALI gives for these argument names: old aliases and
-    /// arguments no longer used (accepted, ignored).
+    /// The deprecation warnings DALI gives for using this operator (if DALI deprecated it)
+    /// with these argument names: old aliases and arguments no longer used (accepted, ignored).
     pub fn deprecations<'a>(&self, given: impl IntoIterator<Item = &'a str>) -> Vec<String> {
-        given
+        let operator = DEPRECATED_OPERATORS
+            .iter()
+            .find(|(name, _)| *name == self.name)
+            .map(|(_, why)| format!("WARNING: `nvidia.dali.fn.{}` is now deprecated.\n{why}", self.fn_name()));
+        operator
             .into_iter()
+            .chain(given.into_iter()
             .filter_map(|name| {
                 if let Some((old, new)) = self.arg_aliases.iter().find(|(old, _)| *old == name) {
                     return Some(format!("The argument `{old}` is a deprecated alias for `{new}`. Use `{new}` instead."));
@@ -191,7 +202,7 @@ impl OpSchema {
                     return Some(message.to_string());
                 }
                 a.removed.then(|| format!("The argument `{}` is no longer used and will be removed in a future release.", a.name))
-            })
+            }))
             .collect()
     }
 
