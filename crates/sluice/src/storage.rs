@@ -21,7 +21,7 @@ use std::ops::Range;
 use std::sync::{Arc, Mutex, OnceLock};
 use std::time::Duration;
 
-use futures::stream::{self, StreamExt, TryStreamExt};
+use futures::stream::{self, StreamExt};
 use object_store::path::Path as ObjectPath;
 use object_store::{ClientOptions, ObjectStore, RetryConfig};
 
@@ -36,14 +36,6 @@ pub fn is_object_uri(path: &str) -> bool {
 /// A local path for `path`: itself, or a `file://` URI's path.
 pub fn local_path(path: &str) -> &str {
     path.strip_prefix("file://").unwrap_or(path)
-}
-
-/// `base` joined with the relative `name`, for object URIs and local paths alike.
-pub fn join(base: &str, name: &str) -> String {
-    if is_object_uri(name) || (!is_object_uri(base) && name.starts_with('/')) {
-        return name.to_string();
-    }
-    format!("{}/{}", base.trim_end_matches('/'), name.trim_start_matches('/'))
 }
 
 /// A reader's `storage_options`: settings of the store beyond the environment, as
@@ -219,32 +211,62 @@ fn describe(e: &object_store::Error) -> String {
     }
 }
 
-/// Attempts at reading an object's body: the request is retried by the store, but a body
-/// cut after the response began is retried here.
-const BODY_ATTEMPTS: usize = 4;
+/// Attempts at a request: the store retries failed requests itself, but not a response body
+/// (or listing) cut after the response began; those are retried here.
+const ATTEMPTS: usize = 4;
 
-async fn get_range(store: &dyn ObjectStore, path: &ObjectPath, range: Option<Range<u64>>) -> Result<bytes::Bytes, String> {
+/// Runs the request `make()` makes until it succeeds, up to [`ATTEMPTS`] times with backoff;
+/// a missing object or a denied request is not retried.
+async fn retrying<T, F: std::future::Future<Output = object_store::Result<T>>>(make: impl Fn() -> F) -> Result<T, String> {
     let mut last = String::new();
-    for attempt in 0..BODY_ATTEMPTS {
+    for attempt in 0..ATTEMPTS {
         if attempt > 0 {
             tokio::time::sleep(Duration::from_millis(100 << attempt)).await;
         }
-        let got = match &range {
-            Some(r) => store.get_range(path, r.clone()).await,
-            None => match store.get(path).await {
-                Ok(g) => g.bytes().await,
-                Err(e) => Err(e),
-            },
-        };
-        match got {
-            Ok(b) => return Ok(b),
+        match make().await {
+            Ok(v) => return Ok(v),
             Err(e @ (object_store::Error::NotFound { .. } | object_store::Error::PermissionDenied { .. } | object_store::Error::Unauthenticated { .. })) => {
                 return Err(describe(&e))
             }
             Err(e) => last = describe(&e),
         }
     }
-    Err(format!("{last} (after {BODY_ATTEMPTS} attempts)"))
+    Err(format!("{last} (after {ATTEMPTS} attempts)"))
+}
+
+/// [`retrying`], waited for.
+fn with_retries<T, F: std::future::Future<Output = object_store::Result<T>>>(make: impl Fn() -> F) -> Result<T, String> {
+    runtime().block_on(retrying(make))
+}
+
+/// The object's bytes, or `range` of them (checked to be all there).
+async fn get(store: &dyn ObjectStore, path: &ObjectPath, range: Option<Range<u64>>) -> Result<bytes::Bytes, String> {
+    let b = retrying(|| async {
+        match &range {
+            Some(r) => store.get_range(path, r.clone()).await,
+            None => store.get(path).await?.bytes().await,
+        }
+    })
+    .await?;
+    match range {
+        Some(r) if b.len() as u64 != r.end - r.start => Err(format!("the object ended early: {} of {} bytes", b.len(), r.end - r.start)),
+        _ => Ok(b),
+    }
+}
+
+/// Requests `(uri, range or the whole object)`, up to [`max_in_flight`] at once; each result
+/// goes to `done(i, bytes)` as it arrives. The first failure is returned as `(i, message)`.
+fn get_many(requests: &[(&str, Option<Range<u64>>)], opts: &Options, mut done: impl FnMut(usize, bytes::Bytes)) -> Result<(), (usize, String)> {
+    let targets = requests.iter().enumerate().map(|(i, (u, r))| store_for(u, opts).map(|t| (i, t, r.clone())).map_err(|m| (i, m))).collect::<Result<Vec<_>, _>>()?;
+    runtime().block_on(async {
+        let mut results =
+            stream::iter(targets).map(|(i, (store, path), r)| async move { get(&*store, &path, r).await.map(|b| (i, b)).map_err(|m| (i, m)) }).buffer_unordered(max_in_flight());
+        while let Some(r) = results.next().await {
+            let (i, b) = r?;
+            done(i, b);
+        }
+        Ok(())
+    })
 }
 
 /// The whole object or file at `uri`.
@@ -253,7 +275,7 @@ pub fn read(uri: &str, opts: &Options) -> Result<Vec<u8>, String> {
         return std::fs::read(local_path(uri)).map_err(|e| e.to_string());
     }
     let (store, path) = store_for(uri, opts)?;
-    runtime().block_on(get_range(&*store, &path, None)).map(|b| b.to_vec())
+    runtime().block_on(get(&*store, &path, None)).map(|b| b.to_vec())
 }
 
 /// The whole objects at `uris` (object URIs), up to [`max_in_flight`] requests at once, each
@@ -261,31 +283,28 @@ pub fn read(uri: &str, opts: &Options) -> Result<Vec<u8>, String> {
 /// padding repeats a sample, is requested once). The first failure is returned as
 /// `(i, message)`.
 pub fn fetch(uris: &[&str], opts: &Options, mut done: impl FnMut(usize, bytes::Bytes)) -> Result<(), (usize, String)> {
-    let mut first: HashMap<&str, usize> = HashMap::new();
-    let mut unique: Vec<usize> = Vec::new();
+    // Each object once: the requests, and for each the samples waiting for it.
+    let mut request_of: HashMap<&str, usize> = HashMap::new();
+    let mut waiting: Vec<Vec<usize>> = Vec::new();
     for (i, u) in uris.iter().enumerate() {
-        first.entry(u).or_insert_with(|| {
-            unique.push(i);
-            i
+        let q = *request_of.entry(u).or_insert_with(|| {
+            waiting.push(Vec::new());
+            waiting.len() - 1
         });
+        waiting[q].push(i);
     }
-    let targets = unique.iter().map(|&i| store_for(uris[i], opts).map(|t| (i, t)).map_err(|m| (i, m))).collect::<Result<Vec<_>, _>>()?;
-    runtime().block_on(async {
-        let mut results = stream::iter(targets).map(|(i, (store, path))| async move { get_range(&*store, &path, None).await.map(|b| (i, b)).map_err(|m| (i, m)) }).buffer_unordered(max_in_flight());
-        while let Some(r) = results.next().await {
-            let (i, b) = r?;
-            for (j, u) in uris.iter().enumerate() {
-                if first[u] == i {
-                    done(j, b.clone());
-                }
-            }
+    let requests: Vec<(&str, Option<Range<u64>>)> = waiting.iter().map(|w| (uris[w[0]], None)).collect();
+    get_many(&requests, opts, |q, b| {
+        for &i in &waiting[q] {
+            done(i, b.clone());
         }
-        Ok(())
     })
+    .map_err(|(q, m)| (waiting[q][0], m))
 }
 
 /// Entries one level under a folder or prefix: (sub-folder names, (file name, size)), each
-/// sorted by name.
+/// sorted by name (byte order). Locally, symbolic links are followed (a dangling one is left
+/// out) and only folders and regular files are listed.
 pub struct Listing {
     pub dirs: Vec<String>,
     pub files: Vec<(String, u64)>,
@@ -296,14 +315,13 @@ pub struct Listing {
 pub fn list(dir: &str, opts: &Options) -> Result<Listing, String> {
     let (mut dirs, mut files) = (Vec::new(), Vec::new());
     if !is_object_uri(dir) {
-        for e in std::fs::read_dir(local_path(dir)).map_err(|e| e.to_string())? {
+        for e in std::fs::read_dir(dir).map_err(|e| e.to_string())? {
             let e = e.map_err(|e| e.to_string())?;
             let name = e.file_name().to_string_lossy().into_owned();
-            let meta = std::fs::metadata(e.path()).map_err(|e| e.to_string())?;
-            if meta.is_dir() {
-                dirs.push(name);
-            } else {
-                files.push((name, meta.len()));
+            match std::fs::metadata(e.path()) {
+                Ok(meta) if meta.is_dir() => dirs.push(name),
+                Ok(meta) if meta.is_file() => files.push((name, meta.len())),
+                _ => {}
             }
         }
     } else {
@@ -322,37 +340,11 @@ pub fn list(dir: &str, opts: &Options) -> Result<Listing, String> {
     Ok(Listing { dirs, files })
 }
 
-/// Every object under the prefix `dir`, recursively: (path relative to `dir`, size), sorted.
-pub fn list_recursive(dir: &str, opts: &Options) -> Result<Vec<(String, u64)>, String> {
-    let (store, path) = store_for(dir, opts)?;
-    let prefix = (!path.as_ref().is_empty()).then_some(&path);
-    let skip = path.as_ref().len() + usize::from(!path.as_ref().is_empty());
-    let mut found: Vec<(String, u64)> = with_retries(|| store.list(prefix).map_ok(|o| (o.location.as_ref()[skip..].to_string(), o.size)).try_collect::<Vec<_>>())?;
-    found.sort();
-    Ok(found)
-}
-
 /// Byte ranges of objects: `ranges[i] = (uri, range)`, up to [`max_in_flight`] requests at
 /// once, each handed to `done(i, bytes)` as it arrives.
-pub fn fetch_ranges(ranges: &[(&str, Range<u64>)], opts: &Options, mut done: impl FnMut(usize, bytes::Bytes)) -> Result<(), (usize, String)> {
-    let targets = ranges.iter().enumerate().map(|(i, (u, r))| store_for(u, opts).map(|t| (i, t, r.clone())).map_err(|m| (i, m))).collect::<Result<Vec<_>, _>>()?;
-    runtime().block_on(async {
-        let mut results = stream::iter(targets)
-            .map(|(i, (store, path), r)| async move {
-                let want = r.end - r.start;
-                let b = get_range(&*store, &path, Some(r)).await.map_err(|m| (i, m))?;
-                if b.len() as u64 != want {
-                    return Err((i, format!("the object ended early: {} of {want} bytes", b.len())));
-                }
-                Ok((i, b))
-            })
-            .buffer_unordered(max_in_flight());
-        while let Some(r) = results.next().await {
-            let (i, b) = r?;
-            done(i, b);
-        }
-        Ok(())
-    })
+pub fn fetch_ranges(ranges: &[(&str, Range<u64>)], opts: &Options, done: impl FnMut(usize, bytes::Bytes)) -> Result<(), (usize, String)> {
+    let requests: Vec<(&str, Option<Range<u64>>)> = ranges.iter().map(|(u, r)| (*u, Some(r.clone()))).collect();
+    get_many(&requests, opts, done)
 }
 
 /// The size of the object at `uri`.
@@ -364,31 +356,12 @@ pub fn size(uri: &str, opts: &Options) -> Result<u64, String> {
     with_retries(|| store.head(&path)).map(|m| m.size)
 }
 
-/// Runs the request `make()` makes until it succeeds, a few times with backoff: the store
-/// retries failed requests, but not a response body cut after the response began.
-fn with_retries<T, F: std::future::Future<Output = object_store::Result<T>>>(make: impl Fn() -> F) -> Result<T, String> {
-    runtime().block_on(async {
-        let mut last = String::new();
-        for attempt in 0..BODY_ATTEMPTS {
-            if attempt > 0 {
-                tokio::time::sleep(Duration::from_millis(100 << attempt)).await;
-            }
-            match make().await {
-                Ok(v) => return Ok(v),
-                Err(e @ (object_store::Error::NotFound { .. } | object_store::Error::PermissionDenied { .. } | object_store::Error::Unauthenticated { .. })) => {
-                    return Err(describe(&e))
-                }
-                Err(e) => last = describe(&e),
-            }
-        }
-        Err(format!("{last} (after {BODY_ATTEMPTS} attempts)"))
-    })
-}
-
-/// A file or an object, open for positioned reads. An object's reads are ranged requests.
+/// A file or an object, open for positioned reads: an open file, an object read with ranged
+/// requests, or an object already fetched whole (a batch's objects are fetched together).
 pub enum Source {
     Local(std::fs::File, u64),
     Remote { uri: String, len: u64, opts: Options },
+    Fetched(bytes::Bytes),
 }
 
 impl Source {
@@ -405,6 +378,7 @@ impl Source {
     pub fn len(&self) -> u64 {
         match self {
             Source::Local(_, n) | Source::Remote { len: n, .. } => *n,
+            Source::Fetched(b) => b.len() as u64,
         }
     }
 
@@ -416,18 +390,28 @@ impl Source {
         matches!(self, Source::Remote { .. })
     }
 
+    /// Reads up to `dst.len()` bytes at `offset`; returns how many there were.
+    pub fn read_at_most(&self, dst: &mut [u8], offset: u64) -> Result<usize, String> {
+        let n = (dst.len() as u64).min(self.len().saturating_sub(offset)) as usize;
+        match self {
+            Source::Local(f, _) => return crate::ops::readers::core::read_at_most(f, dst, offset),
+            Source::Remote { uri, opts, .. } => {
+                if n > 0 {
+                    fetch_ranges(&[(uri.as_str(), offset..offset + n as u64)], opts, |_, b| dst[..n].copy_from_slice(&b)).map_err(|(_, m)| m)?;
+                }
+            }
+            Source::Fetched(b) => dst[..n].copy_from_slice(&b[offset as usize..offset as usize + n]),
+        }
+        Ok(n)
+    }
+
     /// Reads exactly `dst.len()` bytes at `offset` (`what` names them in the error).
     pub fn read_exact_at(&self, dst: &mut [u8], offset: u64, what: &str) -> Result<(), String> {
-        match self {
-            Source::Local(f, _) => crate::ops::readers::core::read_exact_at(f, dst, offset, what),
-            Source::Remote { uri, len, opts } => {
-                let end = offset + dst.len() as u64;
-                if end > *len {
-                    return Err(format!("truncated file: {} of {what}'s {} bytes could be read", len.saturating_sub(offset), dst.len()));
-                }
-                fetch_ranges(&[(uri.as_str(), offset..end)], opts, |_, b| dst.copy_from_slice(&b)).map_err(|(_, m)| m)
-            }
+        let got = self.read_at_most(dst, offset)?;
+        if got < dst.len() {
+            return Err(format!("truncated file: {got} of {what}'s {} bytes could be read", dst.len()));
         }
+        Ok(())
     }
 }
 
@@ -459,7 +443,8 @@ fn coalesce<'a>(ranges: &[(&'a str, Range<u64>)], gap: u64) -> Vec<(&'a str, Ran
 }
 
 /// Reads every job `(source, offset, destination)`: the ranges of objects all requested at
-/// once (up to [`max_in_flight`]), the local ones on up to `threads` threads. The error of a
+/// once (up to [`max_in_flight`]), the files (and objects fetched already) on up to `threads`
+/// threads. The error of a
 /// failed job `i` is `failed(i, message)`.
 pub fn read_many(
     jobs: &mut [(&Source, u64, &mut [u8])],
@@ -468,7 +453,7 @@ pub fn read_many(
 ) -> crate::error::Result<()> {
     let mut remote: Vec<(usize, &str, Range<u64>)> = Vec::new();
     let mut opts = Options::default();
-    let mut local: Vec<(usize, &std::fs::File, u64, &mut [u8])> = Vec::new();
+    let mut local: Vec<(usize, &Source, u64, &mut [u8])> = Vec::new();
     let mut remote_dst: Vec<&mut [u8]> = Vec::new();
     for (i, (src, offset, dst)) in jobs.iter_mut().enumerate() {
         match src {
@@ -477,7 +462,7 @@ pub fn read_many(
                 remote.push((i, uri.as_str(), *offset..*offset + dst.len() as u64));
                 remote_dst.push(dst);
             }
-            Source::Local(f, _) => local.push((i, f, *offset, dst)),
+            Source::Local(..) | Source::Fetched(_) => local.push((i, *src, *offset, dst)),
         }
     }
     if !remote.is_empty() {
@@ -496,8 +481,8 @@ pub fn read_many(
         .map_err(|(q, m)| failed(remote[requests[q].2[0]].0, m))?;
     }
     let total = local.iter().map(|j| j.3.len()).sum();
-    crate::ops::readers::core::read_in_parallel(&mut local, threads, total, |j| j.3.len(), |(i, f, offset, dst)| {
-        crate::ops::readers::core::read_exact_at(f, dst, *offset, "the record").map_err(|m| failed(*i, m))
+    crate::ops::readers::core::read_in_parallel(&mut local, threads, total, |j| j.3.len(), |(i, src, offset, dst)| {
+        src.read_exact_at(dst, *offset, "the record").map_err(|m| failed(*i, m))
     })
 }
 
@@ -519,58 +504,6 @@ mod tests {
         assert!(is_object_uri("s3://bucket/a") && is_object_uri("gs://b/x") && is_object_uri("https://h/p"));
         assert!(!is_object_uri("/data/train") && !is_object_uri("file:///data") && !is_object_uri("rel/a://b"));
         assert_eq!(local_path("file:///data/x"), "/data/x");
-        assert_eq!(join("s3://b/train/", "cls/a.jpg"), "s3://b/train/cls/a.jpg");
-        assert_eq!(join("s3://b/train", "s3://c/x"), "s3://c/x");
-        assert_eq!(join("/data", "/abs/x"), "/abs/x");
         assert!(store_for("ftp://h/x", &Options::default()).unwrap_err().contains("unsupported storage scheme"));
-    }
-}
-
-/// A file's or an object's bytes for positioned reads: an open local file, or an object
-/// fetched whole (a batch's objects are fetched together, then read like files).
-pub enum Blob {
-    File(std::fs::File, u64),
-    Memory(bytes::Bytes),
-}
-
-impl Blob {
-    /// Opens the local file `path`.
-    pub fn open_local(path: &std::path::Path) -> Result<Blob, String> {
-        let f = std::fs::File::open(path).map_err(|e| format!("Could not open file {}: {e}", path.display()))?;
-        let len = f.metadata().map_err(|e| format!("cannot read file: {e}"))?.len();
-        Ok(Blob::File(f, len))
-    }
-
-    pub fn len(&self) -> u64 {
-        match self {
-            Blob::File(_, n) => *n,
-            Blob::Memory(b) => b.len() as u64,
-        }
-    }
-
-    pub fn is_empty(&self) -> bool {
-        self.len() == 0
-    }
-
-    /// Reads up to `dst.len()` bytes at `offset`; returns how many there were.
-    pub fn read_at_most(&self, dst: &mut [u8], offset: u64) -> Result<usize, String> {
-        match self {
-            Blob::File(f, _) => crate::ops::readers::core::read_at_most(f, dst, offset),
-            Blob::Memory(b) => {
-                let start = (offset as usize).min(b.len());
-                let n = dst.len().min(b.len() - start);
-                dst[..n].copy_from_slice(&b[start..start + n]);
-                Ok(n)
-            }
-        }
-    }
-
-    /// Reads exactly `dst.len()` bytes at `offset` (`what` names them in the error).
-    pub fn read_exact_at(&self, dst: &mut [u8], offset: u64, what: &str) -> Result<(), String> {
-        let got = self.read_at_most(dst, offset)?;
-        if got < dst.len() {
-            return Err(format!("truncated file: {got} of {what}'s {} bytes could be read", dst.len()));
-        }
-        Ok(())
     }
 }

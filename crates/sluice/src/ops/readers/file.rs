@@ -195,41 +195,17 @@ fn matches_any(patterns: &[String], name: &str, case_sensitive: bool) -> bool {
 
 /// Lists `file_root`: one class per sub-folder.
 fn list_root(op: &str, opts: &storage::Options, root: &Path, file_filters: &[String], dir_filters: Option<&[String]>, case_sensitive: bool) -> Result<Dataset> {
-    // (name, is a folder, is a file) of one folder's entries, sorted by name.
-    let read_dir = |dir: &Path| -> Result<Vec<(String, bool, bool)>> {
-        let dir_str = dir.to_string_lossy();
-        if storage::is_object_uri(&dir_str) {
-            let l = storage::list(&dir_str, opts).map_err(|e| Error::io(op, &dir_str, format!("cannot list prefix: {e}")))?;
-            let mut out: Vec<(String, bool, bool)> = l.dirs.into_iter().map(|d| (d, true, false)).chain(l.files.into_iter().map(|(f, _)| (f, false, true))).collect();
-            out.sort_by(|a, b| a.0.as_bytes().cmp(b.0.as_bytes()));
-            return Ok(out);
-        }
-        let rd = std::fs::read_dir(dir).map_err(|e| Error::io(op, dir.display(), format!("cannot open folder: {e}")))?;
-        let mut out = Vec::new();
-        for entry in rd {
-            let entry = entry.map_err(|e| Error::io(op, dir.display(), format!("cannot list folder: {e}")))?;
-            let name = entry.file_name().to_string_lossy().into_owned();
-            // Follows symlinks, as DALI does; a dangling link is skipped.
-            if let Ok(meta) = std::fs::metadata(entry.path()) {
-                out.push((name, meta.is_dir(), meta.is_file()));
-            }
-        }
-        out.sort_by(|a, b| a.0.as_bytes().cmp(b.0.as_bytes()));
-        Ok(out)
-    };
-    let mut classes: Vec<String> = read_dir(root)?
-        .into_iter()
-        .filter(|e| e.1)
-        .map(|e| e.0)
-        .collect();
+    // Symbolic links are followed, as DALI does; a dangling one is skipped.
+    let list = |dir: &Path| storage::list(&dir.to_string_lossy(), opts).map_err(|e| Error::io(op, dir.display(), format!("cannot open folder: {e}")));
+    let mut classes = list(root)?.dirs;
     if let Some(df) = dir_filters {
         classes.retain(|d| matches_any(df, d, case_sensitive));
     }
     let mut ds = Dataset::default();
     for (label, class) in classes.iter().enumerate() {
         let label = i32::try_from(label).map_err(|_| Error::io(op, root.display(), "too many class folders"))?;
-        for (name, _, is_file) in read_dir(&root.join(class))? {
-            if is_file && matches_any(file_filters, &name, case_sensitive) {
+        for (name, _) in list(&root.join(class))?.files {
+            if matches_any(file_filters, &name, case_sensitive) {
                 ds.push(Some(root), format!("{class}/{name}"), label);
             }
         }

@@ -27,6 +27,17 @@ pub use webdataset::WEBDATASET;
 
 use crate::ops::{arg, ArgDefault as D, ArgSchema, ArgType as T};
 
+/// C's `(int)` of a double on x86, as the parsers DALI reads with compute it (cocoapi's
+/// polygons, Caffe2's float label indices): truncation toward zero, and `INT_MIN` for NaN or
+/// out of range (Rust's `as` would saturate and map NaN to 0).
+pub(crate) fn c_int(v: f64) -> i32 {
+    if v.is_nan() || !(-2147483648.0..2147483648.0).contains(&v) {
+        i32::MIN
+    } else {
+        v as i32
+    }
+}
+
 /// How many outputs a reader whose count depends on its arguments has (`None`: the schema's).
 pub fn num_outputs(schema: &str, args: &crate::ops::Args) -> Option<usize> {
     match schema {

@@ -90,30 +90,17 @@ fn list_sequences(ctx: &OpContext) -> Result<Sequences> {
     let stride = positive(op, ctx, "stride", "Stride")?;
     let root = ctx.args.str("file_root");
     let opts = super::file::storage_options(ctx)?;
-    // (name, is a folder) of a folder's (or a prefix's) entries.
-    let entries = |dir: &str| -> Result<Vec<(String, bool)>> {
-        if storage::is_object_uri(dir) {
-            let l = storage::list(dir, &opts).map_err(|e| Error::io(op, dir, format!("cannot list the streams: {e}")))?;
-            return Ok(l.dirs.into_iter().map(|d| (d, true)).chain(l.files.into_iter().map(|(f, _)| (f, false))).collect());
-        }
-        let rd = std::fs::read_dir(dir).map_err(|e| Error::io(op, dir, format!("cannot list the streams: {e}")))?;
-        let mut out = Vec::new();
-        for e in rd {
-            let e = e.map_err(|e| Error::io(op, dir, e))?;
-            out.push((e.file_name().to_string_lossy().into_owned(), e.path().is_dir()));
-        }
-        Ok(out)
-    };
+    let list = |dir: &str| storage::list(dir, &opts).map_err(|e| Error::io(op, dir, format!("cannot list the streams: {e}")));
     // (the path string, as DALI sorts it; its stream folder)
     let mut frames: Vec<(String, usize)> = Vec::new();
     let mut streams = 0;
-    for (stream, is_dir) in entries(root)? {
-        if stream.starts_with('.') || !is_dir {
+    for stream in list(root)?.dirs {
+        if stream.starts_with('.') {
             continue;
         }
-        for (frame, is_dir) in entries(&format!("{root}/{stream}"))? {
+        for (frame, _) in list(&format!("{root}/{stream}"))?.files {
             let name = frame.to_lowercase();
-            if !is_dir && !frame.starts_with('.') && IMAGE_EXTENSIONS.iter().any(|ext| name.ends_with(ext)) {
+            if !frame.starts_with('.') && IMAGE_EXTENSIONS.iter().any(|ext| name.ends_with(ext)) {
                 frames.push((format!("{root}/{stream}/{frame}"), streams));
             }
         }

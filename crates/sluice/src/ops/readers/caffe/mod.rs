@@ -27,6 +27,9 @@ use crate::tensor::{BatchMeta, DType, TensorList};
 
 pub use tensor_protos::num_outputs as caffe2_num_outputs;
 
+/// Both readers' databases.
+const PATH: crate::ops::ArgSchema = arg("path", T::StrList, D::Required, "LMDB directories (each holding data.mdb), read in this order.");
+
 /// Schema and backend of `readers.caffe`.
 pub static CAFFE: OpDef = OpDef {
     schema: OpSchema {
@@ -39,7 +42,7 @@ pub static CAFFE: OpDef = OpDef {
         host_inputs: &[],
         args: &[
             &[
-                arg("path", T::StrList, D::Required, "LMDB directories (each holding data.mdb), read in this order."),
+                PATH,
                 arg("image_available", T::Bool, D::Bool(true), "Whether the records hold images (the first output)."),
                 arg("label_available", T::Bool, D::Bool(true), "Whether the records hold labels (an output after the image)."),
             ],
@@ -67,7 +70,7 @@ pub static CAFFE2: OpDef = OpDef {
         host_inputs: &[],
         args: &[
             &[
-                arg("path", T::StrList, D::Required, "LMDB directories (each holding data.mdb), read in this order."),
+                PATH,
                 arg("image_available", T::Bool, D::Bool(true), "Whether the records hold an image (their first tensor)."),
                 arg("label_type", T::Int, D::Int(0), "0: one label; 1: sparse label indices, output one-hot; 2: a dense label vector; 3: sparse indices with weights; 4: no label."),
                 arg("num_labels", T::Int, D::Int(1), "Number of classes (the length of sparse labels' outputs)."),

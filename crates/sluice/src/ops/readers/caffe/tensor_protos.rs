@@ -21,6 +21,7 @@
 
 use super::Piece;
 use crate::ops::readers::protobuf::{self, varint, Fields, I32, I64, LEN, VARINT};
+use crate::ops::readers::c_int;
 use crate::ops::Args;
 use crate::tensor::DType;
 
@@ -162,7 +163,7 @@ pub fn parse<'a>(value: &'a [u8], l: &Layout) -> Result<Vec<Piece<'a>>, String> 
         };
         let count = if float { t.floats.len() } else { t.int32s.len() };
         let index = |k: usize| -> Result<usize, String> {
-            let i = if float { c_int(t.floats[k]) } else { t.int32s[k] };
+            let i = if float { c_int(f64::from(t.floats[k])) } else { t.int32s[k] };
             usize::try_from(i).ok().filter(|&i| (i as i64) < l.num_labels).ok_or_else(|| format!("Label index out of bounds: {i} (num_labels: {})", l.num_labels))
         };
         let zeros = || vec![0u8; l.num_labels.max(0) as usize * 4];
@@ -228,13 +229,4 @@ pub fn parse<'a>(value: &'a [u8], l: &Layout) -> Result<Vec<Piece<'a>>, String> 
         .enumerate()
         .map(|(o, p)| p.ok_or_else(|| format!("output {o} is not filled by this record ({n} tensors): check bbox, label_type and additional_inputs")))
         .collect()
-}
-
-/// C's `(int)` of a float label index (truncation toward zero; out of range: `i32::MIN`).
-pub fn c_int(v: f32) -> i32 {
-    if v.is_nan() || !(-2147483648.0..2147483648.0).contains(&v) {
-        i32::MIN
-    } else {
-        v as i32
-    }
 }

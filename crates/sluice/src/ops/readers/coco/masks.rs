@@ -9,15 +9,7 @@
 //! label has no mask, and then returns an all-zero mask; here the merge starts from the
 //! smallest label that has one.
 
-/// cocoapi's `(int)` of a double on x86: truncation toward zero, and `INT_MIN` for NaN or out
-/// of range (Rust's `as` would saturate and map NaN to 0).
-fn c_int(v: f64) -> i32 {
-    if v.is_nan() || !(-2147483648.0..2147483648.0).contains(&v) {
-        i32::MIN
-    } else {
-        v as i32
-    }
-}
+use crate::ops::readers::c_int;
 
 /// Most boundary points one polygon may upsample to: a polygon far outside its image (a
 /// hostile or broken file) is refused instead of allocating without bound.

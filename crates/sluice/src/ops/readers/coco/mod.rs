@@ -281,10 +281,18 @@ impl Operator for CocoReader {
         }
         outs.push(label_out);
         if self.out.polygons {
-            let scale = if self.out.coordinates { 2 } else { 1 };
-            let polys: Vec<Vec<[i32; 3]>> = idx.iter().map(|&k| a.polygons[a.polygons_of(k)].iter().map(|p| [p[0], p[1] * scale, p[2] * scale]).collect()).collect();
-            let poly_refs: Vec<&[[i32; 3]]> = polys.iter().map(Vec::as_slice).collect();
-            outs.push(rows(DType::I32, 3, &poly_refs));
+            let polys: Vec<&[[i32; 3]]> = idx.iter().map(|&k| &a.polygons[a.polygons_of(k)]).collect();
+            let mut polys = rows(DType::I32, 3, &polys);
+            if self.out.coordinates {
+                // `masks`: the polygons' ends count coordinates, two per vertex.
+                for sample in polys.samples_mut() {
+                    for p in bytemuck::cast_slice_mut::<u8, [i32; 3]>(sample) {
+                        p[1] *= 2;
+                        p[2] *= 2;
+                    }
+                }
+            }
+            outs.push(polys);
             let verts: Vec<&[[f32; 2]]> = idx.iter().map(|&k| &a.vertices[a.vertices_of(k)]).collect();
             outs.push(rows(DType::F32, 2, &verts));
         }

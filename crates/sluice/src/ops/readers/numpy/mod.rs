@@ -27,7 +27,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 
 use super::core::{lazily, read_in_parallel, BatchSource, ReaderCore};
-use crate::storage::{self, Blob};
+use crate::storage::{self, Source};
 use super::file::glob_match;
 use super::loader::BatchPlan;
 use super::{READER_ARGS, SHUFFLE_AFTER_EPOCH_ARGS};
@@ -128,20 +128,8 @@ fn list_files(ctx: &OpContext) -> Result<Listing> {
 fn discover(op: &str, opts: &storage::Options, root: &Path, filter: &str, names: &mut Vec<String>) -> Result<()> {
     let entries = |dir: &Path| -> Result<Vec<(String, bool)>> {
         let dir_str = dir.to_string_lossy();
-        if storage::is_object_uri(&dir_str) {
-            let l = storage::list(&dir_str, opts).map_err(|e| Error::io(op, &dir_str, format!("Failed to open {dir_str}: {e}")))?;
-            let mut v: Vec<(String, bool)> = l.dirs.into_iter().map(|d| (d, true)).chain(l.files.into_iter().map(|(f, _)| (f, false))).collect();
-            v.sort();
-            return Ok(v);
-        }
-        let rd = std::fs::read_dir(dir).map_err(|e| Error::io(op, dir.display(), format!("Failed to open {}: {e}", dir.display())))?;
-        let mut v: Vec<(String, bool)> = rd
-            .filter_map(|e| e.ok())
-            .filter_map(|e| {
-                let is_dir = std::fs::metadata(e.path()).map(|m| m.is_dir()).ok()?;
-                Some((e.file_name().to_string_lossy().into_owned(), is_dir))
-            })
-            .collect();
+        let l = storage::list(&dir_str, opts).map_err(|e| Error::io(op, &dir_str, format!("Failed to open {dir_str}: {e}")))?;
+        let mut v: Vec<(String, bool)> = l.dirs.into_iter().map(|d| (d, true)).chain(l.files.into_iter().map(|(f, _)| (f, false))).collect();
         v.sort();
         Ok(v)
     };
@@ -180,7 +168,7 @@ impl NpySource {
 
     /// Parses the header of file `k` (`f`: the file, or the object fetched); checks the file
     /// holds the data it announces.
-    fn open(&self, k: usize, f: Blob) -> std::result::Result<(Blob, header::Header), String> {
+    fn open(&self, k: usize, f: Source) -> std::result::Result<(Source, header::Header), String> {
         let path = &self.files.paths[k];
         let len = f.len();
         let mut pre = [0u8; header::PREAMBLE];
@@ -205,17 +193,20 @@ impl BatchSource for NpySource {
 
     fn read(&mut self, idx: &[usize], batch_no: u64, stop: &AtomicBool) -> Result<StoredBatch> {
         // Objects in storage are fetched whole, all of the batch's at once; files are opened.
-        let mut fetched: Vec<Option<Blob>> = (0..idx.len()).map(|_| None).collect();
+        let mut fetched: Vec<Option<Source>> = (0..idx.len()).map(|_| None).collect();
         if self.remote {
             let uris: Vec<String> = idx.iter().map(|&k| self.files.paths[k].to_string_lossy().into_owned()).collect();
             let refs: Vec<&str> = uris.iter().map(String::as_str).collect();
-            storage::fetch(&refs, &self.opts, |i, b| fetched[i] = Some(Blob::Memory(b))).map_err(|(i, m)| Error::data(self.loc(batch_no, i, idx[i]), m))?;
+            storage::fetch(&refs, &self.opts, |i, b| fetched[i] = Some(Source::Fetched(b))).map_err(|(i, m)| Error::data(self.loc(batch_no, i, idx[i]), m))?;
         }
         let mut opened = Vec::with_capacity(idx.len());
         for (i, &k) in idx.iter().enumerate() {
             let blob = match fetched[i].take() {
                 Some(b) => b,
-                None => Blob::open_local(&self.files.paths[k]).map_err(|m| Error::data(self.loc(batch_no, i, k), m))?,
+                None => {
+                    let path = &self.files.paths[k];
+                    Source::open(&path.to_string_lossy(), &self.opts).map_err(|e| Error::data(self.loc(batch_no, i, k), format!("Could not open file {}: {e}", path.display())))?
+                }
             };
             let (f, h) = self.open(k, blob).map_err(|m| Error::data(self.loc(batch_no, i, k), m))?;
             if let Some((_, first)) = opened.first() {
