@@ -186,6 +186,46 @@ def shard_reference(n, num_shards, shard_id, batch_size, count, pad_last_batch, 
     return out[:count]
 
 
+# --------------------------------------------------------------------------- protobuf writer
+# The wire format, for tests that write protobuf records by hand (TFRecord's Example, Caffe's
+# Datum, Caffe2's TensorProtos): no protobuf package.
+def pb_varint(n):
+    n &= (1 << 64) - 1  # negative int32/int64: ten bytes of two's complement
+    out = bytearray()
+    while True:
+        b, n = n & 0x7F, n >> 7
+        out.append(b | 0x80 if n else b)
+        if not n:
+            return bytes(out)
+
+
+def pb_tag(field, wire):
+    return pb_varint(field << 3 | wire)
+
+
+def pb_len_field(field, payload):
+    return pb_tag(field, 2) + pb_varint(len(payload)) + payload
+
+
+def check_random_shuffle(order, epoch):
+    """DALI's `random_shuffle` contract for a reader whose epoch, in reading order, is `epoch`
+    (sample keys): `order(pipe_seed, **reader_kw)` returns the keys of at least 4 epochs read
+    with `random_shuffle=True`. Every epoch is a permutation of the data set, the same for the
+    same seed and another for another seed, not the reading order, with a small `initial_fill`
+    too; the reader's `seed` wins over the pipeline's."""
+    n, want = len(epoch), sorted(epoch)
+    a = order(3)
+    for e in range(4):
+        assert sorted(a[n * e: n * (e + 1)]) == want
+    assert a == order(3)
+    assert a[:n] != list(epoch)
+    assert a != order(4)
+    b = order(3, initial_fill=2)
+    for e in range(4):
+        assert sorted(b[n * e: n * (e + 1)]) == want
+    assert order(1, seed=77) == order(2, seed=77)
+
+
 def checkpoint_after(make_pipe, batch_size, num_shards, epochs, iters_into_epoch):
     """DALI's check_reader_checkpointing, up to the comparison: runs the pipeline `make_pipe()`
     makes (a reader named "Reader") for `epochs` epochs, the last cut after `iters_into_epoch`

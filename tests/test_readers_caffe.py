@@ -33,7 +33,8 @@ import warnings
 import numpy as np
 import pytest
 
-from conftest import library_params, SHARD_CASES, checkpoint_after, shard_reference
+from conftest import library_params, SHARD_CASES, checkpoint_after, shard_reference, check_random_shuffle
+from conftest import pb_varint as _varint, pb_tag as _tag, pb_len_field
 
 lmdb = pytest.importorskip("lmdb")
 
@@ -45,26 +46,11 @@ def is_sluice(lib):
 
 
 # --------------------------------------------------------------------------- protobuf encoder
-def _varint(n):
-    n &= (1 << 64) - 1  # negative int32/int64: ten bytes of two's complement
-    out = bytearray()
-    while True:
-        b, n = n & 0x7F, n >> 7
-        out.append(b | 0x80 if n else b)
-        if not n:
-            return bytes(out)
-
-
-def _tag(field, wire):
-    return _varint(field << 3 | wire)
-
-
 def _vfield(field, value):
     return _tag(field, 0) + _varint(value)
 
 
-def _lfield(field, payload):
-    return _tag(field, 2) + _varint(len(payload)) + payload
+_lfield = pb_len_field
 
 
 # caffe.proto (package dali.caffe):
@@ -750,16 +736,7 @@ def test_random_shuffle(lib, kind, eleven, eleven2):
             assert bytes(img) == jpeg(int(lab[0])) and src == where[int(lab[0])]
         return labels(got)
 
-    a = order(3)
-    for e in range(4):
-        assert sorted(a[11 * e: 11 * (e + 1)]) == list(range(11))
-    assert a == order(3)
-    assert a[:11] != list(range(11))
-    assert a != order(4)
-    b = order(3, initial_fill=2)
-    for e in range(4):
-        assert sorted(b[11 * e: 11 * (e + 1)]) == list(range(11))
-    assert order(1, seed=77) == order(2, seed=77)  # the reader's seed wins over the pipeline's
+    check_random_shuffle(order, list(range(11)))
 
 
 @pytest.mark.parametrize("options", [dict(), dict(dont_use_mmap=True), dict(read_ahead=True), dict(lazy_init=True),

@@ -39,7 +39,7 @@ import struct
 import numpy as np
 import pytest
 
-from conftest import library_params, SHARD_CASES, checkpoint_after, shard_reference, dali_or_none
+from conftest import library_params, SHARD_CASES, checkpoint_after, shard_reference, dali_or_none, check_random_shuffle
 
 LIBS = library_params()
 F32 = np.float32
@@ -1053,16 +1053,7 @@ def test_random_shuffle(lib, eleven):
             assert src == s["file_name"] and outs[2].tolist() == s["labels"].tolist()
         return sample_ids(got)
 
-    a = order(3)
-    for e in range(4):
-        assert sorted(a[11 * e: 11 * (e + 1)]) == sorted_ids()
-    assert a == order(3)
-    assert a[:11] != sorted_ids()
-    assert a != order(4)
-    b = order(3, initial_fill=2)
-    for e in range(4):
-        assert sorted(b[11 * e: 11 * (e + 1)]) == sorted_ids()
-    assert order(1, seed=77) == order(2, seed=77)
+    check_random_shuffle(order, sorted_ids())
 
 
 @pytest.mark.parametrize("lib", LIBS)

@@ -21,7 +21,7 @@ import struct
 import numpy as np
 import pytest
 
-from conftest import library_params, SHARD_CASES, checkpoint_after, shard_reference
+from conftest import library_params, SHARD_CASES, checkpoint_after, shard_reference, check_random_shuffle
 
 LIBS = library_params()
 
@@ -293,16 +293,7 @@ def test_random_shuffle(lib, eleven):
             assert data == sample_data(int(label[0]))
         return [int(s[2][0]) for s in got]
 
-    a = order(3)
-    for e in range(4):
-        assert sorted(a[11 * e: 11 * (e + 1)]) == list(range(11))
-    assert a == order(3)
-    assert a[:11] != list(range(11))
-    assert a != order(4)
-    b = order(3, initial_fill=2)
-    for e in range(4):
-        assert sorted(b[11 * e: 11 * (e + 1)]) == list(range(11))
-    assert order(1, seed=77) == order(2, seed=77)  # the reader's seed wins over the pipeline's
+    check_random_shuffle(order, list(range(11)))
 
 
 @pytest.mark.parametrize("options", [dict(), dict(dont_use_mmap=True), dict(read_ahead=True),

@@ -16,7 +16,7 @@ import os
 import numpy as np
 import pytest
 
-from conftest import library_params, SHARD_CASES, shard_reference
+from conftest import library_params, SHARD_CASES, shard_reference, check_random_shuffle
 
 LIBS = library_params()
 
@@ -449,17 +449,7 @@ def test_random_shuffle(lib, eleven):
         pipe = reader_pipe(lib, batch_size=3, pipe_seed=pipe_seed, file_root=str(eleven), random_shuffle=True, **kw)
         return values(pipe, 15)  # 45 samples: 4 epochs and a bit
 
-    a = order(3)
-    for e in range(4):
-        assert sorted(a[11 * e: 11 * (e + 1)]) == list(range(11))
-    assert a == order(3)
-    assert a[:11] != list(range(11))
-    assert a != order(4)
-    b = order(3, initial_fill=2)  # a buffer smaller than a batch still shuffles epoch by epoch
-    for e in range(4):
-        assert sorted(b[11 * e: 11 * (e + 1)]) == list(range(11))
-    # the reader's seed wins over the pipeline's
-    assert order(1, seed=77) == order(2, seed=77)
+    check_random_shuffle(order, list(range(11)))
 
 
 @pytest.mark.parametrize("lib", LIBS)

@@ -30,7 +30,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from conftest import library_params, SHARD_CASES, checkpoint_after, shard_reference
+from conftest import library_params, SHARD_CASES, checkpoint_after, shard_reference, check_random_shuffle
+from conftest import pb_varint as _varint, pb_tag as _tag, pb_len_field as _len_field
 
 LIBS = library_params()
 
@@ -77,24 +78,6 @@ def masked_crc(data):
 #   Feature  { oneof { BytesList bytes_list = 1; FloatList float_list = 2; Int64List int64_list = 3; } }
 #   BytesList { repeated bytes value = 1; }  FloatList { repeated float value = 1 [packed]; }
 #   Int64List { repeated int64 value = 1 [packed]; }
-def _varint(n):
-    n &= (1 << 64) - 1  # negative int64: ten bytes of two's complement
-    out = bytearray()
-    while True:
-        b, n = n & 0x7F, n >> 7
-        out.append(b | 0x80 if n else b)
-        if not n:
-            return bytes(out)
-
-
-def _tag(field, wire):
-    return _varint(field << 3 | wire)
-
-
-def _len_field(field, payload):
-    return _tag(field, 2) + _varint(len(payload)) + payload
-
-
 def _feature(kind, values, packed):
     if kind == "bytes":
         return _len_field(1, b"".join(_len_field(1, v) for v in values))
@@ -575,16 +558,7 @@ def test_random_shuffle(lib, eleven):
                            random_shuffle=True, **kw)
         return values(pipe, 15)  # 45 samples: 4 epochs and a bit
 
-    a = order(3)
-    for e in range(4):
-        assert sorted(a[11 * e: 11 * (e + 1)]) == list(range(11))
-    assert a == order(3)
-    assert a[:11] != list(range(11))
-    assert a != order(4)
-    b = order(3, initial_fill=2)
-    for e in range(4):
-        assert sorted(b[11 * e: 11 * (e + 1)]) == list(range(11))
-    assert order(1, seed=77) == order(2, seed=77)  # the reader's seed wins over the pipeline's
+    check_random_shuffle(order, list(range(11)))
 
 
 @pytest.mark.parametrize("lib", LIBS)
