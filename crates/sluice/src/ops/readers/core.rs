@@ -8,6 +8,7 @@
 //! outputs. `read` runs on the loader thread; a batch that fails to read fails its own
 //! iteration only (the error travels in its place), and the next batch reads on.
 
+use std::collections::VecDeque;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
@@ -28,6 +29,12 @@ pub trait BatchSource: Send + 'static {
     /// Reads the samples `idx`, in that order, for the pipeline's batch `batch_no`. `stop`
     /// is set when the pipeline goes away: long reads may give up early.
     fn read(&mut self, idx: &[usize], batch_no: u64, stop: &AtomicBool) -> Result<Self::Batch>;
+
+    /// Told the samples of a later batch (the next `prefetch_queue_depth` batches, each once,
+    /// in order, before it is read): a format reading from object storage starts their
+    /// requests now ([`crate::storage::read_ahead_objects`], [`read_ahead_spans`]). Local
+    /// formats need nothing (the default).
+    fn read_ahead(&mut self, _idx: &[usize]) {}
 
     /// Sizes of runs of consecutive samples `shuffle_after_epoch` moves as one (tfrecord:
     /// the files); `None` (the default): every sample on its own.
@@ -71,10 +78,20 @@ impl<B: Send + 'static> ReaderCore<B> {
             std::thread::Builder::new()
                 .name(format!("sluice-{}", ctx.display_name))
                 .spawn(move || {
-                    let mut idx = Vec::new();
+                    // The batches after the one being read, their samples known in advance
+                    // so that the source can start reading them (object storage).
+                    let mut upcoming: VecDeque<Vec<usize>> = VecDeque::with_capacity(depth as usize + 1);
+                    let mut spare = Vec::new();
                     while !stop.load(Ordering::Relaxed) {
-                        seq.next_batch_into(&mut idx);
+                        while upcoming.len() <= depth as usize {
+                            let mut idx = std::mem::take(&mut spare);
+                            seq.next_batch_into(&mut idx);
+                            source.read_ahead(&idx);
+                            upcoming.push_back(idx);
+                        }
+                        let idx = upcoming.pop_front().expect("filled above");
                         let batch = source.read(&idx, batch_no, &stop);
+                        spare = idx;
                         batch_no += 1;
                         if stop.load(Ordering::Relaxed) || tx.send(batch).is_err() {
                             break;
@@ -192,6 +209,13 @@ pub fn read_exact_at(f: &std::fs::File, dst: &mut [u8], offset: u64, what: &str)
         return Err(format!("truncated file: {got} of {what}'s {} bytes could be read", dst.len()));
     }
     Ok(())
+}
+
+/// [`BatchSource::read_ahead`] for formats read with [`read_spans`]: starts the requests for
+/// the samples `idx` whose files are in object storage.
+pub fn read_ahead_spans(files: &[Source], idx: &[usize], span: impl Fn(usize) -> (u32, u64, u64)) {
+    let reads: Vec<(&Source, u64, u64)> = idx.iter().map(|&k| span(k)).map(|(f, offset, len)| (&files[f as usize], offset, len)).collect();
+    crate::storage::read_ahead_ranges(&reads);
 }
 
 /// Reads the byte ranges of a batch's samples (`span(k)`: file, offset, length of sample `k`)

@@ -329,6 +329,10 @@ struct FileSource {
 impl BatchSource for FileSource {
     type Batch = Vec<TensorList>;
 
+    fn read_ahead(&mut self, idx: &[usize]) {
+        read_ahead_files(idx.iter().map(|&k| &self.ds.paths[k]), &self.opts);
+    }
+
     fn read(&mut self, idx: &[usize], batch_no: u64, stop: &AtomicBool) -> Result<Vec<TensorList>> {
         let (op, ds) = (self.op.as_str(), &self.ds);
         let loc = |i: usize, k: usize| Location {
@@ -406,9 +410,17 @@ fn fetch_whole_files(paths: &[&Path], opts: &storage::Options, sizes: &mut Vec<u
     Ok(data)
 }
 
-/// The reader's `storage_options`, checked.
+/// The reader's `storage_options` and `cache_dir`, checked.
 pub(super) fn storage_options(ctx: &OpContext) -> Result<storage::Options> {
-    storage::Options::from_args(&ctx.args).map_err(|m| Error::arg(&ctx.display_name, "storage_options", m))
+    storage::Options::from_args(&ctx.args).map_err(|(arg, m)| Error::arg(&ctx.display_name, arg, m))
+}
+
+/// [`BatchSource::read_ahead`] for formats that read whole files ([`read_whole_files`]).
+pub(super) fn read_ahead_files(paths: impl Iterator<Item = impl AsRef<Path>>, opts: &storage::Options) {
+    let names: Vec<String> = paths.map(|p| p.as_ref().to_string_lossy().into_owned()).filter(|p| storage::is_object_uri(p)).collect();
+    if !names.is_empty() {
+        storage::read_ahead_objects(&names.iter().map(String::as_str).collect::<Vec<_>>(), opts);
+    }
 }
 
 /// Reads exactly `dst.len()` bytes (the size the file had when listed for this batch).

@@ -70,5 +70,7 @@ pub const READER_ARGS: &[ArgSchema] = &[
     arg("skip_cached_images", T::Bool, D::Bool(false), "Accepted for DALI compatibility; Sluice has no decoder cache."),
     arg("tensor_init_bytes", T::Int, D::Int(1048576), "Accepted for DALI compatibility; buffers are sized from the data."),
     arg("storage_options", T::StrList, D::Optional, "Sluice's: settings of the object store beyond the environment, a dictionary (e.g. {\"endpoint\": \"http://127.0.0.1:9000\", \"region\": \"us-east-1\", \"access_key_id\": ..., \"allow_http\": \"true\"}; the keys object_store knows for the scheme)."),
+    arg("cache_dir", T::Str, D::Optional, "Sluice's: a local folder keeping what the reader fetched from object storage (whole objects and ranges), read from there in later epochs and by other processes sharing the folder; default: the `SLUICE_STORAGE_CACHE_DIR` variable, else no cache. Objects are assumed unchanged once written."),
+    arg("cache_dir_limit", T::Int, D::Optional, "Sluice's: most bytes `cache_dir` holds (least recently used entries go first); default: the `SLUICE_STORAGE_CACHE_LIMIT` variable, else half the free space of its file system when the reader is built."),
     arg("_omit_padding", T::Bool, D::Bool(false), "Set by a framework iterator that cuts every epoch's last batch to its real samples (PARTIAL): the epoch's last batch then holds only its real samples, and the pipeline does no work on padding nobody sees."),
 ];

@@ -17,7 +17,7 @@ use std::path::PathBuf;
 use std::sync::atomic::AtomicBool;
 use std::sync::Arc;
 
-use super::core::{lazily, read_in_parallel, read_spans, BatchSource, ReaderCore};
+use super::core::{lazily, read_ahead_spans, read_in_parallel, read_spans, BatchSource, ReaderCore};
 use super::{READER_ARGS, SHUFFLE_AFTER_EPOCH_ARGS};
 use crate::storage::{self, Source};
 use crate::error::{Error, Location, Result};
@@ -187,6 +187,10 @@ impl RecSource {
 
 impl BatchSource for RecSource {
     type Batch = Vec<TensorList>;
+
+    fn read_ahead(&mut self, idx: &[usize]) {
+        read_ahead_spans(&self.files, idx, |k| self.index.spans[k]);
+    }
 
     fn read(&mut self, idx: &[usize], batch_no: u64, stop: &AtomicBool) -> Result<Vec<TensorList>> {
         let total: usize = idx.iter().map(|&k| self.index.spans[k].2 as usize).sum();

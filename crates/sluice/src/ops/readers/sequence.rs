@@ -142,6 +142,11 @@ struct FrameFiles {
 impl BatchSource for FrameFiles {
     type Batch = TensorList;
 
+    fn read_ahead(&mut self, idx: &[usize]) {
+        let (len, seqs) = (self.seqs.length, &*self.seqs);
+        super::file::read_ahead_files(idx.iter().flat_map(|&k| (0..len).map(move |j| seqs.frame(k, j))), &self.opts);
+    }
+
     fn read(&mut self, idx: &[usize], batch_no: u64, stop: &AtomicBool) -> Result<TensorList> {
         let (len, seqs) = (self.seqs.length, &*self.seqs);
         let paths: Vec<&Path> = idx.iter().flat_map(|&k| (0..len).map(move |j| seqs.frame(k, j))).collect();

@@ -201,6 +201,10 @@ struct ImageFiles {
 impl BatchSource for ImageFiles {
     type Batch = (TensorList, Vec<usize>);
 
+    fn read_ahead(&mut self, idx: &[usize]) {
+        super::file::read_ahead_files(idx.iter().map(|&k| self.root.join(&self.ann.file_names[k])), &self.opts);
+    }
+
     fn read(&mut self, idx: &[usize], batch_no: u64, stop: &AtomicBool) -> Result<(TensorList, Vec<usize>)> {
         // An absolute file_name replaces the root (as DALI joins them).
         let paths: Vec<PathBuf> = idx.iter().map(|&k| self.root.join(&self.ann.file_names[k])).collect();

@@ -191,6 +191,12 @@ impl NpySource {
 impl BatchSource for NpySource {
     type Batch = StoredBatch;
 
+    fn read_ahead(&mut self, idx: &[usize]) {
+        if self.remote {
+            super::file::read_ahead_files(idx.iter().map(|&k| &self.files.paths[k]), &self.opts);
+        }
+    }
+
     fn read(&mut self, idx: &[usize], batch_no: u64, stop: &AtomicBool) -> Result<StoredBatch> {
         // Objects in storage are fetched whole, all of the batch's at once; files are opened.
         let mut fetched: Vec<Option<Source>> = (0..idx.len()).map(|_| None).collect();

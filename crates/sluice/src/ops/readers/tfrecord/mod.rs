@@ -22,7 +22,7 @@ use std::sync::atomic::AtomicBool;
 use std::sync::Arc;
 
 use self::example::Values;
-use super::core::{lazily, read_in_parallel, read_spans, BatchSource, ReaderCore};
+use super::core::{lazily, read_ahead_spans, read_in_parallel, read_spans, BatchSource, ReaderCore};
 use super::{READER_ARGS, SHUFFLE_AFTER_EPOCH_ARGS};
 use crate::storage::{self, Source};
 use crate::error::{Error, Location, Result};
@@ -377,6 +377,10 @@ impl BatchSource for TfSource {
             sizes[f as usize] += 1;
         }
         Some(sizes)
+    }
+
+    fn read_ahead(&mut self, idx: &[usize]) {
+        read_ahead_spans(&self.files, idx, |k| self.index.records[k]);
     }
 
     fn read(&mut self, idx: &[usize], batch_no: u64, stop: &AtomicBool) -> Result<Vec<TensorList>> {

@@ -188,6 +188,18 @@ impl WdsSource {
 impl BatchSource for WdsSource {
     type Batch = Vec<TensorList>;
 
+    fn read_ahead(&mut self, idx: &[usize]) {
+        let this = &*self;
+        let outputs = this.dtypes.len();
+        let reads: Vec<(&Source, u64, u64)> = idx
+            .iter()
+            .flat_map(|&k| (0..outputs).filter_map(move |o| this.samples.slots[k * outputs + o].map(|(offset, n)| (k, offset, n / this.dtypes[o].size() as u64 * this.dtypes[o].size() as u64))))
+            .filter(|&(_, _, len)| len > 0)
+            .map(|(k, offset, len)| (&this.files[this.samples.archive[k] as usize], offset, len))
+            .collect();
+        storage::read_ahead_ranges(&reads);
+    }
+
     fn read(&mut self, idx: &[usize], batch_no: u64, stop: &AtomicBool) -> Result<Vec<TensorList>> {
         let outputs = self.dtypes.len();
         let mut outs: Vec<TensorList> = (0..outputs)

@@ -38,36 +38,69 @@ pub fn local_path(path: &str) -> &str {
     path.strip_prefix("file://").unwrap_or(path)
 }
 
-/// A reader's `storage_options`: settings of the store beyond the environment, as
-/// `object_store` names them (`endpoint`, `region`, `access_key_id`, `allow_http`,
-/// `timeout`, ...; for every scheme the reader's URIs use). They key the store: readers with
-/// other options get their own clients.
+mod ahead;
+mod cache;
+
+pub use ahead::ReadAhead;
+pub use cache::Cache;
+
+/// How a reader reaches its objects: its `storage_options` (settings of the store beyond the
+/// environment, as `object_store` names them: `endpoint`, `region`, `access_key_id`,
+/// `allow_http`, `timeout`, ...; for every scheme the reader's URIs use), its read-ahead and
+/// request limit ([`ReadAhead`]), and its local cache (`cache_dir`, [`Cache`]). Clones share
+/// the read-ahead and the cache. The settings key the store: readers with other settings get
+/// their own clients.
+#[derive(Clone, Default)]
+pub struct Options {
+    settings: Settings,
+    ahead: Arc<ReadAhead>,
+    cache: Option<Arc<Cache>>,
+}
+
 #[derive(Debug, Clone, Default, PartialEq, Eq, Hash)]
-pub struct Options(Arc<Vec<(String, String)>>);
+struct Settings(Arc<Vec<(String, String)>>);
 
 impl Options {
-    /// From the `key=value` entries of a reader's `storage_options` argument.
-    pub fn from_args(args: &crate::ops::Args) -> Result<Options, String> {
-        if !args.has("storage_options") {
-            return Ok(Options::default());
+    /// From a reader's arguments: the `key=value` entries of `storage_options`, and
+    /// `cache_dir` / `cache_dir_limit` (else `SLUICE_STORAGE_CACHE_DIR` /
+    /// `SLUICE_STORAGE_CACHE_LIMIT`). The error names the argument at fault.
+    pub fn from_args(args: &crate::ops::Args) -> Result<Options, (&'static str, String)> {
+        let mut opts = Options::default();
+        if args.has("storage_options") {
+            let pairs = args
+                .strs("storage_options")
+                .iter()
+                .map(|kv| kv.split_once('=').map(|(k, v)| (k.trim().to_ascii_lowercase(), v.to_string())).ok_or_else(|| format!("'{kv}' is not key=value")))
+                .collect::<Result<Vec<_>, _>>()
+                .map_err(|m| ("storage_options", m))?;
+            opts.settings = Settings(Arc::new(pairs));
         }
-        let pairs = args
-            .strs("storage_options")
-            .iter()
-            .map(|kv| kv.split_once('=').map(|(k, v)| (k.trim().to_ascii_lowercase(), v.to_string())).ok_or_else(|| format!("'{kv}' is not key=value")))
-            .collect::<Result<Vec<_>, _>>()?;
-        Ok(Options(Arc::new(pairs)))
+        let dir = if args.has("cache_dir") { args.str("cache_dir").to_string() } else { std::env::var("SLUICE_STORAGE_CACHE_DIR").unwrap_or_default() };
+        if !dir.is_empty() {
+            let limit = if args.has("cache_dir_limit") { args.int("cache_dir_limit") } else { env_number("SLUICE_STORAGE_CACHE_LIMIT", 0) as i64 };
+            if limit < 0 {
+                return Err(("cache_dir_limit", format!("must be at least 0 (0: half the free space), got {limit}")));
+            }
+            opts.cache = Some(Cache::open(&dir, limit as u64).map_err(|m| ("cache_dir", m))?);
+        }
+        Ok(opts)
     }
 
     fn get(&self, key: &str) -> Option<&str> {
-        self.0.iter().rev().find(|(k, _)| k == key).map(|(_, v)| v.as_str())
+        self.settings.0.iter().rev().find(|(k, _)| k == key).map(|(_, v)| v.as_str())
+    }
+
+    /// What tells the stores of one URI apart, beyond it: the endpoint it is read from.
+    fn endpoint(&self) -> String {
+        let env = ["AWS_ENDPOINT_URL", "AWS_ENDPOINT"].iter().find_map(|k| std::env::var(k).ok());
+        self.get("endpoint").or(self.get("aws_endpoint_url")).or(self.get("endpoint_url")).map(str::to_string).or(env).unwrap_or_default()
     }
 }
 
 /// Applies `opts` to a store builder through its `with_config` (keys it does not know are an
 /// error naming them; values never appear in errors).
 fn configure<B, K: std::str::FromStr>(mut builder: B, opts: &Options, with: impl Fn(B, K, String) -> B) -> Result<B, String> {
-    for (k, v) in opts.0.iter() {
+    for (k, v) in opts.settings.0.iter() {
         let key = k.parse::<K>().map_err(|_| format!("unknown storage option '{k}'"))?;
         builder = with(builder, key, v.clone());
     }
@@ -78,7 +111,7 @@ fn env_number(name: &str, default: u64) -> u64 {
     std::env::var(name).ok().and_then(|v| v.trim().parse().ok()).unwrap_or(default)
 }
 
-/// Most requests one batch has in flight (`SLUICE_STORAGE_IN_FLIGHT`, default 64).
+/// Most requests one reader has in flight (`SLUICE_STORAGE_IN_FLIGHT`, default 64).
 pub fn max_in_flight() -> usize {
     env_number("SLUICE_STORAGE_IN_FLIGHT", 64).max(1) as usize
 }
@@ -132,7 +165,7 @@ fn aws_profile() -> HashMap<String, String> {
 
 /// One store per scheme and bucket (or host), made once: clients keep their connections.
 fn store_for(uri: &str, opts: &Options) -> Result<(Arc<dyn ObjectStore>, ObjectPath), String> {
-    static STORES: OnceLock<Mutex<HashMap<(String, Options), Arc<dyn ObjectStore>>>> = OnceLock::new();
+    static STORES: OnceLock<Mutex<HashMap<(String, Settings), Arc<dyn ObjectStore>>>> = OnceLock::new();
     // The key is taken as written (DALI does not percent-decode keys either).
     let (scheme, rest) = uri.split_once("://").ok_or_else(|| "not a URI".to_string())?;
     let scheme = scheme.to_ascii_lowercase();
@@ -142,7 +175,7 @@ fn store_for(uri: &str, opts: &Options) -> Result<(Arc<dyn ObjectStore>, ObjectP
     let raw_key = raw_key.trim_matches('/');
     let path = ObjectPath::parse(raw_key).unwrap_or_else(|_| ObjectPath::from(raw_key));
     let mut stores = STORES.get_or_init(Default::default).lock().unwrap_or_else(|e| e.into_inner());
-    let key = (key, opts.clone());
+    let key = (key, opts.settings.clone());
     if let Some(s) = stores.get(&key) {
         return Ok((s.clone(), path));
     }
@@ -189,7 +222,7 @@ fn store_for(uri: &str, opts: &Options) -> Result<(Arc<dyn ObjectStore>, ObjectP
         "http" | "https" => {
             let base = format!("{scheme}://{host}");
             let mut client = client.with_allow_http(true);
-            for (k, v) in opts.0.iter() {
+            for (k, v) in opts.settings.0.iter() {
                 let key = k.parse::<object_store::ClientConfigKey>().map_err(|_| format!("unknown storage option '{k}'"))?;
                 client = client.with_config(key, v.clone());
             }
@@ -254,19 +287,77 @@ async fn get(store: &dyn ObjectStore, path: &ObjectPath, range: Option<Range<u64
     }
 }
 
-/// Requests `(uri, range or the whole object)`, up to [`max_in_flight`] at once; each result
-/// goes to `done(i, bytes)` as it arrives. The first failure is returned as `(i, message)`.
+/// Starts the request `key` on the storage runtime, holding one of the reader's request slots
+/// while it runs: from the reader's cache when that has it, else from the store (and then
+/// kept in the cache, off the request's path).
+fn launch(key: &ahead::RequestKey, opts: &Options) -> Result<ahead::InFlight, String> {
+    let (store, path) = store_for(&key.0, opts)?;
+    let slots = opts.ahead.slots();
+    let cache = opts.cache.clone().map(|c| (c, opts.endpoint()));
+    let (uri, range) = key.clone();
+    Ok(ahead::InFlight(runtime().spawn(async move {
+        let _slot = slots.acquire_owned().await.map_err(|e| e.to_string())?;
+        if let Some((cache, endpoint)) = &cache {
+            let (cache, endpoint, uri, range) = (cache.clone(), endpoint.clone(), uri.clone(), range.clone());
+            if let Ok(Some(b)) = tokio::task::spawn_blocking(move || cache.get(&endpoint, &uri, range.as_ref())).await {
+                return Ok(b);
+            }
+        }
+        let b = get(&*store, &path, range.clone()).await?;
+        if let Some((cache, endpoint)) = cache {
+            let kept = b.clone();
+            tokio::task::spawn_blocking(move || cache.put(&endpoint, &uri, range.as_ref(), &kept));
+        }
+        Ok(b)
+    })))
+}
+
+/// Requests `(uri, range or the whole object)`: those read ahead are taken over, the others
+/// started; all run up to the reader's [`max_in_flight`] at once. Each result goes to
+/// `done(i, bytes)` as it arrives. The first failure is returned as `(i, message)` (and the
+/// requests still running are cancelled).
 fn get_many(requests: &[(&str, Option<Range<u64>>)], opts: &Options, mut done: impl FnMut(usize, bytes::Bytes)) -> Result<(), (usize, String)> {
-    let targets = requests.iter().enumerate().map(|(i, (u, r))| store_for(u, opts).map(|t| (i, t, r.clone())).map_err(|m| (i, m))).collect::<Result<Vec<_>, _>>()?;
+    let mut in_flight = Vec::with_capacity(requests.len());
+    for (i, (uri, range)) in requests.iter().enumerate() {
+        let key = (uri.to_string(), range.clone());
+        in_flight.push(match opts.ahead.take(&key) {
+            Some(request) => request,
+            None => launch(&key, opts).map_err(|m| (i, m))?,
+        });
+    }
     runtime().block_on(async {
-        let mut results =
-            stream::iter(targets).map(|(i, (store, path), r)| async move { get(&*store, &path, r).await.map(|b| (i, b)).map_err(|m| (i, m)) }).buffer_unordered(max_in_flight());
-        while let Some(r) = results.next().await {
-            let (i, b) = r?;
-            done(i, b);
+        let mut results: stream::FuturesUnordered<_> = in_flight.iter_mut().enumerate().map(|(i, r)| async move { (i, (&mut r.0).await) }).collect();
+        while let Some((i, r)) = results.next().await {
+            done(i, r.map_err(|e| (i, format!("the request stopped: {e}")))?.map_err(|m| (i, m))?);
         }
         Ok(())
     })
+}
+
+/// Starts reading ahead, for a later batch, the whole objects among `uris` (what [`fetch`]
+/// will ask for then): see [`ReadAhead`].
+pub fn read_ahead_objects(uris: &[&str], opts: &Options) {
+    let keys = uris.iter().filter(|u| is_object_uri(u)).map(|u| (u.to_string(), None));
+    opts.ahead.start(keys, |k| launch(k, opts).ok());
+}
+
+/// Starts reading ahead, for a later batch, the ranges `(source, offset, length)` of objects
+/// among `reads` (the requests [`read_many`] will make for them then): see [`ReadAhead`].
+pub fn read_ahead_ranges(reads: &[(&Source, u64, u64)]) {
+    let mut opts = None;
+    let wanted: Vec<(&str, Range<u64>)> = reads
+        .iter()
+        .filter_map(|(src, offset, len)| match src {
+            Source::Remote { uri, opts: o, .. } => {
+                opts = Some(o);
+                Some((uri.as_str(), *offset..offset + len))
+            }
+            _ => None,
+        })
+        .collect();
+    let Some(opts) = opts else { return };
+    let keys = coalesce(&wanted, MERGE_GAP).into_iter().map(|(u, r, _)| (u.to_string(), Some(r)));
+    opts.ahead.start(keys, |k| launch(k, opts).ok());
 }
 
 /// The whole object or file at `uri`.
