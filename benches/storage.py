@@ -209,6 +209,69 @@ def ceiling(endpoint, keys, procs, threads, seconds, moto_pid, env):
             "moto": sum(r["moto"] for r in res) / len(res)}
 
 
+class FastServer:
+    """--server s3s: s3s-fs (a Rust S3 server over a local folder: `cargo install s3s-fs
+    --features binary`) serving the data set's own files through hard links (no upload), and one
+    latency-proxy (benches/latency_proxy, Rust) per latency in front of it. Both answer tens of
+    thousands of requests a second, so the rows measure the readers, not a Python server. The
+    proxy forwards bytes and keeps no log: the GET/img column is left out."""
+
+    def __init__(self, s3s_fs, latency_proxy, data, latencies):
+        from storage_server import ACCESS_KEY_ID, SECRET_ACCESS_KEY, _readline_with_timeout
+
+        self.root = os.path.join(data, "s3s-root")
+        bucket = os.path.join(self.root, BUCKET)
+        os.makedirs(bucket, exist_ok=True)
+        for part in ("files", "webdataset"):
+            if not os.path.exists(os.path.join(bucket, part)):
+                subprocess.run(["cp", "-al", os.path.join(data, part), os.path.join(bucket, part)], check=True)
+        port = _free_port()
+        self.procs = [subprocess.Popen([s3s_fs, "--host", "127.0.0.1", "--port", str(port), "--access-key", ACCESS_KEY_ID,
+                                        "--secret-key", SECRET_ACCESS_KEY, self.root],
+                                       stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)]
+        self.server_pid = self.procs[0].pid
+        self.endpoint = f"http://127.0.0.1:{port}"
+        _wait_for_port(port)
+        self.proxies = {}
+        for lat in latencies:
+            proc = subprocess.Popen([latency_proxy, "0", f"127.0.0.1:{port}", str(lat)], stdout=subprocess.PIPE,
+                                    stderr=subprocess.DEVNULL, stdin=subprocess.DEVNULL)
+            line = _readline_with_timeout(proc.stdout, 30) or b""
+            m = re.match(rb"READY (\d+)", line)
+            if not m:
+                self.stop()
+                raise RuntimeError(f"latency-proxy did not start (said {line!r})")
+            self.procs.append(proc)
+            self.proxies[lat] = (f"http://127.0.0.1:{int(m.group(1))}", proc.pid)
+
+    def stop(self):
+        for p in self.procs:
+            p.kill()
+            p.wait()
+
+
+def _free_port():
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _wait_for_port(port, timeout=30):
+    import socket
+
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            socket.create_connection(("127.0.0.1", port), timeout=1).close()
+            return
+        except OSError:
+            if time.monotonic() > deadline:
+                raise RuntimeError(f"nothing listens on port {port}")
+            time.sleep(0.1)
+
+
 def local_data(root, count):
     """The data set (benches/readers.py's make_data) and what this bench reads of it."""
     readers_bench.make_data(root, count)
@@ -264,7 +327,7 @@ def run_child(code, cfg, env, timeout, proxy=None):
 
 def object_gets(log):
     """Object reads among the proxy's log entries (not listings, HEADs or control calls)."""
-    return sum(1 for method, target, _ in log if method == "GET" and re.match(rf"^/{BUCKET}/[^?]+", target)
+    return sum(1 for method, target, *_ in log if method == "GET" and re.match(rf"^/{BUCKET}/[^?]+", target)
                and "list-type" not in target)
 
 
@@ -291,6 +354,11 @@ def main():
     ap.add_argument("--libs", default="sluice,dali")
     ap.add_argument("--ceiling-seconds", type=float, default=2.0, help="length of each boto3 GET loop (0: skip)")
     ap.add_argument("--timeout", type=float, default=900, help="seconds per child process")
+    ap.add_argument("--server", choices=["moto", "s3s"], default="moto",
+                    help="moto (+ the Python FaultProxy, with GET counts) or s3s-fs (+ latency-proxy: fast, no counts)")
+    ap.add_argument("--s3s-fs", default="s3s-fs", help="the s3s-fs binary (--server s3s)")
+    ap.add_argument("--latency-proxy", default=os.path.join(HERE, "latency_proxy", "target", "release", "latency-proxy"),
+                    help="the latency-proxy binary (--server s3s)")
     a = ap.parse_args()
     libs = a.libs.split(",")
     formats = a.formats.split(",")
@@ -303,6 +371,8 @@ def main():
     if count != a.count:
         print(f"note: {a.data} holds {count} images (made earlier), not --count {a.count}")
     base_env = {k: v for k, v in os.environ.items() if not k.startswith("AWS_")}
+    if a.server == "s3s":
+        return run_fast(a, libs, formats, latencies, rel_files, shards, base_env)
     with S3Server() as s3, FaultProxy(s3.endpoint, io_timeout=60) as proxy:
         s3.create_bucket(BUCKET)
         client = s3.client()
@@ -391,6 +461,60 @@ def main():
                 print(f"{fmt:<10} {work:<10} {source:<9} {lib:<7} {res['rate']:>7.0f} "
                       + (f"{per:>8.2f} {gps:>7.0f}" if per is not None else f"{'-':>8} {'-':>7}")
                       + f" {infl} {show(cpu.get('client'), 8)} {show(cpu.get('moto'), 6)} {show(cpu.get('proxy'), 7)}")
+
+
+def run_fast(a, libs, formats, latencies, rel_files, shards, base_env):
+    """The pipelines table against s3s-fs and latency proxies (see FastServer)."""
+    from storage_server import ACCESS_KEY_ID, REGION, SECRET_ACCESS_KEY
+
+    count = len(rel_files)
+    server = FastServer(a.s3s_fs, a.latency_proxy, a.data, latencies)
+
+    def env_of(endpoint):
+        return dict(base_env, AWS_ENDPOINT_URL=endpoint, AWS_REGION=REGION, AWS_DEFAULT_REGION=REGION,
+                    AWS_ACCESS_KEY_ID=ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY=SECRET_ACCESS_KEY, AWS_EC2_METADATA_DISABLED="true")
+
+    try:
+        print(f"\n{count} ImageNet-like JPEGs, batch {a.batch}, {a.threads} threads, {a.epochs} epoch(s) after warm-up; "
+              f"{os.cpu_count()} CPUs; s3s-fs + latency-proxy")
+        sources = [("disk", None)] + [(f"s3+{l:g}ms", l) for l in latencies]
+        print(f"{'format':<10} {'work':<10} {'source':<9} " + " ".join(f"{lib:>9}" for lib in libs)
+              + f" {'s/d':>6} " + " ".join(f"{lib + ' %disk':>12}" for lib in libs)
+              + " " + " ".join(f"{lib + ' cpu%':>11}" for lib in libs) + f" {'server%':>8} {'proxy%':>7}")
+        for fmt in formats:
+            for decode in (False, True):
+                work = "rn50 train" if decode else "read only"
+                disk = {}
+                for source, lat in sources:
+                    rates, cpus = {}, {}
+                    for lib in libs:
+                        cfg = dict(lib=lib, fmt=fmt, decode=decode, batch=a.batch, threads=a.threads, epochs=a.epochs,
+                                   shards=shards)
+                        if lat is None:
+                            cfg["root"] = a.data
+                            res, _, err = run_child(CHILD, cfg, base_env, a.timeout)
+                        else:
+                            endpoint, proxy_pid = server.proxies[lat]
+                            cfg["root"] = f"s3://{BUCKET}"
+                            cfg["watch"] = {"server": server.server_pid, "proxy": proxy_pid}
+                            res, _, err = run_child(CHILD, cfg, env_of(endpoint), a.timeout)
+                        if res is None:
+                            sys.stderr.write(f"[{fmt} {work} {source} {lib}] failed:\n{err}\n")
+                            continue
+                        if res["epoch_size"] != count:
+                            sys.stderr.write(f"[{fmt} {work} {source} {lib}] epoch size {res['epoch_size']} != {count}\n")
+                        rates[lib], cpus[lib] = res["rate"], res["cpu"]
+                        if lat is None:
+                            disk[lib] = res["rate"]
+                    ratio = f"{rates['sluice'] / rates['dali']:.2f}x" if rates.get("sluice") and rates.get("dali") else "-"
+                    pct = " ".join(percent(rates.get(l), disk.get(l)) for l in libs)
+                    show = lambda v, w: f"{v:>{w}.0f}" if v is not None else f"{'-':>{w}}"  # noqa: E731
+                    cpu = " ".join(show(cpus.get(l, {}).get("client"), 11) for l in libs)
+                    last = cpus.get("sluice") or next(iter(cpus.values()), {})
+                    print(f"{fmt:<10} {work:<10} {source:<9} " + " ".join(fmt_rate(rates.get(l)) for l in libs)
+                          + f" {ratio:>6} {pct} {cpu} {show(last.get('server'), 8)} {show(last.get('proxy'), 7)}", flush=True)
+    finally:
+        server.stop()
 
 
 if __name__ == "__main__":

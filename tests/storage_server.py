@@ -228,7 +228,7 @@ class FaultProxy:
       fail_next(kind, k, match)  the same, counting only requests whose "METHOD /path?query"
                                  matches the regex `match` (e.g. r"^GET /bucket/.*\\.jpg").
 
-    log() lists (method, target, status or fault) for every request seen, faults_left() how
+    log() lists (method, target, status or fault, Range header) for every request seen, faults_left() how
     many injected faults are still pending, clear() drops latency, faults and log. These talk
     to the child over its own port (paths under /__fault__/). Sockets there time out after
     `io_timeout` s; stop() never waits more than a few seconds."""
@@ -295,7 +295,8 @@ class FaultProxy:
         return self._control("state")["faults_left"]
 
     def log(self):
-        """[(method, target, status code or "503"/"cut" where a fault was injected)]."""
+        """[(method, target, status code or "503"/"cut" where a fault was injected, the Range
+        header or "")]."""
         return [tuple(e) for e in self._control("state")["log"]]
 
     def injected(self, kind=None):
@@ -420,7 +421,7 @@ class _ProxyCore:
                     time.sleep(latency)
 
                 if self._take_fault(method, target, ("503",)):
-                    self._record(method, target, "503")
+                    self._record(method, target, "503", headers)
                     resp = (b"HTTP/1.1 503 Slow Down\r\nContent-Type: application/xml\r\n"
                             b"Content-Length: %d\r\nx-amz-request-id: SLUICEFAULT0000\r\n\r\n"
                             % len(SLOW_DOWN_XML))
@@ -442,10 +443,10 @@ class _ProxyCore:
                 body, until_close = (b"", False) if no_body else _read_response_body(uf, rheaders)
 
                 if len(body) >= 2 and self._take_fault(method, target, ("cut",)):
-                    self._record(method, target, "cut")
+                    self._record(method, target, "cut", headers)
                     client.sendall(raw_head + body[: len(body) // 2])
                     return  # closes the client connection mid-body
-                self._record(method, target, status)
+                self._record(method, target, status, headers)
                 client.sendall(raw_head + body)
                 if until_close or rheaders.get("connection", "").lower() == "close":
                     self._drop(upstream)
@@ -459,9 +460,9 @@ class _ProxyCore:
                 self._drop(upstream)
             self._drop(client)
 
-    def _record(self, method, target, what):
+    def _record(self, method, target, what, headers):
         with self._lock:
-            self.log.append((method, target, what))
+            self.log.append((method, target, what, headers.get("range", "")))
 
     def _drop(self, s):
         with self._lock:

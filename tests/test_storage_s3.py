@@ -24,9 +24,12 @@ hard faulthandler exit) so that nothing can hang.
 
 import concurrent.futures
 import faulthandler
+import hashlib
+import os
 import re
 import shutil
 import signal
+import time
 import traceback
 from pathlib import Path
 
@@ -761,3 +764,205 @@ def test_sequence_frames_from_s3(store, tmp_path):
                           common=dict(sequence_length=2, step=1))
     assert_same_samples(got, want)
     assert len(want) >= 10
+
+
+# --------------------------------------------------------------------------- read-ahead
+def wait_for(condition, timeout=10.0, what="the condition"):
+    """Polls `condition()` until it is true (returns its value) or `timeout` seconds pass."""
+    deadline = time.monotonic() + timeout
+    while True:
+        value = condition()
+        if value:
+            return value
+        if time.monotonic() > deadline:
+            raise AssertionError(f"{what} did not happen within {timeout} s")
+        time.sleep(0.05)
+
+
+def object_gets(store):
+    """The object keys the proxy forwarded GETs for, in order (no listings)."""
+    return [t.split("?")[0] for m, t, _, _ in store.proxy.log() if m == "GET" and re.match(OBJECT_GET, f"{m} {t}")]
+
+
+def settled(read, pause=0.5):
+    """read() once it gives the same answer twice `pause` seconds apart."""
+    last = read()
+    while True:
+        time.sleep(pause)
+        now = read()
+        if now == last:
+            return now
+        last = now
+
+
+SYNC = dict(prefetch_queue_depth=1, exec_async=False, exec_pipelined=False)
+
+
+@pytest.mark.parametrize("lib", SLUICE_ONLY)
+@pytest.mark.parametrize("depth", [1, 2])
+def test_read_ahead_starts_the_next_batches_once(lib, tiny, store, depth):
+    """With the reader's prefetch_queue_depth d, the loader holds d batches ready and starts
+    the requests of the d batches after the one it reads: before the first run() the objects of
+    the first 2d batches are requested (each once) and no more; after r runs, those of
+    r + 2d batches. The samples are those read from disk."""
+    root, uri = tiny
+    store.proxy.set_latency(20)
+    pipe = build(lib, "file", 3, pipe_kw=SYNC, file_root=uri, prefetch_queue_depth=depth)
+    want = [f"/{BUCKET}/tiny/{s}" for s, _ in TINY]
+    wait_for(lambda: len(object_gets(store)) >= 6 * depth, what=f"{6 * depth} object GETs")
+    # Each object once (requests in flight together arrive in any order).
+    assert sorted(settled(lambda: object_gets(store))) == want[:6 * depth]
+    got = file_samples(pipe, 2)
+    assert [(s, l) for s, l, _ in got] == TINY[:6]
+    assert all(d == (root / s).read_bytes() for s, _, d in got)
+    wait_for(lambda: len(object_gets(store)) >= 3 * (2 + 2 * depth))
+    assert sorted(settled(lambda: object_gets(store))) == want[:3 * (2 + 2 * depth)]
+
+
+def gets_with_ranges(store, prefix):
+    """[(key, first byte, last byte)] of the ranged GETs the proxy forwarded under prefix."""
+    out = []
+    for m, t, status, rng in store.proxy.log():
+        if m == "GET" and t.startswith(f"/{BUCKET}/{prefix}/") and rng:
+            a, b = re.fullmatch(r"bytes=(\d+)-(\d+)", rng).groups()
+            out.append((t.split("?")[0], int(a), int(b)))
+    return out
+
+
+@pytest.mark.parametrize("lib", SLUICE_ONLY)
+@pytest.mark.parametrize("reader", ["webdataset", "tfrecord", "mxnet"])
+def test_read_ahead_of_ranges_is_taken_by_the_read(lib, tars, tfrecords, recordio, store, reader):
+    """Readers that read ranges (records of a container) read ahead the very requests their
+    read makes (coalesced the same way): within an epoch no byte of an object is requested
+    twice, and what is read equals the files on disk."""
+    if reader == "webdataset":
+        root, uri, paths, idxs = tars
+        s3_kw, local_kw, common = dict(paths=to_uri(root, uri, paths), index_paths=to_uri(root, uri, idxs)), dict(paths=paths, index_paths=idxs), dict(ext=["jpg", "cls"])
+        prefix = "wds"
+    elif reader == "tfrecord":
+        t = tfrecord_t.tfrec(lib)
+        root, uri, paths, idxs = tfrecords
+        s3_kw, local_kw = dict(path=to_uri(root, uri, paths), index_path=to_uri(root, uri, idxs)), dict(path=paths, index_path=idxs)
+        common, prefix = dict(features={"v": t.FixedLenFeature([], t.int64, -1)}), "tfrecord"
+    else:
+        root, uri, paths, idx = recordio
+        s3_kw, local_kw, common, prefix = dict(path=to_uri(root, uri, paths), index_path=idx), dict(path=paths, index_path=idx), {}, "mxnet"
+    store.proxy.set_latency(10)
+    # 11-12 samples, batches of 2, depth 2: 1 run leaves the first 5 batches requested.
+    pipe = build(lib, reader, 2, pipe_kw=SYNC, prefetch_queue_depth=2, **s3_kw, **common)
+    store.proxy.clear()
+    pipe.run()
+    gets = settled(lambda: gets_with_ranges(store, prefix))
+    assert gets
+    for i, (key, a, b) in enumerate(gets):
+        for key2, a2, b2 in gets[i + 1:]:
+            assert key != key2 or b < a2 or b2 < a, f"bytes of {key} requested twice: {a}-{b} and {a2}-{b2}"
+    got, want = read_both(lib, reader, s3_kw, local_kw, batch_size=2, common=dict(prefetch_queue_depth=3, **common))
+    assert_same_samples(got, want, source=lambda s: s.replace(str(root), uri))
+
+
+# --------------------------------------------------------------------------- the local cache
+def cache_entries(folder):
+    """The cache's entry files under `folder` (not its temporary files or its lock)."""
+    return [p for p in Path(folder).rglob("*") if p.is_file() and p.parent.name != "tmp" and p.name != "lock"]
+
+
+def cache_bytes(folder):
+    return sum(p.stat().st_size for p in cache_entries(folder))
+
+
+@pytest.mark.parametrize("lib", SLUICE_ONLY)
+def test_cache_dir_serves_later_readers(lib, tiny, store, tmp_path):
+    """With cache_dir, what one reader fetched is read from local disk by the next reader
+    (another pipeline, in any order, over several epochs): no object is requested again, and
+    the samples are the same."""
+    root, uri = tiny
+    cache = tmp_path / "cache"
+    first_pipe = build(lib, "file", 7, pipe_kw=SYNC, file_root=uri, cache_dir=str(cache))
+    first = file_samples(first_pipe, 3)
+    # The epoch's objects once each (the read-ahead may already be at the next epoch's, which
+    # the cache may or may not hold yet: writing it is not on the request's path).
+    assert sorted(object_gets(store)[:21]) == [f"/{BUCKET}/tiny/{s}" for s, _ in TINY]
+    wait_for(lambda: len(cache_entries(cache)) >= 21, what="the cache filled")
+    store.proxy.clear()
+    again = file_samples(build(lib, "file", 7, file_root=uri, cache_dir=str(cache), random_shuffle=True), 6)
+    assert object_gets(store) == []
+    assert sorted(again) == sorted(first * 2)
+    assert all(d == (root / s).read_bytes() for s, _, d in again)
+
+
+@pytest.mark.parametrize("lib", SLUICE_ONLY)
+def test_cache_dir_from_the_environment_and_ranges(lib, tfrecords, store, tmp_path, monkeypatch):
+    """SLUICE_STORAGE_CACHE_DIR turns the cache on without touching the pipeline; ranges
+    (TFRecord records) are kept and served too."""
+    t = tfrecord_t.tfrec(lib)
+    root, uri, paths, idxs = tfrecords
+    monkeypatch.setenv("SLUICE_STORAGE_CACHE_DIR", str(tmp_path / "cache"))
+    kw = dict(path=to_uri(root, uri, paths), index_path=to_uri(root, uri, idxs), features={"v": t.FixedLenFeature([], t.int64, -1)})
+    # Both pipelines synchronous, kept alive: the second asks for exactly what the first did
+    # (its read-ahead included), and the first's requests all finish.
+    first_pipe = build(lib, "tfrecord", 4, pipe_kw=SYNC, **kw)
+    first = samples(first_pipe, 3)
+    wait_for(lambda: cache_bytes(tmp_path / "cache") > 0, what="the cache filled")
+    settled(lambda: cache_bytes(tmp_path / "cache"))
+    store.proxy.clear()
+    again = samples(build(lib, "tfrecord", 4, pipe_kw=SYNC, **kw), 3)
+    assert again == first
+    assert gets_with_ranges(store, "tfrecord") == []
+
+
+@pytest.mark.parametrize("lib", SLUICE_ONLY)
+def test_cache_dir_stays_within_its_limit(lib, thousand, store, tmp_path):
+    """cache_dir_limit bounds the folder (least recently used entries go): after reading 1003
+    objects into a cache that holds about a third of them, it is within its limit (plus the
+    1/8 it may overshoot between trims), and the samples are right."""
+    root, uri = thousand
+    total = sum(p.stat().st_size for p in root.rglob("*.jpg"))
+    limit = total // 3 + 64 * 1003 // 3  # entries carry their key: ~64 bytes each here
+    cache = tmp_path / "cache"
+    pipe = build(lib, "file", 100, file_root=uri, cache_dir=str(cache), cache_dir_limit=limit)
+    got = file_samples(pipe, 11)
+    assert sorted(d for _, _, d in got[:1003]) == sorted(p.read_bytes() for p in root.rglob("*.jpg"))
+    size = settled(lambda: cache_bytes(cache))
+    assert 0 < size <= limit * 9 // 8, (size, limit)
+
+
+@pytest.mark.parametrize("lib", SLUICE_ONLY)
+def test_cache_dir_shared_by_processes(lib, tiny, store, tmp_path):
+    """Two processes filling one cache folder at once both read the right bytes, and a third
+    then reads everything from the folder."""
+    import subprocess
+    import sys
+
+    root, uri = tiny
+    cache = tmp_path / "cache"
+    script = tmp_path / "read.py"
+    script.write_text(f"""
+import hashlib, sys
+sys.path.insert(0, {str(Path(__file__).parent)!r})
+import sluice
+from test_storage_s3 import build, file_samples
+out = file_samples(build(sluice, "file", 7, file_root={uri!r}, cache_dir={str(cache)!r}, random_shuffle=True, seed=int(sys.argv[1])), 3)
+print(hashlib.sha256(repr(sorted((s, l, d) for s, l, d in out)).encode()).hexdigest())
+""")
+    want = hashlib.sha256(repr(sorted((s, l, (root / s).read_bytes()) for s, l in TINY)).encode()).hexdigest()
+    env = dict(os.environ)
+    procs = [subprocess.Popen([sys.executable, str(script), str(seed)], stdout=subprocess.PIPE, env=env, text=True) for seed in (1, 2)]
+    outs = [p.communicate(timeout=60)[0].strip() for p in procs]
+    assert outs == [want, want]
+    wait_for(lambda: len(cache_entries(cache)) >= 21, what="the cache filled")
+    store.proxy.clear()
+    third = subprocess.run([sys.executable, str(script), "3"], stdout=subprocess.PIPE, env=env, text=True, timeout=60)
+    assert third.stdout.strip() == want
+    assert object_gets(store) == []
+
+
+@pytest.mark.parametrize("lib", SLUICE_ONLY)
+def test_cache_dir_bad_arguments(lib, tiny, tmp_path):
+    """A negative limit, or a cache folder that cannot be made: an error naming the argument."""
+    _, uri = tiny
+    with pytest.raises(ValueError, match="cache_dir_limit"):
+        build(lib, "file", 2, file_root=uri, cache_dir=str(tmp_path / "c"), cache_dir_limit=-1)
+    (tmp_path / "file").write_text("not a folder")
+    with pytest.raises(Exception, match="cache_dir"):
+        build(lib, "file", 2, file_root=uri, cache_dir=str(tmp_path / "file" / "c"))

@@ -6,9 +6,11 @@
 //! file and renamed into place (readers see a whole entry or none), and each entry starts
 //! with the request it answers and its length, checked on every read (a hash collision or a damaged entry
 //! is a miss, never wrong bytes). The size is bounded: every `limit / 16` bytes a process
-//! writes, it lists the folder and deletes the least recently used entries (reads refresh
-//! an entry's modification time) until the folder holds at most 90% of the limit; a lock
-//! file keeps two processes from trimming at once. An entry deleted while another process
+//! writes (and at its first write), it lists the folder and deletes the least recently used
+//! entries (reads refresh an entry's modification time) until the folder holds at most 90% of
+//! the limit; a lock file keeps two processes from trimming at once. Entries are at most
+//! `limit / 16` bytes (larger objects are not kept), so between trims the folder exceeds the
+//! limit by less than 1/8 of it (per process writing). An entry deleted while another process
 //! reads it stays readable through that process's open file.
 //!
 //! Objects are assumed not to change once written (training data sets); after rewriting a
@@ -96,10 +98,12 @@ impl Cache {
     /// Keeps `data`, the bytes of `uri` (or its `range`) under the store `store`. Failures
     /// (a full disk, a read-only folder) only cost the entry.
     pub fn put(&self, store: &str, uri: &str, range: Option<&Range<u64>>, data: &[u8]) {
-        if data.len() as u64 > self.limit / 4 {
+        let key = entry_key(store, uri, range);
+        let entry_len = (4 + key.len() + 8 + data.len()) as u64;
+        // Larger entries would let the folder overshoot its limit by more than 1/8 of it.
+        if entry_len > self.limit / 16 {
             return;
         }
-        let key = entry_key(store, uri, range);
         let path = self.entry_path(&key);
         let tmp = self.root.join("tmp").join(format!("{}-{}", std::process::id(), self.counter.fetch_add(1, Ordering::Relaxed)));
         let written = (|| -> std::io::Result<()> {
@@ -116,7 +120,7 @@ impl Cache {
             let _ = std::fs::remove_file(&tmp);
             return;
         }
-        let since = self.written.fetch_add(data.len() as u64, Ordering::Relaxed) + data.len() as u64;
+        let since = self.written.fetch_add(entry_len, Ordering::Relaxed) + entry_len;
         if since >= self.limit / 16 {
             self.trim();
         }
@@ -241,7 +245,7 @@ mod tests {
     fn trimming_keeps_the_most_recently_used() {
         let d = folder("trim");
         let c = Cache::open(d.to_str().unwrap(), 16 << 10).unwrap();
-        let blob = vec![7u8; 1000];
+        let blob = vec![7u8; 900];
         for i in 0..40 {
             c.put("s", &format!("s3://b/{i}"), None, &blob);
             // Object 0 stays in use: read after every write.

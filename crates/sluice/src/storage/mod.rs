@@ -23,7 +23,7 @@ use std::time::Duration;
 
 use futures::stream::{self, StreamExt};
 use object_store::path::Path as ObjectPath;
-use object_store::{ClientOptions, ObjectStore, RetryConfig};
+use object_store::{ObjectStore, RetryConfig};
 
 /// Whether `path` names an object in object storage (a URI with a scheme other than `file`).
 pub fn is_object_uri(path: &str) -> bool {
@@ -97,9 +97,15 @@ impl Options {
     }
 }
 
-/// Applies `opts` to a store builder through its `with_config` (keys it does not know are an
-/// error naming them; values never appear in errors).
-fn configure<B, K: std::str::FromStr>(mut builder: B, opts: &Options, with: impl Fn(B, K, String) -> B) -> Result<B, String> {
+/// Applies settings to a store builder through its `with_config`: each layer of `layers` in
+/// turn (keys the builder does not know are skipped, as its `from_env` skips them), then the
+/// reader's `opts`, where an unknown key is an error naming it (values never appear in errors).
+fn configure<B, K: std::str::FromStr>(mut builder: B, layers: &[Vec<(String, String)>], opts: &Options, with: impl Fn(B, K, String) -> B) -> Result<B, String> {
+    for (k, v) in layers.iter().flatten() {
+        if let Ok(key) = k.parse::<K>() {
+            builder = with(builder, key, v.clone());
+        }
+    }
     for (k, v) in opts.settings.0.iter() {
         let key = k.parse::<K>().map_err(|_| format!("unknown storage option '{k}'"))?;
         builder = with(builder, key, v.clone());
@@ -179,54 +185,62 @@ fn store_for(uri: &str, opts: &Options) -> Result<(Arc<dyn ObjectStore>, ObjectP
     if let Some(s) = stores.get(&key) {
         return Ok((s.clone(), path));
     }
-    let timeout = Duration::from_secs(env_number("SLUICE_STORAGE_TIMEOUT_S", 30).max(1));
-    let no_verify = std::env::var("DALI_S3_NO_VERIFY_SSL").is_ok_and(|v| !matches!(v.as_str(), "" | "0" | "false" | "False"));
-    let mut client = ClientOptions::new().with_timeout(timeout).with_connect_timeout(Duration::from_secs(10)).with_allow_invalid_certificates(no_verify);
     let retry = RetryConfig { max_retries: retries(), retry_timeout: Duration::from_secs(120), ..RetryConfig::default() };
+    // Settings in rising precedence: Sluice's defaults, the environment's variables (read as
+    // each builder's `from_env` reads them), and for S3 the AWS profile files beneath the
+    // environment, then the reader's `storage_options`.
+    let timeout = env_number("SLUICE_STORAGE_TIMEOUT_S", 30).max(1);
+    let no_verify = std::env::var("DALI_S3_NO_VERIFY_SSL").is_ok_and(|v| !matches!(v.as_str(), "" | "0" | "false" | "False"));
+    let mut ours = vec![("timeout".to_string(), format!("{timeout}s")), ("connect_timeout".to_string(), "10s".to_string())];
+    if no_verify {
+        ours.push(("allow_invalid_certificates".into(), "true".into()));
+    }
+    let env = |prefix: &str| -> Vec<(String, String)> { std::env::vars().filter(|(k, _)| k.starts_with(prefix)).map(|(k, v)| (k.to_ascii_lowercase(), v)).collect() };
     let store: Arc<dyn ObjectStore> = match scheme.as_str() {
         "s3" | "s3a" => {
-            let endpoint = opts.get("endpoint").or(opts.get("aws_endpoint_url")).or(opts.get("endpoint_url")).map(str::to_string);
-            let endpoint = endpoint.or_else(|| std::env::var("AWS_ENDPOINT_URL").or_else(|_| std::env::var("AWS_ENDPOINT")).ok()).unwrap_or_default();
-            if endpoint.starts_with("http://") {
-                client = client.with_allow_http(true);
-            }
-            let mut b = object_store::aws::AmazonS3Builder::from_env().with_bucket_name(host.clone()).with_client_options(client).with_retry(retry);
+            let mut layers = vec![ours];
+            // An endpoint over plain HTTP (a local server) is allowed to be one.
+            let endpoint = opts.endpoint();
             let profile = aws_profile();
-            let has_region = std::env::var("AWS_REGION").is_ok() || std::env::var("AWS_DEFAULT_REGION").is_ok();
+            let profile_endpoint = profile.get("endpoint_url").filter(|_| endpoint.is_empty());
+            if endpoint.starts_with("http://") || profile_endpoint.is_some_and(|e| e.starts_with("http://")) {
+                layers[0].push(("allow_http".into(), "true".into()));
+            }
+            // The profile, beneath the environment: credentials only when the environment
+            // has none, the region (else us-east-1), the endpoint.
+            let mut from_profile = Vec::new();
             if std::env::var("AWS_ACCESS_KEY_ID").is_err() {
-                for (key, env_key) in [("aws_access_key_id", "access_key_id"), ("aws_secret_access_key", "secret_access_key"), ("aws_session_token", "token")] {
+                for (key, config) in [("aws_access_key_id", "access_key_id"), ("aws_secret_access_key", "secret_access_key"), ("aws_session_token", "token")] {
                     if let Some(v) = profile.get(key) {
-                        b = b.with_config(env_key.parse().expect("a known key"), v.clone());
+                        from_profile.push((config.to_string(), v.clone()));
                     }
                 }
             }
-            if !has_region {
-                b = b.with_region(profile.get("region").map_or("us-east-1", String::as_str));
+            from_profile.push(("region".into(), profile.get("region").map_or("us-east-1", String::as_str).to_string()));
+            if let Some(e) = profile_endpoint {
+                from_profile.push(("endpoint".into(), e.clone()));
             }
-            if std::env::var("AWS_ENDPOINT_URL").is_err() && std::env::var("AWS_ENDPOINT").is_err() {
-                if let Some(e) = profile.get("endpoint_url") {
-                    b = b.with_endpoint(e.clone()).with_allow_http(e.starts_with("http://"));
-                }
-            }
-            let b = configure(b, opts, |b, k, v| b.with_config(k, v))?;
+            layers.push(from_profile);
+            layers.push(env("AWS_"));
+            let b = object_store::aws::AmazonS3Builder::new().with_bucket_name(host.clone()).with_retry(retry);
+            let b = configure(b, &layers, opts, |b, k, v| b.with_config(k, v))?;
             Arc::new(b.build().map_err(|e| e.to_string())?)
         }
         "gs" => {
-            let b = object_store::gcp::GoogleCloudStorageBuilder::from_env().with_bucket_name(host.clone()).with_client_options(client).with_retry(retry);
-            Arc::new(configure(b, opts, |b, k, v| b.with_config(k, v))?.build().map_err(|e| e.to_string())?)
+            let mut b = object_store::gcp::GoogleCloudStorageBuilder::new().with_bucket_name(host.clone()).with_retry(retry);
+            if let Ok(path) = std::env::var("SERVICE_ACCOUNT") {
+                b = b.with_service_account_path(path);
+            }
+            Arc::new(configure(b, &[ours, env("GOOGLE_")], opts, |b, k, v| b.with_config(k, v))?.build().map_err(|e| e.to_string())?)
         }
         "az" | "abfs" | "abfss" | "adl" | "azure" => {
-            let b = object_store::azure::MicrosoftAzureBuilder::from_env().with_url(format!("{scheme}://{host}")).with_client_options(client).with_retry(retry);
-            Arc::new(configure(b, opts, |b, k, v| b.with_config(k, v))?.build().map_err(|e| e.to_string())?)
+            let b = object_store::azure::MicrosoftAzureBuilder::new().with_url(format!("{scheme}://{host}")).with_retry(retry);
+            Arc::new(configure(b, &[ours, env("AZURE_")], opts, |b, k, v| b.with_config(k, v))?.build().map_err(|e| e.to_string())?)
         }
         "http" | "https" => {
-            let base = format!("{scheme}://{host}");
-            let mut client = client.with_allow_http(true);
-            for (k, v) in opts.settings.0.iter() {
-                let key = k.parse::<object_store::ClientConfigKey>().map_err(|_| format!("unknown storage option '{k}'"))?;
-                client = client.with_config(key, v.clone());
-            }
-            Arc::new(object_store::http::HttpBuilder::new().with_url(base).with_client_options(client).with_retry(retry).build().map_err(|e| e.to_string())?)
+            ours.push(("allow_http".into(), "true".into()));
+            let b = object_store::http::HttpBuilder::new().with_url(format!("{scheme}://{host}")).with_retry(retry);
+            Arc::new(configure(b, &[ours], opts, |b, k, v| b.with_config(k, v))?.build().map_err(|e| e.to_string())?)
         }
         other => return Err(format!("unsupported storage scheme '{other}://' (use s3://, gs://, az://, http(s):// or a local path)")),
     };
@@ -234,14 +248,44 @@ fn store_for(uri: &str, opts: &Options) -> Result<(Arc<dyn ObjectStore>, ObjectP
     Ok((store, path))
 }
 
-/// What object storage said, short: the kind of failure and the store's message, which
-/// names the object but no credentials.
+/// What object storage said, short: the kind of failure, the store's message (which names
+/// the object but no credentials) and the causes under it that it leaves out (a certificate
+/// refused, a connection refused).
 fn describe(e: &object_store::Error) -> String {
-    match e {
-        object_store::Error::NotFound { .. } => "no such object (it may have been deleted)".to_string(),
+    let mut text = match e {
+        object_store::Error::NotFound { .. } => return "no such object (it may have been deleted)".to_string(),
         object_store::Error::PermissionDenied { .. } | object_store::Error::Unauthenticated { .. } => format!("access denied: {e}"),
         _ => e.to_string(),
+    };
+    let mut cause = std::error::Error::source(e);
+    while let Some(c) = cause {
+        let said = c.to_string();
+        if !text.contains(&said) {
+            text = format!("{text}: {said}");
+        }
+        cause = c.source();
     }
+    without_queries(&text)
+}
+
+/// `text` with the query of every URL in it left out: a query may carry credentials (Azure
+/// SAS tokens, presigned signatures).
+fn without_queries(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    let mut in_query = false;
+    for (i, ch) in text.char_indices() {
+        if in_query && (ch.is_whitespace() || ch == ')' || ch == '"' || ch == '\'') {
+            in_query = false;
+        }
+        if !in_query && ch == '?' && text[..i].rsplit(|c: char| c.is_whitespace() || c == '(').next().is_some_and(|w| w.contains("://")) {
+            in_query = true;
+            out.push_str("?...");
+        }
+        if !in_query {
+            out.push(ch);
+        }
+    }
+    out
 }
 
 /// Attempts at a request: the store retries failed requests itself, but not a response body
@@ -596,5 +640,11 @@ mod tests {
         assert!(!is_object_uri("/data/train") && !is_object_uri("file:///data") && !is_object_uri("rel/a://b"));
         assert_eq!(local_path("file:///data/x"), "/data/x");
         assert!(store_for("ftp://h/x", &Options::default()).unwrap_err().contains("unsupported storage scheme"));
+    }
+
+    #[test]
+    fn queries_of_urls_are_left_out_of_messages() {
+        let said = "error sending request for url (https://acct.blob.core.windows.net/c/x?sv=2022&sig=SECRET): timed out; is this? fine";
+        assert_eq!(without_queries(said), "error sending request for url (https://acct.blob.core.windows.net/c/x?...): timed out; is this? fine");
     }
 }
