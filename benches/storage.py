@@ -29,8 +29,9 @@ the run:
   GET/s     the request rate the server sustained (images/s x GET/img);
   inflight  GET/s x the added latency: by Little's law a lower bound on the requests the
             client keeps in flight on average (a client that waits for each batch before
-            asking for the next averages well below its per-batch limit; Sluice sends up to
-            SLUICE_STORAGE_IN_FLIGHT=64 requests of a batch at once);
+            asking for the next averages well below its limit; Sluice keeps up to
+            SLUICE_STORAGE_IN_FLIGHT=256 requests of a reader in flight, its next batches'
+            included);
   client%, moto%, proxy%  CPU of the pipeline's process, of moto's and of the proxy's, in % of
             one core (from /proc, over the timed loop).
 
@@ -51,6 +52,14 @@ falls with the latency while moto% falls too (moto idle, waiting for requests). 
 client knobs (SLUICE_STORAGE_IN_FLIGHT, SLUICE_STORAGE_TIMEOUT_S, ...) pass through to the
 children from this process's environment. DALI keeps about one request in flight, so its 50 ms
 rows take minutes at --count 6000.
+
+--server s3s replaces moto and the proxy with benches/s3_server (s3s-fs, the s3s project's
+S3 server over a local folder, in Rust, with the added latency applied by the server itself):
+thousands of requests a second, for machines where moto would be what is measured. Its table
+has no request counts; it shows each process's CPU instead (the server shares the machine's
+cores with the pipeline: on one box that is a cost a real remote store does not put on the
+client). Build it first: cargo build --release --manifest-path benches/s3_server/Cargo.toml.
+--max-seconds ends each timed loop early (DALI at 50 ms reads ~10 images a second).
 
 The data set is benches/readers.py's (its make_data, imported: the JPEGs of
 tests/data_gen/make_dataset.py and its other formats, written once into --data and shared with
@@ -123,23 +132,29 @@ p = pipe()
 p.build()
 size = p.epoch_size("R")
 iters = -(-size // batch)
-warm = min(iters, 5)
-for _ in range(warm):
+w0 = time.perf_counter()
+for _ in range(min(iters, 5)):  # up to 5 batches or 5 s (DALI at 50 ms: ~10 images/s)
     p.run()
+    if time.perf_counter() - w0 > 5:
+        break
 watch = cfg.get("watch", {})
 before = {k: cpu_of(v) for k, v in watch.items()}
 own0 = own_cpu()
 print("TIMED", flush=True)  # the parent snapshots the proxy's request count here
 t0 = time.perf_counter()
+done = 0
 for _ in range(epochs * iters):
     p.run()
+    done += 1
+    if time.perf_counter() - t0 > cfg["max_seconds"]:
+        break
 dt = time.perf_counter() - t0
 print("DONE", flush=True)
 cpu = {"client": (own_cpu() - own0) / dt * 100}
 for k, v in watch.items():
     after = cpu_of(v)
     cpu[k] = (after - before[k]) / dt * 100 if after is not None and before[k] is not None else None
-print(json.dumps({"rate": epochs * iters * batch / dt, "images": epochs * iters * batch, "seconds": dt,
+print(json.dumps({"rate": done * batch / dt, "images": done * batch, "seconds": dt,
                   "epoch_size": size, "cpu": cpu}))
 """
 
@@ -210,66 +225,45 @@ def ceiling(endpoint, keys, procs, threads, seconds, moto_pid, env):
 
 
 class FastServer:
-    """--server s3s: s3s-fs (a Rust S3 server over a local folder: `cargo install s3s-fs
-    --features binary`) serving the data set's own files through hard links (no upload), and one
-    latency-proxy (benches/latency_proxy, Rust) per latency in front of it. Both answer tens of
-    thousands of requests a second, so the rows measure the readers, not a Python server. The
-    proxy forwards bytes and keeps no log: the GET/img column is left out."""
+    """--server s3s: one bench-s3-server (benches/s3_server: s3s-fs, the s3s project's S3
+    server over a local folder, in Rust) per latency, each waiting that long before answering
+    every request. They answer thousands of requests a second, so the rows measure the readers,
+    not a Python server. The data set's JPEGs are served through hard links; the WebDataset
+    shards are uploaded once with PUT (s3s-fs then keeps their ETags: otherwise it hashes a
+    whole shard to answer each ranged GET). No request log: the GET/img column is left out."""
 
-    def __init__(self, s3s_fs, latency_proxy, data, latencies):
-        from storage_server import ACCESS_KEY_ID, SECRET_ACCESS_KEY, _readline_with_timeout
+    def __init__(self, binary, data, latencies):
+        from storage_server import ACCESS_KEY_ID, REGION, SECRET_ACCESS_KEY, _readline_with_timeout
 
         self.root = os.path.join(data, "s3s-root")
         bucket = os.path.join(self.root, BUCKET)
         os.makedirs(bucket, exist_ok=True)
-        for part in ("files", "webdataset"):
-            if not os.path.exists(os.path.join(bucket, part)):
-                subprocess.run(["cp", "-al", os.path.join(data, part), os.path.join(bucket, part)], check=True)
-        port = _free_port()
-        self.procs = [subprocess.Popen([s3s_fs, "--host", "127.0.0.1", "--port", str(port), "--access-key", ACCESS_KEY_ID,
-                                        "--secret-key", SECRET_ACCESS_KEY, self.root],
-                                       stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)]
-        self.server_pid = self.procs[0].pid
-        self.endpoint = f"http://127.0.0.1:{port}"
-        _wait_for_port(port)
-        self.proxies = {}
-        for lat in latencies:
-            proc = subprocess.Popen([latency_proxy, "0", f"127.0.0.1:{port}", str(lat)], stdout=subprocess.PIPE,
+        if not os.path.exists(os.path.join(bucket, "files")):
+            subprocess.run(["cp", "-al", os.path.join(data, "files"), os.path.join(bucket, "files")], check=True)
+        self.procs, self.servers = [], {}
+        for lat in sorted(set([0.0] + list(latencies))):
+            proc = subprocess.Popen([binary, self.root, str(lat), ACCESS_KEY_ID, SECRET_ACCESS_KEY], stdout=subprocess.PIPE,
                                     stderr=subprocess.DEVNULL, stdin=subprocess.DEVNULL)
+            self.procs.append(proc)
             line = _readline_with_timeout(proc.stdout, 30) or b""
             m = re.match(rb"READY (\d+)", line)
             if not m:
                 self.stop()
-                raise RuntimeError(f"latency-proxy did not start (said {line!r})")
-            self.procs.append(proc)
-            self.proxies[lat] = (f"http://127.0.0.1:{int(m.group(1))}", proc.pid)
+                raise RuntimeError(f"bench-s3-server did not start (said {line!r})")
+            self.servers[lat] = (f"http://127.0.0.1:{int(m.group(1))}", proc.pid)
+        shards = os.path.join(data, "webdataset")
+        if not os.path.exists(os.path.join(bucket, "webdataset")):
+            import boto3
+            from botocore.config import Config
+
+            client = boto3.client("s3", endpoint_url=self.servers[0.0][0], region_name=REGION, aws_access_key_id=ACCESS_KEY_ID,
+                                  aws_secret_access_key=SECRET_ACCESS_KEY, config=Config(s3={"addressing_style": "path"}))
+            upload(client, BUCKET, "webdataset", shards, sorted(os.listdir(shards)))
 
     def stop(self):
         for p in self.procs:
             p.kill()
             p.wait()
-
-
-def _free_port():
-    import socket
-
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def _wait_for_port(port, timeout=30):
-    import socket
-
-    deadline = time.monotonic() + timeout
-    while True:
-        try:
-            socket.create_connection(("127.0.0.1", port), timeout=1).close()
-            return
-        except OSError:
-            if time.monotonic() > deadline:
-                raise RuntimeError(f"nothing listens on port {port}")
-            time.sleep(0.1)
 
 
 def local_data(root, count):
@@ -354,11 +348,12 @@ def main():
     ap.add_argument("--libs", default="sluice,dali")
     ap.add_argument("--ceiling-seconds", type=float, default=2.0, help="length of each boto3 GET loop (0: skip)")
     ap.add_argument("--timeout", type=float, default=900, help="seconds per child process")
+    ap.add_argument("--max-seconds", type=float, default=1e9,
+                    help="end a row's timed loop after this long (its rate is over the batches it ran): DALI at 50 ms")
     ap.add_argument("--server", choices=["moto", "s3s"], default="moto",
-                    help="moto (+ the Python FaultProxy, with GET counts) or s3s-fs (+ latency-proxy: fast, no counts)")
-    ap.add_argument("--s3s-fs", default="s3s-fs", help="the s3s-fs binary (--server s3s)")
-    ap.add_argument("--latency-proxy", default=os.path.join(HERE, "latency_proxy", "target", "release", "latency-proxy"),
-                    help="the latency-proxy binary (--server s3s)")
+                    help="moto (+ the Python FaultProxy, with GET counts) or s3s (benches/s3_server: fast, no counts)")
+    ap.add_argument("--s3-server", default=os.path.join(HERE, "s3_server", "target", "release", "bench-s3-server"),
+                    help="the bench-s3-server binary (--server s3s; cargo build --release --manifest-path benches/s3_server/Cargo.toml)")
     a = ap.parse_args()
     libs = a.libs.split(",")
     formats = a.formats.split(",")
@@ -421,7 +416,7 @@ def main():
                     rates = {}
                     for lib in libs:
                         cfg = dict(lib=lib, fmt=fmt, decode=decode, batch=a.batch, threads=a.threads, epochs=a.epochs,
-                                   shards=shards)
+                                   shards=shards, max_seconds=a.max_seconds)
                         if lat is None:
                             cfg["root"] = a.data
                             res, _, err = run_child(CHILD, cfg, base_env, a.timeout)
@@ -468,7 +463,7 @@ def run_fast(a, libs, formats, latencies, rel_files, shards, base_env):
     from storage_server import ACCESS_KEY_ID, REGION, SECRET_ACCESS_KEY
 
     count = len(rel_files)
-    server = FastServer(a.s3s_fs, a.latency_proxy, a.data, latencies)
+    server = FastServer(a.s3_server, a.data, latencies)
 
     def env_of(endpoint):
         return dict(base_env, AWS_ENDPOINT_URL=endpoint, AWS_REGION=REGION, AWS_DEFAULT_REGION=REGION,
@@ -476,11 +471,11 @@ def run_fast(a, libs, formats, latencies, rel_files, shards, base_env):
 
     try:
         print(f"\n{count} ImageNet-like JPEGs, batch {a.batch}, {a.threads} threads, {a.epochs} epoch(s) after warm-up; "
-              f"{os.cpu_count()} CPUs; s3s-fs + latency-proxy")
+              f"{os.cpu_count()} CPUs; bench-s3-server (s3s-fs)")
         sources = [("disk", None)] + [(f"s3+{l:g}ms", l) for l in latencies]
         print(f"{'format':<10} {'work':<10} {'source':<9} " + " ".join(f"{lib:>9}" for lib in libs)
               + f" {'s/d':>6} " + " ".join(f"{lib + ' %disk':>12}" for lib in libs)
-              + " " + " ".join(f"{lib + ' cpu%':>11}" for lib in libs) + f" {'server%':>8} {'proxy%':>7}")
+              + " " + " ".join(f"{lib + ' cpu%':>11}" for lib in libs) + f" {'server%':>8}")
         for fmt in formats:
             for decode in (False, True):
                 work = "rn50 train" if decode else "read only"
@@ -489,14 +484,14 @@ def run_fast(a, libs, formats, latencies, rel_files, shards, base_env):
                     rates, cpus = {}, {}
                     for lib in libs:
                         cfg = dict(lib=lib, fmt=fmt, decode=decode, batch=a.batch, threads=a.threads, epochs=a.epochs,
-                                   shards=shards)
+                                   shards=shards, max_seconds=a.max_seconds)
                         if lat is None:
                             cfg["root"] = a.data
                             res, _, err = run_child(CHILD, cfg, base_env, a.timeout)
                         else:
-                            endpoint, proxy_pid = server.proxies[lat]
+                            endpoint, server_pid = server.servers[lat]
                             cfg["root"] = f"s3://{BUCKET}"
-                            cfg["watch"] = {"server": server.server_pid, "proxy": proxy_pid}
+                            cfg["watch"] = {"server": server_pid}
                             res, _, err = run_child(CHILD, cfg, env_of(endpoint), a.timeout)
                         if res is None:
                             sys.stderr.write(f"[{fmt} {work} {source} {lib}] failed:\n{err}\n")
@@ -512,7 +507,7 @@ def run_fast(a, libs, formats, latencies, rel_files, shards, base_env):
                     cpu = " ".join(show(cpus.get(l, {}).get("client"), 11) for l in libs)
                     last = cpus.get("sluice") or next(iter(cpus.values()), {})
                     print(f"{fmt:<10} {work:<10} {source:<9} " + " ".join(fmt_rate(rates.get(l)) for l in libs)
-                          + f" {ratio:>6} {pct} {cpu} {show(last.get('server'), 8)} {show(last.get('proxy'), 7)}", flush=True)
+                          + f" {ratio:>6} {pct} {cpu} {show(last.get('server'), 8)}", flush=True)
     finally:
         server.stop()
 
