@@ -53,12 +53,14 @@ client knobs (SLUICE_STORAGE_IN_FLIGHT, SLUICE_STORAGE_TIMEOUT_S, ...) pass thro
 children from this process's environment. DALI keeps about one request in flight, so its 50 ms
 rows take minutes at --count 6000.
 
---server s3s replaces moto and the proxy with benches/s3_server (s3s-fs, the s3s project's
-S3 server over a local folder, in Rust, with the added latency applied by the server itself):
+--server s3s replaces moto and the proxy with benches/s3_server (the s3s crate's S3 protocol
+over a local folder, in Rust, with the added latency applied by the server itself):
 thousands of requests a second, for machines where moto would be what is measured. Its table
 has no request counts; it shows each process's CPU instead (the server shares the machine's
 cores with the pipeline: on one box that is a cost a real remote store does not put on the
 client). Build it first: cargo build --release --manifest-path benches/s3_server/Cargo.toml.
+--server-cpus N keeps the servers on N CPUs and every pipeline (the disk rows too) on the
+others, so that the server is a machine of its own as a real store is.
 --max-seconds ends each timed loop early (DALI at 50 ms reads ~10 images a second).
 
 The data set is benches/readers.py's (its make_data, imported: the JPEGs of
@@ -225,25 +227,25 @@ def ceiling(endpoint, keys, procs, threads, seconds, moto_pid, env):
 
 
 class FastServer:
-    """--server s3s: one bench-s3-server (benches/s3_server: s3s-fs, the s3s project's S3
-    server over a local folder, in Rust) per latency, each waiting that long before answering
-    every request. They answer thousands of requests a second, so the rows measure the readers,
-    not a Python server. The data set's JPEGs are served through hard links; the WebDataset
-    shards are uploaded once with PUT (s3s-fs then keeps their ETags: otherwise it hashes a
-    whole shard to answer each ranged GET). No request log: the GET/img column is left out."""
+    """--server s3s: one bench-s3-server (benches/s3_server: the s3s crate's S3 protocol over a
+    local folder, in Rust) per latency, each waiting that long before answering every request.
+    They answer thousands of requests a second, so the rows measure the readers, not a Python
+    server. The data set's files and shards are served through hard links (no upload). No
+    request log: the GET/img column is left out."""
 
-    def __init__(self, binary, data, latencies):
-        from storage_server import ACCESS_KEY_ID, REGION, SECRET_ACCESS_KEY, _readline_with_timeout
+    def __init__(self, binary, data, latencies, cpus=None):
+        from storage_server import ACCESS_KEY_ID, SECRET_ACCESS_KEY, _readline_with_timeout
 
         self.root = os.path.join(data, "s3s-root")
         bucket = os.path.join(self.root, BUCKET)
         os.makedirs(bucket, exist_ok=True)
-        if not os.path.exists(os.path.join(bucket, "files")):
-            subprocess.run(["cp", "-al", os.path.join(data, "files"), os.path.join(bucket, "files")], check=True)
+        for part in ("files", "webdataset"):
+            if not os.path.exists(os.path.join(bucket, part)):
+                subprocess.run(["cp", "-al", os.path.join(data, part), os.path.join(bucket, part)], check=True)
         self.procs, self.servers = [], {}
         for lat in sorted(set([0.0] + list(latencies))):
             proc = subprocess.Popen([binary, self.root, str(lat), ACCESS_KEY_ID, SECRET_ACCESS_KEY], stdout=subprocess.PIPE,
-                                    stderr=subprocess.DEVNULL, stdin=subprocess.DEVNULL)
+                                    stderr=subprocess.DEVNULL, stdin=subprocess.DEVNULL, preexec_fn=pinned(cpus))
             self.procs.append(proc)
             line = _readline_with_timeout(proc.stdout, 30) or b""
             m = re.match(rb"READY (\d+)", line)
@@ -251,14 +253,6 @@ class FastServer:
                 self.stop()
                 raise RuntimeError(f"bench-s3-server did not start (said {line!r})")
             self.servers[lat] = (f"http://127.0.0.1:{int(m.group(1))}", proc.pid)
-        shards = os.path.join(data, "webdataset")
-        if not os.path.exists(os.path.join(bucket, "webdataset")):
-            import boto3
-            from botocore.config import Config
-
-            client = boto3.client("s3", endpoint_url=self.servers[0.0][0], region_name=REGION, aws_access_key_id=ACCESS_KEY_ID,
-                                  aws_secret_access_key=SECRET_ACCESS_KEY, config=Config(s3={"addressing_style": "path"}))
-            upload(client, BUCKET, "webdataset", shards, sorted(os.listdir(shards)))
 
     def stop(self):
         for p in self.procs:
@@ -284,10 +278,18 @@ def upload(client, bucket, prefix, root, rels):
         list(ex.map(put, rels))
 
 
+CLIENT_CPUS = None  # --server-cpus: the CPUs the pipelines run on (the others serve)
+
+
+def pinned(cpus):
+    """A preexec_fn keeping a child on `cpus` (None: anywhere)."""
+    return None if cpus is None else (lambda: os.sched_setaffinity(0, cpus))
+
+
 def run_child(code, cfg, env, timeout, proxy=None):
     """Runs a child; returns (its last JSON line or None, the proxy's log over its timed part
     or None, its stderr tail)."""
-    proc = subprocess.Popen([sys.executable, "-c", code, json.dumps(cfg)], stdout=subprocess.PIPE,
+    proc = subprocess.Popen([sys.executable, "-c", code, json.dumps(cfg)], stdout=subprocess.PIPE, preexec_fn=pinned(CLIENT_CPUS),
                             stderr=subprocess.PIPE, text=True, env=env)
     lines, log_at = [], {}
     deadline = time.monotonic() + timeout
@@ -348,6 +350,8 @@ def main():
     ap.add_argument("--libs", default="sluice,dali")
     ap.add_argument("--ceiling-seconds", type=float, default=2.0, help="length of each boto3 GET loop (0: skip)")
     ap.add_argument("--timeout", type=float, default=900, help="seconds per child process")
+    ap.add_argument("--server-cpus", type=int, default=0,
+                    help="--server s3s: pin the servers to this many CPUs and every pipeline to the others (0: no pinning)")
     ap.add_argument("--max-seconds", type=float, default=1e9,
                     help="end a row's timed loop after this long (its rate is over the batches it ran): DALI at 50 ms")
     ap.add_argument("--server", choices=["moto", "s3s"], default="moto",
@@ -459,11 +463,16 @@ def main():
 
 
 def run_fast(a, libs, formats, latencies, rel_files, shards, base_env):
-    """The pipelines table against s3s-fs and latency proxies (see FastServer)."""
+    """The pipelines table against bench-s3-server (see FastServer)."""
     from storage_server import ACCESS_KEY_ID, REGION, SECRET_ACCESS_KEY
 
     count = len(rel_files)
-    server = FastServer(a.s3_server, a.data, latencies)
+    global CLIENT_CPUS
+    server_cpus = None
+    if a.server_cpus:
+        every = sorted(os.sched_getaffinity(0))
+        server_cpus, CLIENT_CPUS = set(every[-a.server_cpus:]), set(every[:-a.server_cpus])
+    server = FastServer(a.s3_server, a.data, latencies, server_cpus)
 
     def env_of(endpoint):
         return dict(base_env, AWS_ENDPOINT_URL=endpoint, AWS_REGION=REGION, AWS_DEFAULT_REGION=REGION,
@@ -471,7 +480,8 @@ def run_fast(a, libs, formats, latencies, rel_files, shards, base_env):
 
     try:
         print(f"\n{count} ImageNet-like JPEGs, batch {a.batch}, {a.threads} threads, {a.epochs} epoch(s) after warm-up; "
-              f"{os.cpu_count()} CPUs; bench-s3-server (s3s-fs)")
+              f"{os.cpu_count()} CPUs; bench-s3-server"
+              + (f" on {a.server_cpus} of them, every pipeline (disk rows too) on the other {len(CLIENT_CPUS)}" if a.server_cpus else ""))
         sources = [("disk", None)] + [(f"s3+{l:g}ms", l) for l in latencies]
         print(f"{'format':<10} {'work':<10} {'source':<9} " + " ".join(f"{lib:>9}" for lib in libs)
               + f" {'s/d':>6} " + " ".join(f"{lib + ' %disk':>12}" for lib in libs)
