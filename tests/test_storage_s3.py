@@ -966,3 +966,56 @@ def test_cache_dir_bad_arguments(lib, tiny, tmp_path):
     (tmp_path / "file").write_text("not a folder")
     with pytest.raises(Exception, match="cache_dir"):
         build(lib, "file", 2, file_root=uri, cache_dir=str(tmp_path / "file" / "c"))
+
+
+# --------------------------------------------------------------------------- checkpoints
+def reader_case(reader, lib, tiny, npys, tfrecords, recordio, tars):
+    """(s3 kwargs, local kwargs, kwargs of both, local source_info -> S3 source_info) of one
+    reader over the module's data sets."""
+    same = lambda s: s  # noqa: E731  (file_root listings: relative names either way)
+    if reader == "file":
+        root, uri = tiny
+        return dict(file_root=uri), dict(file_root=str(root)), {}, same
+    if reader == "numpy":
+        root, uri = npys
+        return dict(file_root=uri), dict(file_root=str(root)), {}, same
+    if reader == "tfrecord":
+        t = tfrecord_t.tfrec(lib)
+        root, uri, paths, idxs = tfrecords
+        return (dict(path=to_uri(root, uri, paths), index_path=to_uri(root, uri, idxs)), dict(path=paths, index_path=idxs),
+                dict(features={"v": t.FixedLenFeature([], t.int64, -1)}), lambda s: s.replace(str(root), uri))
+    if reader == "mxnet":
+        root, uri, paths, idx = recordio
+        return dict(path=to_uri(root, uri, paths), index_path=idx), dict(path=paths, index_path=idx), {}, lambda s: s.replace(str(root), uri)
+    root, uri, paths, idxs = tars
+    return (dict(paths=to_uri(root, uri, paths), index_paths=to_uri(root, uri, idxs)), dict(paths=paths, index_paths=idxs),
+            dict(ext=["jpg", "cls"]), lambda s: s.replace(str(root), uri))
+
+
+@pytest.mark.parametrize("lib", SLUICE_ONLY)
+@pytest.mark.parametrize("reader", ["file", "numpy", "tfrecord", "mxnet", "webdataset"])
+@pytest.mark.parametrize("order", ["shuffled", "sharded"])
+def test_checkpoints_are_those_of_the_same_files_on_disk(lib, tiny, npys, tfrecords, recordio, tars, reader, order):
+    """A reader over S3 checkpointed a batch into its second epoch resumes where it was; and a
+    checkpoint taken reading the same files from disk resumes the S3 reader too, at the same
+    sample: the position and the shuffle state are the data set's, not the store's."""
+    s3_kw, local_kw, common, to_s3 = reader_case(reader, lib, tiny, npys, tfrecords, recordio, tars)
+    common = dict(common, **(dict(random_shuffle=True, initial_fill=4, seed=77) if order == "shuffled"
+                             else dict(num_shards=2, shard_id=1, pad_last_batch=True)))
+    pipe_kw = dict(enable_checkpointing=True)
+
+    def make(kw, checkpoint=None):
+        return build(lib, reader, 2, dict(pipe_kw, checkpoint=checkpoint) if checkpoint else pipe_kw, **kw, **common)
+
+    s3_pipe, disk_pipe = make(s3_kw), make(local_kw)
+    per_epoch = -(-s3_pipe.epoch_size("R") // (2 if order == "sharded" else 1) // 2)
+    samples(s3_pipe, per_epoch + 1)
+    samples(disk_pipe, per_epoch + 1)
+    s3_cp, disk_cp = s3_pipe.checkpoint(), disk_pipe.checkpoint()
+    n = per_epoch + 2
+    want = samples(disk_pipe, n)
+    for restored in (make(s3_kw, s3_cp), make(s3_kw, disk_cp)):
+        got = samples(restored, n)
+        assert [s for s, _ in got] == [to_s3(s) for s, _ in want]
+        assert [d for _, d in got] == [d for _, d in want]
+    assert samples(s3_pipe, n) == samples(make(s3_kw, s3_cp), n)
