@@ -58,6 +58,10 @@ fn decoder<'a>(bytes: &'a [u8], f: ImageFormat) -> Result<Box<dyn ImageDecoder +
         ImageFormat::Pnm => Box::new(PnmDecoder::new(c).map_err(|e| map_err(f, e))?),
         ImageFormat::Jpeg => return Err(invalid("JPEG is not decoded by the image crate path")),
     };
+    // Our limits first, so that a hostile header is refused naming them (the image crate's
+    // own check says only "Image size exceeds limit").
+    let (w, h) = d.dimensions();
+    crate::check_size(w as usize, h as usize, d.color_type().channel_count() as usize)?;
     let mut limits = image::Limits::default();
     limits.max_image_width = Some(crate::MAX_DIMENSION as u32);
     limits.max_image_height = Some(crate::MAX_DIMENSION as u32);
