@@ -9,12 +9,12 @@ STAMP := $(VENV)/.deps-installed
 # The Python tests run against the wheel installed in this environment, made afresh each run.
 TEST_VENV ?= .venv-test
 
-.PHONY: demo test build wheel deps rust-test test-venv py-test bench clean
+.PHONY: demo test build wheel deps rust-test test-venv py-test bench clean fuzz-deps fuzz-smoke
 
 demo: build
 	$(PY) -m sluice demo $(DEMO_ARGS)
 
-test: rust-test py-test
+test: rust-test py-test fuzz-smoke
 
 # System tools: cmake, nasm (the vendored libjpeg-turbo and its SIMD code), a C++20 compiler
 # (the Rust tests compile every CUDA kernel on the host against tools/cuda_shim/shim.h and run the JPEG entropy kernel and element.cuh there).
@@ -45,6 +45,22 @@ wheel: deps $(STAMP)
 
 rust-test: deps
 	cargo test --workspace --release -q
+
+# Fuzzing (fuzz/: cargo-fuzz, libFuzzer) on the machine's own Rust: without a sanitizer
+# (AddressSanitizer needs nightly; see docs/RELIABILITY.md for longer runs with it), so the
+# smoke run catches panics, overflows, hangs and runaway allocations.
+FUZZ_SECONDS ?= 20
+fuzz-deps:
+	@command -v cargo-fuzz >/dev/null || cargo install cargo-fuzz --locked -q
+
+# Every fuzz target for FUZZ_SECONDS from its seed corpus (fuzz/corpus/<target>; what it finds
+# goes to a scratch folder, a crash to fuzz/artifacts/<target>/ and fails the run).
+fuzz-smoke: deps fuzz-deps
+	set -o pipefail; cd fuzz && for t in $$(cargo fuzz list); do \
+	  scratch=$$(mktemp -d); \
+	  cargo fuzz run -O -a -s none $$t $$scratch corpus/$$t -- -max_total_time=$(FUZZ_SECONDS) \
+	    -rss_limit_mb=4096 -timeout=10 2>&1 | tail -40 || exit 1; \
+	  rm -rf $$scratch; done
 
 # A fresh environment holding only the wheel and pyproject's `test` extra, so a file or a
 # library missing from the wheel fails the tests. pip first: older ones (Python 3.9's) do

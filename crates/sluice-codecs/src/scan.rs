@@ -124,6 +124,12 @@ fn derive_table(counts: &[u8; 16], values: &[u8]) -> Option<HuffTable> {
         if n > 0 {
             t.valoffset[len] = p as i32 - code;
             for _ in 0..n {
+                // Codes of one length must fit in that many bits, the all-ones code unused:
+                // checked before the code is used (a table declaring more codes of a length
+                // than fit would index past the lookup table).
+                if code >= (1 << len) - 1 {
+                    return None;
+                }
                 if len <= LOOKAHEAD_BITS as usize {
                     let shift = LOOKAHEAD_BITS as usize - len;
                     let first = (code as usize) << shift;
@@ -135,10 +141,6 @@ fn derive_table(counts: &[u8; 16], values: &[u8]) -> Option<HuffTable> {
                 p += 1;
             }
             t.maxcode[len] = code - 1;
-        }
-        // Codes of one length must fit in that many bits (the all-ones code stays unused).
-        if code >= 1 << len {
-            return None;
         }
         code <<= 1;
     }

@@ -7,6 +7,8 @@ pub mod core;
 mod caffe;
 mod coco;
 mod file;
+#[cfg(feature = "fuzzing")]
+pub mod fuzzing;
 pub mod loader;
 mod lmdb;
 pub(crate) mod protobuf;

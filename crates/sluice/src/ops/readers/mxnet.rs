@@ -109,7 +109,7 @@ fn read_index(ctx: &OpContext) -> Result<Index> {
 }
 
 /// The payload of the first record of `span` (its parts joined), or what is wrong with it.
-fn record_payload<'a>(span: &'a [u8], joined: &'a mut Vec<u8>) -> std::result::Result<&'a [u8], String> {
+pub(super) fn record_payload<'a>(span: &'a [u8], joined: &'a mut Vec<u8>) -> std::result::Result<&'a [u8], String> {
     let mut at = 0;
     let mut parts: Vec<(usize, usize)> = Vec::new();
     loop {
@@ -150,7 +150,7 @@ fn record_payload<'a>(span: &'a [u8], joined: &'a mut Vec<u8>) -> std::result::R
 }
 
 /// Splits a payload into its labels and its data.
-fn split_payload(payload: &[u8]) -> std::result::Result<(Vec<f32>, std::ops::Range<usize>), String> {
+pub(super) fn split_payload(payload: &[u8]) -> std::result::Result<(Vec<f32>, std::ops::Range<usize>), String> {
     if payload.len() < HEADER {
         return Err(format!("record payload length: {} bytes, minimum is {HEADER} bytes", payload.len()));
     }

@@ -21,6 +21,12 @@ pub struct Outputs {
 }
 
 impl Outputs {
+    /// Every output (the fuzz target's layout).
+    #[cfg(feature = "fuzzing")]
+    pub fn all() -> Outputs {
+        Outputs { image: true, label: true }
+    }
+
     pub fn from_args(args: &Args) -> Outputs {
         Outputs { image: args.bool("image_available"), label: args.bool("label_available") }
     }

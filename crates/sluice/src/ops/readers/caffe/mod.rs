@@ -11,8 +11,8 @@
 //! missing or foreign database fails `build()`. A record that does not parse fails its batch,
 //! naming the database and the key; the next batch reads on.
 
-mod datum;
-mod tensor_protos;
+pub(super) mod datum;
+pub(super) mod tensor_protos;
 
 use std::path::Path;
 use std::sync::atomic::AtomicBool;

@@ -42,6 +42,13 @@ pub struct Layout {
 }
 
 impl Layout {
+    /// A layout chosen by one byte (the fuzz target's): label type, label count, extra
+    /// inputs, box.
+    #[cfg(feature = "fuzzing")]
+    pub fn from_byte(b: u8) -> Layout {
+        Layout { image: b & 1 != 0, label_type: i64::from((b >> 1) % 5), num_labels: i64::from((b >> 4) & 3) + 1, additional: usize::from((b >> 6) & 1), bbox: b & 0x80 != 0 }
+    }
+
     pub fn from_args(args: &Args) -> Layout {
         Layout {
             image: args.bool("image_available"),
