@@ -57,12 +57,12 @@ import urllib.parse
 import urllib.request
 from pathlib import Path
 
-from storage_server import START_TIMEOUT, _readline_with_timeout, _stop_child
+from storage_server import START_TIMEOUT, ChildProcess, _readline_with_timeout
 
 HOST = "127.0.0.1"
 
 
-class _Child:
+class _Child(ChildProcess):
     """A child process of this script, started with `args`, that prints "READY <ports>"."""
 
     what = "server"
@@ -88,16 +88,6 @@ class _Child:
         self.ports = [int(p) for p in m.group(1).split()]
         return self
 
-    def stop(self):
-        proc, self._proc = self._proc, None
-        if proc is not None:
-            _stop_child(proc)
-
-    def __enter__(self):
-        return self.start()
-
-    def __exit__(self, *exc):
-        self.stop()
 
 
 def _get_json(url, timeout=10, context=None):

@@ -42,7 +42,25 @@ START_TIMEOUT = 30.0
 
 
 # --------------------------------------------------------------------------- moto server
-class S3Server:
+class ChildProcess:
+    """A server in a child process (`_proc`, made by the subclass's start()): stop() ends it
+    (killed if it does not exit within ~10 s), and it is a context manager."""
+
+    _proc = None
+
+    def stop(self):
+        proc, self._proc = self._proc, None
+        if proc is not None:
+            _stop_child(proc)
+
+    def __enter__(self):
+        return self.start()
+
+    def __exit__(self, *exc):
+        self.stop()
+
+
+class S3Server(ChildProcess):
     """moto's S3 server in a child process on `host`, a port the OS picks. A context manager;
     start()/stop() also work. `endpoint` is its URL (http://127.0.0.1:PORT)."""
 
@@ -81,16 +99,8 @@ class S3Server:
         return self
 
     def stop(self):
-        proc, self._proc = self._proc, None
         self._client = None
-        if proc is not None:
-            _stop_child(proc)
-
-    def __enter__(self):
-        return self.start()
-
-    def __exit__(self, *exc):
-        self.stop()
+        super().stop()
 
     # ---- addresses and client configuration
     @property
@@ -214,7 +224,7 @@ class _Closed(Exception):
     pass
 
 
-class FaultProxy:
+class FaultProxy(ChildProcess):
     """An HTTP/1.1 proxy on 127.0.0.1, in a child process (so that a client holding the GIL,
     e.g. a pipeline build, cannot stall it), that forwards every request to `upstream`
     (http://host:port) unchanged (same Host header, so signatures stay valid) and can, at run
@@ -259,17 +269,6 @@ class FaultProxy:
             raise RuntimeError(f"fault proxy did not start (said {line!r})")
         self.port = int(m.group(1))
         return self
-
-    def stop(self):
-        proc, self._proc = self._proc, None
-        if proc is not None:
-            _stop_child(proc)
-
-    def __enter__(self):
-        return self.start()
-
-    def __exit__(self, *exc):
-        self.stop()
 
     def _control(self, what, **params):
         import json

@@ -28,10 +28,8 @@ environment read when a store is made: tests that change the environment (certif
 retries, GOOGLE_*) use storage options no other test uses, so they get a store of their own.
 """
 
-import faulthandler
 import re
 import shutil
-import signal
 import urllib.error
 import urllib.request
 
@@ -39,29 +37,15 @@ import pytest
 
 from storage_emulators import GCSEmulator, WebDAVServer, self_signed_cert
 from test_storage_s3 import TINY, assert_same_samples, build, file_samples, read_both, to_uri
+from test_storage_s3 import _time_limit  # noqa: F401  (the same per-test time limit, autouse)
 
 # Data-set writers of the readers' own test modules (same suite).
 import test_readers_tfrecord as tfrecord_t
 import test_readers_webdataset as wds_t
 
-TEST_TIMEOUT = 120  # seconds per test (soft: TimeoutError); +60 s: the process is killed
 BUCKET = "sluice-emu"
 
 
-@pytest.fixture(autouse=True)
-def _time_limit():
-    def on_alarm(signum, frame):
-        raise TimeoutError(f"test ran for more than {TEST_TIMEOUT} s")
-
-    old = signal.signal(signal.SIGALRM, on_alarm)
-    signal.alarm(TEST_TIMEOUT)
-    faulthandler.dump_traceback_later(TEST_TIMEOUT + 60, exit=True)
-    try:
-        yield
-    finally:
-        faulthandler.cancel_dump_traceback_later()
-        signal.alarm(0)
-        signal.signal(signal.SIGALRM, old)
 
 
 @pytest.fixture(autouse=True)
