@@ -363,7 +363,7 @@ def main():
     formats = a.formats.split(",")
     latencies = [float(x) for x in a.latencies.split(",") if x.strip()]
 
-    from storage_server import ACCESS_KEY_ID, REGION, SECRET_ACCESS_KEY, FaultProxy, S3Server
+    from storage_server import FaultProxy, S3Server
 
     rel_files, shards = local_data(a.data, a.count)
     count = len(rel_files)
@@ -408,45 +408,16 @@ def main():
         # ---- the pipelines
         print(f"\n{count} ImageNet-like JPEGs, batch {a.batch}, {a.threads} threads, {a.epochs} epoch(s) after warm-up; "
               f"{os.cpu_count()} CPUs")
-        sources = [("disk", None)] + [(f"s3+{l:g}ms", l) for l in latencies]
-        print(f"{'format':<10} {'work':<10} {'source':<9} " + " ".join(f"{lib:>9}" for lib in libs)
-              + f" {'s/d':>6} " + " ".join(f"{lib + ' %disk':>12}" for lib in libs))
-        diag = []
-        for fmt in formats:
-            for decode in (False, True):
-                work = "rn50 train" if decode else "read only"
-                disk = {}
-                for source, lat in sources:
-                    rates = {}
-                    for lib in libs:
-                        cfg = dict(lib=lib, fmt=fmt, decode=decode, batch=a.batch, threads=a.threads, epochs=a.epochs,
-                                   shards=shards, max_seconds=a.max_seconds)
-                        if lat is None:
-                            cfg["root"] = a.data
-                            res, _, err = run_child(CHILD, cfg, base_env, a.timeout)
-                        else:
-                            cfg["root"] = f"s3://{BUCKET}"
-                            cfg["watch"] = watch
-                            proxy.clear()
-                            if lat:
-                                proxy.set_latency(lat)
-                            res, window, err = run_child(CHILD, cfg, s3_env, a.timeout, proxy)
-                        if res is None:
-                            sys.stderr.write(f"[{fmt} {work} {source} {lib}] failed:\n{err}\n")
-                            rates[lib] = None
-                            continue
-                        if res["epoch_size"] != count:
-                            sys.stderr.write(f"[{fmt} {work} {source} {lib}] epoch size {res['epoch_size']} != {count}\n")
-                        rates[lib] = res["rate"]
-                        if lat is None:
-                            disk[lib] = res["rate"]
-                        else:
-                            gets = object_gets(window) if window is not None else None
-                            diag.append((fmt, work, source, lib, res, gets, lat))
-                    ratio = f"{rates['sluice'] / rates['dali']:.2f}x" if rates.get("sluice") and rates.get("dali") else "-"
-                    pct = " ".join(percent(rates.get(l), disk.get(l)) for l in libs)
-                    print(f"{fmt:<10} {work:<10} {source:<9} " + " ".join(fmt_rate(rates.get(l)) for l in libs)
-                          + f" {ratio:>6} {pct}", flush=True)
+        def run_s3(cfg, lat):
+            cfg["watch"] = watch
+            proxy.clear()
+            if lat:
+                proxy.set_latency(lat)
+            return run_child(CHILD, cfg, s3_env, a.timeout, proxy)
+
+        rows = pipeline_table(a, libs, formats, latencies, count, shards, base_env, run_s3)
+        diag = [(fmt, work, source, lib, res, object_gets(window) if window is not None else None, lat)
+                for fmt, work, source, lib, res, window, lat in rows]
         if diag:
             print("\nS3 rows, timed part: object GETs per image, GET/s, Little's-law in-flight lower bound, CPU % of one core")
             print(f"{'format':<10} {'work':<10} {'source':<9} {'lib':<7} {'img/s':>7} {'GET/img':>8} {'GET/s':>7}"
@@ -456,15 +427,61 @@ def main():
                 gps = gets / res["seconds"] if gets is not None else None
                 infl = f"{gps * lat / 1000:>8.1f}" if gps is not None and lat else f"{'-':>8}"
                 cpu = res["cpu"]
-                show = lambda v, w: f"{v:>{w}.0f}" if v is not None else f"{'-':>{w}}"  # noqa: E731
                 print(f"{fmt:<10} {work:<10} {source:<9} {lib:<7} {res['rate']:>7.0f} "
                       + (f"{per:>8.2f} {gps:>7.0f}" if per is not None else f"{'-':>8} {'-':>7}")
                       + f" {infl} {show(cpu.get('client'), 8)} {show(cpu.get('moto'), 6)} {show(cpu.get('proxy'), 7)}")
 
 
+def show(v, width):
+    return f"{v:>{width}.0f}" if v is not None else f"{'-':>{width}}"
+
+
+def pipeline_table(a, libs, formats, latencies, count, shards, base_env, run_s3, extra_head="", extra=lambda results: ""):
+    """Runs every (format, work, source, library) child and prints the table: images/s,
+    sluice/dali, each library's share of its own disk rate, and `extra(results)` (columns of
+    the row's results by library, headed `extra_head`). `run_s3(cfg, latency)` runs an S3
+    row's child: (result, the proxy's log over its timed part or None, stderr). Returns the
+    S3 rows: [(format, work, source, library, result, log window, latency)]."""
+    sources = [("disk", None)] + [(f"s3+{l:g}ms", l) for l in latencies]
+    print(f"{'format':<10} {'work':<10} {'source':<9} " + " ".join(f"{lib:>9}" for lib in libs)
+          + f" {'s/d':>6} " + " ".join(f"{lib + ' %disk':>12}" for lib in libs) + extra_head)
+    rows = []
+    for fmt in formats:
+        for decode in (False, True):
+            work = "rn50 train" if decode else "read only"
+            disk = {}
+            for source, lat in sources:
+                results = {}
+                for lib in libs:
+                    cfg = dict(lib=lib, fmt=fmt, decode=decode, batch=a.batch, threads=a.threads, epochs=a.epochs,
+                               shards=shards, max_seconds=a.max_seconds)
+                    if lat is None:
+                        cfg["root"] = a.data
+                        res, window, err = run_child(CHILD, cfg, base_env, a.timeout)
+                    else:
+                        cfg["root"] = f"s3://{BUCKET}"
+                        res, window, err = run_s3(cfg, lat)
+                    if res is None:
+                        sys.stderr.write(f"[{fmt} {work} {source} {lib}] failed:\n{err}\n")
+                        continue
+                    if res["epoch_size"] != count:
+                        sys.stderr.write(f"[{fmt} {work} {source} {lib}] epoch size {res['epoch_size']} != {count}\n")
+                    results[lib] = res
+                    if lat is None:
+                        disk[lib] = res["rate"]
+                    else:
+                        rows.append((fmt, work, source, lib, res, window, lat))
+                rates = {lib: r["rate"] for lib, r in results.items()}
+                ratio = f"{rates['sluice'] / rates['dali']:.2f}x" if rates.get("sluice") and rates.get("dali") else "-"
+                pct = " ".join(percent(rates.get(l), disk.get(l)) for l in libs)
+                print(f"{fmt:<10} {work:<10} {source:<9} " + " ".join(fmt_rate(rates.get(l)) for l in libs)
+                      + f" {ratio:>6} {pct}" + extra(results), flush=True)
+    return rows
+
+
 def run_fast(a, libs, formats, latencies, rel_files, shards, base_env):
     """The pipelines table against bench-s3-server (see FastServer)."""
-    from storage_server import ACCESS_KEY_ID, REGION, SECRET_ACCESS_KEY
+    from storage_server import client_env
 
     count = len(rel_files)
     global CLIENT_CPUS
@@ -474,50 +491,23 @@ def run_fast(a, libs, formats, latencies, rel_files, shards, base_env):
         server_cpus, CLIENT_CPUS = set(every[-a.server_cpus:]), set(every[:-a.server_cpus])
     server = FastServer(a.s3_server, a.data, latencies, server_cpus)
 
-    def env_of(endpoint):
-        return dict(base_env, AWS_ENDPOINT_URL=endpoint, AWS_REGION=REGION, AWS_DEFAULT_REGION=REGION,
-                    AWS_ACCESS_KEY_ID=ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY=SECRET_ACCESS_KEY, AWS_EC2_METADATA_DISABLED="true")
-
     try:
         print(f"\n{count} ImageNet-like JPEGs, batch {a.batch}, {a.threads} threads, {a.epochs} epoch(s) after warm-up; "
               f"{os.cpu_count()} CPUs; bench-s3-server"
               + (f" on {a.server_cpus} of them, every pipeline (disk rows too) on the other {len(CLIENT_CPUS)}" if a.server_cpus else ""))
-        sources = [("disk", None)] + [(f"s3+{l:g}ms", l) for l in latencies]
-        print(f"{'format':<10} {'work':<10} {'source':<9} " + " ".join(f"{lib:>9}" for lib in libs)
-              + f" {'s/d':>6} " + " ".join(f"{lib + ' %disk':>12}" for lib in libs)
-              + " " + " ".join(f"{lib + ' cpu%':>11}" for lib in libs) + f" {'server%':>8}")
-        for fmt in formats:
-            for decode in (False, True):
-                work = "rn50 train" if decode else "read only"
-                disk = {}
-                for source, lat in sources:
-                    rates, cpus = {}, {}
-                    for lib in libs:
-                        cfg = dict(lib=lib, fmt=fmt, decode=decode, batch=a.batch, threads=a.threads, epochs=a.epochs,
-                                   shards=shards, max_seconds=a.max_seconds)
-                        if lat is None:
-                            cfg["root"] = a.data
-                            res, _, err = run_child(CHILD, cfg, base_env, a.timeout)
-                        else:
-                            endpoint, server_pid = server.servers[lat]
-                            cfg["root"] = f"s3://{BUCKET}"
-                            cfg["watch"] = {"server": server_pid}
-                            res, _, err = run_child(CHILD, cfg, env_of(endpoint), a.timeout)
-                        if res is None:
-                            sys.stderr.write(f"[{fmt} {work} {source} {lib}] failed:\n{err}\n")
-                            continue
-                        if res["epoch_size"] != count:
-                            sys.stderr.write(f"[{fmt} {work} {source} {lib}] epoch size {res['epoch_size']} != {count}\n")
-                        rates[lib], cpus[lib] = res["rate"], res["cpu"]
-                        if lat is None:
-                            disk[lib] = res["rate"]
-                    ratio = f"{rates['sluice'] / rates['dali']:.2f}x" if rates.get("sluice") and rates.get("dali") else "-"
-                    pct = " ".join(percent(rates.get(l), disk.get(l)) for l in libs)
-                    show = lambda v, w: f"{v:>{w}.0f}" if v is not None else f"{'-':>{w}}"  # noqa: E731
-                    cpu = " ".join(show(cpus.get(l, {}).get("client"), 11) for l in libs)
-                    last = cpus.get("sluice") or next(iter(cpus.values()), {})
-                    print(f"{fmt:<10} {work:<10} {source:<9} " + " ".join(fmt_rate(rates.get(l)) for l in libs)
-                          + f" {ratio:>6} {pct} {cpu} {show(last.get('server'), 8)}", flush=True)
+
+        def run_s3(cfg, lat):
+            endpoint, server_pid = server.servers[lat]
+            cfg["watch"] = {"server": server_pid}
+            return run_child(CHILD, cfg, dict(base_env, **client_env(endpoint)), a.timeout)
+
+        def cpu_columns(results):
+            cpus = {lib: r["cpu"] for lib, r in results.items()}
+            last = cpus.get("sluice") or next(iter(cpus.values()), {})
+            return " " + " ".join(show(cpus.get(l, {}).get("client"), 11) for l in libs) + f" {show(last.get('server'), 8)}"
+
+        extra_head = " " + " ".join(f"{lib + ' cpu%':>11}" for lib in libs) + f" {'server%':>8}"
+        pipeline_table(a, libs, formats, latencies, count, shards, base_env, run_s3, extra_head, cpu_columns)
     finally:
         server.stop()
 

@@ -41,7 +41,6 @@ Run as a script it is one of those children: `--webdav ROOT [CERT KEY]` prints "
 `--gcs` prints "READY <emulator port> <adapter port>"; both run until their stdin closes.
 """
 
-import contextlib
 import datetime
 import email.utils
 import http.client
@@ -57,7 +56,7 @@ import urllib.parse
 import urllib.request
 from pathlib import Path
 
-from storage_server import START_TIMEOUT, ChildProcess, _readline_with_timeout
+from storage_server import START_TIMEOUT, ChildProcess, _readline_with_timeout, serve_until_stdin_closes
 
 HOST = "127.0.0.1"
 
@@ -222,14 +221,7 @@ def _webdav(root, cert=None, key=None):
     server.prepare()
     thread = threading.Thread(target=server.serve, daemon=True)
     thread.start()
-    sys.stdout.write(f"READY {server.bind_addr[1]}\n")
-    sys.stdout.flush()
-    try:
-        sys.stdin.read()
-    finally:
-        with contextlib.suppress(Exception):
-            server.stop()
-    os._exit(0)
+    serve_until_stdin_closes([server.bind_addr[1]], server.stop)
 
 
 # --------------------------------------------------------------------------- GCS
@@ -461,16 +453,7 @@ def _gcs():
                 os._exit(1)
             time.sleep(0.1)
     adapter = _gcs_adapter(emulator_port)
-    sys.stdout.write(f"READY {emulator_port} {adapter.server_address[1]}\n")
-    sys.stdout.flush()
-    try:
-        sys.stdin.read()
-    finally:
-        with contextlib.suppress(Exception):
-            adapter.shutdown()
-        with contextlib.suppress(Exception):
-            emulator.stop()
-    os._exit(0)
+    serve_until_stdin_closes([emulator_port, adapter.server_address[1]], adapter.shutdown, emulator.stop)
 
 
 if __name__ == "__main__":

@@ -42,6 +42,19 @@ START_TIMEOUT = 30.0
 
 
 # --------------------------------------------------------------------------- moto server
+def client_env(endpoint):
+    """Environment for an S3 client of the server (or proxy) at `endpoint`, with the test
+    credentials."""
+    return {
+        "AWS_ENDPOINT_URL": endpoint,
+        "AWS_REGION": REGION,
+        "AWS_DEFAULT_REGION": REGION,
+        "AWS_ACCESS_KEY_ID": ACCESS_KEY_ID,
+        "AWS_SECRET_ACCESS_KEY": SECRET_ACCESS_KEY,
+        "AWS_EC2_METADATA_DISABLED": "true",  # no 169.254.169.254 probing (slow timeouts)
+    }
+
+
 class ChildProcess:
     """A server in a child process (`_proc`, made by the subclass's start()): stop() ends it
     (killed if it does not exit within ~10 s), and it is a context manager."""
@@ -109,14 +122,7 @@ class S3Server(ChildProcess):
 
     def env(self, endpoint=None):
         """Environment for an S3 client of this server (or of a proxy in front of it)."""
-        return {
-            "AWS_ENDPOINT_URL": endpoint or self.endpoint,
-            "AWS_REGION": REGION,
-            "AWS_DEFAULT_REGION": REGION,
-            "AWS_ACCESS_KEY_ID": ACCESS_KEY_ID,
-            "AWS_SECRET_ACCESS_KEY": SECRET_ACCESS_KEY,
-            "AWS_EC2_METADATA_DISABLED": "true",  # no 169.254.169.254 probing (slow timeouts)
-        }
+        return client_env(endpoint or self.endpoint)
 
     # ---- data
     def client(self):
@@ -201,14 +207,20 @@ def _serve(host):
 
     server = ThreadedMotoServer(ip_address=host, port=0, verbose=False)
     server.start()
-    h, p = server.get_host_and_port()
-    sys.stdout.write(f"READY {h} {p}\n")
+    serve_until_stdin_closes(server.get_host_and_port(), server.stop)
+
+
+def serve_until_stdin_closes(said, *stops):
+    """The end of a ChildProcess's child: prints "READY <said...>", runs until the parent
+    closes its stdin (or dies), then calls each of `stops` (their errors ignored) and exits."""
+    sys.stdout.write("READY " + " ".join(str(x) for x in said) + "\n")
     sys.stdout.flush()
     try:
-        sys.stdin.read()  # until the parent closes our stdin (or dies)
+        sys.stdin.read()
     finally:
-        with contextlib.suppress(Exception):
-            server.stop()
+        for stop in stops:
+            with contextlib.suppress(Exception):
+                stop()
     os._exit(0)
 
 
@@ -322,7 +334,6 @@ class _ProxyCore:
 
     # ---- control (requests to /__fault__/...)
     def _control(self, target):
-        import json
         import urllib.parse
 
         url = urllib.parse.urlsplit(target)
@@ -559,14 +570,7 @@ def _proxy(upstream, io_timeout):
     """Child-process side of FaultProxy."""
     core = _ProxyCore(upstream, io_timeout)
     core.start()
-    sys.stdout.write(f"READY {core.port}\n")
-    sys.stdout.flush()
-    try:
-        sys.stdin.read()
-    finally:
-        with contextlib.suppress(Exception):
-            core.stop()
-    os._exit(0)
+    serve_until_stdin_closes([core.port], core.stop)
 
 
 if __name__ == "__main__":

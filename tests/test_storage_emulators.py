@@ -28,7 +28,6 @@ environment read when a store is made: tests that change the environment (certif
 retries, GOOGLE_*) use storage options no other test uses, so they get a store of their own.
 """
 
-import re
 import shutil
 import urllib.error
 import urllib.request

@@ -212,10 +212,13 @@ pub fn read_exact_at(f: &std::fs::File, dst: &mut [u8], offset: u64, what: &str)
 }
 
 /// [`BatchSource::read_ahead`] for formats read with [`read_spans`]: starts the requests for
-/// the samples `idx` whose files are in object storage.
+/// the samples `idx` whose files are in object storage (nothing is allocated for local ones).
 pub fn read_ahead_spans(files: &[Source], idx: &[usize], span: impl Fn(usize) -> (u32, u64, u64)) {
-    let reads: Vec<(&Source, u64, u64)> = idx.iter().map(|&k| span(k)).map(|(f, offset, len)| (&files[f as usize], offset, len)).collect();
-    crate::storage::read_ahead_ranges(&reads);
+    let reads: Vec<(&Source, u64, u64)> =
+        idx.iter().map(|&k| span(k)).map(|(f, offset, len)| (&files[f as usize], offset, len)).filter(|r| r.0.is_remote()).collect();
+    if !reads.is_empty() {
+        crate::storage::read_ahead_ranges(&reads);
+    }
 }
 
 /// Reads the byte ranges of a batch's samples (`span(k)`: file, offset, length of sample `k`)

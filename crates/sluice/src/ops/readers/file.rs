@@ -248,10 +248,9 @@ fn parse_file_list(op: &str, opts: &storage::Options, list: &Path, base: &Path) 
 }
 
 /// Lists the dataset the arguments describe.
-fn list_dataset(ctx: &OpContext) -> Result<Dataset> {
+fn list_dataset(ctx: &OpContext, opts: &storage::Options) -> Result<Dataset> {
     let op = ctx.display_name.as_str();
     let a = &ctx.args;
-    let opts = storage_options(ctx)?;
     let root = a.opt_str("file_root").map(PathBuf::from);
     let has_files = a.has("files");
     let has_list = a.has("file_list");
@@ -311,9 +310,10 @@ fn list_dataset(ctx: &OpContext) -> Result<Dataset> {
 
 /// The operator: the reader core over the listed files.
 fn file_reader(ctx: &OpContext) -> Result<ReaderCore<Vec<TensorList>>> {
-    let ds = list_dataset(ctx)?;
+    let opts = storage_options(ctx)?;
+    let ds = list_dataset(ctx, &opts)?;
     let n = ds.len();
-    let source = FileSource { op: ctx.display_name.clone(), ds, read_threads: ctx.num_threads, sizes: Vec::new(), opts: storage_options(ctx)? };
+    let source = FileSource { op: ctx.display_name.clone(), ds, read_threads: ctx.num_threads, sizes: Vec::new(), opts };
     ReaderCore::start(ctx, n, source)
 }
 
@@ -330,7 +330,7 @@ impl BatchSource for FileSource {
     type Batch = Vec<TensorList>;
 
     fn read_ahead(&mut self, idx: &[usize]) {
-        read_ahead_files(idx.iter().map(|&k| &self.ds.paths[k]), &self.opts);
+        read_ahead_files(idx.iter().map(|&k| self.ds.paths[k].as_path()), &self.opts);
     }
 
     fn read(&mut self, idx: &[usize], batch_no: u64, stop: &AtomicBool) -> Result<Vec<TensorList>> {
@@ -415,11 +415,12 @@ pub(super) fn storage_options(ctx: &OpContext) -> Result<storage::Options> {
     storage::Options::from_args(&ctx.args).map_err(|(arg, m)| Error::arg(&ctx.display_name, arg, m))
 }
 
-/// [`BatchSource::read_ahead`] for formats that read whole files ([`read_whole_files`]).
-pub(super) fn read_ahead_files(paths: impl Iterator<Item = impl AsRef<Path>>, opts: &storage::Options) {
-    let names: Vec<String> = paths.map(|p| p.as_ref().to_string_lossy().into_owned()).filter(|p| storage::is_object_uri(p)).collect();
-    if !names.is_empty() {
-        storage::read_ahead_objects(&names.iter().map(String::as_str).collect::<Vec<_>>(), opts);
+/// [`BatchSource::read_ahead`] for formats that read whole files ([`read_whole_files`]):
+/// nothing is allocated for local files.
+pub(super) fn read_ahead_files<'a>(paths: impl Iterator<Item = &'a Path>, opts: &storage::Options) {
+    let uris: Vec<std::borrow::Cow<str>> = paths.map(Path::to_string_lossy).filter(|p| storage::is_object_uri(p)).collect();
+    if !uris.is_empty() {
+        storage::read_ahead_objects(&uris.iter().map(|u| u.as_ref()).collect::<Vec<_>>(), opts);
     }
 }
 

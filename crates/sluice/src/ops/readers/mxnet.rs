@@ -59,7 +59,7 @@ struct Index {
     spans: Vec<(u32, u64, u64)>,
 }
 
-fn read_index(ctx: &OpContext) -> Result<Index> {
+fn read_index(ctx: &OpContext, opts: &storage::Options) -> Result<Index> {
     let op = ctx.display_name.as_str();
     let paths: Vec<PathBuf> = ctx.args.strs("path").iter().map(PathBuf::from).collect();
     let indexes = ctx.args.strs("index_path");
@@ -69,7 +69,6 @@ fn read_index(ctx: &OpContext) -> Result<Index> {
     if paths.is_empty() {
         return Err(Error::arg(op, "path", "no RecordIO files given"));
     }
-    let opts = super::file::storage_options(ctx)?;
     let sizes = paths.iter().map(|p| storage::size(&p.to_string_lossy(), &opts).map_err(|e| Error::io(op, p.display(), e))).collect::<Result<Vec<_>>>()?;
     let text = storage::read(&indexes[0], &opts).map_err(|e| Error::io(op, &indexes[0], e))?;
     let text = String::from_utf8_lossy(&text);
@@ -251,8 +250,8 @@ impl BatchSource for RecSource {
 /// The operator: the reader core over the indexed records.
 fn mxnet_reader(ctx: &OpContext) -> Result<ReaderCore<Vec<TensorList>>> {
     let op = ctx.display_name.as_str();
-    let index = read_index(ctx)?;
     let opts = super::file::storage_options(ctx)?;
+    let index = read_index(ctx, &opts)?;
     let files = index.paths.iter().map(|p| Source::open(&p.to_string_lossy(), &opts).map_err(|e| Error::io(op, p.display(), e))).collect::<Result<Vec<_>>>()?;
     let n = index.spans.len();
     let source = RecSource { op: op.to_string(), index, files, read_threads: ctx.num_threads, scratch: Vec::new() };

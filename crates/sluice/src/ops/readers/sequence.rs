@@ -83,13 +83,12 @@ fn positive(op: &str, ctx: &OpContext, name: &str, what: &str) -> Result<usize> 
     Ok(v as usize)
 }
 
-fn list_sequences(ctx: &OpContext) -> Result<Sequences> {
+fn list_sequences(ctx: &OpContext, opts: &storage::Options) -> Result<Sequences> {
     let op = ctx.display_name.as_str();
     let length = positive(op, ctx, "sequence_length", "Sequence length")?;
     let step = positive(op, ctx, "step", "Step")?;
     let stride = positive(op, ctx, "stride", "Stride")?;
     let root = ctx.args.str("file_root");
-    let opts = super::file::storage_options(ctx)?;
     let list = |dir: &str| storage::list(dir, &opts).map_err(|e| Error::io(op, dir, format!("cannot list the streams: {e}")));
     // (the path string, as DALI sorts it; its stream folder)
     let mut frames: Vec<(String, usize)> = Vec::new();
@@ -173,9 +172,10 @@ impl SequenceReader {
         let color = color_space(op, ctx.args.int("image_type")).map_err(|_| Error::arg(op, "image_type", format!("unknown image type {}", ctx.args.int("image_type"))))?;
         // DALI decodes frames with its host decoders as stored: no EXIF orientation.
         let params = DecodeParams { color, adjust_orientation: false, ..DecodeParams::default() };
-        let seqs = Arc::new(list_sequences(ctx)?);
+        let opts = super::file::storage_options(ctx)?;
+        let seqs = Arc::new(list_sequences(ctx, &opts)?);
         let (n, length) = (seqs.starts.len(), seqs.length);
-        let source = FrameFiles { opts: super::file::storage_options(ctx)?, op: op.to_string(), seqs, read_threads: ctx.num_threads, sizes: Vec::new() };
+        let source = FrameFiles { opts, op: op.to_string(), seqs, read_threads: ctx.num_threads, sizes: Vec::new() };
         Ok(SequenceReader { ctx: ctx.clone(), core: ReaderCore::start(ctx, n, source)?, length, params })
     }
 }

@@ -90,7 +90,7 @@ pub fn num_outputs(args: &Args) -> usize {
 /// Arguments that have no meaning with preprocessed annotations (DALI refuses them given).
 const NOT_WITH_PREPROCESSED: &[&str] = &["annotations_file", "skip_empty", "ratio", "ltrb", "images", "size_threshold"];
 
-fn load_annotations(ctx: &OpContext, wanted: Wanted) -> Result<Annotations> {
+fn load_annotations(ctx: &OpContext, storage: &crate::storage::Options, wanted: Wanted) -> Result<Annotations> {
     let op = ctx.display_name.as_str();
     let a = &ctx.args;
     if let Some(dir) = a.opt_str("preprocessed_annotations") {
@@ -113,7 +113,7 @@ fn load_annotations(ctx: &OpContext, wanted: Wanted) -> Result<Annotations> {
         images,
         wanted,
     };
-    let ann = annotations::parse(Path::new(path), &super::file::storage_options(ctx)?, &opts).map_err(|e| {
+    let ann = annotations::parse(Path::new(path), storage, &opts).map_err(|e| {
         if e.value_error {
             Error::type_mismatch(op, format!("{path}: {}", e.message))
         } else {
@@ -178,11 +178,12 @@ impl CocoReader {
             return Err(Error::arg(op, "shard_id", "num_shards needs to be greater than shard_id"));
         }
         let wanted = Wanted { polygons: out.polygons, pixelwise: out.pixelwise, image_ids: out.image_ids };
-        let ann = Arc::new(load_annotations(ctx, wanted)?);
+        let storage = super::file::storage_options(ctx)?;
+        let ann = Arc::new(load_annotations(ctx, &storage, wanted)?);
         if ann.len() == 0 {
             return Err(Error::io(op, root, "No files found."));
         }
-        let source = ImageFiles { opts: super::file::storage_options(ctx)?, op: op.to_string(), root: PathBuf::from(root), ann: ann.clone(), read_threads: ctx.num_threads, sizes: Vec::new() };
+        let source = ImageFiles { opts: storage, op: op.to_string(), root: PathBuf::from(root), ann: ann.clone(), read_threads: ctx.num_threads, sizes: Vec::new() };
         let core = ReaderCore::start(ctx, ann.len(), source)?;
         Ok(CocoReader { ctx: ctx.clone(), core, ann, out })
     }
@@ -202,7 +203,11 @@ impl BatchSource for ImageFiles {
     type Batch = (TensorList, Vec<usize>);
 
     fn read_ahead(&mut self, idx: &[usize]) {
-        super::file::read_ahead_files(idx.iter().map(|&k| self.root.join(&self.ann.file_names[k])), &self.opts);
+        // Joined only for a root in object storage (a local root's files need no read-ahead).
+        if crate::storage::is_object_uri(&self.root.to_string_lossy()) {
+            let paths: Vec<PathBuf> = idx.iter().map(|&k| self.root.join(&self.ann.file_names[k])).collect();
+            super::file::read_ahead_files(paths.iter().map(PathBuf::as_path), &self.opts);
+        }
     }
 
     fn read(&mut self, idx: &[usize], batch_no: u64, stop: &AtomicBool) -> Result<(TensorList, Vec<usize>)> {

@@ -88,10 +88,9 @@ struct Listing {
     paths: Vec<PathBuf>,
 }
 
-fn list_files(ctx: &OpContext) -> Result<Listing> {
+fn list_files(ctx: &OpContext, opts: &storage::Options) -> Result<Listing> {
     let op = ctx.display_name.as_str();
     let a = &ctx.args;
-    let opts = super::file::storage_options(ctx)?;
     let root = a.opt_str("file_root").map(PathBuf::from);
     let mut names = Vec::new();
     if a.has("files") && a.has("file_list") {
@@ -193,7 +192,7 @@ impl BatchSource for NpySource {
 
     fn read_ahead(&mut self, idx: &[usize]) {
         if self.remote {
-            super::file::read_ahead_files(idx.iter().map(|&k| &self.files.paths[k]), &self.opts);
+            super::file::read_ahead_files(idx.iter().map(|&k| self.files.paths[k].as_path()), &self.opts);
         }
     }
 
@@ -280,10 +279,11 @@ impl NumpyReader {
             return Err(Error::arg(op, "roi_end", "\"roi_end\", \"rel_roi_end\", \"roi_shape\", and \"rel_roi_shape\" arguments are mutually exclusive"));
         }
         let has_roi = ROI_ARGS.iter().any(|n| given(n));
-        let files = list_files(ctx)?;
+        let opts = super::file::storage_options(ctx)?;
+        let files = list_files(ctx, &opts)?;
         let n = files.names.len();
         let remote = files.paths.iter().any(|p| storage::is_object_uri(&p.to_string_lossy()));
-        let source = NpySource { op: op.to_string(), files, remote, opts: super::file::storage_options(ctx)?, read_threads: ctx.num_threads };
+        let source = NpySource { op: op.to_string(), files, remote, opts, read_threads: ctx.num_threads };
         Ok(NumpyReader { ctx: ctx.clone(), core: ReaderCore::start(ctx, n, source)?, policy, has_roi })
     }
 

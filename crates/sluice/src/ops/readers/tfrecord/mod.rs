@@ -166,7 +166,7 @@ struct Index {
     records: Vec<(u32, u64, u64)>,
 }
 
-fn read_indexes(ctx: &OpContext) -> Result<Index> {
+fn read_indexes(ctx: &OpContext, opts: &storage::Options) -> Result<Index> {
     let op = ctx.display_name.as_str();
     let paths: Vec<PathBuf> = ctx.args.strs("path").iter().map(PathBuf::from).collect();
     let indexes = ctx.args.strs("index_path");
@@ -176,7 +176,6 @@ fn read_indexes(ctx: &OpContext) -> Result<Index> {
     if indexes.len() != paths.len() {
         return Err(Error::arg(op, "index_path", format!("{} index files for {} TFRecord files: give one per file", indexes.len(), paths.len())));
     }
-    let opts = super::file::storage_options(ctx)?;
     let mut records = Vec::new();
     for (f, (path, index)) in paths.iter().zip(indexes).enumerate() {
         let len = storage::size(&path.to_string_lossy(), &opts).map_err(|e| Error::io(op, path.display(), e))?;
@@ -434,8 +433,8 @@ fn tfrecord_reader(ctx: &OpContext) -> Result<ReaderCore<Vec<TensorList>>> {
         return Err(Error::arg(op, "skip_cached_images", "TFRecordReader doesn't support `skip_cached_images` option"));
     }
     let features = parse_features(ctx)?;
-    let index = read_indexes(ctx)?;
     let opts = super::file::storage_options(ctx)?;
+    let index = read_indexes(ctx, &opts)?;
     let files = index.paths.iter().map(|p| Source::open(&p.to_string_lossy(), &opts).map_err(|e| Error::io(op, p.display(), e))).collect::<Result<Vec<_>>>()?;
     let n = index.records.len();
     let gathered = features.iter().map(|_| Gathered::default()).collect();

@@ -183,6 +183,16 @@ impl WdsSource {
             source: Some(self.samples.origin[k].clone()),
         }
     }
+
+    /// Where sample `k`'s output `o` lies: its archive, the offset and the bytes read (whole
+    /// elements of the output's type); `None` when the sample has none. What `read` reads and
+    /// what `read_ahead` requests, both.
+    fn component(&self, k: usize, o: usize) -> Option<(&Source, u64, usize)> {
+        let (offset, n) = self.samples.slots[k * self.dtypes.len() + o]?;
+        let size = self.dtypes[o].size();
+        let len = n as usize / size * size;
+        (len > 0).then(|| (&self.files[self.samples.archive[k] as usize], offset, len))
+    }
 }
 
 impl BatchSource for WdsSource {
@@ -190,14 +200,15 @@ impl BatchSource for WdsSource {
 
     fn read_ahead(&mut self, idx: &[usize]) {
         let this = &*self;
-        let outputs = this.dtypes.len();
         let reads: Vec<(&Source, u64, u64)> = idx
             .iter()
-            .flat_map(|&k| (0..outputs).filter_map(move |o| this.samples.slots[k * outputs + o].map(|(offset, n)| (k, offset, n / this.dtypes[o].size() as u64 * this.dtypes[o].size() as u64))))
-            .filter(|&(_, _, len)| len > 0)
-            .map(|(k, offset, len)| (&this.files[this.samples.archive[k] as usize], offset, len))
+            .flat_map(|&k| (0..this.dtypes.len()).filter_map(move |o| this.component(k, o)))
+            .filter(|c| c.0.is_remote())
+            .map(|(src, offset, len)| (src, offset, len as u64))
             .collect();
-        storage::read_ahead_ranges(&reads);
+        if !reads.is_empty() {
+            storage::read_ahead_ranges(&reads);
+        }
     }
 
     fn read(&mut self, idx: &[usize], batch_no: u64, stop: &AtomicBool) -> Result<Vec<TensorList>> {
@@ -205,7 +216,7 @@ impl BatchSource for WdsSource {
         let mut outs: Vec<TensorList> = (0..outputs)
             .map(|o| {
                 let size = self.dtypes[o].size();
-                let shapes: Vec<usize> = idx.iter().map(|&k| self.samples.slots[k * outputs + o].map_or(0, |(_, n)| n as usize / size)).collect();
+                let shapes: Vec<usize> = idx.iter().map(|&k| self.component(k, o).map_or(0, |c| c.2 / size)).collect();
                 let mut t = TensorList::for_overwrite(BatchMeta::new(self.dtypes[o], 1, shapes.chunks(1)));
                 t.set_source_info(idx.iter().map(|&k| self.samples.info[k * outputs + o].clone()).collect());
                 t
@@ -229,9 +240,8 @@ impl BatchSource for WdsSource {
             let mut reads: Vec<(&Source, u64, &mut [u8])> = jobs
                 .into_iter()
                 .map(|(i, o, dst)| {
-                    let k = idx[i];
-                    let (offset, _) = this.samples.slots[k * outputs + o].expect("jobs have data");
-                    (&this.files[this.samples.archive[k] as usize], offset, dst)
+                    let (src, offset, _) = this.component(idx[i], o).expect("jobs have data");
+                    (src, offset, dst)
                 })
                 .collect();
             storage::read_many(&mut reads, self.read_threads, |j, m| {
