@@ -636,3 +636,20 @@ def test_partial_leaves_the_padding_out_of_the_pipeline():
     resumed = make(it.checkpoints()[0])
     rest = [b[0]["label"].ravel().tolist() for b in resumed]
     assert rest == epochs[1][1:]
+
+
+def test_partial_batch_of_padding_only_keeps_its_sample_shape(fw):
+    """Over 3 shards, 11 samples pad to 4 a shard; shard 0 holds 3, so with batch 3 its
+    second batch is padding only: PARTIAL returns it empty in its sample shape ([0, 1]
+    labels), as DALI does (a training step must still run on it under DDP)."""
+    lib, make_it, to_np = fw
+    pipe = lib.Pipeline(batch_size=3, num_threads=1, device_id=None, seed=1)
+    with pipe:
+        _, labels = lib.fn.readers.file(files=[THIS_FILE] * 11, labels=list(range(11)), pad_last_batch=True,
+                                        shard_id=0, num_shards=3, stick_to_shard=True, name="Reader")
+        pipe.set_outputs(labels)
+    it = make_it([pipe], ["label"], reader_name="Reader", last_batch_policy=lib.plugin.base_iterator.LastBatchPolicy.PARTIAL)
+    for _ in range(2):
+        shapes = [to_np(b[0]["label"]).shape for b in it]
+        assert shapes == [(3, 1), (0, 1)]
+        it.reset()

@@ -120,3 +120,15 @@ def test_pipeline_is_a_package_with_experimental():
         return sluice.fn.random.uniform()
 
     assert isinstance(plain(), Pipeline) and len(debug().run()[0]) == 2
+
+
+def test_submodules_are_attributes_after_a_plain_import():
+    """DALI programs write `dali.backend.TensorCPU(...)` after `import nvidia.dali as dali`
+    alone: the package's submodules DALI's import brings along are attributes of Sluice's."""
+    import subprocess
+    import sys
+
+    names = ["backend", "data_node", "types", "fn", "ops", "pipeline", "tensors", "math"]
+    code = f"import sluice; print([n for n in {names!r} if not hasattr(sluice, n)])"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    assert out.strip() == "[]"

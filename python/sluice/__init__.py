@@ -11,6 +11,9 @@ from . import fn
 from . import ops
 from . import math
 from . import tfrecord
+# Attributes of the package after a plain `import nvidia.dali`, as programs use them
+# (`dali.backend.TensorCPU`).
+from . import backend, data_node
 from .tensors import TensorCPU, TensorGPU, TensorListCPU, TensorListGPU
 
 __version__ = _core.__version__

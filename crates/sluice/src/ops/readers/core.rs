@@ -15,6 +15,7 @@ use std::thread::JoinHandle;
 
 use crossbeam_channel::{bounded, Receiver};
 
+use super::list_shuffle::dali_list_order;
 use super::loader::{BatchPlan, Sequencer, SequencerConfig};
 use crate::error::{Error, Result};
 use crate::ops::{OpContext, Operator, ReaderMeta, Workspace};
@@ -41,6 +42,13 @@ pub trait BatchSource: Send + 'static {
     fn shuffle_groups(&self) -> Option<Vec<usize>> {
         None
     }
+
+    /// Whether DALI's reader of this format shuffles its whole list once, before sharding,
+    /// when `random_shuffle` is on (its list readers: file, coco, sequence, numpy); the
+    /// default: no (indexed formats shuffle within the shard only).
+    fn shuffles_whole_list(&self) -> bool {
+        false
+    }
 }
 
 /// The operator's side of a reader: its loader thread's batches, in order.
@@ -57,17 +65,29 @@ impl<B: Send + 'static> ReaderCore<B> {
     /// Starts reading `source`'s `num_samples` samples in the order the reader arguments of
     /// `ctx` give (sharding, shuffling, padding), from the checkpoint position
     /// `ctx.resume_samples`.
-    pub fn start<S: BatchSource<Batch = B>>(ctx: &OpContext, num_samples: usize, mut source: S) -> Result<ReaderCore<B>> {
+    pub fn start<S: BatchSource<Batch = B>>(
+        ctx: &OpContext,
+        num_samples: usize,
+        mut source: S,
+    ) -> Result<ReaderCore<B>> {
         let op = ctx.display_name.clone();
-        let cfg = SequencerConfig::from_context(ctx, num_samples, source.shuffle_groups())?;
+        let mut cfg = SequencerConfig::from_context(ctx, num_samples, source.shuffle_groups())?;
+        if cfg.random_shuffle && source.shuffles_whole_list() {
+            cfg.list_order = Some(dali_list_order(num_samples).into());
+        }
         let depth = ctx.args.int("prefetch_queue_depth");
         if depth < 1 {
-            return Err(Error::arg(&op, "prefetch_queue_depth", format!("must be at least 1, got {depth}")));
+            return Err(Error::arg(
+                &op,
+                "prefetch_queue_depth",
+                format!("must be at least 1, got {depth}"),
+            ));
         }
         let batch_size = cfg.batch_size as u64;
         let mut seq = Sequencer::new(cfg);
         seq.skip(ctx.resume_samples);
-        let plan = (seq.config().omit_padding && seq.config().pad_last_batch).then(|| Arc::new(Mutex::new(BatchPlan::new(seq.clone()))));
+        let plan = (seq.config().omit_padding && seq.config().pad_last_batch)
+            .then(|| Arc::new(Mutex::new(BatchPlan::new(seq.clone()))));
         let meta = seq.meta();
         // `depth - 1` queued plus one waiting in `send` keeps `depth` batches ready.
         let (tx, rx) = bounded(depth as usize - 1);
@@ -80,7 +100,8 @@ impl<B: Send + 'static> ReaderCore<B> {
                 .spawn(move || {
                     // The batches after the one being read, their samples known in advance
                     // so that the source can start reading them (object storage).
-                    let mut upcoming: VecDeque<Vec<usize>> = VecDeque::with_capacity(depth as usize + 1);
+                    let mut upcoming: VecDeque<Vec<usize>> =
+                        VecDeque::with_capacity(depth as usize + 1);
                     let mut spare = Vec::new();
                     while !stop.load(Ordering::Relaxed) {
                         while upcoming.len() <= depth as usize {
@@ -98,15 +119,29 @@ impl<B: Send + 'static> ReaderCore<B> {
                         }
                     }
                 })
-                .map_err(|e| Error::Unsupported(format!("{op}: cannot start the loader thread: {e}")))?
+                .map_err(|e| {
+                    Error::Unsupported(format!("{op}: cannot start the loader thread: {e}"))
+                })?
         };
-        Ok(ReaderCore { op, meta, plan, rx: Some(rx), stop, handle: Some(handle) })
+        Ok(ReaderCore {
+            op,
+            meta,
+            plan,
+            rx: Some(rx),
+            stop,
+            handle: Some(handle),
+        })
     }
 
     /// The next batch (waits for the loader thread).
     pub fn next(&self) -> Result<B> {
         let rx = self.rx.as_ref().expect("receiver lives until drop");
-        rx.recv().unwrap_or_else(|_| Err(Error::Unsupported(format!("{}: the loader thread stopped", self.op))))
+        rx.recv().unwrap_or_else(|_| {
+            Err(Error::Unsupported(format!(
+                "{}: the loader thread stopped",
+                self.op
+            )))
+        })
     }
 
     /// See [`crate::ops::Operator::reader_meta`].
@@ -150,11 +185,18 @@ impl Operator for ReaderCore<Vec<TensorList>> {
 /// A reader operator made by `make`, at once or, with `lazy_init`, when it is first used
 /// (run, or asked for its metadata): listing a large data set then waits until it is needed.
 /// An error in the deferred making comes from `run`, and making is tried again next time.
-pub fn lazily(ctx: &OpContext, make: fn(&OpContext) -> Result<Box<dyn Operator>>) -> Result<Box<dyn Operator>> {
+pub fn lazily(
+    ctx: &OpContext,
+    make: fn(&OpContext) -> Result<Box<dyn Operator>>,
+) -> Result<Box<dyn Operator>> {
     if !ctx.args.bool("lazy_init") {
         return make(ctx);
     }
-    Ok(Box::new(Lazy { ctx: ctx.clone(), make, inner: Mutex::new(None) }))
+    Ok(Box::new(Lazy {
+        ctx: ctx.clone(),
+        make,
+        inner: Mutex::new(None),
+    }))
 }
 
 struct Lazy {
@@ -188,7 +230,11 @@ impl Operator for Lazy {
 }
 
 /// Reads up to `dst.len()` bytes of `f` at `offset`; returns how many there were.
-pub fn read_at_most(f: &std::fs::File, dst: &mut [u8], offset: u64) -> std::result::Result<usize, String> {
+pub fn read_at_most(
+    f: &std::fs::File,
+    dst: &mut [u8],
+    offset: u64,
+) -> std::result::Result<usize, String> {
     use std::os::unix::fs::FileExt;
     let mut got = 0;
     while got < dst.len() {
@@ -203,10 +249,18 @@ pub fn read_at_most(f: &std::fs::File, dst: &mut [u8], offset: u64) -> std::resu
 }
 
 /// Reads exactly `dst.len()` bytes of `f` at `offset` (`what` names them in the error).
-pub fn read_exact_at(f: &std::fs::File, dst: &mut [u8], offset: u64, what: &str) -> std::result::Result<(), String> {
+pub fn read_exact_at(
+    f: &std::fs::File,
+    dst: &mut [u8],
+    offset: u64,
+    what: &str,
+) -> std::result::Result<(), String> {
     let got = read_at_most(f, dst, offset)?;
     if got < dst.len() {
-        return Err(format!("truncated file: {got} of {what}'s {} bytes could be read", dst.len()));
+        return Err(format!(
+            "truncated file: {got} of {what}'s {} bytes could be read",
+            dst.len()
+        ));
     }
     Ok(())
 }
@@ -214,8 +268,12 @@ pub fn read_exact_at(f: &std::fs::File, dst: &mut [u8], offset: u64, what: &str)
 /// [`BatchSource::read_ahead`] for formats read with [`read_spans`]: starts the requests for
 /// the samples `idx` whose files are in object storage (nothing is allocated for local ones).
 pub fn read_ahead_spans(files: &[Source], idx: &[usize], span: impl Fn(usize) -> (u32, u64, u64)) {
-    let reads: Vec<(&Source, u64, u64)> =
-        idx.iter().map(|&k| span(k)).map(|(f, offset, len)| (&files[f as usize], offset, len)).filter(|r| r.0.is_remote()).collect();
+    let reads: Vec<(&Source, u64, u64)> = idx
+        .iter()
+        .map(|&k| span(k))
+        .map(|(f, offset, len)| (&files[f as usize], offset, len))
+        .filter(|r| r.0.is_remote())
+        .collect();
     if !reads.is_empty() {
         crate::storage::read_ahead_ranges(&reads);
     }
@@ -240,7 +298,14 @@ pub fn read_spans<T: Send + Default>(
     let spans: Vec<(u32, u64, u64)> = idx.iter().map(|&k| span(k)).collect();
     let total: usize = spans.iter().map(|s| s.2 as usize).sum();
     scratch.resize(total, 0);
-    let mut found: Vec<(usize, T)> = spans.iter().scan(0, |at, s| { let start = *at; *at += s.2 as usize; Some((start, T::default())) }).collect();
+    let mut found: Vec<(usize, T)> = spans
+        .iter()
+        .scan(0, |at, s| {
+            let start = *at;
+            *at += s.2 as usize;
+            Some((start, T::default()))
+        })
+        .collect();
     let mut slots = Vec::with_capacity(idx.len());
     let mut rest = &mut scratch[..];
     for ((i, s), f) in spans.iter().enumerate().zip(found.iter_mut()) {
@@ -251,21 +316,32 @@ pub fn read_spans<T: Send + Default>(
     let remote = spans.iter().any(|s| files[s.0 as usize].is_remote());
     if remote {
         // Every range requested at once; then the checks on the read threads.
-        let mut jobs: Vec<(&Source, u64, &mut [u8])> = slots.iter_mut().map(|(i, dst, _)| (&files[spans[*i].0 as usize], spans[*i].1, &mut **dst)).collect();
+        let mut jobs: Vec<(&Source, u64, &mut [u8])> = slots
+            .iter_mut()
+            .map(|(i, dst, _)| (&files[spans[*i].0 as usize], spans[*i].1, &mut **dst))
+            .collect();
         crate::storage::read_many(&mut jobs, threads, |i, m| located(i, idx[i], m))?;
     }
-    read_in_parallel(&mut slots, threads, total, |s| s.1.len(), |(i, dst, f)| {
-        if stop.load(Ordering::Relaxed) {
-            return Err(Error::Unsupported("the reader stopped".into()));
-        }
-        let (file, offset, _) = spans[*i];
-        let fail = |m| located(*i, idx[*i], m);
-        if !remote {
-            files[file as usize].read_exact_at(dst, offset, "the record").map_err(fail)?;
-        }
-        f.1 = check(dst).map_err(|m| located(*i, idx[*i], m))?;
-        Ok(())
-    })?;
+    read_in_parallel(
+        &mut slots,
+        threads,
+        total,
+        |s| s.1.len(),
+        |(i, dst, f)| {
+            if stop.load(Ordering::Relaxed) {
+                return Err(Error::Unsupported("the reader stopped".into()));
+            }
+            let (file, offset, _) = spans[*i];
+            let fail = |m| located(*i, idx[*i], m);
+            if !remote {
+                files[file as usize]
+                    .read_exact_at(dst, offset, "the record")
+                    .map_err(fail)?;
+            }
+            f.1 = check(dst).map_err(|m| located(*i, idx[*i], m))?;
+            Ok(())
+        },
+    )?;
     Ok(found)
 }
 
@@ -286,7 +362,11 @@ pub fn read_in_parallel<T: Send>(
     bytes: impl Fn(&T) -> usize,
     read: impl Fn(&mut T) -> Result<()> + Sync,
 ) -> Result<()> {
-    let threads = if total_bytes < PARALLEL_READ_BYTES { 1 } else { threads.clamp(1, MAX_READ_THREADS).min(items.len()) };
+    let threads = if total_bytes < PARALLEL_READ_BYTES {
+        1
+    } else {
+        threads.clamp(1, MAX_READ_THREADS).min(items.len())
+    };
     let read_run = |run: &mut [T]| -> Result<()> { run.iter_mut().try_for_each(&read) };
     if threads <= 1 {
         return read_run(items);
@@ -305,8 +385,17 @@ pub fn read_in_parallel<T: Send>(
         rest = tail;
     }
     let results: Vec<Result<()>> = std::thread::scope(|s| {
-        let handles: Vec<_> = runs.into_iter().map(|run| s.spawn(|| read_run(run))).collect();
-        handles.into_iter().map(|h| h.join().unwrap_or_else(|_| Err(Error::Unsupported("a read thread panicked".into())))).collect()
+        let handles: Vec<_> = runs
+            .into_iter()
+            .map(|run| s.spawn(|| read_run(run)))
+            .collect();
+        handles
+            .into_iter()
+            .map(|h| {
+                h.join()
+                    .unwrap_or_else(|_| Err(Error::Unsupported("a read thread panicked".into())))
+            })
+            .collect()
     });
     // Runs are in item order: the first error is the lowest item's.
     results.into_iter().collect::<Result<Vec<()>>>().map(|_| ())

@@ -16,7 +16,11 @@ pub(super) struct TransposeGpu {
 
 impl TransposeGpu {
     pub(super) fn new(ctx: &OpContext) -> Result<TransposeGpu> {
-        Ok(TransposeGpu { transpose: Transpose::new(ctx)?, copy: StridedCopy::default(), gathers: Vec::new() })
+        Ok(TransposeGpu {
+            transpose: Transpose::new(ctx)?,
+            copy: StridedCopy::default(),
+            gathers: Vec::new(),
+        })
     }
 }
 
