@@ -124,6 +124,17 @@ def main():
         torch.cuda.set_device(local_rank)
     dist.init_process_group("gloo" if a.cpu else "nccl", **({} if a.cpu else {"device_id": torch.device("cuda", local_rank)}))
 
+    def device_used_mib():
+        if a.cpu:
+            return 0
+        free, total = torch.cuda.mem_get_info(local_rank)
+        return (total - free) >> 20
+
+    # What this GPU holds before the pipeline: the CUDA context and the communicator (NCCL
+    # sets it up at the first collective).
+    dist.barrier()
+    used_before = device_used_mib()
+
     if a.lib == "dali":
         from nvidia.dali.plugin.pytorch import DALIClassificationIterator, LastBatchPolicy
     else:
@@ -150,6 +161,7 @@ def main():
     batches = []       # per epoch: how many batches this rank was given
     waits, steps_t, images = [], [], 0
     step = 0
+    used_peak = used_before
     t_start = None
     t_prev = time.perf_counter()
     done = False
@@ -182,6 +194,8 @@ def main():
                 steps_t.append(t_end - t_prev)
                 images += x.shape[0]
             t_prev = t_end
+            if step % 10 == 0:
+                used_peak = max(used_peak, device_used_mib())
             step += 1
             if a.steps and step >= a.steps:
                 done = True
@@ -190,7 +204,9 @@ def main():
             break
         it.reset()
 
-    mine = {"rank": rank, "local_rank": local_rank, "steps": step, "batches_per_epoch": batches}
+    # Memory the pipeline (and the model, if any) added on this GPU, sampled every 10 steps.
+    mine = {"rank": rank, "local_rank": local_rank, "steps": step, "batches_per_epoch": batches,
+            "gpu_mib_before": used_before, "gpu_mib_added": used_peak - used_before}
     if steps_t:
         wall = t_prev - t_start
         mine.update(timed_steps=len(steps_t), img_per_s=images / wall, step_ms=1e3 * sum(steps_t) / len(steps_t),
@@ -220,6 +236,9 @@ def main():
                   f"{r['img_per_s']:.0f} img/s, data wait mean {r['wait_ms']:.2f} ms p95 {r['wait_p95_ms']:.2f} ms")
         if timed:
             print(f"  per GPU {report['img_per_s_per_gpu']:.0f} img/s, total {report['img_per_s_total']:.0f} img/s")
+        if not a.cpu:
+            print("  GPU memory added by the pipeline" + ("" if a.model == "none" else " and model") + " (MiB): "
+                  + ", ".join(f"rank {r['rank']} {r['gpu_mib_added']}" for r in gathered))
         if memory:
             print("  GPU memory used (MiB): " + ", ".join(f"GPU{i} {m}" for i, m in sorted(memory.items())))
         if a.json:
