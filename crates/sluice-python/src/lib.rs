@@ -480,7 +480,7 @@ type SharedChunk = (String, u64, Vec<Vec<(usize, Vec<usize>, String)>>);
 impl PyPipeline {
     /// `ops` is a list of (schema, device|None, name, [(op, out)], [(arg, op, out)], [(arg, value)]).
     #[new]
-    #[pyo3(signature = (batch_size, num_threads, device_id, seed, prefetch_queue_depth, exec_async, exec_pipelined, ops, outputs, restore=None))]
+    #[pyo3(signature = (batch_size, num_threads, device_id, seed, prefetch_queue_depth, exec_async, exec_pipelined, ops, outputs, restore=None, on_error="raise", max_bad_samples=None))]
     #[allow(clippy::too_many_arguments)]
     fn new(
         py: Python<'_>,
@@ -493,7 +493,9 @@ impl PyPipeline {
         exec_pipelined: bool,
         ops: Vec<Bound<'_, PyTuple>>,
         outputs: Vec<(usize, usize)>,
-        restore: Option<(u64, Vec<(String, u64)>)>,
+        restore: Option<(u64, Vec<(String, u64)>, Vec<(String, Vec<u64>)>)>,
+        on_error: &str,
+        max_bad_samples: Option<u64>,
     ) -> PyResult<PyPipeline> {
         let specs = ops.iter().map(op_spec).collect::<PyResult<Vec<_>>>()?;
         let spec = PipelineSpec {
@@ -504,14 +506,21 @@ impl PyPipeline {
             prefetch_queue_depth,
             exec_async,
             exec_pipelined,
+            errors: sluice::exec::ErrorPolicy {
+                on_error: sluice::exec::OnError::parse(on_error, "Pipeline").map_err(to_py)?,
+                max_bad_samples,
+            },
             ops: specs,
             outputs: outputs
                 .into_iter()
                 .map(|(op, output)| Edge { op, output })
                 .collect(),
         };
-        let restore =
-            restore.map(|(iteration, readers)| sluice::exec::Checkpoint { iteration, readers });
+        let restore = restore.map(|(iteration, readers, excluded)| sluice::exec::Checkpoint {
+            iteration,
+            readers,
+            excluded,
+        });
         let exec = py
             .detach(|| Executor::restored(&spec, restore.as_ref()))
             .map_err(to_py)?;
@@ -627,10 +636,34 @@ impl PyPipeline {
     }
 
     /// Where the pipeline stands after the batches returned so far: (iterations, [(reader
-    /// name, samples read)]), what `restore` takes.
-    fn checkpoint(&self) -> (u64, Vec<(String, u64)>) {
+    /// name, samples read)], [(reader name, samples excluded by on_error="skip")]), what
+    /// `restore` takes.
+    #[allow(clippy::type_complexity)]
+    fn checkpoint(&self) -> (u64, Vec<(String, u64)>, Vec<(String, Vec<u64>)>) {
         let c = self.exec().checkpoint();
-        (c.iteration, c.readers)
+        (c.iteration, c.readers, c.excluded)
+    }
+
+    /// The samples skipped so far (on_error="skip") in the batches returned: [(file or None,
+    /// error, iteration, place in the batch, operator)], and the count per operator
+    /// [(operator name, count)].
+    #[allow(clippy::type_complexity)]
+    fn bad_samples(
+        &self,
+    ) -> (
+        Vec<(Option<String>, String, u64, usize, String)>,
+        Vec<(String, u64)>,
+    ) {
+        let exec = self.exec();
+        let (samples, per_op) = exec.bad_samples();
+        let names = exec.graph().nodes.iter().map(|n| n.name.clone());
+        (
+            samples
+                .into_iter()
+                .map(|b| (b.source, b.error, b.iteration, b.sample, b.operator))
+                .collect(),
+            names.zip(per_op).collect(),
+        )
     }
 
     /// The names of the external sources the built graph kept (the others were pruned).

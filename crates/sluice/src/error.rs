@@ -206,6 +206,15 @@ impl Error {
         }
     }
 
+    /// Where a data error happened (operator, sample, iteration, file); `None` for other
+    /// errors.
+    pub fn location(&self) -> Option<&Location> {
+        match self {
+            Error::Data { location, .. } => Some(location),
+            _ => None,
+        }
+    }
+
     /// Shorthand for an I/O error on a path.
     pub fn io(operator: &str, path: impl fmt::Display, err: impl fmt::Display) -> Self {
         Error::Io {

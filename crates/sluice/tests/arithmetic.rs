@@ -25,6 +25,7 @@ fn spec(ops: Vec<OpSpec>, outputs: Vec<Edge>) -> PipelineSpec {
         prefetch_queue_depth: 1,
         exec_async: false,
         exec_pipelined: false,
+        errors: Default::default(),
         ops,
         outputs,
     }

@@ -564,6 +564,7 @@ fn per_sample_mirror_from_coin_flip_through_the_executor() {
         prefetch_queue_depth: 2,
         exec_async: true,
         exec_pipelined: true,
+        errors: Default::default(),
         ops: vec![img, coin, cmn],
         outputs: vec![e(0), e(1), e(2)],
     };
@@ -631,6 +632,7 @@ fn per_sample_crop_arguments_through_the_executor() {
         prefetch_queue_depth: 2,
         exec_async: true,
         exec_pipelined: true,
+        errors: Default::default(),
         ops: vec![img, pos, crop],
         outputs: vec![e(0), e(1), e(2)],
     };

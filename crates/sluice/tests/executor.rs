@@ -25,6 +25,7 @@ fn spec(ops: Vec<OpSpec>, outputs: Vec<Edge>, threads: usize, exec_async: bool) 
         prefetch_queue_depth: 2,
         exec_async,
         exec_pipelined: exec_async,
+        errors: Default::default(),
         ops,
         outputs,
     }

@@ -34,6 +34,7 @@ fn spec(
         prefetch_queue_depth: 2,
         exec_async,
         exec_pipelined: exec_async,
+        errors: Default::default(),
         ops: vec![OpSpec {
             schema: "readers__File".into(),
             device: None,

@@ -127,6 +127,7 @@ fn spec(ops: Vec<OpSpec>, outputs: Vec<Edge>) -> PipelineSpec {
         prefetch_queue_depth: 2,
         exec_async: true,
         exec_pipelined: true,
+        errors: Default::default(),
         ops,
         outputs,
     }

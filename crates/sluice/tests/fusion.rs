@@ -74,6 +74,7 @@ fn pipeline(dir: &std::path::Path, tap_decoder: bool) -> Executor {
         prefetch_queue_depth: 1,
         exec_async: false,
         exec_pipelined: false,
+        errors: Default::default(),
         ops,
         outputs,
     };
@@ -163,6 +164,7 @@ fn mixed_random_crop_decoder_feeding_a_gpu_resize_gets_the_size_hint() {
             prefetch_queue_depth: 1,
             exec_async: false,
             exec_pipelined: false,
+            errors: Default::default(),
             ops,
             outputs: vec![Edge { op: 2, output: 0 }],
         };
@@ -227,6 +229,7 @@ fn resize_cmn_pipeline(dir: &std::path::Path, resize_is_output: bool) -> Executo
         prefetch_queue_depth: 1,
         exec_async: false,
         exec_pipelined: false,
+        errors: Default::default(),
         ops,
         outputs,
     };

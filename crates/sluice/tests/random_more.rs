@@ -38,6 +38,7 @@ fn pipeline(ops: Vec<OpSpec>, outputs: Vec<Edge>, threads: usize) -> Executor {
         prefetch_queue_depth: 2,
         exec_async: threads > 1,
         exec_pipelined: threads > 1,
+        errors: Default::default(),
         ops,
         outputs,
     };

@@ -132,6 +132,7 @@ fn spec(ops: Vec<OpSpec>, outputs: Vec<Edge>, batch_size: usize) -> PipelineSpec
         prefetch_queue_depth: 2,
         exec_async: false,
         exec_pipelined: false,
+        errors: Default::default(),
         ops,
         outputs,
     }

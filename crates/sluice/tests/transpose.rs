@@ -227,6 +227,7 @@ fn in_a_pipeline_hwc_images_become_chw_whatever_the_thread_count() {
             prefetch_queue_depth: 2,
             exec_async: false,
             exec_pipelined: false,
+            errors: Default::default(),
             ops: vec![src, t],
             outputs: vec![Edge { op: 0, output: 0 }, Edge { op: 1, output: 0 }],
         };

@@ -1,10 +1,12 @@
 """Pipeline, pipeline_def and DataNode: describe a graph once in Python; the Rust engine
 runs it. Mirrors `nvidia.dali.pipeline`."""
 
+import collections
 import functools
 import inspect
 import itertools
 import threading
+import warnings
 
 import numpy as np
 
@@ -287,12 +289,15 @@ class _OpNode:
         return (self.schema, self.device, self.name, inputs, arg_inputs, list(self.args.items()))
 
 
+BadSample = collections.namedtuple("BadSample", ["file", "error", "iteration", "sample", "operator"])
+BadSample.__doc__ = "A sample `on_error=\"skip\"` skipped (see `Pipeline.bad_samples`)."
+
 _PIPELINE_KWARGS = (
     "batch_size", "num_threads", "device_id", "seed", "exec_pipelined", "prefetch_queue_depth",
     "exec_async", "bytes_per_sample", "set_affinity", "max_streams", "default_cuda_stream_priority",
     "enable_memory_stats", "enable_checkpointing", "checkpoint", "py_num_workers", "py_start_method",
     "py_callback_pickler", "output_dtype", "output_ndim", "output_layout", "exec_dynamic",
-    "experimental_exec_dynamic", "stream_policy", "concurrency",
+    "experimental_exec_dynamic", "stream_policy", "concurrency", "on_error", "max_bad_samples",
 )
 
 
@@ -301,6 +306,14 @@ class Pipeline:
 
     `device_id=None` runs CPU-only, on any machine; `device_id="auto"` takes this process's
     GPU from the launcher (torchrun's LOCAL_RANK, Slurm, Open MPI; 0 outside one).
+
+    `on_error` (Sluice's): what a sample that cannot be read or decoded does. `"raise"` (the
+    default, as DALI): `run()` raises, naming operator, sample and file, and the next `run()`
+    goes on. `"skip"`: the sample is replaced by the next good sample of the same shard, so
+    the batch keeps its size and every epoch its length; the same seed skips the same files
+    whatever `num_threads`. Skipped samples are listed by `bad_samples()` and counted in
+    `executor_statistics()`; past `max_bad_samples` of them, the next one raises. A reader or
+    decoder's own `on_error` argument overrides the pipeline's.
     """
 
     def __init__(self, batch_size=-1, num_threads=-1, device_id=-1, seed=-1, exec_pipelined=True,
@@ -308,7 +321,8 @@ class Pipeline:
                  max_streams=-1, default_cuda_stream_priority=0, *, enable_memory_stats=False,
                  enable_checkpointing=False, checkpoint=None, py_num_workers=1, py_start_method="fork",
                  py_callback_pickler=None, output_dtype=None, output_ndim=None, output_layout=None,
-                 exec_dynamic=False, experimental_exec_dynamic=False, stream_policy=None, concurrency=None):
+                 exec_dynamic=False, experimental_exec_dynamic=False, stream_policy=None, concurrency=None,
+                 on_error="raise", max_bad_samples=None):
         if isinstance(device_id, str) and device_id == "auto":
             device_id = _distributed.local_device_id()
         batch_size, num_threads, device_id, seed, depth = _core.pipeline_params(
@@ -322,6 +336,13 @@ class Pipeline:
         self._exec_pipelined = bool(exec_pipelined)
         self._enable_checkpointing = bool(enable_checkpointing)
         self._checkpoint = checkpoint  # applied at build
+        if on_error not in ("raise", "skip"):
+            raise ValueError(f'on_error must be "raise" or "skip", got {on_error!r}')
+        if max_bad_samples is not None and (not isinstance(max_bad_samples, int) or max_bad_samples < 0):
+            raise ValueError(f"max_bad_samples must be a non-negative integer or None, got {max_bad_samples!r}")
+        self._on_error = on_error
+        self._max_bad_samples = max_bad_samples
+        self._bad_samples_warned = False
         self._restored = False
         self._iterator_data = ""  # a framework iterator's state, from the checkpoint restored
         self._py_num_workers = py_num_workers
@@ -442,7 +463,9 @@ class Pipeline:
             self._engine = _core.Pipeline(self._batch_size, self._num_threads, self._device_id, self._seed,
                                           self._prefetch_queue_depth, self._exec_async, self._exec_pipelined,
                                           spec, outputs, None if restore is None else (
-                                              restore["iteration"], [tuple(r) for r in restore["readers"]]))
+                                              restore["iteration"], [tuple(r) for r in restore["readers"]],
+                                              [tuple(r) for r in restore.get("excluded", [])]),
+                                          self._on_error, self._max_bad_samples)
         except BaseException:
             if self._pool is not None:  # the workers started above: stop them with the build
                 self._pool.close()
@@ -573,9 +596,10 @@ class Pipeline:
         if not self._enable_checkpointing:
             raise RuntimeError(_checkpoint.NOT_ENABLED_SAVE)
         self.build()
-        iteration, readers = self._engine.checkpoint()
+        iteration, readers, excluded = self._engine.checkpoint()
         return _checkpoint.encode(self._seed, iteration, readers,
-                                  {"iter": self._consumer_iter, "epoch_idx": self._epoch_idx}, iterator_data)
+                                  {"iter": self._consumer_iter, "epoch_idx": self._epoch_idx}, iterator_data,
+                                  excluded)
 
     def _start_workers(self, ops):
         """Starts the worker processes of parallel external sources before the engine
@@ -761,6 +785,8 @@ class Pipeline:
         except errors.InputError:
             self._batches_to_consume += 1  # not run: no data yet
             raise
+        if self._on_error != "raise" and not self._bad_samples_warned:
+            self._warn_first_bad_sample()
         return tuple(TensorListCPU(t) if isinstance(t, _core.TensorList) else TensorListGPU(t) for t in out)
 
     def share_outputs(self):
@@ -811,9 +837,29 @@ class Pipeline:
             f.write(self._engine.dot())
 
     def executor_statistics(self):
-        """{operator name: {"calls": n, "seconds": total}} since build."""
+        """{operator name: {"calls": n, "seconds": total, "bad_samples": skipped}} since build
+        (`bad_samples`: the samples `on_error="skip"` skipped on that operator)."""
         self.build()
-        return {name: {"calls": calls, "seconds": secs} for name, calls, secs in self._engine.stats()}
+        _, per_op = self._engine.bad_samples()
+        bad = dict(per_op)
+        return {name: {"calls": calls, "seconds": secs, "bad_samples": bad.get(name, 0)}
+                for name, calls, secs in self._engine.stats()}
+
+    def bad_samples(self):
+        """The samples `on_error="skip"` skipped in the batches returned so far, in order:
+        `BadSample(file, error, iteration, sample, operator)` (a named tuple; `file` is None
+        where the error names none, `sample` the place in the iteration's batch)."""
+        self.build()
+        samples, _ = self._engine.bad_samples()
+        return [BadSample(*b) for b in samples]
+
+    def _warn_first_bad_sample(self):
+        samples, _ = self._engine.bad_samples()
+        if samples:
+            self._bad_samples_warned = True
+            first = BadSample(*samples[0])
+            warnings.warn(f"on_error={self._on_error!r}: skipped a bad sample ({first.error}); more may follow: "
+                          "see Pipeline.bad_samples()", RuntimeWarning, stacklevel=3)
 
     def start_py_workers(self):
         """Starts the worker processes of parallel external sources (with the rest of the

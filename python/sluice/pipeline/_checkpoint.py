@@ -21,7 +21,7 @@ NOT_ENABLED_RESTORE = ("Cannot restore checkpoint. The `enable_checkpointing` wa
                        "pipeline")
 
 
-def encode(seed, iteration, readers, pipeline_data, iterator_data=""):
+def encode(seed, iteration, readers, pipeline_data, iterator_data="", excluded=()):
     return json.dumps({
         "format": FORMAT,
         "version": VERSION,
@@ -30,6 +30,8 @@ def encode(seed, iteration, readers, pipeline_data, iterator_data=""):
         "readers": [[name, samples] for name, samples in readers],
         "pipeline_data": pipeline_data,
         "iterator_data": iterator_data,
+        # Samples on_error="skip" excluded, by reader: they stay excluded after a restore.
+        "excluded": [[name, list(samples)] for name, samples in excluded],
     }, sort_keys=True).encode()
 
 

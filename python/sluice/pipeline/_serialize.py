@@ -16,7 +16,7 @@ VERSION = 1
 
 # The constructor arguments a serialized pipeline carries.
 PARAMS = ("batch_size", "num_threads", "device_id", "seed", "prefetch_queue_depth", "exec_async", "exec_pipelined",
-          "enable_checkpointing")
+          "enable_checkpointing", "on_error", "max_bad_samples")
 
 
 def _value(op, name, v):

@@ -13,10 +13,14 @@ use crossbeam_channel::{bounded, Receiver, RecvTimeoutError};
 
 use sluice_cuda::{CudaStream, GpuDevice};
 
+mod bad_samples;
+pub use bad_samples::{BadLog, BadSample, ErrorPolicy, OnError};
+
 use crate::error::{Error, Result};
 use crate::graph::{Edge, Graph, Node, PipelineSpec};
 use crate::ops::external_source::Feed;
 use crate::ops::readers::loader::BatchPlan;
+use crate::ops::readers::skip::Skipped;
 use crate::ops::{Device, GpuOperator, GpuWorkspace, OpContext, Operator, ReaderMeta, Workspace};
 use crate::tensor::{Batch, ReadyEvent};
 
@@ -75,8 +79,8 @@ struct Runner {
     front: Vec<bool>,
     /// Run the next iteration's front ahead (asynchronous pipelines that have a front).
     run_ahead: bool,
-    /// The next iteration's front, run ahead.
-    ahead: Option<(u64, Front)>,
+    /// The next iteration's front, run ahead, and the operator it failed in.
+    ahead: Option<(u64, Front, Option<usize>)>,
     /// The external sources' queues, staged at the start of each iteration.
     feeds: Vec<Arc<Feed>>,
     /// Readers whose batches vary in size (see `Operator::batch_plan`), by name.
@@ -84,6 +88,37 @@ struct Runner {
     /// Wait for fed data (the asynchronous producer, which runs ahead of what is asked
     /// for); otherwise an iteration without data fails at once (see `Executor::next_batch`).
     wait_for_feeds: bool,
+    /// Bad samples: the policies, the readers' excluded samples and the record.
+    bad: BadSamples,
+    /// The operator whose error the last run met.
+    failed_op: Option<usize>,
+    /// The batch sizes of the last iterations staged (an iteration run again reuses its).
+    staged: std::collections::VecDeque<(u64, usize)>,
+}
+
+/// What `on_error` needs in the runner.
+pub(crate) struct BadSamples {
+    pub policy: ErrorPolicy,
+    /// Per operator: its own `on_error`.
+    pub op_policy: Vec<Option<OnError>>,
+    /// Per operator: the readers it reads from (itself included), with their excluded
+    /// samples.
+    pub readers_of: Vec<Vec<(usize, Arc<Skipped>)>>,
+    pub log: Arc<Mutex<BadLog>>,
+}
+
+impl BadSamples {
+    /// The policy for a sample operator `k` failed on: its own, else that of a reader it
+    /// reads from, else the pipeline's.
+    fn policy_for(&self, k: usize) -> OnError {
+        self.op_policy[k]
+            .or_else(|| {
+                self.readers_of[k]
+                    .iter()
+                    .find_map(|(r, _)| self.op_policy[*r])
+            })
+            .unwrap_or(self.policy.on_error)
+    }
 }
 
 impl Runner {
@@ -98,6 +133,7 @@ impl Runner {
         stats: Arc<Mutex<Vec<OpStats>>>,
         run_ahead: bool,
         wait_for_feeds: bool,
+        bad: BadSamples,
     ) -> Runner {
         // The front: operators that start early, and everything they read from. Such an
         // operator takes only CPU inputs, so its ancestors are all CPU operators.
@@ -139,16 +175,23 @@ impl Runner {
             feeds,
             plans,
             wait_for_feeds,
+            bad,
+            failed_op: None,
+            staged: Default::default(),
         }
     }
 
     fn run_iteration(&mut self) -> Result<Vec<Batch>> {
         let iteration = self.iteration;
-        let ahead = self.ahead.take().filter(|(it, _)| *it == iteration);
+        let ahead = self.ahead.take().filter(|(it, _, _)| *it == iteration);
+        self.failed_op = None;
         // Staged before the iteration counts: an iteration without data fails here and is
         // run again once data is fed.
         let front = match ahead {
-            Some((_, front)) => front,
+            Some((_, front, failed)) => {
+                self.failed_op = failed;
+                front
+            }
             None => {
                 let batch_size = self.stage(iteration)?;
                 self.run_front(iteration, batch_size)
@@ -156,26 +199,128 @@ impl Runner {
             }
         };
         self.iteration += 1;
+        let front_failed = self.failed_op.take();
         // The next front runs ahead only when its data is there: waiting for it here would
         // hold back this iteration (the caller feeds the next batch after taking this one).
         if self.run_ahead && self.feeds.iter().all(|f| f.ready()) {
             let next = self
                 .stage(iteration + 1)
                 .and_then(|n| self.run_front(iteration + 1, n).map(|r| (n, r)));
-            self.ahead = Some((iteration + 1, next));
+            let failed = self.failed_op.take();
+            self.ahead = Some((iteration + 1, next, failed));
         }
-        let out =
+        self.failed_op = front_failed;
+        let mut out =
             front.and_then(|(batch_size, results)| self.run_rest(iteration, batch_size, results));
+        // on_error="skip": the bad sample is excluded and the iteration runs again, its
+        // readers giving the next good sample in its place.
+        while let Err(e) = &out {
+            match self.exclude_bad_sample(iteration, e) {
+                Ok(true) => out = self.run_again(iteration),
+                Ok(false) => break,
+                Err(limit) => {
+                    out = Err(limit);
+                    break;
+                }
+            }
+        }
         for f in &self.feeds {
             f.discard_through(iteration);
         }
         out
     }
 
+    /// Under `on_error="skip"`, excludes the sample the error of the last run names from the
+    /// readers it came from and records it; whether the iteration should run again. An
+    /// error past `max_bad_samples`.
+    fn exclude_bad_sample(&mut self, iteration: u64, e: &Error) -> Result<bool> {
+        let Some(k) = self.failed_op.take() else {
+            return Ok(false);
+        };
+        let Some(location) = e.location() else {
+            return Ok(false);
+        };
+        let Some(slot) = location.sample else {
+            return Ok(false);
+        };
+        if self.bad.policy_for(k) != OnError::Skip {
+            return Ok(false);
+        }
+        let mut excluded_new = false;
+        for (_, skipped) in &self.bad.readers_of[k] {
+            excluded_new |= skipped.exclude(iteration, slot).is_some_and(|(_, new)| new);
+        }
+        if !excluded_new {
+            // Nothing to replace (no reader behind the sample), or the same sample again.
+            return Ok(false);
+        }
+        let mut log = self.bad.log.lock().unwrap_or_else(|p| p.into_inner());
+        log.record(BadSample {
+            iteration,
+            sample: slot,
+            operator: location.operator.clone(),
+            operator_index: k,
+            source: location.source.clone(),
+            error: e.to_string(),
+        });
+        match self.bad.policy.max_bad_samples {
+            Some(max) if log.samples.len() as u64 > max => Err(Error::data(
+                location.clone(),
+                format!(
+                    "on_error=\"skip\": {} bad samples, more than max_bad_samples={max}; this one: {e}",
+                    log.samples.len()
+                ),
+            )),
+            _ => Ok(true),
+        }
+    }
+
+    /// Runs `iteration` again (its readers read their batches again, with the samples
+    /// excluded since replaced). The next iteration's early operators, if started ahead,
+    /// are started again: this run's start dropped them.
+    fn run_again(&mut self, iteration: u64) -> Result<Vec<Batch>> {
+        self.failed_op = None;
+        let batch_size = self
+            .staged
+            .iter()
+            .find(|(it, _)| *it == iteration)
+            .map_or(self.batch_size, |(_, n)| *n);
+        let out = self
+            .run_front(iteration, batch_size)
+            .and_then(|results| self.run_rest(iteration, batch_size, results));
+        let failed = self.failed_op.take();
+        if let Some((next, Ok((n, results)), _)) = self.ahead.take() {
+            let restarted = self.start_early(next, n, &results);
+            let failed_next = self.failed_op.take();
+            self.ahead = Some((next, restarted.map(|()| (n, results)), failed_next));
+        }
+        self.failed_op = failed;
+        out
+    }
+
+    /// Starts the early operators of `iteration` whose inputs `results` holds.
+    fn start_early(&mut self, iteration: u64, batch_size: usize, results: &Results) -> Result<()> {
+        for k in 0..self.ops.len() {
+            if self.front[k] && matches!(self.ops[k].backend, Backend::Gpu(..)) {
+                self.run_op(k, iteration, batch_size, results, true)?;
+            }
+        }
+        Ok(())
+    }
+
     /// The batch size of `iteration`: that of the batches fed for it, staged now (one per
     /// external source), or the size planned by readers whose batches vary, or the
     /// pipeline's. Sources and planned readers must agree.
     fn stage(&mut self, iteration: u64) -> Result<usize> {
+        let n = self.stage_sizes(iteration)?;
+        if self.staged.len() >= 4 {
+            self.staged.pop_front();
+        }
+        self.staged.push_back((iteration, n));
+        Ok(n)
+    }
+
+    fn stage_sizes(&mut self, iteration: u64) -> Result<usize> {
         let mut planned: Option<(usize, &str)> = None;
         for (name, plan) in &self.plans {
             let n = plan.lock().expect("batch plan").size_at(iteration);
@@ -378,7 +523,14 @@ impl Runner {
                 "internal error in {} at iteration {iteration}: {msg} (please report this)",
                 inst.ctx.display_name
             )))
-        })?;
+        });
+        let out = match out {
+            Ok(out) => out,
+            Err(e) => {
+                self.failed_op = Some(k);
+                return Err(e);
+            }
+        };
         if trace_ops() {
             let (at, took) = (trace_clock(begun), begun.elapsed().as_secs_f64() * 1e3);
             eprintln!(
@@ -445,6 +597,9 @@ pub struct Executor {
     /// Where the pipeline started: iteration 0, or a checkpoint's position.
     resumed: Checkpoint,
     batch_size: u64,
+    /// The samples skipped (on_error="skip") and each reader's excluded samples.
+    bad_log: Arc<Mutex<BadLog>>,
+    reader_skips: Vec<(String, Arc<Skipped>)>,
 }
 
 /// The state a pipeline continues from: the iterations returned (which key every random
@@ -454,6 +609,8 @@ pub struct Executor {
 pub struct Checkpoint {
     pub iteration: u64,
     pub readers: Vec<(String, u64)>,
+    /// Samples `on_error="skip"` excluded, by reader name (they stay excluded).
+    pub excluded: Vec<(String, Vec<u64>)>,
 }
 
 /// A checkpoint's readers must be the pipeline's: the same count, and where both have names
@@ -528,6 +685,8 @@ impl Executor {
         };
         let mut ops = Vec::with_capacity(graph.nodes.len());
         let mut readers = Vec::new();
+        // Per operator: a reader's excluded samples (on_error="skip").
+        let mut skipped: Vec<Option<Arc<Skipped>>> = Vec::with_capacity(graph.nodes.len());
         for node in &graph.nodes {
             let resume_samples = if node.def.schema.is_reader {
                 resume.next().unwrap_or(0)
@@ -549,6 +708,7 @@ impl Executor {
                     if let Some(meta) = op.reader_meta() {
                         readers.push((node.name.clone(), meta));
                     }
+                    skipped.push(op.skipped());
                     Backend::Cpu(op)
                 }
                 d => {
@@ -564,6 +724,7 @@ impl Executor {
                     )
                 }
             };
+            skipped.resize(ops.len() + 1, None);
             ops.push(Instance {
                 ctx,
                 backend,
@@ -582,6 +743,21 @@ impl Executor {
                 })
                 .collect(),
         ));
+        let bad = bad_samples_of(&ops, &skipped, spec.errors)?;
+        let log = bad.log.clone();
+        let reader_skips: Vec<(String, Arc<Skipped>)> = graph
+            .nodes
+            .iter()
+            .zip(&skipped)
+            .filter_map(|(n, s)| Some((n.name.clone(), s.clone()?)))
+            .collect();
+        if let Some(c) = from {
+            for (name, samples) in &c.excluded {
+                if let Some((_, s)) = reader_skips.iter().find(|(n, _)| n == name) {
+                    s.exclude_all(samples.iter().map(|&k| k as usize));
+                }
+            }
+        }
         let asynchronous = spec.exec_async && spec.exec_pipelined;
         let mut runner = Runner::new(
             ops,
@@ -592,6 +768,7 @@ impl Executor {
             stats.clone(),
             asynchronous && run_ahead(),
             asynchronous,
+            bad,
         );
         // Random streams are keyed by iteration: continuing the count continues them.
         runner.iteration = start;
@@ -602,6 +779,7 @@ impl Executor {
         let resumed = Checkpoint {
             iteration: start,
             readers: reader_names.into_iter().zip(reader_samples).collect(),
+            excluded: Vec::new(),
         };
         let gpu_device = runner.gpu.as_ref().map(|g| g.device.clone());
         let mode = if asynchronous {
@@ -619,6 +797,8 @@ impl Executor {
             graph,
             resumed,
             batch_size: spec.batch_size as u64,
+            bad_log: log,
+            reader_skips,
         })
     }
 
@@ -639,7 +819,43 @@ impl Executor {
                 .iter()
                 .map(|(name, n)| (name.clone(), n + since * self.batch_size))
                 .collect(),
+            excluded: self
+                .reader_skips
+                .iter()
+                .map(|(name, s)| {
+                    (
+                        name.clone(),
+                        s.excluded()
+                            .into_iter()
+                            .map(|k| k as u64)
+                            .collect::<Vec<u64>>(),
+                    )
+                })
+                .filter(|(_, v)| !v.is_empty())
+                .collect(),
         }
+    }
+
+    /// The samples skipped so far (on_error="skip"), in iteration order, of the iterations
+    /// returned (an asynchronous pipeline's batches prepared ahead do not count yet); and
+    /// per operator, how many.
+    pub fn bad_samples(&self) -> (Vec<BadSample>, Vec<u64>) {
+        let returned = match &self.mode {
+            Mode::Sync(runner) => runner.iteration,
+            Mode::Async { .. } => self.requested,
+        };
+        let log = self.bad_log.lock().unwrap_or_else(|p| p.into_inner());
+        let samples: Vec<BadSample> = log
+            .samples
+            .iter()
+            .filter(|b| b.iteration < returned)
+            .cloned()
+            .collect();
+        let mut per_op = vec![0u64; self.graph.nodes.len()];
+        for b in &samples {
+            per_op[b.operator_index] += 1;
+        }
+        (samples, per_op)
     }
 
     /// The next batch: one TensorList per pipeline output. Blocks until it is ready; fails
@@ -708,6 +924,48 @@ impl Executor {
     pub fn graph(&self) -> &Graph {
         &self.graph
     }
+}
+
+/// The runner's share of `on_error`: each operator's own policy (checked), the readers each
+/// operator reads from, the record.
+fn bad_samples_of(
+    ops: &[Instance],
+    skipped: &[Option<Arc<Skipped>>],
+    policy: ErrorPolicy,
+) -> Result<BadSamples> {
+    let op_policy = ops
+        .iter()
+        .map(|inst| {
+            let a = &inst.ctx.args;
+            (a.has("on_error") && a.opt_str("on_error").is_some())
+                .then(|| OnError::parse(a.str("on_error"), &inst.ctx.display_name))
+                .transpose()
+        })
+        .collect::<Result<Vec<_>>>()?;
+    // Operators come in data order: an operator's readers are its inputs' readers.
+    let mut readers_of: Vec<Vec<(usize, Arc<Skipped>)>> = Vec::with_capacity(ops.len());
+    for (k, inst) in ops.iter().enumerate() {
+        let mut mine: Vec<(usize, Arc<Skipped>)> =
+            skipped[k].iter().map(|s| (k, s.clone())).collect();
+        for e in inst
+            .inputs
+            .iter()
+            .chain(inst.arg_inputs.iter().map(|(_, e)| e))
+        {
+            for r in &readers_of[e.op] {
+                if !mine.iter().any(|(m, _)| *m == r.0) {
+                    mine.push(r.clone());
+                }
+            }
+        }
+        readers_of.push(mine);
+    }
+    Ok(BadSamples {
+        policy,
+        op_policy,
+        readers_of,
+        log: Arc::new(Mutex::new(BadLog::default())),
+    })
 }
 
 /// The next result of the producer thread.

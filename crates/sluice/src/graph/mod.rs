@@ -46,6 +46,9 @@ pub struct PipelineSpec {
     pub exec_async: bool,
     /// Overlap stages of consecutive iterations.
     pub exec_pipelined: bool,
+    /// What to do with a sample an operator cannot read or decode (`on_error`,
+    /// `max_bad_samples`).
+    pub errors: crate::exec::ErrorPolicy,
     pub ops: Vec<OpSpec>,
     pub outputs: Vec<Edge>,
 }

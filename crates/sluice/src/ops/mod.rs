@@ -187,6 +187,12 @@ pub trait Operator: Send {
     fn batch_plan(&self) -> Option<Arc<std::sync::Mutex<readers::loader::BatchPlan>>> {
         None
     }
+
+    /// For a reader: the samples `on_error="skip"` excluded, and its batches by iteration
+    /// (see [`readers::skip`]). `None` for every other operator.
+    fn skipped(&self) -> Option<Arc<readers::skip::Skipped>> {
+        None
+    }
 }
 
 /// The data of one mixed or GPU operator invocation. Mixed operators read `cpu_inputs`

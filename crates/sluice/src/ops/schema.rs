@@ -196,6 +196,12 @@ pub const COMMON_ARGS: &[ArgSchema] = &[
         "Keep the operator even when none of its outputs is used.",
     ),
     arg(
+        "on_error",
+        ArgType::Str,
+        ArgDefault::Optional,
+        "Sluice's: \"raise\" or \"skip\" for a sample this operator (or, on a reader, anything reading from it) cannot read or decode; unset: the pipeline's `on_error`.",
+    ),
+    arg(
         "bytes_per_sample_hint",
         ArgType::IntList,
         ArgDefault::IntList(&[0]),

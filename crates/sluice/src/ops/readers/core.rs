@@ -13,10 +13,11 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
 
-use crossbeam_channel::{bounded, Receiver};
+use crossbeam_channel::{bounded, unbounded, Receiver, Select, Sender};
 
 use super::list_shuffle::dali_list_order;
 use super::loader::{BatchPlan, Sequencer, SequencerConfig};
+use super::skip::Skipped;
 use crate::error::{Error, Result};
 use crate::ops::{OpContext, Operator, ReaderMeta, Workspace};
 use crate::storage::Source;
@@ -51,12 +52,20 @@ pub trait BatchSource: Send + 'static {
     }
 }
 
+/// A batch the loader thread read: its samples and what they were read into.
+type Loaded<B> = (Vec<usize>, Result<B>);
+
+/// A request to read the samples again, for an iteration, answered on the sender.
+type Reread<B> = (Vec<usize>, u64, Sender<Result<B>>);
+
 /// The operator's side of a reader: its loader thread's batches, in order.
 pub struct ReaderCore<B> {
     op: String,
     meta: ReaderMeta,
     plan: Option<Arc<Mutex<BatchPlan>>>,
-    rx: Option<Receiver<Result<B>>>,
+    skipped: Arc<Skipped>,
+    rx: Option<Receiver<Loaded<B>>>,
+    reread: Option<Sender<Reread<B>>>,
     stop: Arc<AtomicBool>,
     handle: Option<JoinHandle<()>>,
 }
@@ -84,16 +93,19 @@ impl<B: Send + 'static> ReaderCore<B> {
             ));
         }
         let batch_size = cfg.batch_size as u64;
+        let skipped = Arc::new(Skipped::new(&op, cfg.clone()));
         let mut seq = Sequencer::new(cfg);
         seq.skip(ctx.resume_samples);
         let plan = (seq.config().omit_padding && seq.config().pad_last_batch)
             .then(|| Arc::new(Mutex::new(BatchPlan::new(seq.clone()))));
         let meta = seq.meta();
         // `depth - 1` queued plus one waiting in `send` keeps `depth` batches ready.
-        let (tx, rx) = bounded(depth as usize - 1);
+        let (tx, rx) = bounded::<Loaded<B>>(depth as usize - 1);
+        let (reread_tx, reread_rx) = unbounded::<Reread<B>>();
         let stop = Arc::new(AtomicBool::new(false));
         let handle = {
             let stop = stop.clone();
+            let skipped = skipped.clone();
             let mut batch_no = ctx.resume_samples / batch_size.max(1);
             std::thread::Builder::new()
                 .name(format!("sluice-{}", ctx.display_name))
@@ -102,19 +114,21 @@ impl<B: Send + 'static> ReaderCore<B> {
                     // so that the source can start reading them (object storage).
                     let mut upcoming: VecDeque<Vec<usize>> =
                         VecDeque::with_capacity(depth as usize + 1);
-                    let mut spare = Vec::new();
                     while !stop.load(Ordering::Relaxed) {
                         while upcoming.len() <= depth as usize {
-                            let mut idx = std::mem::take(&mut spare);
+                            let mut idx = Vec::with_capacity(batch_size as usize);
                             seq.next_batch_into(&mut idx);
+                            // Samples found bad so far give way now (an error here is
+                            // reported when the batch is taken).
+                            let _ = skipped.replace_excluded(&mut idx);
                             source.read_ahead(&idx);
                             upcoming.push_back(idx);
                         }
                         let idx = upcoming.pop_front().expect("filled above");
                         let batch = source.read(&idx, batch_no, &stop);
-                        spare = idx;
                         batch_no += 1;
-                        if stop.load(Ordering::Relaxed) || tx.send(batch).is_err() {
+                        if !send_serving_rereads(&tx, (idx, batch), &reread_rx, &mut source, &stop)
+                        {
                             break;
                         }
                     }
@@ -127,21 +141,44 @@ impl<B: Send + 'static> ReaderCore<B> {
             op,
             meta,
             plan,
+            skipped,
             rx: Some(rx),
+            reread: Some(reread_tx),
             stop,
             handle: Some(handle),
         })
     }
 
-    /// The next batch (waits for the loader thread).
-    pub fn next(&self) -> Result<B> {
+    /// The batch of `iteration` (waits for the loader thread). An iteration asked for again
+    /// (`on_error="skip"` found a bad sample in it) is read again with its excluded samples
+    /// replaced, and so is a batch read ahead that holds a sample excluded since.
+    pub fn next(&mut self, iteration: u64) -> Result<B> {
+        if let Some(mut idx) = self.skipped.served_batch(iteration) {
+            self.skipped.replace_excluded(&mut idx)?;
+            self.skipped.served(iteration, &idx);
+            return self.read_again(idx, iteration);
+        }
         let rx = self.rx.as_ref().expect("receiver lives until drop");
-        rx.recv().unwrap_or_else(|_| {
-            Err(Error::Unsupported(format!(
-                "{}: the loader thread stopped",
-                self.op
-            )))
-        })
+        let (mut idx, batch) = rx
+            .recv()
+            .map_err(|_| Error::Unsupported(format!("{}: the loader thread stopped", self.op)))?;
+        let replaced = self.skipped.replace_excluded(&mut idx);
+        self.skipped.served(iteration, &idx);
+        if replaced? {
+            return self.read_again(idx, iteration);
+        }
+        batch
+    }
+
+    /// Reads `idx` on the loader thread, ahead of what it reads next.
+    fn read_again(&self, idx: Vec<usize>, iteration: u64) -> Result<B> {
+        let (reply_tx, reply_rx) = bounded(1);
+        let stopped = || Error::Unsupported(format!("{}: the loader thread stopped", self.op));
+        let sender = self.reread.as_ref().expect("lives until drop");
+        sender
+            .send((idx, iteration, reply_tx))
+            .map_err(|_| stopped())?;
+        reply_rx.recv().map_err(|_| stopped())?
     }
 
     /// See [`crate::ops::Operator::reader_meta`].
@@ -153,13 +190,50 @@ impl<B: Send + 'static> ReaderCore<B> {
     pub fn plan(&self) -> Option<Arc<Mutex<BatchPlan>>> {
         self.plan.clone()
     }
+
+    /// See [`crate::ops::Operator::skipped`].
+    pub fn skipped(&self) -> Arc<Skipped> {
+        self.skipped.clone()
+    }
+}
+
+/// Sends `loaded` on `tx`, reading the batches asked for again meanwhile; false once the
+/// operator is gone or the pipeline stops.
+fn send_serving_rereads<S: BatchSource>(
+    tx: &Sender<Loaded<S::Batch>>,
+    loaded: Loaded<S::Batch>,
+    rereads: &Receiver<Reread<S::Batch>>,
+    source: &mut S,
+    stop: &AtomicBool,
+) -> bool {
+    let mut loaded = Some(loaded);
+    loop {
+        if stop.load(Ordering::Relaxed) {
+            return false;
+        }
+        let mut sel = Select::new();
+        let send = sel.send(tx);
+        let reread = sel.recv(rereads);
+        let oper = sel.select();
+        match oper.index() {
+            i if i == send => return oper.send(tx, loaded.take().expect("sent once")).is_ok(),
+            i if i == reread => match oper.recv(rereads) {
+                Ok((idx, iteration, reply)) => {
+                    let _ = reply.send(source.read(&idx, iteration, stop));
+                }
+                Err(_) => return false,
+            },
+            _ => unreachable!("two operations"),
+        }
+    }
 }
 
 impl<B> Drop for ReaderCore<B> {
     fn drop(&mut self) {
         self.stop.store(true, Ordering::Relaxed);
-        // Dropping the receiver wakes a loader blocked in `send`.
+        // Dropping the receiver and the re-read sender wakes a loader blocked in `send`.
         drop(self.rx.take());
+        drop(self.reread.take());
         if let Some(h) = self.handle.take() {
             let _ = h.join();
         }
@@ -169,8 +243,8 @@ impl<B> Drop for ReaderCore<B> {
 /// A reader whose loader thread reads its outputs whole (file, tfrecord, webdataset) is the
 /// operator itself.
 impl Operator for ReaderCore<Vec<TensorList>> {
-    fn run(&mut self, _ws: &Workspace<'_>) -> Result<Vec<TensorList>> {
-        self.next()
+    fn run(&mut self, ws: &Workspace<'_>) -> Result<Vec<TensorList>> {
+        self.next(ws.iteration)
     }
 
     fn reader_meta(&self) -> Option<ReaderMeta> {
@@ -179,6 +253,10 @@ impl Operator for ReaderCore<Vec<TensorList>> {
 
     fn batch_plan(&self) -> Option<Arc<Mutex<BatchPlan>>> {
         self.plan()
+    }
+
+    fn skipped(&self) -> Option<Arc<Skipped>> {
+        Some(self.skipped())
     }
 }
 
@@ -226,6 +304,10 @@ impl Operator for Lazy {
 
     fn batch_plan(&self) -> Option<Arc<Mutex<BatchPlan>>> {
         self.with(|op| op.batch_plan()).ok().flatten()
+    }
+
+    fn skipped(&self) -> Option<Arc<Skipped>> {
+        self.with(|op| op.skipped()).ok().flatten()
     }
 }
 

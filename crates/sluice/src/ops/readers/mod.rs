@@ -16,6 +16,7 @@ mod mxnet;
 mod numpy;
 pub(crate) mod protobuf;
 mod sequence;
+pub mod skip;
 pub mod tfrecord;
 pub mod webdataset;
 

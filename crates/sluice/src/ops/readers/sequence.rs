@@ -286,7 +286,7 @@ impl SequenceReader {
 
 impl Operator for SequenceReader {
     fn run(&mut self, ws: &Workspace<'_>) -> Result<Vec<TensorList>> {
-        let files = self.core.next()?;
+        let files = self.core.next(ws.iteration)?;
         let (len, params) = (self.length, &self.params);
         let failed = |f: usize, m: String| {
             Error::data(self.ctx.at(ws.iteration, f / len, files.source_info(f)), m)
@@ -330,6 +330,10 @@ impl Operator for SequenceReader {
 
     fn reader_meta(&self) -> Option<ReaderMeta> {
         Some(self.core.meta())
+    }
+
+    fn skipped(&self) -> Option<std::sync::Arc<super::skip::Skipped>> {
+        Some(self.core.skipped())
     }
 
     fn batch_plan(&self) -> Option<Arc<std::sync::Mutex<super::loader::BatchPlan>>> {

@@ -480,17 +480,18 @@ impl Cmn {
         let loc0 = || ctx.at(ws.iteration, 0, input.source_info(0));
         let layout =
             Layout::spatial(input.layout(), input.ndim()).map_err(|m| Error::data(loc0(), m))?;
-        let seq =
-            match layout.as_str() {
-                "HWC" => false,
-                "FHWC" => true,
-                l => return Err(Error::data(
+        let seq = match layout.as_str() {
+            "HWC" => false,
+            "FHWC" => true,
+            l => {
+                return Err(Error::data(
                     loc0(),
                     format!(
                         "input layout '{l}' is not supported; expected HWC or FHWC (channels last)"
                     ),
-                )),
-            };
+                ))
+            }
+        };
         let it = input.dtype();
         if !matches!(it, DType::U8 | DType::U16 | DType::I16 | DType::F32) {
             return Err(Error::data(

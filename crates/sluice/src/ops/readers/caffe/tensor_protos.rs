@@ -189,9 +189,11 @@ pub fn parse<'a>(value: &'a [u8], l: &Layout) -> Result<Vec<Piece<'a>>, String> 
                 }
                 out[0] = Some(Piece::record(t.bytes, vec![h, w, ch]));
             }
-            other => return Err(format!(
+            other => {
+                return Err(format!(
                 "the image tensor has data type {other}; STRING (encoded) or BYTE (raw) expected"
-            )),
+            ))
+            }
         }
         c = 1;
     }

@@ -402,7 +402,7 @@ impl CocoReader {
 
 impl Operator for CocoReader {
     fn run(&mut self, ws: &Workspace<'_>) -> Result<Vec<TensorList>> {
-        let (images, idx) = self.core.next()?;
+        let (images, idx) = self.core.next(ws.iteration)?;
         let a = &*self.ann;
         let boxes: Vec<&[[f32; 4]]> = idx.iter().map(|&k| &a.boxes[a.annotations_of(k)]).collect();
         let labels: Vec<&[i32]> = idx
@@ -465,6 +465,10 @@ impl Operator for CocoReader {
 
     fn reader_meta(&self) -> Option<ReaderMeta> {
         Some(self.core.meta())
+    }
+
+    fn skipped(&self) -> Option<std::sync::Arc<crate::ops::readers::skip::Skipped>> {
+        Some(self.core.skipped())
     }
 
     fn batch_plan(&self) -> Option<Arc<std::sync::Mutex<super::loader::BatchPlan>>> {

@@ -556,7 +556,7 @@ impl NumpyReader {
 
 impl Operator for NumpyReader {
     fn run(&mut self, ws: &Workspace<'_>) -> Result<Vec<TensorList>> {
-        let StoredBatch { data, fortran } = self.core.next()?;
+        let StoredBatch { data, fortran } = self.core.next(ws.iteration)?;
         if !self.has_roi && !fortran.contains(&true) {
             return Ok(vec![data]);
         }
@@ -622,6 +622,10 @@ impl Operator for NumpyReader {
 
     fn reader_meta(&self) -> Option<ReaderMeta> {
         Some(self.core.meta())
+    }
+
+    fn skipped(&self) -> Option<std::sync::Arc<crate::ops::readers::skip::Skipped>> {
+        Some(self.core.skipped())
     }
 
     fn batch_plan(&self) -> Option<Arc<std::sync::Mutex<BatchPlan>>> {

@@ -1,0 +1,232 @@
+"""`on_error="skip"`: a sample that cannot be read or decoded is replaced by the next good
+sample of its shard, so the batch keeps its size, every epoch its length, and a training run
+goes on. Every skipped sample is recorded (`pipe.bad_samples()`, `executor_statistics()`, a
+warning the first time), a `max_bad_samples` limit turns them back into errors, checkpoints
+keep them excluded, and the result does not depend on `num_threads` or the executor mode.
+
+The data set: JPEG files, each labelled with its own number (a file list), some of them
+corrupt in the ways users meet (truncated, garbage, empty, deleted after listing)."""
+
+import json
+import os
+import warnings
+
+import numpy as np
+import pytest
+
+import sluice
+from sluice import fn, types
+
+N = 40
+BATCH = 8
+BAD = {5: "truncated", 13: "garbage", 14: "empty", 31: "truncated"}
+
+
+def write_set(root, bad=BAD, n=N):
+    from PIL import Image
+
+    rng = np.random.default_rng(3)
+    lines = []
+    for i in range(n):
+        path = root / f"{i:03d}.jpg"
+        Image.fromarray(rng.integers(0, 256, (12 + i % 7, 16, 3), dtype=np.uint8)).save(path, quality=90)
+        kind = bad.get(i)
+        if kind == "truncated":
+            path.write_bytes(path.read_bytes()[:200])
+        elif kind == "garbage":
+            path.write_bytes(rng.integers(0, 256, 500, dtype=np.uint8).tobytes())
+        elif kind == "empty":
+            path.write_bytes(b"")
+        lines.append(f"{path.name} {i}\n")
+    (root / "list.txt").write_text("".join(lines))
+    return str(root / "list.txt")
+
+
+@pytest.fixture(scope="module")
+def file_list(tmp_path_factory):
+    return write_set(tmp_path_factory.mktemp("bad_samples"))
+
+
+def make_pipe(file_list, num_threads=2, exec_async=True, on_error="skip", reader_kw=None, decoder_kw=None,
+              **pipe_kw):
+    pipe = sluice.Pipeline(batch_size=BATCH, num_threads=num_threads, device_id=None, seed=7, on_error=on_error,
+                           exec_async=exec_async, exec_pipelined=exec_async, **pipe_kw)
+    with pipe:
+        jpegs, labels = fn.readers.file(file_list=file_list, name="Reader", **(reader_kw or {}))
+        images = fn.decoders.image(jpegs, output_type=types.RGB, **(decoder_kw or {}))
+        images = fn.resize(images, resize_x=8, resize_y=8)
+        pipe.set_outputs(images, labels)
+    return pipe
+
+
+def run_epochs(pipe, iterations):
+    """[(images, labels)] per iteration, as arrays."""
+    out = []
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)
+        for _ in range(iterations):
+            images, labels = pipe.run()
+            assert len(images) == BATCH and len(labels) == BATCH
+            out.append((np.array(images.as_tensor()), np.array(labels.as_tensor()).ravel()))
+    return out
+
+
+def test_skip_keeps_batches_full_and_epochs_exact(file_list):
+    pipe = make_pipe(file_list)
+    per_epoch = N // BATCH
+    runs = run_epochs(pipe, 3 * per_epoch)
+    good = sorted(set(range(N)) - set(BAD))
+    for e in range(3):
+        labels = np.concatenate([lab for _, lab in runs[e * per_epoch:(e + 1) * per_epoch]])
+        # No bad file, every good file, and nothing from the next epoch: its boundaries stay.
+        assert not set(labels) & set(BAD)
+        assert sorted(set(labels)) == good
+        assert len(labels) == N
+    # Each bad file gave way to the next good one: 5 -> 6, 13 and 14 -> 15, 31 -> 32.
+    first = np.concatenate([lab for _, lab in runs[:per_epoch]]).tolist()
+    assert first[5] == 6 and first[13] == 15 and first[14] == 15 and first[31] == 32
+    assert first[:5] == [0, 1, 2, 3, 4] and first[6] == 6
+
+    bad = pipe.bad_samples()
+    assert [os.path.basename(b.file) for b in bad] == [f"{i:03d}.jpg" for i in sorted(BAD)]
+    # Where each was met: 14 at 13's place, which it took once 13 was out (the lowest
+    # failing place is reported first, whatever the threads).
+    assert [(b.iteration, b.sample) for b in bad] == [(0, 5), (1, 5), (1, 5), (3, 7)]
+    assert all(b.operator.startswith("decoders.image") or "decoders" in b.operator for b in bad)
+    assert all(b.error for b in bad)
+    # Found once: later epochs skip them without meeting them again.
+    stats = pipe.executor_statistics()
+    assert sum(s["bad_samples"] for s in stats.values()) == len(BAD)
+
+
+def test_the_first_skip_warns_once(file_list):
+    pipe = make_pipe(file_list)
+    with pytest.warns(RuntimeWarning, match="bad_samples"):
+        for _ in range(N // BATCH):
+            pipe.run()
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", RuntimeWarning)
+        for _ in range(N // BATCH):
+            pipe.run()
+
+
+@pytest.mark.parametrize("num_threads,exec_async", [(1, False), (3, True), (4, False)])
+def test_same_batches_and_skips_whatever_the_threads(file_list, num_threads, exec_async):
+    ref_pipe = make_pipe(file_list, num_threads=2, exec_async=True, reader_kw={"random_shuffle": True})
+    ref = run_epochs(ref_pipe, 12)
+    pipe = make_pipe(file_list, num_threads=num_threads, exec_async=exec_async, reader_kw={"random_shuffle": True})
+    got = run_epochs(pipe, 12)
+    for (a, la), (b, lb) in zip(ref, got):
+        np.testing.assert_array_equal(la, lb)
+        np.testing.assert_array_equal(a, b)
+    assert pipe.bad_samples() == ref_pipe.bad_samples()
+
+
+def test_sharded_replacements_stay_in_the_shard(file_list):
+    # Shard 0 of 2 holds files 0..19; the bad 13 and 14 give way to 15, inside it.
+    for shard, members in [(0, range(0, 20)), (1, range(20, 40))]:
+        pipe = make_pipe(file_list, reader_kw={"num_shards": 2, "shard_id": shard, "stick_to_shard": True})
+        labels = np.concatenate([lab for _, lab in run_epochs(pipe, 10)])
+        assert set(labels) == set(members) - set(BAD)
+
+
+def test_raise_is_the_default_and_names_the_file(file_list):
+    pipe = make_pipe(file_list, on_error="raise")
+    with pytest.raises(RuntimeError, match="005.jpg"):
+        pipe.run()  # 0..7
+    with pytest.raises(RuntimeError, match="013.jpg|014.jpg"):
+        pipe.run()  # 8..15
+    _, labels = pipe.run()  # 16..23: the pipeline goes on
+    assert np.array(labels.as_tensor()).ravel().tolist() == list(range(16, 24))
+    assert pipe.bad_samples() == []
+
+
+def test_max_bad_samples(file_list):
+    pipe = make_pipe(file_list, max_bad_samples=2)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)
+        pipe.run()  # 0..7: 5 skipped
+        # 8..15: 13 is the second (allowed), 14 the third: the iteration raises.
+        with pytest.raises(RuntimeError, match="max_bad_samples=2"):
+            pipe.run()
+        # The pipeline goes on.
+        _, labels = pipe.run()
+        assert len(labels) == BATCH
+
+
+def test_an_operators_own_on_error(file_list):
+    # The pipeline raises; the decoder skips.
+    pipe = make_pipe(file_list, on_error="raise", decoder_kw={"on_error": "skip"})
+    labels = np.concatenate([lab for _, lab in run_epochs(pipe, 5)])
+    assert not set(labels) & set(BAD)
+    # A reader's on_error covers what reads from it.
+    pipe = make_pipe(file_list, on_error="raise", reader_kw={"on_error": "skip"})
+    labels = np.concatenate([lab for _, lab in run_epochs(pipe, 5)])
+    assert not set(labels) & set(BAD)
+    # And an operator may raise under a skipping pipeline.
+    pipe = make_pipe(file_list, on_error="skip", decoder_kw={"on_error": "raise"})
+    with pytest.raises(RuntimeError, match="005.jpg"):
+        for _ in range(5):
+            pipe.run()
+
+
+def test_bad_values(file_list):
+    with pytest.raises(ValueError, match="on_error"):
+        sluice.Pipeline(batch_size=2, num_threads=1, device_id=None, on_error="ignore")
+    with pytest.raises(ValueError, match="max_bad_samples"):
+        sluice.Pipeline(batch_size=2, num_threads=1, device_id=None, max_bad_samples=-1)
+    pipe = make_pipe(file_list, on_error="raise", decoder_kw={"on_error": "maybe"})
+    with pytest.raises(Exception, match="on_error"):
+        pipe.build()
+
+
+def test_files_deleted_after_listing(tmp_path):
+    root = tmp_path / "d"
+    root.mkdir()
+    lst = write_set(root, bad={}, n=16)
+    pipe = make_pipe(lst, prefetch_queue_depth=1)
+    pipe.build()
+    os.remove(root / "009.jpg")
+    labels = np.concatenate([lab for _, lab in run_epochs(pipe, 4)])
+    assert 9 not in labels and 10 in labels
+    (b,) = pipe.bad_samples()
+    assert b.file.endswith("009.jpg") and b.operator.startswith("readers.file")
+
+
+def test_a_shard_with_nothing_good_is_an_error(tmp_path):
+    root = tmp_path / "d"
+    root.mkdir()
+    lst = write_set(root, bad={0: "garbage", 1: "empty", 2: "truncated"}, n=6)
+    pipe = make_pipe(lst, reader_kw={"num_shards": 2, "shard_id": 0, "stick_to_shard": True})
+    with pytest.raises(RuntimeError, match="every sample of the shard"):
+        run_epochs(pipe, 3)
+
+
+def test_checkpoints_keep_the_excluded_samples(file_list):
+    kw = {"reader_kw": {"random_shuffle": True}, "enable_checkpointing": True}
+    pipe = make_pipe(file_list, **kw)
+    run_epochs(pipe, 7)
+    cpt = pipe.checkpoint()
+    excluded = dict((name, set(v)) for name, v in json.loads(cpt)["excluded"])
+    assert excluded and set().union(*excluded.values()) <= set(BAD)
+    rest = run_epochs(pipe, 8)
+    restored = make_pipe(file_list, checkpoint=cpt, **kw)
+    again = run_epochs(restored, 8)
+    for (a, la), (b, lb) in zip(rest, again):
+        np.testing.assert_array_equal(la, lb)
+        np.testing.assert_array_equal(a, b)
+
+
+def test_pytorch_iterator_runs_every_epoch(file_list):
+    pytest.importorskip("torch")
+    from sluice.plugin.pytorch import DALIClassificationIterator, LastBatchPolicy
+
+    pipe = make_pipe(file_list, reader_kw={"random_shuffle": True, "pad_last_batch": True})
+    it = DALIClassificationIterator(pipe, reader_name="Reader", last_batch_policy=LastBatchPolicy.PARTIAL)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)
+        for _ in range(3):
+            labels = [b[0]["label"].ravel().tolist() for b in it]
+            assert [len(x) for x in labels] == [BATCH] * (N // BATCH)
+            assert not set(sum(labels, [])) & set(BAD)
+            it.reset()
