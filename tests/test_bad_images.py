@@ -11,6 +11,7 @@ import numpy as np
 import pytest
 from PIL import Image
 
+from conftest import require_gpu
 from sluice import fn, pipeline_def, types
 
 RNG = np.random.default_rng(0)
@@ -42,23 +43,28 @@ def encoded(fmt, kw, mode):
     return b.getvalue()
 
 
-@pytest.fixture(scope="module")
-def decoder():
-    """A synchronous pipeline decoding whatever bytes `feed[0]` holds, one sample a batch."""
+@pytest.fixture(scope="module", params=["cpu", "mixed"])
+def decoder(request):
+    """A synchronous pipeline decoding whatever bytes `feed[0]` holds, one sample a batch, on
+    the CPU or with the mixed (GPU) decoder."""
+    device = request.param
+    if device == "mixed":
+        require_gpu()
     feed = [b""]
 
-    @pipeline_def(batch_size=1, num_threads=2, device_id=None, seed=1, prefetch_queue_depth=1,
-                  exec_async=False, exec_pipelined=False)
+    @pipeline_def(batch_size=1, num_threads=2, device_id=None if device == "cpu" else 0, seed=1,
+                  prefetch_queue_depth=1, exec_async=False, exec_pipelined=False)
     def p():
         data = fn.external_source(source=lambda: [np.frombuffer(feed[0], np.uint8)], batch=True, dtype=types.UINT8)
-        return fn.decoders.image(data, output_type=types.RGB)
+        return fn.decoders.image(data, device=device, output_type=types.RGB)
 
     pipe = p()
     pipe.build()
 
     def decode(data):
         feed[0] = data
-        return np.array(pipe.run()[0][0])
+        out = pipe.run()[0]
+        return np.array((out if device == "cpu" else out.as_cpu())[0])
 
     return decode
 

@@ -15,6 +15,7 @@ import numpy as np
 import pytest
 
 import sluice
+from conftest import require_gpu
 from sluice import fn, types
 
 N = 40
@@ -230,3 +231,59 @@ def test_pytorch_iterator_runs_every_epoch(file_list):
             assert [len(x) for x in labels] == [BATCH] * (N // BATCH)
             assert not set(sum(labels, [])) & set(BAD)
             it.reset()
+
+
+# --------------------------------------------------------------------------- a training loop
+@pytest.fixture(scope="module")
+def one_percent_corrupt(tmp_path_factory):
+    """400 files, 4 of them corrupt (1%): truncated, garbage, empty, cut in the header."""
+    root = tmp_path_factory.mktemp("one_percent")
+    lst = write_set(root, bad={37: "truncated", 123: "garbage", 250: "empty", 311: "truncated"}, n=400)
+    return lst
+
+
+def training_batches(lst, device, num_threads, epochs=2, batch=16):
+    """Every batch a PyTorch training loop gets over `epochs` epochs, and the skipped list."""
+    from sluice.plugin.pytorch import DALIClassificationIterator, LastBatchPolicy
+
+    on_gpu = device != "cpu"
+    pipe = sluice.Pipeline(batch_size=batch, num_threads=num_threads, device_id=0 if on_gpu else None, seed=11,
+                           on_error="skip")
+    with pipe:
+        jpegs, labels = fn.readers.file(file_list=lst, random_shuffle=True, name="Reader")
+        images = fn.decoders.image_random_crop(jpegs, device="mixed" if on_gpu else "cpu", output_type=types.RGB)
+        images = fn.resize(images, device="gpu" if on_gpu else "cpu", resize_x=16, resize_y=16)
+        images = fn.crop_mirror_normalize(images, device="gpu" if on_gpu else "cpu", output_layout="CHW",
+                                          mirror=fn.random.coin_flip())
+        pipe.set_outputs(images, labels.gpu() if on_gpu else labels)
+    it = DALIClassificationIterator(pipe, reader_name="Reader", last_batch_policy=LastBatchPolicy.PARTIAL)
+    out = []
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)
+        for _ in range(epochs):
+            out.append([(b[0]["data"].cpu().numpy(), b[0]["label"].cpu().numpy().ravel()) for b in it])
+            it.reset()
+    return out, pipe.bad_samples()
+
+
+@pytest.mark.parametrize("device", ["cpu", "mixed"])
+def test_a_training_loop_over_one_percent_corrupt_files(one_percent_corrupt, device):
+    """Every epoch runs to its end with full batches; the same seed gives the same batches
+    and the same skipped files with 1 or 4 threads, on the CPU and with the mixed decoder."""
+    if device == "mixed":
+        require_gpu()
+    pytest.importorskip("torch")
+    runs = {t: training_batches(one_percent_corrupt, device, t) for t in (1, 4)}
+    (epochs, bad), (epochs4, bad4) = runs[1], runs[4]
+    for epoch in epochs:
+        assert len(epoch) == 400 // 16
+        assert all(len(labels) == 16 and images.shape[0] == 16 for images, labels in epoch)
+        labels = np.concatenate([lab for _, lab in epoch])
+        assert not set(labels.tolist()) & {37, 123, 250, 311}
+        assert len(set(labels.tolist())) == 396
+    assert sorted(os.path.basename(b.file) for b in bad) == ["037.jpg", "123.jpg", "250.jpg", "311.jpg"]
+    assert bad == bad4
+    for e, e4 in zip(epochs, epochs4):
+        for (a, la), (b, lb) in zip(e, e4):
+            np.testing.assert_array_equal(la, lb)
+            np.testing.assert_array_equal(a, b)
