@@ -7,7 +7,9 @@ that picks the target's parameters (see fuzz_targets/). Run from the repository 
 """
 
 import io
+import json
 import sys
+import tarfile
 from pathlib import Path
 
 import numpy as np
@@ -64,6 +66,29 @@ def main():
     write("reader_records", "recordio", bytes([2]) + mxnet_t.frame(mxnet_t.ir_header(3.0) + b"payload"))
     write("reader_records", "caffe-datum", bytes([3]) + caffe_t.datum(data=b"\x01\x02\x03\x04", label=7, channels=1, height=2, width=2))
     write("reader_records", "caffe2-protos", bytes([3, 0x03]) + caffe_t.tensor_protos(caffe_t.tensor(data_type=3, dims=(4,), byte_data=b"\x01\x02\x03\x04")))
+    write("reader_records", "tar", bytes([4]) + tar_archive())
+    write("reader_records", "tar-gnu-longname", bytes([4]) + tar_archive(tarfile.GNU_FORMAT, "k/" + "n" * 120))
+    write("reader_records", "tar-pax", bytes([4]) + tar_archive(tarfile.PAX_FORMAT, "p/" + "x" * 120))
+    write("reader_records", "coco", bytes([5]) + json.dumps({
+        "images": [{"id": 1, "file_name": "a.jpg", "width": 8, "height": 6}, {"id": 2, "file_name": "b.jpg", "width": 5, "height": 5}],
+        "annotations": [
+            {"id": 1, "image_id": 1, "category_id": 3, "bbox": [1, 1, 4, 3], "area": 12, "iscrowd": 0,
+             "segmentation": [[1, 1, 5, 1, 5, 4, 1, 4]]},
+            {"id": 2, "image_id": 2, "category_id": 3, "bbox": [0, 0, 2, 2], "area": 4, "iscrowd": 1,
+             "segmentation": {"size": [5, 5], "counts": "05f0"}},
+        ],
+        "categories": [{"id": 3, "name": "c"}]}).encode())
+
+
+def tar_archive(fmt=tarfile.USTAR_FORMAT, long_name="s0/sample"):
+    """A small WebDataset-style tar: two members of one sample (and one of another)."""
+    buf = io.BytesIO()
+    with tarfile.open(fileobj=buf, mode="w", format=fmt) as tar:
+        for name, data in [(long_name + ".jpg", b"\xff\xd8 not really"), (long_name + ".cls", b"7"), ("s1/x.txt", b"hi")]:
+            info = tarfile.TarInfo(name)
+            info.size = len(data)
+            tar.addfile(info, io.BytesIO(data))
+    return buf.getvalue()
 
 
 if __name__ == "__main__":

@@ -286,7 +286,8 @@ class GCSEmulator(_Child):
         return str(path)
 
     def log(self):
-        """[(method, target, Range header, status)] of every request the adapter answered."""
+        """[(method, target, Range header, status)] of every request the adapter answered
+        (status None: the client left before the answer was written)."""
         return [tuple(e) for e in _get_json(f"{self.endpoint}/__adapter__/log")]
 
     def clear(self):

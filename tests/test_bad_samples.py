@@ -287,3 +287,70 @@ def test_a_training_loop_over_one_percent_corrupt_files(one_percent_corrupt, dev
         for (a, la), (b, lb) in zip(e, e4):
             np.testing.assert_array_equal(la, lb)
             np.testing.assert_array_equal(a, b)
+
+
+def test_a_batch_declaring_too_many_pixels(tmp_path):
+    """Images may declare sizes small files do not hold: a batch past its decoded-bytes limit
+    fails its largest image, naming the limit; under on_error="skip" that image gives way.
+    (The limit is 32 GiB; the test lowers it for its own process.)"""
+    import subprocess
+    import sys
+
+    from PIL import Image
+
+    for i, side in enumerate([20, 40, 60, 30]):
+        Image.fromarray(np.full((side, side, 3), i * 40, np.uint8)).save(tmp_path / f"{i}.png")
+    code = f"""
+import numpy as np, sluice
+from sluice import fn
+for policy in ("raise", "skip"):
+    pipe = sluice.Pipeline(batch_size=3, num_threads=1, device_id=None, on_error=policy)
+    with pipe:
+        data, labels = fn.readers.file(files=[{str(tmp_path)!r} + f"/{{i}}.png" for i in range(4)])
+        pipe.set_outputs(fn.decoders.image(data), labels)
+    try:
+        images, labels = pipe.run()
+        print(policy, "ok", np.array(labels.as_tensor()).ravel().tolist(), [images.at(i).shape[0] for i in range(3)])
+    except RuntimeError as e:
+        print(policy, "error", str(e).replace(chr(10), " "))
+"""
+    env = dict(os.environ, SLUICE_MAX_BATCH_DECODED_BYTES="10000")
+    out = subprocess.run([sys.executable, "-W", "ignore", "-c", code], capture_output=True, text=True, env=env,
+                         check=True).stdout.splitlines()
+    # 20x20, 40x40, 60x60 (x3 channels): 16,800 bytes declared, past 10,000: the 60x60 fails.
+    assert out[0].startswith("raise error") and "sample 2" in out[0] and "2.png" in out[0], out[0]
+    assert "SLUICE_MAX_BATCH_DECODED_BYTES" in out[0] and "60 x 60" in out[0]
+    # Skipped: the next good sample of the shard (3: 30x30) takes its place.
+    assert out[1] == "skip ok [0, 1, 3] [20, 40, 30]", out[1]
+
+
+def test_coco_masks_of_images_declared_huge(tmp_path):
+    """Pixelwise masks are as large as the images the annotations declare: one declaring
+    100000 x 100000 pixels fails its sample, naming the limit, before any allocation; under
+    on_error="skip" the next image takes its place."""
+    from PIL import Image
+
+    images = []
+    for i, (w, h) in enumerate([(8, 6), (100000, 100000), (5, 5)]):
+        Image.fromarray(np.zeros((6, 8, 3), np.uint8)).save(tmp_path / f"{i}.jpg")
+        images.append({"id": i + 1, "file_name": f"{i}.jpg", "width": w, "height": h})
+    ann = [{"id": i + 1, "image_id": i + 1, "category_id": 1, "bbox": [0, 0, 2, 2], "area": 4, "iscrowd": 0,
+            "segmentation": [[0, 0, 2, 0, 2, 2, 0, 2]]} for i in range(3)]
+    (tmp_path / "a.json").write_text(json.dumps({"images": images, "annotations": ann,
+                                                 "categories": [{"id": 1, "name": "x"}]}))
+
+    def pipe_for(on_error):
+        pipe = sluice.Pipeline(batch_size=3, num_threads=1, device_id=None, on_error=on_error)
+        with pipe:
+            _, _, _, masks, ids = fn.readers.coco(file_root=str(tmp_path), annotations_file=str(tmp_path / "a.json"),
+                                                   pixelwise_masks=True, image_ids=True)
+            pipe.set_outputs(masks, ids)
+        return pipe
+
+    with pytest.raises(RuntimeError, match=r"sample 1.*1\.jpg.*100000 x 100000.*limits"):
+        pipe_for("raise").run()
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)
+        masks, ids = pipe_for("skip").run()
+    assert np.array(ids.as_tensor()).ravel().tolist() == [1, 3, 3]
+    assert [masks.at(i).shape for i in range(3)] == [(6, 8, 1), (5, 5, 1), (5, 5, 1)]

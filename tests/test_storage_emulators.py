@@ -359,7 +359,9 @@ def test_gcs_requests(sluice, gcs):
     assert (("GET", f"/{bucket}?list-type=2&delimiter=%2F&prefix=tiny%2F") in {e[:2] for e in log}), log
     assert (("GET", f"/{bucket}?list-type=2&delimiter=%2F&prefix=tiny%2Fdir_0%2F") in {e[:2] for e in log}), log
     assert any(m == "GET" and t.startswith(f"/{bucket}/tiny%2Fdir%5F0%2Ff0") and s == 200 for m, t, _, s in log), log
-    assert all(s == 200 for *_, s in log), log
+    # None: the client went away mid-answer (read-ahead requests cancelled as the pipeline
+    # is dropped); never an error status.
+    assert all(s in (200, None) for *_, s in log), log
 
     emu.clear()
     root, paths, idxs = remote.sets["tfrecord"]

@@ -140,13 +140,70 @@ pub(crate) fn read_headers(
         read_info(bytes)
             .map_err(|e| Error::data(ctx.at(ws.iteration, i, input.source_info(i)), e.to_string()))
     };
-    if !parallel {
-        return (0..input.len()).map(header).collect();
+    let infos: Vec<ImageInfo> = if parallel {
+        let infos: Vec<Result<ImageInfo>> = ws
+            .pool
+            .install(|| (0..input.len()).into_par_iter().map(header).collect());
+        infos.into_iter().collect::<Result<_>>()?
+    } else {
+        (0..input.len()).map(header).collect::<Result<_>>()?
+    };
+    check_batch_size(ctx, ws, input, &infos)?;
+    Ok(infos)
+}
+
+/// Bytes the images of one batch may declare in all (width x height x channels, summed),
+/// unless `SLUICE_MAX_BATCH_DECODED_BYTES` says otherwise. Each image is held to
+/// `sluice_codecs::MAX_OUTPUT_BYTES` (2 GiB) on its own; this holds a batch of small files
+/// that each declare a huge image (a few hundred bytes of WebP may declare 16k x 16k pixels)
+/// from taking all memory at once.
+pub const MAX_BATCH_DECODED_BYTES: u64 = 32 << 30;
+
+pub(crate) fn max_batch_decoded_bytes() -> u64 {
+    static LIMIT: std::sync::OnceLock<u64> = std::sync::OnceLock::new();
+    *LIMIT.get_or_init(|| {
+        std::env::var("SLUICE_MAX_BATCH_DECODED_BYTES")
+            .ok()
+            .and_then(|v| v.trim().parse().ok())
+            .unwrap_or(MAX_BATCH_DECODED_BYTES)
+    })
+}
+
+/// Fails the batch's largest image (the first of them) when the batch declares more than
+/// [`MAX_BATCH_DECODED_BYTES`]: the sample to skip, under `on_error="skip"`, is the one
+/// that matters most.
+fn check_batch_size(
+    ctx: &OpContext,
+    ws: &Workspace<'_>,
+    input: &TensorList,
+    infos: &[ImageInfo],
+) -> Result<()> {
+    let bytes = |i: &ImageInfo| (i.width as u64) * (i.height as u64) * (i.channels.max(1) as u64);
+    let total: u64 = infos.iter().map(bytes).sum();
+    let limit = max_batch_decoded_bytes();
+    if total <= limit {
+        return Ok(());
     }
-    let infos: Vec<Result<ImageInfo>> = ws
-        .pool
-        .install(|| (0..input.len()).into_par_iter().map(header).collect());
-    infos.into_iter().collect()
+    let largest = (0..infos.len()).fold(0, |best, k| {
+        if bytes(&infos[k]) > bytes(&infos[best]) {
+            k
+        } else {
+            best
+        }
+    });
+    let info = &infos[largest];
+    Err(Error::data(
+        ctx.at(ws.iteration, largest, input.source_info(largest)),
+        format!(
+            "the batch's images declare {:.1} GiB decoded, more than the {:.1} GiB a batch may take \
+             (SLUICE_MAX_BATCH_DECODED_BYTES); the largest is this one, {} x {} with {} channel(s)",
+            total as f64 / (1u64 << 30) as f64,
+            limit as f64 / (1u64 << 30) as f64,
+            info.width,
+            info.height,
+            info.channels
+        ),
+    ))
 }
 
 /// Decodes sample `i` of `input` into its output slot `dst` with `params`: UINT8 as decoded,

@@ -12,8 +12,8 @@
 //! each batch's image files; `run` assembles the annotation outputs and draws the masks on
 //! the pipeline's threads. A missing image fails its batch only.
 
-mod annotations;
-mod masks;
+pub(crate) mod annotations;
+pub(crate) mod masks;
 
 use std::path::{Path, PathBuf};
 use std::sync::atomic::AtomicBool;
@@ -321,6 +321,38 @@ impl BatchSource for ImageFiles {
     }
 }
 
+/// Pixelwise masks are as large as the images the annotations declare, which a hostile file
+/// may make anything: each is held to the decoders' limits (sides of at most
+/// `sluice_codecs::MAX_DIMENSION`, `MAX_OUTPUT_BYTES` a mask) and the batch to theirs
+/// (`decoders::common::MAX_BATCH_DECODED_BYTES`), before anything is allocated. `fail(i, m)`
+/// makes sample `i`'s error.
+fn check_mask_sizes(shapes: &[[usize; 3]], fail: impl Fn(usize, String) -> Error) -> Result<()> {
+    let max_side = sluice_codecs::MAX_DIMENSION;
+    let mut total = 0u64;
+    for (i, s) in shapes.iter().enumerate() {
+        let bytes = (s[0] as u64) * (s[1] as u64) * 4;
+        if s[0] > max_side || s[1] > max_side || bytes > sluice_codecs::MAX_OUTPUT_BYTES as u64 {
+            return Err(fail(i, format!(
+                "the annotations declare the image {} x {} pixels: its mask is past the limits ({max_side} pixels a side, {} GiB a mask)",
+                s[1], s[0], sluice_codecs::MAX_OUTPUT_BYTES >> 30
+            )));
+        }
+        total += bytes;
+    }
+    let limit = crate::ops::decoders::common::max_batch_decoded_bytes();
+    if total > limit {
+        let largest = (0..shapes.len())
+            .max_by_key(|&i| (shapes[i][0] * shapes[i][1], std::cmp::Reverse(i)))
+            .unwrap_or(0);
+        return Err(fail(largest, format!(
+            "the batch's masks would take {:.1} GiB, more than the {:.1} GiB a batch may take (SLUICE_MAX_BATCH_DECODED_BYTES); this image is the largest",
+            total as f64 / (1u64 << 30) as f64,
+            limit as f64 / (1u64 << 30) as f64
+        )));
+    }
+    Ok(())
+}
+
 /// A batch of per-sample `(rows, cols)` arrays, one `T` (`cols` values) per row.
 fn rows<T: bytemuck::Pod>(dtype: DType, cols: usize, per_sample: &[&[T]]) -> TensorList {
     let shapes: Vec<[usize; 2]> = per_sample.iter().map(|s| [s.len(), cols]).collect();
@@ -440,13 +472,16 @@ impl Operator for CocoReader {
                 .iter()
                 .map(|&k| [a.heights[k].max(0) as usize, a.widths[k].max(0) as usize, 1])
                 .collect();
+            let source = |i: usize| a.file_names[idx[i]].clone();
+            check_mask_sizes(&shapes, |i, m| {
+                Error::data(self.ctx.at(ws.iteration, i, &source(i)), m)
+            })?;
             let mut masks_out = TensorList::for_overwrite(BatchMeta::new(
                 DType::I32,
                 3,
                 shapes.iter().map(|s| &s[..]),
             ));
             masks_out.set_layout("HWC".into());
-            let source = |i: usize| a.file_names[idx[i]].clone();
             crate::ops::for_each_sample(ws.pool, &mut masks_out, |i, dst| {
                 self.draw_mask(idx[i], bytemuck::cast_slice_mut(dst))
                     .map_err(|m| Error::data(self.ctx.at(ws.iteration, i, &source(i)), m))
