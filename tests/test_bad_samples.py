@@ -354,3 +354,74 @@ def test_coco_masks_of_images_declared_huge(tmp_path):
         masks, ids = pipe_for("skip").run()
     assert np.array(ids.as_tensor()).ravel().tolist() == [1, 3, 3]
     assert [masks.at(i).shape for i in range(3)] == [(6, 8, 1), (5, 5, 1), (5, 5, 1)]
+
+
+# --------------------------------------------------------------------------- on_error="replace"
+def test_replace_keeps_each_place_with_zeros(file_list):
+    """A sample the decoder fails on keeps its place as zeros (of the shape another sample of
+    the batch decodes to); its label stays, and bad_samples() flags the place, every epoch."""
+    pipe = make_pipe(file_list, on_error="replace")
+    ref = make_pipe(file_list, on_error="skip")
+    runs = run_epochs(pipe, 10)
+    good_images = {int(l): img for images, labels in run_epochs(ref, 5) for img, l in zip(images, labels)}
+    for it, (images, labels) in enumerate(runs):
+        assert labels.tolist() == [(it * BATCH + k) % N for k in range(BATCH)]
+        for img, label in zip(images, labels.tolist()):
+            if label in BAD:
+                assert img.shape == (8, 8, 3) and not img.any()
+            else:
+                np.testing.assert_array_equal(img, good_images[label])
+    bad = pipe.bad_samples()
+    assert [(b.iteration, b.sample) for b in bad] == [(e * 5 + i // BATCH, i % BATCH) for e in range(2) for i in sorted(BAD)]
+    assert {b.action for b in bad} == {"replace"} and all(b.operator.startswith("decoders") for b in bad)
+    assert os.path.basename(bad[0].file) == "005.jpg"
+
+
+def test_replace_a_file_that_cannot_be_read(tmp_path):
+    """The reader cannot read a deleted file: another file of the batch is read in its place,
+    the reader's outputs there are zeros (zero bytes, label 0), and the decoder, failing on
+    those bytes, has its output there replaced in turn."""
+    root = tmp_path / "d"
+    root.mkdir()
+    lst = write_set(root, bad={}, n=16)
+    pipe = make_pipe(lst, on_error="replace", prefetch_queue_depth=1)
+    pipe.build()
+    os.remove(root / "009.jpg")
+    runs = run_epochs(pipe, 2)
+    images, labels = runs[1]
+    assert labels.tolist() == [8, 0, 10, 11, 12, 13, 14, 15]
+    assert not images[1].any() and images[0].any()
+    bad = pipe.bad_samples()
+    assert [(b.iteration, b.sample) for b in bad] == [(1, 1), (1, 1)]
+    assert bad[0].file.endswith("009.jpg") and bad[0].operator.startswith("readers.file")
+    assert bad[1].operator.startswith("decoders")
+    assert all(b.action == "replace" for b in bad)
+
+
+@pytest.mark.parametrize("num_threads,exec_async", [(1, False), (4, True)])
+def test_replace_is_deterministic(file_list, num_threads, exec_async):
+    a = run_epochs(make_pipe(file_list, on_error="replace", reader_kw={"random_shuffle": True}), 10)
+    pipe = make_pipe(file_list, on_error="replace", num_threads=num_threads, exec_async=exec_async,
+                     reader_kw={"random_shuffle": True})
+    b = run_epochs(pipe, 10)
+    for (x, lx), (y, ly) in zip(a, b):
+        np.testing.assert_array_equal(lx, ly)
+        np.testing.assert_array_equal(x, y)
+
+
+def test_replace_with_the_mixed_decoder(file_list):
+    """The GPU's outputs at replaced places are zeroed on the device."""
+    require_gpu()
+    pipe = sluice.Pipeline(batch_size=BATCH, num_threads=2, device_id=0, seed=7, on_error="replace")
+    with pipe:
+        jpegs, labels = fn.readers.file(file_list=file_list)
+        images = fn.resize(fn.decoders.image(jpegs, device="mixed"), resize_x=8, resize_y=8)
+        pipe.set_outputs(images, labels)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)
+        for it in range(5):
+            images, labels = pipe.run()
+            images = np.array(images.as_cpu().as_tensor())
+            for img, label in zip(images, np.array(labels.as_tensor()).ravel().tolist()):
+                assert (not img.any()) == (label in BAD), (it, label)
+    assert len(pipe.bad_samples()) == len(BAD)

@@ -110,6 +110,22 @@ impl DeviceBuffer {
         })
     }
 
+    /// Sets `len` bytes from `offset` to zero, ordered on the buffer's stream.
+    pub fn zero_range_async(&self, offset: usize, len: usize) -> CudaResult<()> {
+        assert!(
+            offset.checked_add(len).is_some_and(|end| end <= self.len),
+            "range within the buffer"
+        );
+        if len == 0 {
+            return Ok(());
+        }
+        self.device.bind()?;
+        // SAFETY: within the allocation (checked above), on its own stream.
+        check("cuMemsetD8Async", unsafe {
+            sys::cuMemsetD8Async(self.ptr + offset as u64, 0, len, self.stream.cu_stream())
+        })
+    }
+
     /// Copies host bytes into the buffer at `offset`, ordered on the buffer's stream. The
     /// source must stay alive and unchanged until the stream reaches the copy (use pinned
     /// memory and keep it until an event after this point completes).

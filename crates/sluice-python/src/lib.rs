@@ -644,14 +644,14 @@ impl PyPipeline {
         (c.iteration, c.readers, c.excluded)
     }
 
-    /// The samples skipped so far (on_error="skip") in the batches returned: [(file or None,
-    /// error, iteration, place in the batch, operator)], and the count per operator
-    /// [(operator name, count)].
+    /// The samples skipped or replaced so far (on_error) in the batches returned: [(file or
+    /// None, error, iteration, place in the batch, operator, "skip" | "replace")], and the
+    /// count per operator [(operator name, count)].
     #[allow(clippy::type_complexity)]
     fn bad_samples(
         &self,
     ) -> (
-        Vec<(Option<String>, String, u64, usize, String)>,
+        Vec<(Option<String>, String, u64, usize, String, &'static str)>,
         Vec<(String, u64)>,
     ) {
         let exec = self.exec();
@@ -660,7 +660,16 @@ impl PyPipeline {
         (
             samples
                 .into_iter()
-                .map(|b| (b.source, b.error, b.iteration, b.sample, b.operator))
+                .map(|b| {
+                    (
+                        b.source,
+                        b.error,
+                        b.iteration,
+                        b.sample,
+                        b.operator,
+                        b.action.name(),
+                    )
+                })
                 .collect(),
             names.zip(per_op).collect(),
         )

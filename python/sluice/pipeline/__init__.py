@@ -289,8 +289,9 @@ class _OpNode:
         return (self.schema, self.device, self.name, inputs, arg_inputs, list(self.args.items()))
 
 
-BadSample = collections.namedtuple("BadSample", ["file", "error", "iteration", "sample", "operator"])
-BadSample.__doc__ = "A sample `on_error=\"skip\"` skipped (see `Pipeline.bad_samples`)."
+BadSample = collections.namedtuple("BadSample", ["file", "error", "iteration", "sample", "operator", "action"])
+BadSample.__doc__ = ("A sample `on_error` skipped or replaced (see `Pipeline.bad_samples`); `action` is \"skip\" or "
+                     "\"replace\".")
 
 _PIPELINE_KWARGS = (
     "batch_size", "num_threads", "device_id", "seed", "exec_pipelined", "prefetch_queue_depth",
@@ -311,7 +312,9 @@ class Pipeline:
     default, as DALI): `run()` raises, naming operator, sample and file, and the next `run()`
     goes on. `"skip"`: the sample is replaced by the next good sample of the same shard, so
     the batch keeps its size and every epoch its length; the same seed skips the same files
-    whatever `num_threads`. Skipped samples are listed by `bad_samples()` and counted in
+    whatever `num_threads`. `"replace"`: the sample keeps its place, as zeros of the shape
+    another sample of the batch gives there (labels and other outputs of a reader too).
+    Skipped and replaced samples are listed by `bad_samples()` and counted in
     `executor_statistics()`; past `max_bad_samples` of them, the next one raises. A reader or
     decoder's own `on_error` argument overrides the pipeline's.
     """
@@ -336,8 +339,8 @@ class Pipeline:
         self._exec_pipelined = bool(exec_pipelined)
         self._enable_checkpointing = bool(enable_checkpointing)
         self._checkpoint = checkpoint  # applied at build
-        if on_error not in ("raise", "skip"):
-            raise ValueError(f'on_error must be "raise" or "skip", got {on_error!r}')
+        if on_error not in ("raise", "skip", "replace"):
+            raise ValueError(f'on_error must be "raise", "skip" or "replace", got {on_error!r}')
         if max_bad_samples is not None and (not isinstance(max_bad_samples, int) or max_bad_samples < 0):
             raise ValueError(f"max_bad_samples must be a non-negative integer or None, got {max_bad_samples!r}")
         self._on_error = on_error
@@ -846,9 +849,10 @@ class Pipeline:
                 for name, calls, secs in self._engine.stats()}
 
     def bad_samples(self):
-        """The samples `on_error="skip"` skipped in the batches returned so far, in order:
-        `BadSample(file, error, iteration, sample, operator)` (a named tuple; `file` is None
-        where the error names none, `sample` the place in the iteration's batch)."""
+        """The samples `on_error` skipped or replaced in the batches returned so far, in
+        order: `BadSample(file, error, iteration, sample, operator, action)` (a named tuple;
+        `file` is None where the error names none, `sample` the place in the iteration's
+        batch, `action` "skip" or "replace": the replaced places of a batch are these)."""
         self.build()
         samples, _ = self._engine.bad_samples()
         return [BadSample(*b) for b in samples]
@@ -858,7 +862,7 @@ class Pipeline:
         if samples:
             self._bad_samples_warned = True
             first = BadSample(*samples[0])
-            warnings.warn(f"on_error={self._on_error!r}: skipped a bad sample ({first.error}); more may follow: "
+            warnings.warn(f"on_error={self._on_error!r}: {first.action} of a bad sample ({first.error}); more may follow: "
                           "see Pipeline.bad_samples()", RuntimeWarning, stacklevel=3)
 
     def start_py_workers(self):

@@ -5,8 +5,11 @@
 //! sample and file, and the next `run()` goes on. `"skip"` excludes the sample from the
 //! readers it came from and runs the iteration again, the readers giving the next good sample
 //! of the same shard in its place (see [`crate::ops::readers::skip`]): the batch keeps its
-//! size and the run goes on. Set for the pipeline, or for one reader or decoder (the
-//! operator's own `on_error`, else that of a reader it reads from, else the pipeline's).
+//! size and the run goes on. `"replace"` keeps the sample's place: the failing operator runs
+//! again with another sample of the batch standing in for it, and its outputs there are
+//! zeros of that sample's shape (flagged in the record). Set for the pipeline, or for one
+//! reader or decoder (the operator's own `on_error`, else that of a reader it reads from,
+//! else the pipeline's).
 
 use crate::error::{Error, Result};
 
@@ -16,17 +19,28 @@ pub enum OnError {
     #[default]
     Raise,
     Skip,
+    Replace,
 }
 
 impl OnError {
-    /// `"raise"` or `"skip"`; `what` names the setting in the error.
+    /// `"raise"`, `"skip"` or `"replace"`; `what` names the setting in the error.
     pub fn parse(value: &str, what: &str) -> Result<OnError> {
         match value {
             "raise" => Ok(OnError::Raise),
             "skip" => Ok(OnError::Skip),
+            "replace" => Ok(OnError::Replace),
             other => Err(Error::Unsupported(format!(
-                "{what}: on_error must be \"raise\" or \"skip\", got {other:?}"
+                "{what}: on_error must be \"raise\", \"skip\" or \"replace\", got {other:?}"
             ))),
+        }
+    }
+
+    /// The name users write.
+    pub fn name(self) -> &'static str {
+        match self {
+            OnError::Raise => "raise",
+            OnError::Skip => "skip",
+            OnError::Replace => "replace",
         }
     }
 }
@@ -52,6 +66,8 @@ pub struct BadSample {
     /// Its file (or record), when the error names one.
     pub source: Option<String>,
     pub error: String,
+    /// What was done: skipped (`Skip`) or replaced by zeros (`Replace`).
+    pub action: OnError,
 }
 
 /// Every sample skipped so far, in iteration order.

@@ -22,7 +22,7 @@ use crate::ops::external_source::Feed;
 use crate::ops::readers::loader::BatchPlan;
 use crate::ops::readers::skip::Skipped;
 use crate::ops::{Device, GpuOperator, GpuWorkspace, OpContext, Operator, ReaderMeta, Workspace};
-use crate::tensor::{Batch, ReadyEvent};
+use crate::tensor::{Batch, ReadyEvent, TensorList};
 
 /// Time spent in one operator since the pipeline was built.
 #[derive(Debug, Clone, Default)]
@@ -92,6 +92,9 @@ struct Runner {
     bad: BadSamples,
     /// The operator whose error the last run met.
     failed_op: Option<usize>,
+    /// `on_error="replace"`: (iteration, operator, place) whose input another sample of
+    /// the batch stands in for, and whose outputs are zeroed.
+    stand_ins: Vec<(u64, usize, usize)>,
     /// The batch sizes of the last iterations staged (an iteration run again reuses its).
     staged: std::collections::VecDeque<(u64, usize)>,
 }
@@ -177,6 +180,7 @@ impl Runner {
             wait_for_feeds,
             bad,
             failed_op: None,
+            stand_ins: Vec::new(),
             staged: Default::default(),
         }
     }
@@ -227,12 +231,15 @@ impl Runner {
         for f in &self.feeds {
             f.discard_through(iteration);
         }
+        self.stand_ins.retain(|(it, _, _)| *it > iteration);
         out
     }
 
     /// Under `on_error="skip"`, excludes the sample the error of the last run names from the
-    /// readers it came from and records it; whether the iteration should run again. An
-    /// error past `max_bad_samples`.
+    /// readers it came from; under `"replace"`, has another sample of the batch stand in for
+    /// it in the failing operator (or, for a reader, read in its place), whose outputs there
+    /// are then zeroed. Records it; whether the iteration should run again. An error past
+    /// `max_bad_samples`.
     fn exclude_bad_sample(&mut self, iteration: u64, e: &Error) -> Result<bool> {
         let Some(k) = self.failed_op.take() else {
             return Ok(false);
@@ -243,16 +250,35 @@ impl Runner {
         let Some(slot) = location.sample else {
             return Ok(false);
         };
-        if self.bad.policy_for(k) != OnError::Skip {
-            return Ok(false);
-        }
-        let mut excluded_new = false;
-        for (_, skipped) in &self.bad.readers_of[k] {
-            excluded_new |= skipped.exclude(iteration, slot).is_some_and(|(_, new)| new);
-        }
-        if !excluded_new {
-            // Nothing to replace (no reader behind the sample), or the same sample again.
-            return Ok(false);
+        let action = self.bad.policy_for(k);
+        match action {
+            OnError::Raise => return Ok(false),
+            OnError::Skip => {
+                let mut excluded_new = false;
+                for (_, skipped) in &self.bad.readers_of[k] {
+                    excluded_new |= skipped.exclude(iteration, slot).is_some_and(|(_, new)| new);
+                }
+                if !excluded_new {
+                    // Nothing to replace (no reader behind the sample), or the same sample again.
+                    return Ok(false);
+                }
+            }
+            OnError::Replace => {
+                if self.stand_ins.contains(&(iteration, k, slot)) {
+                    return Ok(false); // the stand-in failed too
+                }
+                let reader = self.bad.readers_of[k].iter().find(|(r, _)| *r == k);
+                let can = match (reader, &self.ops[k].backend) {
+                    (Some((_, skipped)), _) => skipped.stand_in(iteration, slot),
+                    (None, Backend::Cpu(_)) | (None, Backend::Gpu(_, Device::Mixed)) => true,
+                    // A GPU operator's inputs are on the device: no stand-in there.
+                    (None, Backend::Gpu(..)) => false,
+                };
+                if !can {
+                    return Ok(false);
+                }
+                self.stand_ins.push((iteration, k, slot));
+            }
         }
         let mut log = self.bad.log.lock().unwrap_or_else(|p| p.into_inner());
         log.record(BadSample {
@@ -262,12 +288,14 @@ impl Runner {
             operator_index: k,
             source: location.source.clone(),
             error: e.to_string(),
+            action,
         });
         match self.bad.policy.max_bad_samples {
             Some(max) if log.samples.len() as u64 > max => Err(Error::data(
                 location.clone(),
                 format!(
-                    "on_error=\"skip\": {} bad samples, more than max_bad_samples={max}; this one: {e}",
+                    "on_error=\"{}\": {} bad samples, more than max_bad_samples={max}; this one: {e}",
+                    action.name(),
                     log.samples.len()
                 ),
             )),
@@ -451,6 +479,36 @@ impl Runner {
             .first()
             .or(inst.arg_inputs.first().map(|(_, e)| e))
             .map_or(batch_size, |e| output(results, e).meta().len());
+        // on_error="replace": the places another sample of the batch stands in for.
+        let stand_in: Vec<usize> = self
+            .stand_ins
+            .iter()
+            .filter(|(it, op, _)| *it == iteration && *op == k)
+            .map(|(_, _, slot)| *slot)
+            .collect();
+        let host = |n: usize| match &inst.backend {
+            Backend::Cpu(_) => true,
+            Backend::Gpu(_, d) => *d == Device::Mixed || inst.host_inputs.contains(&n),
+        };
+        let stood_in: Vec<Option<TensorList>> = if stand_in.is_empty() {
+            Vec::new()
+        } else {
+            inst.inputs
+                .iter()
+                .enumerate()
+                .map(|(n, e)| {
+                    host(n)
+                        .then(|| with_stand_ins(&self.pool, output(results, e).cpu(), &stand_in))
+                        .transpose()
+                })
+                .collect::<Result<_>>()?
+        };
+        let input_of = |n: usize, e: &Edge| -> &TensorList {
+            stood_in
+                .get(n)
+                .and_then(Option::as_ref)
+                .unwrap_or_else(|| output(results, e).cpu())
+        };
         let arg_inputs = inst
             .arg_inputs
             .iter()
@@ -466,7 +524,8 @@ impl Runner {
                         inputs: inst
                             .inputs
                             .iter()
-                            .map(|e| output(results, e).cpu())
+                            .enumerate()
+                            .map(|(n, e)| input_of(n, e))
                             .collect(),
                         arg_inputs,
                         iteration,
@@ -492,7 +551,7 @@ impl Runner {
                     let ws = GpuWorkspace {
                         cpu_inputs: inputs()
                             .filter(|(k, _)| on_host(k))
-                            .map(|(_, b)| b.cpu())
+                            .map(|(k, _)| input_of(k, &inst.inputs[k]))
                             .collect(),
                         gpu_inputs: inputs()
                             .filter(|(k, _)| !on_host(k))
@@ -524,13 +583,16 @@ impl Runner {
                 inst.ctx.display_name
             )))
         });
-        let out = match out {
+        let mut out = match out {
             Ok(out) => out,
             Err(e) => {
                 self.failed_op = Some(k);
                 return Err(e);
             }
         };
+        for b in &mut out {
+            zero_samples(b, &stand_in)?;
+        }
         if trace_ops() {
             let (at, took) = (trace_clock(begun), begun.elapsed().as_secs_f64() * 1e3);
             eprintln!(
@@ -924,6 +986,51 @@ impl Executor {
     pub fn graph(&self) -> &Graph {
         &self.graph
     }
+}
+
+/// `input` with the samples at `places` replaced by the batch's first sample at another
+/// place (on_error="replace": what the operator runs on there, its outputs then zeroed).
+fn with_stand_ins(
+    pool: &rayon::ThreadPool,
+    input: &TensorList,
+    places: &[usize],
+) -> Result<TensorList> {
+    let n = input.len();
+    let Some(other) = (0..n).find(|i| !places.contains(i)) else {
+        return Err(Error::Unsupported(
+            "on_error=\"replace\": every sample of the batch failed; none can stand in".into(),
+        ));
+    };
+    let picks: Vec<usize> = (0..n)
+        .map(|i| if places.contains(&i) { other } else { i })
+        .collect();
+    crate::ops::gather_samples(pool, input, &picks)
+}
+
+/// Sets the samples at `places` of `b` to zeros (on_error="replace"); on the GPU, ordered on
+/// the batch's stream after the operator's work.
+fn zero_samples(b: &mut Batch, places: &[usize]) -> Result<()> {
+    match b {
+        Batch::Cpu(t) => {
+            let mut samples = if places.is_empty() {
+                Vec::new()
+            } else {
+                t.samples_mut()
+            };
+            for &i in places {
+                if let Some(s) = samples.get_mut(i) {
+                    s.fill(0);
+                }
+            }
+        }
+        Batch::Gpu(t) => {
+            for &i in places.iter().filter(|&&i| i < t.len()) {
+                let range = t.meta().byte_range(i);
+                t.buffer().zero_range_async(range.start, range.len())?;
+            }
+        }
+    }
+    Ok(())
 }
 
 /// The runner's share of `on_error`: each operator's own policy (checked), the readers each

@@ -199,7 +199,7 @@ pub const COMMON_ARGS: &[ArgSchema] = &[
         "on_error",
         ArgType::Str,
         ArgDefault::Optional,
-        "Sluice's: \"raise\" or \"skip\" for a sample this operator (or, on a reader, anything reading from it) cannot read or decode; unset: the pipeline's `on_error`.",
+        "Sluice's: \"raise\", \"skip\" or \"replace\" for a sample this operator (or, on a reader, anything reading from it) cannot read or decode; unset: the pipeline's `on_error`.",
     ),
     arg(
         "bytes_per_sample_hint",

@@ -72,6 +72,24 @@ impl Skipped {
         Some((sample, new))
     }
 
+    /// `on_error="replace"`: the batch of `iteration` is read again with the sample at `slot`
+    /// read from the batch's first other place instead (its outputs there are then zeroed and
+    /// flagged); the sample is not excluded. Whether that batch is remembered.
+    pub fn stand_in(&self, iteration: u64, slot: usize) -> bool {
+        let mut st = self.lock();
+        let Some((_, idx)) = st.served.iter_mut().find(|(it, _)| *it == iteration) else {
+            return false;
+        };
+        let Some(other) = (0..idx.len()).find(|&k| k != slot) else {
+            return false;
+        };
+        if slot >= idx.len() {
+            return false;
+        }
+        idx[slot] = idx[other];
+        true
+    }
+
     /// Excludes `samples` (a checkpoint's).
     pub fn exclude_all(&self, samples: impl IntoIterator<Item = usize>) {
         let mut st = self.lock();
