@@ -425,3 +425,19 @@ def test_replace_with_the_mixed_decoder(file_list):
             for img, label in zip(images, np.array(labels.as_tensor()).ravel().tolist()):
                 assert (not img.any()) == (label in BAD), (it, label)
     assert len(pipe.bad_samples()) == len(BAD)
+
+
+def test_jax_iterator_runs_every_epoch(file_list):
+    pytest.importorskip("jax")
+    from sluice.plugin.base_iterator import LastBatchPolicy
+    from sluice.plugin.jax import DALIGenericIterator
+
+    pipe = make_pipe(file_list, reader_kw={"random_shuffle": True})
+    it = DALIGenericIterator([pipe], ["images", "labels"], reader_name="Reader", last_batch_policy=LastBatchPolicy.DROP)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)
+        for _ in range(2):
+            labels = [np.asarray(b["labels"]).ravel().tolist() for b in it]
+            assert [len(x) for x in labels] == [BATCH] * (N // BATCH)
+            assert not set(sum(labels, [])) & set(BAD)
+            it.reset()
