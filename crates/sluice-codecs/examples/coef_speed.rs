@@ -22,35 +22,16 @@ fn main() {
         crop = args[1] == "crop";
         args.drain(..2);
     }
-    let files: Vec<Vec<u8>> = args
-        .iter()
-        .map(|f| std::fs::read(f).expect("read input"))
-        .collect();
-    let infos: Vec<ImageInfo> = files
-        .iter()
-        .map(|b| read_info(b).expect("header"))
-        .collect();
+    let files: Vec<Vec<u8>> = args.iter().map(|f| std::fs::read(f).expect("read input")).collect();
+    let infos: Vec<ImageInfo> = files.iter().map(|b| read_info(b).expect("header")).collect();
     let windows: Vec<Roi> = infos
         .iter()
         .map(|i| {
             if !crop {
-                return Roi {
-                    x: 0,
-                    y: 0,
-                    width: i.width,
-                    height: i.height,
-                };
+                return Roi { x: 0, y: 0, width: i.width, height: i.height };
             }
-            let (w, h) = (
-                (i.width as f64 * 0.707) as usize,
-                (i.height as f64 * 0.707) as usize,
-            );
-            Roi {
-                x: (i.width - w) / 2,
-                y: (i.height - h) / 2,
-                width: w.max(1),
-                height: h.max(1),
-            }
+            let (w, h) = ((i.width as f64 * 0.707) as usize, (i.height as f64 * 0.707) as usize);
+            Roi { x: (i.width - w) / 2, y: (i.height - h) / 2, width: w.max(1), height: h.max(1) }
         })
         .collect();
     let n = files.len();
@@ -63,23 +44,18 @@ fn main() {
                 .map(|k| {
                     let (files, infos, windows) = (&files, &infos, &windows);
                     s.spawn(move || {
-                        let (mut out, mut coefs, mut quant) =
-                            (Vec::new(), Vec::new(), [[0u16; 64]; 3]);
+                        let (mut out, mut coefs, mut quant) = (Vec::new(), Vec::new(), [[0u16; 64]; 3]);
                         let mut read = 0;
                         for i in (k * chunk).min(n)..((k + 1) * chunk).min(n) {
                             let (b, info, r) = (&files[i], &infos[i], windows[i]);
                             if coefficients {
                                 if let Some(l) = coefficient_layout(b, info, r) {
                                     coefs.resize(l.coefficients, 0);
-                                    read += read_coefficients(b, info, &l, &mut coefs, &mut quant)
-                                        as usize;
+                                    read += read_coefficients(b, info, &l, &mut coefs, &mut quant) as usize;
                                 }
                             } else {
                                 out.resize(r.width * r.height * 3, 0);
-                                let p = DecodeParams {
-                                    roi: Some(r),
-                                    ..DecodeParams::default()
-                                };
+                                let p = DecodeParams { roi: Some(r), ..DecodeParams::default() };
                                 decode_into(b, info, &p, &mut out).expect("decode");
                             }
                         }

@@ -22,10 +22,7 @@ fn main() {
         args.drain(..2);
     }
     let out_dir = std::path::PathBuf::from(&args[0]);
-    let p = DecodeParams {
-        color,
-        ..DecodeParams::default()
-    };
+    let p = DecodeParams { color, ..DecodeParams::default() };
     for (i, f) in args[1..].iter().enumerate() {
         let bytes = std::fs::read(f).expect("read input");
         match decode(&bytes, &p) {

@@ -88,11 +88,7 @@ pub fn coefficient_layout(bytes: &[u8], info: &ImageInfo, window: Roi) -> Option
         }
         _ => return None,
     };
-    let (max_h, max_v) = if nc == 1 {
-        sampling[0]
-    } else {
-        (sampling[0].0, sampling[0].1)
-    };
+    let (max_h, max_v) = if nc == 1 { sampling[0] } else { (sampling[0].0, sampling[0].1) };
     if max_h == 0 || max_v == 0 {
         return None;
     }
@@ -112,35 +108,17 @@ pub fn coefficient_layout(bytes: &[u8], info: &ImageInfo, window: Roi) -> Option
             if up == 1 {
                 (start, start + len - 1)
             } else {
-                (
-                    (start / 2).saturating_sub(1),
-                    ((start + len - 1) / 2 + 1).min(size - 1),
-                )
+                ((start / 2).saturating_sub(1), ((start + len - 1) / 2 + 1).min(size - 1))
             }
         };
         let (c0, c1) = span(window.x, window.width, h_up, width);
         let (r0, r1) = span(window.y, window.height, v_up, height);
         let (bx0, by0) = (c0 / 8, r0 / 8);
         let (bw, bh) = (c1 / 8 - bx0 + 1, r1 / 8 - by0 + 1);
-        comp[c] = CoefComponent {
-            width,
-            height,
-            h_up,
-            v_up,
-            bx0,
-            by0,
-            bw,
-            bh,
-            offset,
-        };
+        comp[c] = CoefComponent { width, height, h_up, v_up, bx0, by0, bw, bh, offset };
         offset += bw * bh * 64;
     }
-    Some(CoefLayout {
-        components: nc,
-        comp,
-        sampling,
-        coefficients: offset,
-    })
+    Some(CoefLayout { components: nc, comp, sampling, coefficients: offset })
 }
 
 #[repr(C)]
@@ -196,50 +174,22 @@ thread_local! {
 /// Returns false when the file cannot be read this way after all (its header disagrees with
 /// the marker walk, or libjpeg reports damage of any kind, even a warning): decode it with
 /// [`crate::decode_into`] instead, which tells benign defects from fatal ones and names them.
-pub fn read_coefficients(
-    bytes: &[u8],
-    info: &ImageInfo,
-    layout: &CoefLayout,
-    dst: &mut [i16],
-    quant: &mut [[u16; 64]; 3],
-) -> bool {
-    assert!(
-        dst.len() >= layout.coefficients,
-        "coefficient buffer too small"
-    );
+pub fn read_coefficients(bytes: &[u8], info: &ImageInfo, layout: &CoefLayout, dst: &mut [i16], quant: &mut [[u16; 64]; 3]) -> bool {
+    assert!(dst.len() >= layout.coefficients, "coefficient buffer too small");
     let nc = layout.components;
-    let mut regions: [Region; 3] = std::array::from_fn(|_| Region {
-        bx0: 0,
-        by0: 0,
-        bw: 0,
-        bh: 0,
-        dst: std::ptr::null_mut(),
-    });
+    let mut regions: [Region; 3] = std::array::from_fn(|_| Region { bx0: 0, by0: 0, bw: 0, bh: 0, dst: std::ptr::null_mut() });
     let mut sampling = [0i32; 6];
     for c in 0..nc {
         let g = &layout.comp[c];
-        let (Ok(bx0), Ok(by0), Ok(bw), Ok(bh)) = (
-            i32::try_from(g.bx0),
-            i32::try_from(g.by0),
-            i32::try_from(g.bw),
-            i32::try_from(g.bh),
-        ) else {
+        let (Ok(bx0), Ok(by0), Ok(bw), Ok(bh)) = (i32::try_from(g.bx0), i32::try_from(g.by0), i32::try_from(g.bw), i32::try_from(g.bh)) else {
             return false;
         };
         // SAFETY: offset + bw*bh*64 <= layout.coefficients <= dst.len() by construction.
-        regions[c] = Region {
-            bx0,
-            by0,
-            bw,
-            bh,
-            dst: unsafe { dst.as_mut_ptr().add(g.offset) },
-        };
+        regions[c] = Region { bx0, by0, bw, bh, dst: unsafe { dst.as_mut_ptr().add(g.offset) } };
         sampling[2 * c] = i32::from(layout.sampling[c].0);
         sampling[2 * c + 1] = i32::from(layout.sampling[c].1);
     }
-    let (Ok(width), Ok(height)) = (i32::try_from(info.width), i32::try_from(info.height)) else {
-        return false;
-    };
+    let (Ok(width), Ok(height)) = (i32::try_from(info.width), i32::try_from(info.height)) else { return false };
     let mut q = [0u16; 192];
     let rc = READER.with(|cell| {
         let mut slot = cell.borrow_mut();

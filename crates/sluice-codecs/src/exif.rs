@@ -49,10 +49,7 @@ impl Orientation {
     pub fn swaps_axes(self) -> bool {
         matches!(
             self,
-            Orientation::Transpose
-                | Orientation::Rotate90
-                | Orientation::Transverse
-                | Orientation::Rotate270
+            Orientation::Transpose | Orientation::Rotate90 | Orientation::Transverse | Orientation::Rotate270
         )
     }
 
@@ -74,12 +71,7 @@ impl Orientation {
     /// The stored-coordinate rectangle that, once oriented, becomes `roi` of the output.
     /// `w`, `h` are the stored dims; `roi` must lie inside the oriented image.
     pub(crate) fn roi_to_stored(self, roi: Roi, w: usize, h: usize) -> Roi {
-        let Roi {
-            x,
-            y,
-            width: rw,
-            height: rh,
-        } = roi;
+        let Roi { x, y, width: rw, height: rh } = roi;
         let (sx, sy, sw, sh) = match self {
             Orientation::Normal => (x, y, rw, rh),
             Orientation::FlipHorizontal => (w - x - rw, y, rw, rh),
@@ -90,12 +82,7 @@ impl Orientation {
             Orientation::Transverse => (w - y - rh, h - x - rw, rh, rw),
             Orientation::Rotate270 => (w - y - rh, x, rh, rw),
         };
-        Roi {
-            x: sx,
-            y: sy,
-            width: sw,
-            height: sh,
-        }
+        Roi { x: sx, y: sy, width: sw, height: sh }
     }
 }
 
@@ -109,20 +96,12 @@ pub(crate) fn orientation_from_tiff(t: &[u8]) -> Option<Orientation> {
     };
     let u16_at = |o: usize| -> Option<u16> {
         let b = t.get(o..o.checked_add(2)?)?;
-        Some(if le {
-            u16::from_le_bytes([b[0], b[1]])
-        } else {
-            u16::from_be_bytes([b[0], b[1]])
-        })
+        Some(if le { u16::from_le_bytes([b[0], b[1]]) } else { u16::from_be_bytes([b[0], b[1]]) })
     };
     let u32_at = |o: usize| -> Option<u32> {
         let b = t.get(o..o.checked_add(4)?)?;
         let a = [b[0], b[1], b[2], b[3]];
-        Some(if le {
-            u32::from_le_bytes(a)
-        } else {
-            u32::from_be_bytes(a)
-        })
+        Some(if le { u32::from_le_bytes(a) } else { u32::from_be_bytes(a) })
     };
     if u16_at(2)? != 42 {
         return None;
@@ -206,9 +185,7 @@ pub(crate) fn segments(bytes: &[u8]) -> impl Iterator<Item = Segment<'_>> {
         while bytes.get(pos) == Some(&0xFF) && bytes.get(pos + 1) == Some(&0xFF) {
             pos += 1;
         }
-        let (Some(&0xFF), Some(&marker)) = (bytes.get(pos), bytes.get(pos + 1)) else {
-            return None;
-        };
+        let (Some(&0xFF), Some(&marker)) = (bytes.get(pos), bytes.get(pos + 1)) else { return None };
         let at = pos;
         pos += 2;
         // Standalone markers carry no length.
@@ -218,19 +195,11 @@ pub(crate) fn segments(bytes: &[u8]) -> impl Iterator<Item = Segment<'_>> {
         if marker == 0xD9 {
             return None;
         }
-        let len = bytes
-            .get(pos..pos + 2)
-            .map(|b| u16::from_be_bytes([b[0], b[1]]) as usize);
-        let data = len
-            .filter(|&l| l >= 2)
-            .and_then(|l| bytes.get(pos + 2..pos + l));
+        let len = bytes.get(pos..pos + 2).map(|b| u16::from_be_bytes([b[0], b[1]]) as usize);
+        let data = len.filter(|&l| l >= 2).and_then(|l| bytes.get(pos + 2..pos + l));
         if marker == 0xDA {
             done = true;
-            return Some(Segment {
-                marker,
-                at,
-                data: data.unwrap_or(&[]),
-            });
+            return Some(Segment { marker, at, data: data.unwrap_or(&[]) });
         }
         let data = data?;
         pos += 2 + data.len();
@@ -242,12 +211,7 @@ pub(crate) fn segments(bytes: &[u8]) -> impl Iterator<Item = Segment<'_>> {
 pub(crate) fn scan_jpeg(bytes: &[u8]) -> JpegMarkers {
     let mut m = JpegMarkers::default();
     let mut exif_seen = false;
-    for Segment {
-        marker,
-        at,
-        data: seg,
-    } in segments(bytes)
-    {
+    for Segment { marker, at, data: seg } in segments(bytes) {
         match marker {
             0xDA => m.sos = Some(at),
             0xE1 if !exif_seen && seg.starts_with(b"Exif\0\0") => {
@@ -267,12 +231,7 @@ pub(crate) fn scan_jpeg(bytes: &[u8]) -> JpegMarkers {
                     m.progressive = matches!(marker, 0xC2 | 0xC6 | 0xCA | 0xCE);
                     m.sof = Some(marker);
                     m.precision = seg[0];
-                    for (k, c) in m
-                        .components
-                        .iter_mut()
-                        .enumerate()
-                        .take((seg[5] as usize).min(3))
-                    {
+                    for (k, c) in m.components.iter_mut().enumerate().take((seg[5] as usize).min(3)) {
                         if let Some(d) = seg.get(6 + 3 * k..8 + 3 * k) {
                             *c = (d[0], d[1]);
                         }

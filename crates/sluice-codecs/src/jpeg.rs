@@ -9,9 +9,7 @@ use turbojpeg_sys as tj;
 use crate::color::{self, Src};
 use crate::exif::{self, Orientation};
 use crate::transform::blit;
-use crate::{
-    invalid, CodecError, ColorSpace, DecodeParams, ErrorKind, ImageFormat, ImageInfo, Plan,
-};
+use crate::{invalid, CodecError, ColorSpace, DecodeParams, ErrorKind, ImageFormat, ImageInfo, Plan};
 
 /// Owns a TurboJPEG decompressor; destroyed when its thread exits.
 struct Handle(tj::tjhandle);
@@ -60,10 +58,7 @@ fn with_handle<R>(f: impl FnOnce(tj::tjhandle) -> Result<R, CodecError>) -> Resu
             // SAFETY: plain FFI constructor; null is checked.
             let h = unsafe { tj::tj3Init(tj::TJINIT_TJINIT_DECOMPRESS as c_int) };
             if h.is_null() {
-                return Err(CodecError::new(
-                    ErrorKind::Unsupported,
-                    "could not create a TurboJPEG decompressor",
-                ));
+                return Err(CodecError::new(ErrorKind::Unsupported, "could not create a TurboJPEG decompressor"));
             }
             let handle = Handle(h);
             // SAFETY: valid handle; parameters are documented TurboJPEG 3 settings.
@@ -93,10 +88,7 @@ fn error_string(h: tj::tjhandle) -> String {
         if p.is_null() {
             return "unknown libjpeg-turbo error".into();
         }
-        CStr::from_ptr(p)
-            .to_string_lossy()
-            .trim()
-            .replace('\n', " ")
+        CStr::from_ptr(p).to_string_lossy().trim().replace('\n', " ")
     }
 }
 
@@ -144,10 +136,7 @@ fn check(h: tj::tjhandle, rc: c_int, complete: bool) -> Result<(), CodecError> {
         if complete {
             return Ok(());
         }
-        return Err(CodecError::new(
-            ErrorKind::Truncated,
-            format!("truncated JPEG data (no EOI marker; {msg})"),
-        ));
+        return Err(CodecError::new(ErrorKind::Truncated, format!("truncated JPEG data (no EOI marker; {msg})")));
     }
     Err(classify(&msg))
 }
@@ -163,8 +152,7 @@ struct Header {
 
 impl Header {
     fn cmyk(&self) -> bool {
-        self.colorspace == tj::TJCS_TJCS_CMYK as c_int
-            || self.colorspace == tj::TJCS_TJCS_YCCK as c_int
+        self.colorspace == tj::TJCS_TJCS_CMYK as c_int || self.colorspace == tj::TJCS_TJCS_YCCK as c_int
     }
     fn channels(&self) -> usize {
         if self.cmyk() {
@@ -180,25 +168,13 @@ impl Header {
 /// Parses the header with TurboJPEG and cross-checks it against our own marker walk: a
 /// tables-only stream "succeeds" in TurboJPEG without updating the handle's dimensions, which
 /// would otherwise leak the previous image's size into this one.
-fn read_header(
-    h: tj::tjhandle,
-    bytes: &[u8],
-    markers: &exif::JpegMarkers,
-) -> Result<Header, CodecError> {
+fn read_header(h: tj::tjhandle, bytes: &[u8], markers: &exif::JpegMarkers) -> Result<Header, CodecError> {
     let Some((fw, fh, _)) = markers.frame else {
-        return Err(
-            if bytes.len() < 4 || !bytes.windows(2).any(|w| w == [0xFF, 0xDA]) {
-                CodecError::new(
-                    ErrorKind::Truncated,
-                    "truncated JPEG data: no frame header (SOF) found",
-                )
-            } else {
-                CodecError::new(
-                    ErrorKind::Corrupt,
-                    "corrupt JPEG data: no frame header (SOF) found",
-                )
-            },
-        );
+        return Err(if bytes.len() < 4 || !bytes.windows(2).any(|w| w == [0xFF, 0xDA]) {
+            CodecError::new(ErrorKind::Truncated, "truncated JPEG data: no frame header (SOF) found")
+        } else {
+            CodecError::new(ErrorKind::Corrupt, "corrupt JPEG data: no frame header (SOF) found")
+        });
     };
     // SAFETY: pointer/length describe a live slice; TurboJPEG only reads it.
     let rc = unsafe { tj::tj3DecompressHeader(h, bytes.as_ptr(), bytes.len() as _) };
@@ -219,10 +195,7 @@ fn read_header(
         ));
     }
     if (hdr.width, hdr.height) != (fw, fh) {
-        return Err(CodecError::new(
-            ErrorKind::Corrupt,
-            "corrupt JPEG data: inconsistent frame header",
-        ));
+        return Err(CodecError::new(ErrorKind::Corrupt, "corrupt JPEG data: inconsistent frame header"));
     }
     crate::check_size(hdr.width, hdr.height, hdr.channels())?;
     Ok(hdr)
@@ -260,16 +233,7 @@ fn decompress(
     let pitch = c_int::try_from(pitch).map_err(|_| invalid("row pitch too large"))?;
     // SAFETY: input slice is live; dst has room for the cropped, scaled image at this pitch
     // (checked above, and the cropping region/scale set on the handle define `rows`).
-    let rc = unsafe {
-        tj::tj3Decompress8(
-            h,
-            bytes.as_ptr(),
-            bytes.len() as _,
-            dst.as_mut_ptr(),
-            pitch,
-            pf as c_int,
-        )
-    };
+    let rc = unsafe { tj::tj3Decompress8(h, bytes.as_ptr(), bytes.len() as _, dst.as_mut_ptr(), pitch, pf as c_int) };
     check(h, rc, rc == 0 || exif::has_eoi_after_sos(bytes))
 }
 
@@ -289,11 +253,7 @@ fn decompress_eoi_tolerant(
     pf: tj::TJPF,
 ) -> Result<(), CodecError> {
     match decompress(h, bytes, dst, pitch, rows, pf) {
-        Err(e)
-            if e.kind() == ErrorKind::Truncated
-                && !markers.progressive
-                && !bytes.ends_with(&[0xFF, 0xD9]) =>
-        {
+        Err(e) if e.kind() == ErrorKind::Truncated && !markers.progressive && !bytes.ends_with(&[0xFF, 0xD9]) => {
             let mut fixed = Vec::with_capacity(bytes.len() + 2);
             fixed.extend_from_slice(bytes);
             fixed.extend_from_slice(&[0xFF, 0xD9]);
@@ -319,27 +279,14 @@ pub(crate) fn decode_into(
             return Err(invalid("ImageInfo does not match the JPEG data"));
         }
         if hdr.lossless && p.scale_denom != 1 {
-            return Err(CodecError::new(
-                ErrorKind::Unsupported,
-                "lossless JPEG cannot be decoded with scaling",
-            ));
+            return Err(CodecError::new(ErrorKind::Unsupported, "lossless JPEG cannot be decoded with scaling"));
         }
         // The handle is shared by every decode on this thread, so set the IDCT each time.
         // SAFETY: valid handle; FASTDCT takes 0 or 1.
-        unsafe {
-            tj::tj3Set(
-                h,
-                tj::TJPARAM_TJPARAM_FASTDCT as c_int,
-                p.fast_idct as c_int,
-            )
-        };
+        unsafe { tj::tj3Set(h, tj::TJPARAM_TJPARAM_FASTDCT as c_int, p.fast_idct as c_int) };
         let denom = p.scale_denom as c_int;
         // SAFETY: valid handle; 1/1, 1/2, 1/4, 1/8 are among TurboJPEG's scaling factors.
-        check(
-            h,
-            unsafe { tj::tj3SetScalingFactor(h, tj::tjscalingfactor { num: 1, denom }) },
-            true,
-        )?;
+        check(h, unsafe { tj::tj3SetScalingFactor(h, tj::tjscalingfactor { num: 1, denom }) }, true)?;
 
         let cmyk = hdr.cmyk();
         let (pf, dch) = if cmyk {
@@ -372,19 +319,9 @@ pub(crate) fn decode_into(
         };
         let full = ax == 0 && aw == sw && cy == 0 && chh == sh;
         let region = if full {
-            tj::tjregion {
-                x: 0,
-                y: 0,
-                w: 0,
-                h: 0,
-            }
+            tj::tjregion { x: 0, y: 0, w: 0, h: 0 }
         } else {
-            tj::tjregion {
-                x: ax as c_int,
-                y: cy as c_int,
-                w: aw as c_int,
-                h: chh as c_int,
-            }
+            tj::tjregion { x: ax as c_int, y: cy as c_int, w: aw as c_int, h: chh as c_int }
         };
         // Always set (zeros = none): the handle keeps the previous image's region otherwise.
         // SAFETY: valid handle whose header was just read; the region lies in the scaled image.
@@ -406,36 +343,16 @@ pub(crate) fn decode_into(
                 let region = &buf[dy * pitch..];
                 if cmyk {
                     let oc = plan.out_channels;
-                    let kind = Src::Cmyk {
-                        adobe: markers.adobe,
-                    };
+                    let kind = Src::Cmyk { adobe: markers.adobe };
                     with_scratch(&SCRATCH2, st.width * st.height * oc, |conv| {
                         for (r, drow) in conv.chunks_exact_mut(st.width * oc).enumerate() {
                             let s = r * pitch + dx * 4;
                             color::convert(&region[s..s + st.width * 4], kind, p.color, drow);
                         }
-                        blit(
-                            conv,
-                            st.width * oc,
-                            0,
-                            st.width,
-                            st.height,
-                            oc,
-                            plan.orientation,
-                            out,
-                        );
+                        blit(conv, st.width * oc, 0, st.width, st.height, oc, plan.orientation, out);
                     });
                 } else {
-                    blit(
-                        region,
-                        pitch,
-                        dx,
-                        st.width,
-                        st.height,
-                        dch,
-                        plan.orientation,
-                        out,
-                    );
+                    blit(region, pitch, dx, st.width, st.height, dch, plan.orientation, out);
                 }
                 Ok(())
             })?;

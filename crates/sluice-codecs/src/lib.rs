@@ -115,13 +115,7 @@ pub struct DecodeParams {
 
 impl Default for DecodeParams {
     fn default() -> Self {
-        DecodeParams {
-            color: ColorSpace::Rgb,
-            adjust_orientation: true,
-            roi: None,
-            scale_denom: 1,
-            fast_idct: false,
-        }
+        DecodeParams { color: ColorSpace::Rgb, adjust_orientation: true, roi: None, scale_denom: 1, fast_idct: false }
     }
 }
 
@@ -150,10 +144,7 @@ pub struct CodecError {
 
 impl CodecError {
     pub(crate) fn new(kind: ErrorKind, message: impl Into<String>) -> Self {
-        CodecError {
-            kind,
-            message: message.into(),
-        }
+        CodecError { kind, message: message.into() }
     }
     /// The class of failure.
     pub fn kind(&self) -> ErrorKind {
@@ -176,10 +167,7 @@ pub const MAX_OUTPUT_BYTES: usize = 1 << 31;
 
 pub(crate) fn check_size(width: usize, height: usize, channels: usize) -> Result<(), CodecError> {
     if width == 0 || height == 0 {
-        return Err(CodecError::new(
-            ErrorKind::Corrupt,
-            "image has zero width or height",
-        ));
+        return Err(CodecError::new(ErrorKind::Corrupt, "image has zero width or height"));
     }
     if width > MAX_DIMENSION || height > MAX_DIMENSION {
         return Err(CodecError::new(
@@ -191,9 +179,7 @@ pub(crate) fn check_size(width: usize, height: usize, channels: usize) -> Result
     if (width as u128) * (height as u128) * (channels.max(4) as u128) > MAX_OUTPUT_BYTES as u128 {
         return Err(CodecError::new(
             ErrorKind::TooLarge,
-            format!(
-                "image too large: {width}x{height}x{channels} exceeds {MAX_OUTPUT_BYTES} bytes"
-            ),
+            format!("image too large: {width}x{height}x{channels} exceeds {MAX_OUTPUT_BYTES} bytes"),
         ));
     }
     Ok(())
@@ -202,10 +188,7 @@ pub(crate) fn check_size(width: usize, height: usize, channels: usize) -> Result
 /// Reads the header only: dimensions, channels and orientation, without decoding pixels.
 pub fn read_info(bytes: &[u8]) -> Result<ImageInfo, CodecError> {
     let format = sniff_format(bytes).ok_or_else(|| {
-        CodecError::new(
-            ErrorKind::Unsupported,
-            "unsupported format: unrecognised magic bytes",
-        )
+        CodecError::new(ErrorKind::Unsupported, "unsupported format: unrecognised magic bytes")
     })?;
     let info = match format {
         ImageFormat::Jpeg => jpeg::read_info(bytes)?,
@@ -247,21 +230,14 @@ impl ImageInfo {
             return (r.height, r.width, c);
         }
         let (w, h) = self.scaled_dims(p);
-        let (w, h) = if self.effective_orientation(p).swaps_axes() {
-            (h, w)
-        } else {
-            (w, h)
-        };
+        let (w, h) = if self.effective_orientation(p).swaps_axes() { (h, w) } else { (w, h) };
         (h, w, c)
     }
 
     /// Validates `p` against this image and returns the full oriented scaled dims and the ROI.
     pub(crate) fn plan(&self, p: &DecodeParams, out_len: usize) -> Result<Plan, CodecError> {
         if !matches!(p.scale_denom, 1 | 2 | 4 | 8) {
-            return Err(invalid(format!(
-                "invalid scale_denom {}: must be 1, 2, 4 or 8",
-                p.scale_denom
-            )));
+            return Err(invalid(format!("invalid scale_denom {}: must be 1, 2, 4 or 8", p.scale_denom)));
         }
         if p.scale_denom != 1 && self.format != ImageFormat::Jpeg {
             return Err(invalid(format!(
@@ -271,24 +247,12 @@ impl ImageInfo {
         }
         check_size(self.width, self.height, self.channels)?;
         if self.channels == 0 || self.channels > 4 {
-            return Err(invalid(format!(
-                "invalid channel count {} in ImageInfo",
-                self.channels
-            )));
+            return Err(invalid(format!("invalid channel count {} in ImageInfo", self.channels)));
         }
         let orientation = self.effective_orientation(p);
         let (sw, sh) = self.scaled_dims(p);
-        let (ow, oh) = if orientation.swaps_axes() {
-            (sh, sw)
-        } else {
-            (sw, sh)
-        };
-        let roi = p.roi.unwrap_or(Roi {
-            x: 0,
-            y: 0,
-            width: ow,
-            height: oh,
-        });
+        let (ow, oh) = if orientation.swaps_axes() { (sh, sw) } else { (sw, sh) };
+        let roi = p.roi.unwrap_or(Roi { x: 0, y: 0, width: ow, height: oh });
         if roi.width == 0
             || roi.height == 0
             || roi.x.checked_add(roi.width).map_or(true, |e| e > ow)
@@ -306,13 +270,7 @@ impl ImageInfo {
             )));
         }
         let stored = orientation.roi_to_stored(roi, sw, sh);
-        Ok(Plan {
-            orientation,
-            scaled: (sw, sh),
-            roi,
-            stored,
-            out_channels: c,
-        })
+        Ok(Plan { orientation, scaled: (sw, sh), roi, stored, out_channels: c })
     }
 }
 
@@ -357,9 +315,7 @@ pub fn jpeg_suits_hardware_decoder(bytes: &[u8]) -> bool {
         return false;
     }
     let m = exif::scan_jpeg(bytes);
-    let Some((w, h, 3)) = m.frame else {
-        return false;
-    };
+    let Some((w, h, 3)) = m.frame else { return false };
     let [(id0, y), (_, cb), (_, cr)] = m.components;
     m.sof == Some(0xC0)
         && m.precision == 8
@@ -386,10 +342,7 @@ pub fn decode_into(
 ) -> Result<(), CodecError> {
     let plan = info.plan(p, out.len())?;
     if sniff_format(bytes) != Some(info.format) {
-        return Err(invalid(format!(
-            "data is not {:?} as ImageInfo says",
-            info.format
-        )));
+        return Err(invalid(format!("data is not {:?} as ImageInfo says", info.format)));
     }
     match info.format {
         ImageFormat::Jpeg => jpeg::decode_into(bytes, info, p, &plan, out),
@@ -398,10 +351,7 @@ pub fn decode_into(
 }
 
 /// Convenience: reads the header, allocates the output and decodes; returns (pixels, (h, w, c)).
-pub fn decode(
-    bytes: &[u8],
-    p: &DecodeParams,
-) -> Result<(Vec<u8>, (usize, usize, usize)), CodecError> {
+pub fn decode(bytes: &[u8], p: &DecodeParams) -> Result<(Vec<u8>, (usize, usize, usize)), CodecError> {
     let info = read_info(bytes)?;
     let shape = info.output_shape(p);
     let mut out = vec![0u8; shape.0 * shape.1 * shape.2];

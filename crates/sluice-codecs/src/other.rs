@@ -3,16 +3,12 @@
 use std::io::Cursor;
 use std::panic::{catch_unwind, AssertUnwindSafe};
 
-use image::codecs::{
-    bmp::BmpDecoder, png::PngDecoder, pnm::PnmDecoder, tiff::TiffDecoder, webp::WebPDecoder,
-};
+use image::codecs::{bmp::BmpDecoder, png::PngDecoder, pnm::PnmDecoder, tiff::TiffDecoder, webp::WebPDecoder};
 use image::{ColorType, ImageDecoder, ImageError};
 
 use crate::color::{self, Src};
 use crate::transform::blit;
-use crate::{
-    invalid, CodecError, DecodeParams, ErrorKind, ImageFormat, ImageInfo, Orientation, Plan,
-};
+use crate::{invalid, CodecError, DecodeParams, ErrorKind, ImageFormat, ImageInfo, Orientation, Plan};
 
 fn name(f: ImageFormat) -> &'static str {
     match f {
@@ -30,13 +26,10 @@ fn map_err(f: ImageFormat, e: ImageError) -> CodecError {
     let text = e.to_string();
     let lower = text.to_ascii_lowercase();
     match e {
-        ImageError::Limits(_) => {
-            CodecError::new(ErrorKind::TooLarge, format!("image too large: {text}"))
+        ImageError::Limits(_) => CodecError::new(ErrorKind::TooLarge, format!("image too large: {text}")),
+        ImageError::Unsupported(_) => {
+            CodecError::new(ErrorKind::Unsupported, format!("unsupported format: {n} variant ({text})"))
         }
-        ImageError::Unsupported(_) => CodecError::new(
-            ErrorKind::Unsupported,
-            format!("unsupported format: {n} variant ({text})"),
-        ),
         ImageError::IoError(ref io) if io.kind() == std::io::ErrorKind::UnexpectedEof => {
             CodecError::new(ErrorKind::Truncated, format!("truncated {n} data ({text})"))
         }
@@ -49,15 +42,9 @@ fn map_err(f: ImageFormat, e: ImageError) -> CodecError {
 
 /// Runs decoder code with panics turned into errors: third-party decoders on hostile input
 /// are the likeliest place for an unexpected panic, and a data loader must not die of one.
-fn guarded<R>(
-    f: ImageFormat,
-    body: impl FnOnce() -> Result<R, CodecError>,
-) -> Result<R, CodecError> {
+fn guarded<R>(f: ImageFormat, body: impl FnOnce() -> Result<R, CodecError>) -> Result<R, CodecError> {
     catch_unwind(AssertUnwindSafe(body)).unwrap_or_else(|_| {
-        Err(CodecError::new(
-            ErrorKind::Corrupt,
-            format!("corrupt {} data (decoder panicked)", name(f)),
-        ))
+        Err(CodecError::new(ErrorKind::Corrupt, format!("corrupt {} data (decoder panicked)", name(f))))
     })
 }
 
@@ -74,11 +61,7 @@ fn decoder<'a>(bytes: &'a [u8], f: ImageFormat) -> Result<Box<dyn ImageDecoder +
     // Our limits first, so that a hostile header is refused naming them (the image crate's
     // own check says only "Image size exceeds limit").
     let (w, h) = d.dimensions();
-    crate::check_size(
-        w as usize,
-        h as usize,
-        d.color_type().channel_count() as usize,
-    )?;
+    crate::check_size(w as usize, h as usize, d.color_type().channel_count() as usize)?;
     let mut limits = image::Limits::default();
     limits.max_image_width = Some(crate::MAX_DIMENSION as u32);
     limits.max_image_height = Some(crate::MAX_DIMENSION as u32);
@@ -99,17 +82,11 @@ fn sample_bytes(ct: ColorType) -> Option<usize> {
     }
 }
 
-fn header(
-    d: &mut Box<dyn ImageDecoder + '_>,
-    f: ImageFormat,
-) -> Result<(usize, usize, ColorType), CodecError> {
+fn header(d: &mut Box<dyn ImageDecoder + '_>, f: ImageFormat) -> Result<(usize, usize, ColorType), CodecError> {
     let (w, h) = d.dimensions();
     let ct = d.color_type();
     if sample_bytes(ct).is_none() {
-        return Err(CodecError::new(
-            ErrorKind::Unsupported,
-            format!("unsupported {} pixel layout {ct:?}", name(f)),
-        ));
+        return Err(CodecError::new(ErrorKind::Unsupported, format!("unsupported {} pixel layout {ct:?}", name(f))));
     }
     crate::check_size(w as usize, h as usize, ct.channel_count() as usize)?;
     Ok((w as usize, h as usize, ct))
@@ -120,17 +97,8 @@ pub(crate) fn read_info(bytes: &[u8], f: ImageFormat) -> Result<ImageInfo, Codec
         let mut d = decoder(bytes, f)?;
         let (width, height, ct) = header(&mut d, f)?;
         // A broken EXIF block should not make an otherwise fine image unreadable.
-        let orientation = d
-            .orientation()
-            .map(|o| Orientation::from_exif(o.to_exif() as u32))
-            .unwrap_or_default();
-        Ok(ImageInfo {
-            format: f,
-            width,
-            height,
-            channels: ct.channel_count() as usize,
-            orientation,
-        })
+        let orientation = d.orientation().map(|o| Orientation::from_exif(o.to_exif() as u32)).unwrap_or_default();
+        Ok(ImageInfo { format: f, width, height, channels: ct.channel_count() as usize, orientation })
     })
 }
 
@@ -147,11 +115,7 @@ fn to_u8(native: &[u8], sb: usize, dst: &mut [u8]) {
         4 => {
             for (d, s) in dst.iter_mut().zip(native.chunks_exact(4)) {
                 let v = f32::from_ne_bytes([s[0], s[1], s[2], s[3]]);
-                *d = if v.is_nan() {
-                    0
-                } else {
-                    (v.clamp(0.0, 1.0) * 255.0).round() as u8
-                };
+                *d = if v.is_nan() { 0 } else { (v.clamp(0.0, 1.0) * 255.0).round() as u8 };
             }
         }
         _ => dst.copy_from_slice(native),
@@ -171,10 +135,7 @@ pub(crate) fn decode_into(
         let (w, h, ct) = header(&mut d, f)?;
         let sc = ct.channel_count() as usize;
         if (w, h, sc) != (info.width, info.height, info.channels) {
-            return Err(invalid(format!(
-                "ImageInfo does not match the {} data",
-                name(f)
-            )));
+            return Err(invalid(format!("ImageInfo does not match the {} data", name(f))));
         }
         let sb = sample_bytes(ct).unwrap_or(1);
         let total = usize::try_from(d.total_bytes()).map_err(|_| invalid("image too large"))?;
@@ -204,16 +165,7 @@ pub(crate) fn decode_into(
             for (r, drow) in conv.chunks_exact_mut(st.width * oc).enumerate() {
                 color::convert(src_row(r), kind, p.color, drow);
             }
-            blit(
-                &conv,
-                st.width * oc,
-                0,
-                st.width,
-                st.height,
-                oc,
-                plan.orientation,
-                out,
-            );
+            blit(&conv, st.width * oc, 0, st.width, st.height, oc, plan.orientation, out);
         }
         Ok(())
     })

@@ -45,12 +45,7 @@ pub struct HuffTable {
 
 impl HuffTable {
     /// No codes: what a table the file does not define reads as.
-    const EMPTY: HuffTable = HuffTable {
-        lookup: [0; 1 << LOOKAHEAD_BITS],
-        maxcode: [-1; 18],
-        valoffset: [0; 18],
-        values: [0; 256],
-    };
+    const EMPTY: HuffTable = HuffTable { lookup: [0; 1 << LOOKAHEAD_BITS], maxcode: [-1; 18], valoffset: [0; 18], values: [0; 256] };
 }
 
 /// Most blocks in one MCU of a baseline scan (the standard's limit).
@@ -90,12 +85,7 @@ impl ScanHeader {
     /// The header's bytes, as the GPU reads them.
     pub fn as_bytes(&self) -> &[u8] {
         // SAFETY: plain old data with no padding the compiler inserts (sizes asserted above).
-        unsafe {
-            std::slice::from_raw_parts(
-                self as *const ScanHeader as *const u8,
-                std::mem::size_of::<ScanHeader>(),
-            )
-        }
+        unsafe { std::slice::from_raw_parts(self as *const ScanHeader as *const u8, std::mem::size_of::<ScanHeader>()) }
     }
 
     /// Blocks in the whole scan.
@@ -160,9 +150,8 @@ fn derive_table(counts: &[u8; 16], values: &[u8]) -> Option<HuffTable> {
 
 /// Zigzag position -> natural (row-major) position.
 pub const ZIGZAG_TO_NATURAL: [u8; 64] = [
-    0, 1, 8, 16, 9, 2, 3, 10, 17, 24, 32, 25, 18, 11, 4, 5, 12, 19, 26, 33, 40, 48, 41, 34, 27, 20,
-    13, 6, 7, 14, 21, 28, 35, 42, 49, 56, 57, 50, 43, 36, 29, 22, 15, 23, 30, 37, 44, 51, 58, 59,
-    52, 45, 38, 31, 39, 46, 53, 60, 61, 54, 47, 55, 62, 63,
+    0, 1, 8, 16, 9, 2, 3, 10, 17, 24, 32, 25, 18, 11, 4, 5, 12, 19, 26, 33, 40, 48, 41, 34, 27, 20, 13, 6, 7, 14, 21, 28, 35, 42,
+    49, 56, 57, 50, 43, 36, 29, 22, 15, 23, 30, 37, 44, 51, 58, 59, 52, 45, 38, 31, 39, 46, 53, 60, 61, 54, 47, 55, 62, 63,
 ];
 
 /// Whether the file declares a restart interval (a DRI marker with a non-zero interval
@@ -233,11 +222,7 @@ pub fn prepare_scan(bytes: &[u8], data: &mut [u8]) -> Option<PreparedScan> {
                     let size = if pq == 0 { 64 } else { 128 };
                     let q = seg.get(at + 1..at + 1 + size)?;
                     for k in 0..64 {
-                        let v = if pq == 0 {
-                            q[k] as u16
-                        } else {
-                            u16::from_be_bytes([q[2 * k], q[2 * k + 1]])
-                        };
+                        let v = if pq == 0 { q[k] as u16 } else { u16::from_be_bytes([q[2 * k], q[2 * k + 1]]) };
                         dqt[tq][ZIGZAG_TO_NATURAL[k] as usize] = v;
                     }
                     dqt_seen[tq] = true;
@@ -276,23 +261,12 @@ pub fn prepare_scan(bytes: &[u8], data: &mut [u8]) -> Option<PreparedScan> {
         _pad: [0; 8],
     });
     let mut quant = [[0u16; 64]; 3];
-    let (max_h, max_v) = frame
-        .iter()
-        .fold((1, 1), |(h, v), c| (h.max(c.1), v.max(c.2)));
+    let (max_h, max_v) = frame.iter().fold((1, 1), |(h, v), c| (h.max(c.1), v.max(c.2)));
     let mut nb = 0usize;
     for (k, &(id, h, v, tq)) in frame.iter().enumerate() {
         let (cs, tables) = (seg[1 + 2 * k], seg[2 + 2 * k]);
         let (td, ta) = ((tables >> 4) as usize, (tables & 15) as usize);
-        if cs != id
-            || td > 1
-            || ta > 1
-            || tq > 3
-            || !dqt_seen[tq as usize]
-            || h == 0
-            || v == 0
-            || h > 4
-            || v > 4
-        {
+        if cs != id || td > 1 || ta > 1 || tq > 3 || !dqt_seen[tq as usize] || h == 0 || v == 0 || h > 4 || v > 4 {
             return None;
         }
         header.tables[td] = dht[td]?;
@@ -348,11 +322,7 @@ pub fn prepare_scan(bytes: &[u8], data: &mut [u8]) -> Option<PreparedScan> {
     }
     data.get_mut(n..n + SCAN_PADDING)?.fill(0xFF);
     header.data_bytes = u32::try_from(n).ok()?;
-    Some(PreparedScan {
-        header,
-        quant,
-        written: n + SCAN_PADDING,
-    })
+    Some(PreparedScan { header, quant, written: n + SCAN_PADDING })
 }
 
 // ------------------------------------------------------ the decoder (kernel's specification)
@@ -398,9 +368,7 @@ fn decode_symbol(t: &HuffTable, bits: u32) -> Option<(u32, u32)> {
         let code = (bits >> (32 - len)) as i32;
         if code <= t.maxcode[len as usize] {
             let idx = code + t.valoffset[len as usize];
-            return (0..256)
-                .contains(&idx)
-                .then(|| (len, u32::from(t.values[idx as usize])));
+            return (0..256).contains(&idx).then(|| (len, u32::from(t.values[idx as usize])));
         }
         len += 1;
         if len > 16 {
@@ -412,10 +380,7 @@ fn decode_symbol(t: &HuffTable, bits: u32) -> Option<(u32, u32)> {
 /// One codeword: the DC difference or one AC value (with the zeros before it).
 enum Unit {
     Dc(i32),
-    Ac {
-        k: u32,
-        value: i32,
-    },
+    Ac { k: u32, value: i32 },
     /// End of block, or a run of zeros.
     Skip,
     /// No code matches: corrupt data, or a chunk decoding from a wrong guess (which then
@@ -429,17 +394,11 @@ fn step(h: &ScanHeader, data: &[u8], s: &mut DecodeState) -> Unit {
     let bits = peek32(data, s.pos);
     let b = s.block as usize;
     if s.k == 0 {
-        let Some((len, size)) =
-            decode_symbol(&h.tables[h.block_dc[b] as usize], bits).filter(|&(_, size)| size <= 15)
-        else {
+        let Some((len, size)) = decode_symbol(&h.tables[h.block_dc[b] as usize], bits).filter(|&(_, size)| size <= 15) else {
             s.pos += 1;
             return Unit::Invalid;
         };
-        let extra = if size == 0 {
-            0
-        } else {
-            (bits << len) >> (32 - size)
-        };
+        let extra = if size == 0 { 0 } else { (bits << len) >> (32 - size) };
         s.pos += u64::from(len + size);
         s.k = 1;
         return Unit::Dc(extend(extra, size));
@@ -455,10 +414,7 @@ fn step(h: &ScanHeader, data: &[u8], s: &mut DecodeState) -> Unit {
         let extra = (bits << len) >> (32 - size);
         s.pos += u64::from(len + size);
         s.k = s.k + run + 1;
-        Unit::Ac {
-            k,
-            value: extend(extra, size),
-        }
+        Unit::Ac { k, value: extend(extra, size) }
     } else {
         s.pos += u64::from(len);
         s.k = if run == 15 { s.k + 16 } else { 64 };
@@ -484,13 +440,7 @@ struct ChunkEnd {
 /// Decodes from `s` until the first codeword boundary at or past bit `end`, calling `emit`
 /// for every unit with the index (counting from 0) of the block it belongs to among those
 /// begun here (-1: the block the start state is inside).
-fn run_chunk(
-    h: &ScanHeader,
-    data: &[u8],
-    mut s: DecodeState,
-    end: u64,
-    mut emit: impl FnMut(i64, &Unit),
-) -> ChunkEnd {
+fn run_chunk(h: &ScanHeader, data: &[u8], mut s: DecodeState, end: u64, mut emit: impl FnMut(i64, &Unit)) -> ChunkEnd {
     let (mut begun, mut invalid) = (0u64, 0u64);
     let limit = u64::from(h.data_bytes) * 8;
     while s.pos < end {
@@ -510,11 +460,7 @@ fn run_chunk(
         }
         emit(begun as i64 - 1, &unit);
     }
-    ChunkEnd {
-        state: s,
-        begun,
-        invalid,
-    }
+    ChunkEnd { state: s, begun, invalid }
 }
 
 /// Why a parallel decode failed.
@@ -535,13 +481,7 @@ pub const SYNC_LEAD_BITS: u64 = 4096;
 /// algorithm, chunk by chunk) into `dst` as [`crate::read_coefficients`] lays out the blocks
 /// `layout` names: each component's window of blocks, natural order, DC values. Returns the
 /// rounds the chunks took to agree (1: every guess was right).
-pub fn decode_parallel(
-    h: &ScanHeader,
-    data: &[u8],
-    layout: &CoefLayout,
-    chunk_bits: u64,
-    dst: &mut [i16],
-) -> Result<usize, ScanError> {
+pub fn decode_parallel(h: &ScanHeader, data: &[u8], layout: &CoefLayout, chunk_bits: u64, dst: &mut [i16]) -> Result<usize, ScanError> {
     let bits = u64::from(h.data_bytes) * 8;
     let chunk = chunk_bits.max(32);
     let threads = bits.div_ceil(chunk).max(1) as usize;
@@ -550,16 +490,8 @@ pub fn decode_parallel(
     let mut entry: Vec<DecodeState> = (0..threads)
         .map(|t| {
             let start = t as u64 * chunk;
-            let guess = DecodeState {
-                pos: start.saturating_sub(SYNC_LEAD_BITS),
-                block: 0,
-                k: 0,
-            };
-            if t == 0 {
-                guess
-            } else {
-                run_chunk(h, data, guess, start, |_, _| {}).state
-            }
+            let guess = DecodeState { pos: start.saturating_sub(SYNC_LEAD_BITS), block: 0, k: 0 };
+            if t == 0 { guess } else { run_chunk(h, data, guess, start, |_, _| {}).state }
         })
         .collect();
     let mut exit = Vec::with_capacity(threads);
@@ -593,10 +525,7 @@ pub fn decode_parallel(
     }
     let decoded: u64 = begun.iter().sum();
     if decoded != h.total_blocks() {
-        return Err(ScanError::BlockCount {
-            decoded,
-            expected: h.total_blocks(),
-        });
+        return Err(ScanError::BlockCount { decoded, expected: h.total_blocks() });
     }
     // Write pass: each chunk knows its first block from the counts before it.
     let total = h.total_blocks() as usize;
@@ -643,6 +572,5 @@ fn block_slot(h: &ScanHeader, layout: &CoefLayout, g: usize) -> Option<usize> {
     let bx = mx * h.comp_h[c] as usize + h.block_x[b] as usize;
     let by = my * h.comp_v[c] as usize + h.block_y[b] as usize;
     let g = &layout.comp[c];
-    (bx >= g.bx0 && bx < g.bx0 + g.bw && by >= g.by0 && by < g.by0 + g.bh)
-        .then(|| g.offset + ((by - g.by0) * g.bw + bx - g.bx0) * 64)
+    (bx >= g.bx0 && bx < g.bx0 + g.bw && by >= g.by0 && by < g.by0 + g.bh).then(|| g.offset + ((by - g.by0) * g.bw + bx - g.bx0) * 64)
 }

@@ -23,11 +23,7 @@ pub(crate) fn blit(
         // Row-preserving cases are plain memcpys.
         Orientation::Normal | Orientation::FlipVertical => {
             for (oy, drow) in dst.chunks_exact_mut(orow).enumerate() {
-                let sy = if o == Orientation::Normal {
-                    oy
-                } else {
-                    sh - 1 - oy
-                };
+                let sy = if o == Orientation::Normal { oy } else { sh - 1 - oy };
                 let s = sy * pitch + x0 * ch;
                 drow.copy_from_slice(&src[s..s + orow]);
             }

@@ -26,9 +26,7 @@ fn synth(w: usize, h: usize) -> Vec<u8> {
 }
 
 fn gray_of(rgb: &[u8]) -> Vec<u8> {
-    rgb.chunks_exact(3)
-        .map(|p| ((p[0] as u32 + 2 * p[1] as u32 + p[2] as u32) / 4) as u8)
-        .collect()
+    rgb.chunks_exact(3).map(|p| ((p[0] as u32 + 2 * p[1] as u32 + p[2] as u32) / 4) as u8).collect()
 }
 
 const S444: tj::TJSAMP = tj::TJSAMP_TJSAMP_444;
@@ -37,31 +35,14 @@ const S420: tj::TJSAMP = tj::TJSAMP_TJSAMP_420;
 const SGRAY: tj::TJSAMP = tj::TJSAMP_TJSAMP_GRAY;
 
 fn enc(subsamp: tj::TJSAMP) -> Enc {
-    Enc {
-        subsamp,
-        progressive: false,
-        restart_blocks: 0,
-        quality: 95,
-    }
+    Enc { subsamp, progressive: false, restart_blocks: 0, quality: 95 }
 }
 
 /// Inserts an APP1 Exif segment carrying `orientation` right after SOI.
 fn with_exif(jpeg: &[u8], orientation: u16, big_endian: bool) -> Vec<u8> {
     let mut tiff = Vec::new();
-    let p16 = |v: &mut Vec<u8>, x: u16| {
-        v.extend_from_slice(&if big_endian {
-            x.to_be_bytes()
-        } else {
-            x.to_le_bytes()
-        })
-    };
-    let p32 = |v: &mut Vec<u8>, x: u32| {
-        v.extend_from_slice(&if big_endian {
-            x.to_be_bytes()
-        } else {
-            x.to_le_bytes()
-        })
-    };
+    let p16 = |v: &mut Vec<u8>, x: u16| v.extend_from_slice(&if big_endian { x.to_be_bytes() } else { x.to_le_bytes() });
+    let p32 = |v: &mut Vec<u8>, x: u32| v.extend_from_slice(&if big_endian { x.to_be_bytes() } else { x.to_le_bytes() });
     tiff.extend_from_slice(if big_endian { b"MM" } else { b"II" });
     p16(&mut tiff, 42);
     p32(&mut tiff, 8);
@@ -91,10 +72,7 @@ fn app1(jpeg: &[u8], tiff: &[u8]) -> Vec<u8> {
 }
 
 fn params(color: ColorSpace) -> DecodeParams {
-    DecodeParams {
-        color,
-        ..DecodeParams::default()
-    }
+    DecodeParams { color, ..DecodeParams::default() }
 }
 
 fn dec(bytes: &[u8], p: &DecodeParams) -> (Vec<u8>, (usize, usize, usize)) {
@@ -103,11 +81,7 @@ fn dec(bytes: &[u8], p: &DecodeParams) -> (Vec<u8>, (usize, usize, usize)) {
 
 fn mean_abs_diff(a: &[u8], b: &[u8]) -> f64 {
     assert_eq!(a.len(), b.len());
-    a.iter()
-        .zip(b)
-        .map(|(&x, &y)| (x as i32 - y as i32).abs() as f64)
-        .sum::<f64>()
-        / a.len() as f64
+    a.iter().zip(b).map(|(&x, &y)| (x as i32 - y as i32).abs() as f64).sum::<f64>() / a.len() as f64
 }
 
 /// Crops an HWC image.
@@ -148,10 +122,7 @@ fn orient_ref(img: &[u8], w: usize, h: usize, c: usize, o: u16) -> (Vec<u8>, usi
 #[test]
 fn sniffs_magic_bytes() {
     let src = synth(16, 16);
-    assert_eq!(
-        sniff_format(&jpeg(&src, 16, 16, 3, enc(S420))),
-        Some(ImageFormat::Jpeg)
-    );
+    assert_eq!(sniff_format(&jpeg(&src, 16, 16, 3, enc(S420))), Some(ImageFormat::Jpeg));
     for (f, fmt) in [
         (image::ImageFormat::Png, ImageFormat::Png),
         (image::ImageFormat::Bmp, ImageFormat::Bmp),
@@ -159,11 +130,7 @@ fn sniffs_magic_bytes() {
         (image::ImageFormat::Pnm, ImageFormat::Pnm),
         (image::ImageFormat::WebP, ImageFormat::Webp),
     ] {
-        assert_eq!(
-            sniff_format(&encode_rgb(&src, 16, 16, f)),
-            Some(fmt),
-            "{fmt:?}"
-        );
+        assert_eq!(sniff_format(&encode_rgb(&src, 16, 16, f)), Some(fmt), "{fmt:?}");
     }
     assert_eq!(sniff_format(b"GIF89a......"), None);
     assert_eq!(sniff_format(b""), None);
@@ -181,36 +148,14 @@ fn jpeg_roundtrip_each_variant() {
         ("444", enc(S444)),
         ("422", enc(S422)),
         ("420", enc(S420)),
-        (
-            "progressive",
-            Enc {
-                progressive: true,
-                ..enc(S420)
-            },
-        ),
-        (
-            "restart",
-            Enc {
-                restart_blocks: 4,
-                ..enc(S420)
-            },
-        ),
-        (
-            "progressive444",
-            Enc {
-                progressive: true,
-                ..enc(S444)
-            },
-        ),
+        ("progressive", Enc { progressive: true, ..enc(S420) }),
+        ("restart", Enc { restart_blocks: 4, ..enc(S420) }),
+        ("progressive444", Enc { progressive: true, ..enc(S444) }),
     ];
     for (name, e) in variants {
         let j = jpeg(&src, w, h, 3, e);
         let info = read_info(&j).unwrap();
-        assert_eq!(
-            (info.format, info.width, info.height, info.channels),
-            (ImageFormat::Jpeg, w, h, 3),
-            "{name}"
-        );
+        assert_eq!((info.format, info.width, info.height, info.channels), (ImageFormat::Jpeg, w, h, 3), "{name}");
         assert_eq!(info.orientation, Orientation::Normal);
         let (out, shape) = dec(&j, &params(ColorSpace::Rgb));
         assert_eq!(shape, (h, w, 3));
@@ -220,10 +165,7 @@ fn jpeg_roundtrip_each_variant() {
         let (again, _) = dec(&j, &params(ColorSpace::Rgb));
         assert_eq!(out, again, "{name}: decode not deterministic");
         let (bgr, _) = dec(&j, &params(ColorSpace::Bgr));
-        let swapped: Vec<u8> = out
-            .chunks_exact(3)
-            .flat_map(|p| [p[2], p[1], p[0]])
-            .collect();
+        let swapped: Vec<u8> = out.chunks_exact(3).flat_map(|p| [p[2], p[1], p[0]]).collect();
         assert_eq!(bgr, swapped, "{name}");
     }
 }
@@ -233,24 +175,10 @@ fn restart_markers_are_really_present_and_decode_identically() {
     let (w, h) = (64, 48);
     let src = synth(w, h);
     let plain = jpeg(&src, w, h, 3, enc(S420));
-    let rst = jpeg(
-        &src,
-        w,
-        h,
-        3,
-        Enc {
-            restart_blocks: 2,
-            ..enc(S420)
-        },
-    );
-    assert!(rst
-        .windows(2)
-        .any(|p| p[0] == 0xFF && (0xD0..=0xD7).contains(&p[1])));
+    let rst = jpeg(&src, w, h, 3, Enc { restart_blocks: 2, ..enc(S420) });
+    assert!(rst.windows(2).any(|p| p[0] == 0xFF && (0xD0..=0xD7).contains(&p[1])));
     assert!(rst.windows(2).any(|p| p == [0xFF, 0xDD]), "no DRI marker");
-    assert_eq!(
-        dec(&plain, &DecodeParams::default()).0,
-        dec(&rst, &DecodeParams::default()).0
-    );
+    assert_eq!(dec(&plain, &DecodeParams::default()).0, dec(&rst, &DecodeParams::default()).0);
 }
 
 #[test]
@@ -267,18 +195,13 @@ fn grayscale_jpeg() {
     assert_eq!(gray, any);
     let (rgb, shape) = dec(&j, &params(ColorSpace::Rgb));
     assert_eq!(shape, (h, w, 3));
-    assert!(
-        rgb.chunks_exact(3).zip(&any).all(|(p, &g)| p == [g, g, g]),
-        "gray must replicate"
-    );
+    assert!(rgb.chunks_exact(3).zip(&any).all(|(p, &g)| p == [g, g, g]), "gray must replicate");
     // Gray -> YCbCr: Y is the gray value in studio range, chroma is neutral.
     let (ycc, _) = dec(&j, &params(ColorSpace::YCbCr));
-    assert!(ycc.chunks_exact(3).zip(&any).all(|(p, &g)| p
-        == [
-            (g as f32 * 219.0 / 255.0 + 16.0).round_ties_even() as u8,
-            128,
-            128
-        ]));
+    assert!(ycc
+        .chunks_exact(3)
+        .zip(&any)
+        .all(|(p, &g)| p == [(g as f32 * 219.0 / 255.0 + 16.0).round_ties_even() as u8, 128, 128]));
 }
 
 #[test]
@@ -307,10 +230,7 @@ fn jpeg_color_conversions() {
             128.0 + (112.0 * r - 93.786 * g - 18.214 * b) / 255.0,
         ];
         for k in 0..3 {
-            assert!(
-                (want[k].clamp(0.0, 255.0) - q[k] as f32).abs() <= 0.5 + 1e-3,
-                "{want:?} vs {q:?}"
-            );
+            assert!((want[k].clamp(0.0, 255.0) - q[k] as f32).abs() <= 0.5 + 1e-3, "{want:?} vs {q:?}");
         }
     }
 }
@@ -322,65 +242,25 @@ fn roi_equals_region_of_full_decode() {
     let (w, h) = (203, 145);
     let src = synth(w, h);
     let rois = [
-        Roi {
-            x: 0,
-            y: 0,
-            width: 10,
-            height: 10,
-        },
-        Roi {
-            x: 1,
-            y: 3,
-            width: 57,
-            height: 40,
-        },
-        Roi {
-            x: 17,
-            y: 9,
-            width: 100,
-            height: 100,
-        },
-        Roi {
-            x: 33,
-            y: 61,
-            width: 1,
-            height: 1,
-        },
-        Roi {
-            x: 0,
-            y: 0,
-            width: 203,
-            height: 145,
-        },
-        Roi {
-            x: 150,
-            y: 100,
-            width: 53,
-            height: 45,
-        }, // touches the right and bottom edges
+        Roi { x: 0, y: 0, width: 10, height: 10 },
+        Roi { x: 1, y: 3, width: 57, height: 40 },
+        Roi { x: 17, y: 9, width: 100, height: 100 },
+        Roi { x: 33, y: 61, width: 1, height: 1 },
+        Roi { x: 0, y: 0, width: 203, height: 145 },
+        Roi { x: 150, y: 100, width: 53, height: 45 }, // touches the right and bottom edges
     ];
     let kinds = [
         enc(S444),
         enc(S422),
         enc(S420),
-        Enc {
-            progressive: true,
-            ..enc(S420)
-        },
-        Enc {
-            restart_blocks: 3,
-            ..enc(S422)
-        },
+        Enc { progressive: true, ..enc(S420) },
+        Enc { restart_blocks: 3, ..enc(S422) },
     ];
     for e in kinds {
         let j = jpeg(&src, w, h, 3, e);
         for denom in [1u32, 2, 4, 8] {
             for color in [ColorSpace::Rgb, ColorSpace::Gray] {
-                let full_p = DecodeParams {
-                    color,
-                    scale_denom: denom,
-                    ..DecodeParams::default()
-                };
+                let full_p = DecodeParams { color, scale_denom: denom, ..DecodeParams::default() };
                 let (full, (fh, fw, c)) = dec(&j, &full_p);
                 for r in rois {
                     let r = Roi {
@@ -389,27 +269,15 @@ fn roi_equals_region_of_full_decode() {
                         width: (r.width / denom as usize).max(1),
                         height: (r.height / denom as usize).max(1),
                     };
-                    let r = Roi {
-                        width: r.width.min(fw - r.x),
-                        height: r.height.min(fh - r.y),
-                        ..r
-                    };
-                    let p = DecodeParams {
-                        roi: Some(r),
-                        ..full_p
-                    };
+                    let r = Roi { width: r.width.min(fw - r.x), height: r.height.min(fh - r.y), ..r };
+                    let p = DecodeParams { roi: Some(r), ..full_p };
                     let (part, shape) = dec(&j, &p);
                     assert_eq!(shape, (r.height, r.width, c));
                     let want = crop(&full, fw, c, r);
                     if part != want {
-                        let bad: Vec<usize> = (0..want.len())
-                            .filter(|&i| want[i] != part[i])
-                            .map(|i| i / c)
-                            .collect();
-                        let xs: std::collections::BTreeSet<usize> =
-                            bad.iter().map(|i| i % r.width).collect();
-                        let ys: std::collections::BTreeSet<usize> =
-                            bad.iter().map(|i| i / r.width).collect();
+                        let bad: Vec<usize> = (0..want.len()).filter(|&i| want[i] != part[i]).map(|i| i / c).collect();
+                        let xs: std::collections::BTreeSet<usize> = bad.iter().map(|i| i % r.width).collect();
+                        let ys: std::collections::BTreeSet<usize> = bad.iter().map(|i| i / r.width).collect();
                         panic!("ROI {r:?} denom {denom} {color:?} subsamp {} differs at cols {xs:?} rows {ys:?}", e.subsamp);
                     }
                 }
@@ -422,31 +290,18 @@ fn roi_equals_region_of_full_decode() {
 fn scaled_shape_is_ceil() {
     let (w, h) = (101, 77);
     let src = synth(w, h);
-    for e in [
-        enc(S420),
-        enc(S444),
-        Enc {
-            progressive: true,
-            ..enc(S422)
-        },
-    ] {
+    for e in [enc(S420), enc(S444), Enc { progressive: true, ..enc(S422) }] {
         let j = jpeg(&src, w, h, 3, e);
         let info = read_info(&j).unwrap();
         let (full, _) = dec(&j, &params(ColorSpace::Gray));
         for d in [1u32, 2, 4, 8] {
-            let p = DecodeParams {
-                scale_denom: d,
-                ..DecodeParams::default()
-            };
+            let p = DecodeParams { scale_denom: d, ..DecodeParams::default() };
             let want = (h.div_ceil(d as usize), w.div_ceil(d as usize), 3);
             assert_eq!(info.output_shape(&p), want);
             let (_, shape) = dec(&j, &p);
             assert_eq!(shape, want);
             // The downscaled image still looks like the full one (block means of luma).
-            let p = DecodeParams {
-                color: ColorSpace::Gray,
-                ..p
-            };
+            let p = DecodeParams { color: ColorSpace::Gray, ..p };
             let want = (want.0, want.1, 1);
             let (out, shape) = dec(&j, &p);
             assert_eq!(shape, want);
@@ -475,41 +330,19 @@ fn invalid_params_are_rejected() {
     let j = jpeg(&src, 32, 16, 3, enc(S420));
     let info = read_info(&j).unwrap();
     let mut buf = vec![0u8; 32 * 16 * 3];
-    let bad_roi = DecodeParams {
-        roi: Some(Roi {
-            x: 30,
-            y: 0,
-            width: 4,
-            height: 1,
-        }),
-        ..DecodeParams::default()
-    };
+    let bad_roi = DecodeParams { roi: Some(Roi { x: 30, y: 0, width: 4, height: 1 }), ..DecodeParams::default() };
     let mut b = vec![0u8; 12];
     let e = decode_into(&j, &info, &bad_roi, &mut b).unwrap_err();
     assert!(e.to_string().contains("invalid ROI"), "{e}");
-    let empty = DecodeParams {
-        roi: Some(Roi {
-            x: 0,
-            y: 0,
-            width: 0,
-            height: 1,
-        }),
-        ..DecodeParams::default()
-    };
+    let empty = DecodeParams { roi: Some(Roi { x: 0, y: 0, width: 0, height: 1 }), ..DecodeParams::default() };
     assert!(decode_into(&j, &info, &empty, &mut []).is_err());
     let e = decode_into(&j, &info, &DecodeParams::default(), &mut buf[1..]).unwrap_err();
     assert!(e.to_string().contains("output buffer"), "{e}");
-    let bad_scale = DecodeParams {
-        scale_denom: 3,
-        ..DecodeParams::default()
-    };
+    let bad_scale = DecodeParams { scale_denom: 3, ..DecodeParams::default() };
     assert!(decode_into(&j, &info, &bad_scale, &mut buf).is_err());
     let png = encode_rgb(&src, 32, 16, image::ImageFormat::Png);
     let pinfo = read_info(&png).unwrap();
-    let half = DecodeParams {
-        scale_denom: 2,
-        ..DecodeParams::default()
-    };
+    let half = DecodeParams { scale_denom: 2, ..DecodeParams::default() };
     let e = decode_into(&png, &pinfo, &half, &mut buf[..16 * 8 * 3]).unwrap_err();
     assert!(e.to_string().contains("only supported for JPEG"), "{e}");
     // ImageInfo of another image must not be trusted.
@@ -538,52 +371,21 @@ fn exif_orientation_all_eight() {
                 assert_eq!(shape, (oh, ow, 3), "orientation {o}");
                 assert!(got == want, "orientation {o} big_endian {be}");
                 // Turning it off returns the stored pixels.
-                let off = DecodeParams {
-                    adjust_orientation: false,
-                    ..DecodeParams::default()
-                };
+                let off = DecodeParams { adjust_orientation: false, ..DecodeParams::default() };
                 assert_eq!(dec(&j, &off).0, stored);
                 // ROIs are in oriented coordinates.
                 for r in [
-                    Roi {
-                        x: 3,
-                        y: 5,
-                        width: 20,
-                        height: 11,
-                    },
-                    Roi {
-                        x: 0,
-                        y: 0,
-                        width: ow,
-                        height: 1,
-                    },
-                    Roi {
-                        x: ow - 9,
-                        y: oh - 7,
-                        width: 9,
-                        height: 7,
-                    },
+                    Roi { x: 3, y: 5, width: 20, height: 11 },
+                    Roi { x: 0, y: 0, width: ow, height: 1 },
+                    Roi { x: ow - 9, y: oh - 7, width: 9, height: 7 },
                 ] {
-                    let p = DecodeParams {
-                        roi: Some(r),
-                        ..DecodeParams::default()
-                    };
-                    assert!(
-                        dec(&j, &p).0 == crop(&want, ow, 3, r),
-                        "orientation {o} roi {r:?}"
-                    );
+                    let p = DecodeParams { roi: Some(r), ..DecodeParams::default() };
+                    assert!(dec(&j, &p).0 == crop(&want, ow, 3, r), "orientation {o} roi {r:?}");
                 }
                 // Scaling and gray combine with orientation.
-                let p = DecodeParams {
-                    scale_denom: 2,
-                    color: ColorSpace::Gray,
-                    ..DecodeParams::default()
-                };
+                let p = DecodeParams { scale_denom: 2, color: ColorSpace::Gray, ..DecodeParams::default() };
                 let (sg, sshape) = dec(&j, &p);
-                let off2 = DecodeParams {
-                    adjust_orientation: false,
-                    ..p
-                };
+                let off2 = DecodeParams { adjust_orientation: false, ..p };
                 let (sg_stored, (sh, sw, _)) = dec(&j, &off2);
                 let (want2, ow2, oh2) = orient_ref(&sg_stored, sw, sh, 1, o);
                 assert_eq!(sshape, (oh2, ow2, 1));
@@ -638,11 +440,7 @@ fn exif_garbage_never_panics() {
     // Pseudo-random payloads.
     let mut s = 0x1234_5678u32;
     for n in 0..300 {
-        let mut t = if n % 2 == 0 {
-            b"II*\0".to_vec()
-        } else {
-            b"MM\0*".to_vec()
-        };
+        let mut t = if n % 2 == 0 { b"II*\0".to_vec() } else { b"MM\0*".to_vec() };
         for _ in 0..(n % 40) {
             s = s.wrapping_mul(1_664_525).wrapping_add(1_013_904_223);
             t.push((s >> 24) as u8);
@@ -655,10 +453,7 @@ fn exif_garbage_never_panics() {
     }
     // A LONG-typed orientation is honoured (some writers do this).
     let long = b"II*\0\x08\0\0\0\x01\0\x12\x01\x04\0\x01\0\0\0\x06\0\0\0\0\0\0\0".to_vec();
-    assert_eq!(
-        read_info(&app1(&base, &long)).unwrap().orientation,
-        Orientation::Rotate90
-    );
+    assert_eq!(read_info(&app1(&base, &long)).unwrap().orientation, Orientation::Rotate90);
 }
 
 // ---------------------------------------------------------------- robustness
@@ -667,12 +462,7 @@ fn assert_all_truncations_fail(name: &str, data: &[u8], cuts: &[usize]) {
     for &cut in cuts {
         let t = &data[..cut.min(data.len() - 1)];
         let r = decode(t, &DecodeParams::default());
-        assert!(
-            r.is_err(),
-            "{name}: truncated to {} of {} bytes decoded",
-            t.len(),
-            data.len()
-        );
+        assert!(r.is_err(), "{name}: truncated to {} of {} bytes decoded", t.len(), data.len());
     }
 }
 
@@ -680,17 +470,7 @@ fn assert_all_truncations_fail(name: &str, data: &[u8], cuts: &[usize]) {
 fn truncated_jpeg_is_an_error() {
     let (w, h) = (96, 80);
     let src = synth(w, h);
-    for e in [
-        enc(S420),
-        Enc {
-            progressive: true,
-            ..enc(S420)
-        },
-        Enc {
-            restart_blocks: 2,
-            ..enc(S444)
-        },
-    ] {
+    for e in [enc(S420), Enc { progressive: true, ..enc(S420) }, Enc { restart_blocks: 2, ..enc(S444) }] {
         let j = jpeg(&src, w, h, 3, e);
         let n = j.len();
         let cuts: Vec<usize> = vec![0, 1, 2, 3, 10, 100, n / 3, n / 2, n * 9 / 10, n - 20, n - 3];
@@ -700,15 +480,7 @@ fn truncated_jpeg_is_an_error() {
         assert_eq!(e.kind(), ErrorKind::Truncated);
         // Also through a crop (skip_scanlines path) and through scaling.
         let info = read_info(&j[..n / 2]).unwrap();
-        let p = DecodeParams {
-            roi: Some(Roi {
-                x: 20,
-                y: 60,
-                width: 30,
-                height: 20,
-            }),
-            ..DecodeParams::default()
-        };
+        let p = DecodeParams { roi: Some(Roi { x: 20, y: 60, width: 30, height: 20 }), ..DecodeParams::default() };
         let mut out = vec![0u8; 30 * 20 * 3];
         assert!(decode_into(&j[..n / 2], &info, &p, &mut out).is_err());
     }
@@ -733,9 +505,7 @@ fn corrupt_jpeg_is_an_error() {
     let mid = sos + (j.len() - sos) / 2;
     bad[mid] = 0xFF;
     bad[mid + 1] = 0x05;
-    let e = decode(&bad, &DecodeParams::default())
-        .map(|_| ())
-        .unwrap_err();
+    let e = decode(&bad, &DecodeParams::default()).map(|_| ()).unwrap_err();
     assert!(e.to_string().contains("JPEG"), "{e}");
     // Frame header with zero height.
     let mut bad = j.clone();
@@ -756,14 +526,7 @@ fn corrupt_jpeg_is_an_error() {
             m[i] = (s >> 3) as u8;
         }
         let _ = decode(&m, &DecodeParams::default());
-        let _ = decode(
-            &m,
-            &DecodeParams {
-                scale_denom: 4,
-                color: ColorSpace::Gray,
-                ..DecodeParams::default()
-            },
-        );
+        let _ = decode(&m, &DecodeParams { scale_denom: 4, color: ColorSpace::Gray, ..DecodeParams::default() });
     }
 }
 
@@ -821,21 +584,9 @@ fn lossless_formats_roundtrip_exactly() {
         assert_eq!(shape, (h, w, 3));
         assert!(out == src, "{f:?} not exact");
         // ROI and BGR on the same path.
-        let r = Roi {
-            x: 5,
-            y: 7,
-            width: 11,
-            height: 13,
-        };
-        let p = DecodeParams {
-            roi: Some(r),
-            color: ColorSpace::Bgr,
-            ..DecodeParams::default()
-        };
-        let want: Vec<u8> = crop(&src, w, 3, r)
-            .chunks_exact(3)
-            .flat_map(|p| [p[2], p[1], p[0]])
-            .collect();
+        let r = Roi { x: 5, y: 7, width: 11, height: 13 };
+        let p = DecodeParams { roi: Some(r), color: ColorSpace::Bgr, ..DecodeParams::default() };
+        let want: Vec<u8> = crop(&src, w, 3, r).chunks_exact(3).flat_map(|p| [p[2], p[1], p[0]]).collect();
         assert_eq!(dec(&data, &p).0, want, "{f:?}");
     }
 }
@@ -844,25 +595,14 @@ fn lossless_formats_roundtrip_exactly() {
 fn png_channel_layouts() {
     let (w, h) = (9, 5);
     let rgb = synth(w, h);
-    let rgba: Vec<u8> = rgb
-        .chunks_exact(3)
-        .enumerate()
-        .flat_map(|(i, p)| [p[0], p[1], p[2], (i * 7) as u8])
-        .collect();
+    let rgba: Vec<u8> = rgb.chunks_exact(3).enumerate().flat_map(|(i, p)| [p[0], p[1], p[2], (i * 7) as u8]).collect();
     let mut c = Cursor::new(Vec::new());
-    image::RgbaImage::from_raw(w as u32, h as u32, rgba.clone())
-        .unwrap()
-        .write_to(&mut c, image::ImageFormat::Png)
-        .unwrap();
+    image::RgbaImage::from_raw(w as u32, h as u32, rgba.clone()).unwrap().write_to(&mut c, image::ImageFormat::Png).unwrap();
     let png = c.into_inner();
     assert_eq!(read_info(&png).unwrap().channels, 4);
     let (any, shape) = dec(&png, &params(ColorSpace::AnyData));
     assert_eq!((shape, &any), ((h, w, 4), &rgba), "AnyData keeps alpha");
-    assert_eq!(
-        dec(&png, &params(ColorSpace::Rgb)).0,
-        rgb,
-        "RGB drops alpha"
-    );
+    assert_eq!(dec(&png, &params(ColorSpace::Rgb)).0, rgb, "RGB drops alpha");
     // Gray from colour is BT.601 luma, rounded.
     let (g, shape) = dec(&png, &params(ColorSpace::Gray));
     assert_eq!(shape, (h, w, 1));
@@ -874,10 +614,7 @@ fn png_channel_layouts() {
     let prim = [255u8, 0, 0, 0, 255, 0, 0, 0, 255, 255, 255, 255, 0, 0, 0];
     let png = encode_rgb(&prim, 5, 1, image::ImageFormat::Png);
     let (y, _) = dec(&png, &params(ColorSpace::YCbCr));
-    assert_eq!(
-        y,
-        vec![81, 90, 240, 145, 54, 34, 41, 240, 110, 235, 128, 128, 16, 128, 128]
-    );
+    assert_eq!(y, vec![81, 90, 240, 145, 54, 34, 41, 240, 110, 235, 128, 128, 16, 128, 128]);
 
     // Gray PNG: 1 channel natively, replicated for RGB.
     let gray = gray_of(&rgb);
@@ -891,29 +628,17 @@ fn png_channel_layouts() {
     // 16-bit RGB scales to 8 bits: v * 255 / 65535, rounded.
     let v16: Vec<u16> = vec![0, 257, 65535, 32896, 128, 65278];
     let mut c = Cursor::new(Vec::new());
-    image::ImageBuffer::<image::Rgb<u16>, _>::from_raw(2, 1, v16.clone())
-        .unwrap()
-        .write_to(&mut c, image::ImageFormat::Png)
-        .unwrap();
+    image::ImageBuffer::<image::Rgb<u16>, _>::from_raw(2, 1, v16.clone()).unwrap().write_to(&mut c, image::ImageFormat::Png).unwrap();
     let png16 = c.into_inner();
     assert_eq!(read_info(&png16).unwrap().channels, 3);
-    assert_eq!(
-        dec(&png16, &DecodeParams::default()).0,
-        vec![0, 1, 255, 128, 0, 254]
-    );
+    assert_eq!(dec(&png16, &DecodeParams::default()).0, vec![0, 1, 255, 128, 0, 254]);
 }
 
 #[test]
 fn truncated_and_corrupt_other_formats_fail() {
     let (w, h) = (40, 30);
     let src = synth(w, h);
-    for f in [
-        image::ImageFormat::Png,
-        image::ImageFormat::Bmp,
-        image::ImageFormat::Tiff,
-        image::ImageFormat::Pnm,
-        image::ImageFormat::WebP,
-    ] {
+    for f in [image::ImageFormat::Png, image::ImageFormat::Bmp, image::ImageFormat::Tiff, image::ImageFormat::Pnm, image::ImageFormat::WebP] {
         let data = encode_rgb(&src, w, h, f);
         let n = data.len();
         assert_all_truncations_fail(&format!("{f:?}"), &data, &[0, 1, 2, 5, 12, n / 2, n - 10]);
@@ -944,12 +669,8 @@ fn tiff_orientation_is_applied() {
     let mut c = Cursor::new(Vec::new());
     {
         let mut enc = tiff::encoder::TiffEncoder::new(&mut c).unwrap();
-        let mut img = enc
-            .new_image::<tiff::encoder::colortype::RGB8>(w as u32, h as u32)
-            .unwrap();
-        img.encoder()
-            .write_tag(tiff::tags::Tag::Orientation, 6u16)
-            .unwrap();
+        let mut img = enc.new_image::<tiff::encoder::colortype::RGB8>(w as u32, h as u32).unwrap();
+        img.encoder().write_tag(tiff::tags::Tag::Orientation, 6u16).unwrap();
         img.write_data(&src).unwrap();
     }
     let t = c.into_inner();
@@ -975,10 +696,8 @@ fn a_corrupt_jpeg_does_not_poison_later_decodes_on_the_same_thread() {
     let info = read_info(&good).unwrap();
     let mut out = vec![0u8; w * h * 3];
     for _ in 0..3 {
-        let _ =
-            read_info(&bad).and_then(|i| decode_into(&bad, &i, &params(ColorSpace::Rgb), &mut out));
-        decode_into(&good, &info, &params(ColorSpace::Rgb), &mut out)
-            .expect("good JPEG after a corrupt one");
+        let _ = read_info(&bad).and_then(|i| decode_into(&bad, &i, &params(ColorSpace::Rgb), &mut out));
+        decode_into(&good, &info, &params(ColorSpace::Rgb), &mut out).expect("good JPEG after a corrupt one");
         assert_eq!(out, want);
     }
 }
@@ -987,54 +706,19 @@ fn a_corrupt_jpeg_does_not_poison_later_decodes_on_the_same_thread() {
 fn hardware_decoder_eligibility() {
     let (w, h) = (64, 48);
     let px = synth(w, h);
-    for (name, e) in [
-        ("420", enc(S420)),
-        ("422", enc(S422)),
-        ("444", enc(S444)),
-        (
-            "restarts",
-            Enc {
-                restart_blocks: 2,
-                ..enc(S420)
-            },
-        ),
-    ] {
+    for (name, e) in [("420", enc(S420)), ("422", enc(S422)), ("444", enc(S444)), ("restarts", Enc { restart_blocks: 2, ..enc(S420) })] {
         let data = jpeg(&px, w, h, 3, e);
-        assert!(
-            jpeg_suits_hardware_decoder(&data),
-            "{name}: baseline colour JPEG must qualify"
-        );
+        assert!(jpeg_suits_hardware_decoder(&data), "{name}: baseline colour JPEG must qualify");
         // A cut file never does: the engine would decode it into garbage without an error.
-        assert!(
-            !jpeg_suits_hardware_decoder(&data[..data.len() - 40]),
-            "{name}: truncated"
-        );
-        assert!(
-            !jpeg_suits_hardware_decoder(&data[..data.len() / 2]),
-            "{name}: half"
-        );
+        assert!(!jpeg_suits_hardware_decoder(&data[..data.len() - 40]), "{name}: truncated");
+        assert!(!jpeg_suits_hardware_decoder(&data[..data.len() / 2]), "{name}: half");
     }
     let gray = jpeg(&gray_of(&px), w, h, 1, enc(tj::TJSAMP_TJSAMP_GRAY));
     assert!(!jpeg_suits_hardware_decoder(&gray), "grayscale");
-    let prog = jpeg(
-        &px,
-        w,
-        h,
-        3,
-        Enc {
-            progressive: true,
-            ..enc(S420)
-        },
-    );
+    let prog = jpeg(&px, w, h, 3, Enc { progressive: true, ..enc(S420) });
     assert!(!jpeg_suits_hardware_decoder(&prog), "progressive");
     let s411 = jpeg(&px, w, h, 3, enc(tj::TJSAMP_TJSAMP_411));
     assert!(!jpeg_suits_hardware_decoder(&s411), "4:1:1");
-    assert!(
-        !jpeg_suits_hardware_decoder(b"\xFF\xD8\xFF\xD9"),
-        "no frame"
-    );
-    assert!(
-        !jpeg_suits_hardware_decoder(&encode_rgb(&px, w, h, image::ImageFormat::Png)),
-        "PNG"
-    );
+    assert!(!jpeg_suits_hardware_decoder(b"\xFF\xD8\xFF\xD9"), "no frame");
+    assert!(!jpeg_suits_hardware_decoder(&encode_rgb(&px, w, h, image::ImageFormat::Png)), "PNG");
 }

@@ -24,29 +24,13 @@ use common::{take_flag, take_number};
 fn main() {
     let mut args: Vec<String> = std::env::args().skip(1).collect();
     let mut opt = |name: &str, default: f64| take_number(&mut args, name, default);
-    let (batch, states, threads, seconds) = (
-        opt("--batch", 166.0) as usize,
-        opt("--states", 2.0) as usize,
-        opt("--threads", 1.0) as usize,
-        opt("--seconds", 5.0),
-    );
+    let (batch, states, threads, seconds) = (opt("--batch", 166.0) as usize, opt("--states", 2.0) as usize, opt("--threads", 1.0) as usize, opt("--seconds", 5.0));
     let busy = opt("--busy", 0.0) as usize;
-    let (window, pinned) = (
-        take_flag(&mut args, "--window"),
-        take_flag(&mut args, "--pinned"),
-    );
-    let owned: Vec<Vec<u8>> = args
-        .iter()
-        .map(|f| std::fs::read(f).expect("read"))
-        .collect();
-    let infos: Vec<_> = owned
-        .iter()
-        .map(|b| read_info(b).expect("header"))
-        .collect();
+    let (window, pinned) = (take_flag(&mut args, "--window"), take_flag(&mut args, "--pinned"));
+    let owned: Vec<Vec<u8>> = args.iter().map(|f| std::fs::read(f).expect("read")).collect();
+    let infos: Vec<_> = owned.iter().map(|b| read_info(b).expect("header")).collect();
     let dev = GpuDevice::open(0).expect("GPU");
-    let mut pin =
-        sluice_cuda::PinnedBuffer::alloc(&dev, owned.iter().map(|f| f.len()).sum::<usize>().max(1))
-            .expect("pinned");
+    let mut pin = sluice_cuda::PinnedBuffer::alloc(&dev, owned.iter().map(|f| f.len()).sum::<usize>().max(1)).expect("pinned");
     let files: Vec<&[u8]> = if pinned {
         let mut at = 0;
         let spans: Vec<(usize, usize)> = owned
@@ -57,10 +41,7 @@ fn main() {
                 (at - f.len(), f.len())
             })
             .collect();
-        spans
-            .iter()
-            .map(|&(a, l)| &pin.as_slice()[a..a + l])
-            .collect()
+        spans.iter().map(|&(a, l)| &pin.as_slice()[a..a + l]).collect()
     } else {
         owned.iter().map(|f| &f[..]).collect()
     };
@@ -69,9 +50,7 @@ fn main() {
     let stream = dev.new_stream().expect("stream");
     let max_px: usize = infos.iter().map(|i| i.width * i.height * 3).max().unwrap();
     let out = DeviceBuffer::alloc(&dev, &stream, max_px * batch * states).expect("alloc");
-    let decoders: Vec<Mutex<HwBatchDecoder>> = (0..states)
-        .map(|_| Mutex::new(HwBatchDecoder::new(&nv, batch).expect("decoder")))
-        .collect();
+    let decoders: Vec<Mutex<HwBatchDecoder>> = (0..states).map(|_| Mutex::new(HwBatchDecoder::new(&nv, batch).expect("decoder"))).collect();
     let start = Arc::new(GpuEvent::new(&dev).expect("event"));
     start.record(&stream).expect("record");
     let next = Mutex::new(0usize);
@@ -95,20 +74,10 @@ fn main() {
                     let (w, h) = (infos[i].width, infos[i].height);
                     let win = window.then(|| {
                         let (ww, hh) = ((w as f64 * 0.707) as usize, (h as f64 * 0.707) as usize);
-                        HwWindow {
-                            x: (w - ww) / 2,
-                            y: (h - hh) / 2,
-                            width: ww,
-                            height: hh,
-                        }
+                        HwWindow { x: (w - ww) / 2, y: (h - hh) / 2, width: ww, height: hh }
                     });
                     let pitch = win.map_or(w, |r| r.width) * 3;
-                    HwTarget {
-                        ptr: out.device_ptr() + ((s * batch + j) * max_px) as u64,
-                        pitch,
-                        width: w,
-                        window: win,
-                    }
+                    HwTarget { ptr: out.device_ptr() + ((s * batch + j) * max_px) as u64, pitch, width: w, window: win }
                 })
                 .collect();
             let t = Instant::now();

@@ -25,28 +25,16 @@ fn cpu_seconds() -> f64 {
     let stat = std::fs::read_to_string("/proc/self/stat").unwrap_or_default();
     // Fields after the command name (which may hold spaces): utime and stime are 14 and 15.
     let rest = stat.rsplit(')').next().unwrap_or("");
-    let f: Vec<f64> = rest
-        .split_whitespace()
-        .map(|x| x.parse().unwrap_or(0.0))
-        .collect();
+    let f: Vec<f64> = rest.split_whitespace().map(|x| x.parse().unwrap_or(0.0)).collect();
     (f.get(11).copied().unwrap_or(0.0) + f.get(12).copied().unwrap_or(0.0)) / 100.0
 }
 
 fn main() {
     let mut args: Vec<String> = std::env::args().skip(1).collect();
-    let (threads, seconds) = (
-        take_number(&mut args, "--threads", 8.0) as usize,
-        take_number(&mut args, "--seconds", 5.0),
-    );
+    let (threads, seconds) = (take_number(&mut args, "--threads", 8.0) as usize, take_number(&mut args, "--seconds", 5.0));
     let window = take_flag(&mut args, "--window");
-    let files: Vec<Vec<u8>> = args
-        .iter()
-        .map(|f| std::fs::read(f).expect("read"))
-        .collect();
-    let infos: Vec<_> = files
-        .iter()
-        .map(|b| read_info(b).expect("header"))
-        .collect();
+    let files: Vec<Vec<u8>> = args.iter().map(|f| std::fs::read(f).expect("read")).collect();
+    let infos: Vec<_> = files.iter().map(|b| read_info(b).expect("header")).collect();
     let dev = GpuDevice::open(0).expect("GPU");
     let nv = NvJpeg::hybrid(&dev).expect("nvJPEG");
     let g = GpuHuffman::new(&nv).expect("GPU-Huffman decoder");
@@ -63,25 +51,12 @@ fn main() {
             let (w, h) = (infos[i].width, infos[i].height);
             let win = window.then(|| {
                 let (ww, hh) = ((w as f64 * 0.707) as usize, (h as f64 * 0.707) as usize);
-                HwWindow {
-                    x: (w - ww) / 2,
-                    y: (h - hh) / 2,
-                    width: ww,
-                    height: hh,
-                }
+                HwWindow { x: (w - ww) / 2, y: (h - hh) / 2, width: ww, height: hh }
             });
             let pitch = win.map_or(w, |r| r.width) * 3;
             // SAFETY: each thread writes its own slot of `out`, large enough for any image;
             // `files` outlives the decode call.
-            let took = unsafe {
-                state.decode(
-                    &files[i],
-                    win,
-                    (out.device_ptr() + (t * max_px) as u64, pitch),
-                    &ready,
-                )
-            }
-            .expect("decode");
+            let took = unsafe { state.decode(&files[i], win, (out.device_ptr() + (t * max_px) as u64, pitch), &ready) }.expect("decode");
             if took {
                 images += 1;
             } else {
@@ -90,9 +65,7 @@ fn main() {
         }
         images
     };
-    let mut states: Vec<GpuHuffmanState> = (0..threads)
-        .map(|_| GpuHuffmanState::new(&g).expect("state"))
-        .collect();
+    let mut states: Vec<GpuHuffmanState> = (0..threads).map(|_| GpuHuffmanState::new(&g).expect("state")).collect();
     // Warm-up (buffers grow to the largest image).
     std::thread::scope(|s| {
         for (t, st) in states.iter_mut().enumerate() {
@@ -104,11 +77,7 @@ fn main() {
     let (t0, cpu0) = (Instant::now(), cpu_seconds());
     let until = t0 + Duration::from_secs_f64(seconds);
     let images: usize = std::thread::scope(|s| {
-        let hs: Vec<_> = states
-            .iter_mut()
-            .enumerate()
-            .map(|(t, st)| s.spawn(move || run(t, st, until)))
-            .collect();
+        let hs: Vec<_> = states.iter_mut().enumerate().map(|(t, st)| s.spawn(move || run(t, st, until))).collect();
         hs.into_iter().map(|h| h.join().unwrap()).sum()
     });
     states.iter().for_each(|s| s.wait_idle().unwrap());

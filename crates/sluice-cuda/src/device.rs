@@ -23,12 +23,7 @@ pub fn device_count() -> usize {
     if !driver_present() {
         return 0;
     }
-    catch_unwind(|| {
-        CudaContext::device_count()
-            .map(|n| n.max(0) as usize)
-            .unwrap_or(0)
-    })
-    .unwrap_or(0)
+    catch_unwind(|| CudaContext::device_count().map(|n| n.max(0) as usize).unwrap_or(0)).unwrap_or(0)
 }
 
 /// The GPU whose memory device address `ptr` is in; None when the driver does not know it
@@ -57,11 +52,7 @@ pub struct GpuDevice {
 
 impl std::fmt::Debug for GpuDevice {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(
-            f,
-            "GpuDevice({} {}, sm_{}{})",
-            self.ordinal, self.name, self.compute_capability.0, self.compute_capability.1
-        )
+        write!(f, "GpuDevice({} {}, sm_{}{})", self.ordinal, self.name, self.compute_capability.0, self.compute_capability.1)
     }
 }
 
@@ -71,9 +62,7 @@ impl GpuDevice {
     pub fn open(ordinal: usize) -> CudaResult<Arc<GpuDevice>> {
         static DEVICES: OnceLock<std::sync::Mutex<Vec<Option<Arc<GpuDevice>>>>> = OnceLock::new();
         if !driver_present() {
-            return Err(CudaError(
-                "no CUDA driver found (libcuda.so.1); run with device_id=None for CPU only".into(),
-            ));
+            return Err(CudaError("no CUDA driver found (libcuda.so.1); run with device_id=None for CPU only".into()));
         }
         let count = device_count();
         if ordinal >= count {
@@ -100,10 +89,7 @@ impl GpuDevice {
         let mut pool: sys::CUmemoryPool = std::ptr::null_mut();
         // SAFETY: plain driver calls on a live context; the value pointer outlives the call.
         unsafe {
-            check(
-                "cuDeviceGetDefaultMemPool",
-                sys::cuDeviceGetDefaultMemPool(&mut pool, ctx.cu_device()),
-            )?;
+            check("cuDeviceGetDefaultMemPool", sys::cuDeviceGetDefaultMemPool(&mut pool, ctx.cu_device()))?;
             let mut threshold = POOL_RELEASE_THRESHOLD;
             check(
                 "cuMemPoolSetAttribute(release threshold)",
@@ -114,13 +100,7 @@ impl GpuDevice {
                 ),
             )?;
         }
-        let dev = Arc::new(GpuDevice {
-            ctx,
-            ordinal,
-            name,
-            compute_capability,
-            kernels: KernelCache::default(),
-        });
+        let dev = Arc::new(GpuDevice { ctx, ordinal, name, compute_capability, kernels: KernelCache::default() });
         devices[ordinal] = Some(dev.clone());
         Ok(dev)
     }
@@ -179,25 +159,14 @@ impl GpuDevice {
         let (mut current, mut high) = (0u64, 0u64);
         // SAFETY: live context; out-pointers outlive the calls.
         unsafe {
+            check("cuDeviceGetDefaultMemPool", sys::cuDeviceGetDefaultMemPool(&mut pool, self.ctx.cu_device()))?;
             check(
-                "cuDeviceGetDefaultMemPool",
-                sys::cuDeviceGetDefaultMemPool(&mut pool, self.ctx.cu_device()),
+                "cuMemPoolGetAttribute",
+                sys::cuMemPoolGetAttribute(pool, sys::CUmemPool_attribute::CU_MEMPOOL_ATTR_RESERVED_MEM_CURRENT, &mut current as *mut u64 as *mut _),
             )?;
             check(
                 "cuMemPoolGetAttribute",
-                sys::cuMemPoolGetAttribute(
-                    pool,
-                    sys::CUmemPool_attribute::CU_MEMPOOL_ATTR_RESERVED_MEM_CURRENT,
-                    &mut current as *mut u64 as *mut _,
-                ),
-            )?;
-            check(
-                "cuMemPoolGetAttribute",
-                sys::cuMemPoolGetAttribute(
-                    pool,
-                    sys::CUmemPool_attribute::CU_MEMPOOL_ATTR_RESERVED_MEM_HIGH,
-                    &mut high as *mut u64 as *mut _,
-                ),
+                sys::cuMemPoolGetAttribute(pool, sys::CUmemPool_attribute::CU_MEMPOOL_ATTR_RESERVED_MEM_HIGH, &mut high as *mut u64 as *mut _),
             )?;
         }
         Ok((current, high))

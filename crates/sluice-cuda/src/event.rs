@@ -31,8 +31,7 @@ impl GpuEvent {
     /// An event whose [`wait`](Self::wait) sleeps instead of spinning: for threads that
     /// have other work to give their core to (the pipeline's workers).
     pub fn blocking(device: &Arc<GpuDevice>) -> CudaResult<GpuEvent> {
-        let flags = sys::CUevent_flags::CU_EVENT_DISABLE_TIMING as u32
-            | sys::CUevent_flags::CU_EVENT_BLOCKING_SYNC as u32;
+        let flags = sys::CUevent_flags::CU_EVENT_DISABLE_TIMING as u32 | sys::CUevent_flags::CU_EVENT_BLOCKING_SYNC as u32;
         GpuEvent::with_flags(device, flags)
     }
 
@@ -47,30 +46,21 @@ impl GpuEvent {
         device.bind()?;
         let mut ev: sys::CUevent = std::ptr::null_mut();
         // SAFETY: context bound; out-pointer valid.
-        check("cuEventCreate", unsafe {
-            sys::cuEventCreate(&mut ev, flags)
-        })?;
-        Ok(GpuEvent {
-            ev,
-            device: device.clone(),
-        })
+        check("cuEventCreate", unsafe { sys::cuEventCreate(&mut ev, flags) })?;
+        Ok(GpuEvent { ev, device: device.clone() })
     }
 
     /// Marks the current end of `stream`'s queue.
     pub fn record(&self, stream: &CudaStream) -> CudaResult<()> {
         // SAFETY: live event and stream of the same context.
-        check("cuEventRecord", unsafe {
-            sys::cuEventRecord(self.ev, stream.cu_stream())
-        })
+        check("cuEventRecord", unsafe { sys::cuEventRecord(self.ev, stream.cu_stream()) })
     }
 
     /// Blocks until the last recorded point has run (at once if never recorded).
     pub fn wait(&self) -> CudaResult<()> {
         self.device.bind()?;
         // SAFETY: live event.
-        check("cuEventSynchronize", unsafe {
-            sys::cuEventSynchronize(self.ev)
-        })
+        check("cuEventSynchronize", unsafe { sys::cuEventSynchronize(self.ev) })
     }
 
     /// Makes work queued on `stream` from now on wait for the last recorded point (later
@@ -88,9 +78,7 @@ impl GpuEvent {
     pub unsafe fn make_raw_wait(&self, stream: sys::CUstream) -> CudaResult<()> {
         self.device.bind()?;
         // SAFETY: live event; the caller vouches for the stream.
-        check("cuStreamWaitEvent", unsafe {
-            sys::cuStreamWaitEvent(stream, self.ev, 0)
-        })
+        check("cuStreamWaitEvent", unsafe { sys::cuStreamWaitEvent(stream, self.ev, 0) })
     }
 }
 

@@ -38,23 +38,14 @@ fn virtual_arch(cc: (i32, i32)) -> &'static str {
 impl KernelCache {
     /// The kernel `function` of the CUDA C++ source `src` (named `name` for errors and the
     /// cache), compiling and loading the module the first time it is asked for.
-    pub fn function(
-        &self,
-        ctx: &Arc<CudaContext>,
-        cc: (i32, i32),
-        name: &'static str,
-        src: &'static str,
-        function: &str,
-    ) -> CudaResult<CudaFunction> {
+    pub fn function(&self, ctx: &Arc<CudaContext>, cc: (i32, i32), name: &'static str, src: &'static str, function: &str) -> CudaResult<CudaFunction> {
         let module = {
             let mut modules = self.modules.lock().unwrap_or_else(|p| p.into_inner());
             match modules.get(name) {
                 Some(m) => m.clone(),
                 None => {
                     if !nvrtc_present() {
-                        return Err(CudaError(
-                            "NVRTC (libnvrtc.so) not found: GPU kernels cannot be compiled".into(),
-                        ));
+                        return Err(CudaError("NVRTC (libnvrtc.so) not found: GPU kernels cannot be compiled".into()));
                     }
                     let opts = CompileOptions {
                         arch: Some(virtual_arch(cc)),
@@ -63,20 +54,14 @@ impl KernelCache {
                         ..Default::default()
                     };
                     let ptx = catch_unwind(|| compile_ptx_with_opts(src, opts))
-                        .map_err(|_| {
-                            CudaError(format!("NVRTC failed to load while compiling {name}"))
-                        })?
+                        .map_err(|_| CudaError(format!("NVRTC failed to load while compiling {name}")))?
                         .map_err(|e| CudaError::during(&format!("compiling kernel {name}"), e))?;
-                    let m = ctx
-                        .load_module(ptx)
-                        .map_err(|e| CudaError::during(&format!("loading kernel {name}"), e))?;
+                    let m = ctx.load_module(ptx).map_err(|e| CudaError::during(&format!("loading kernel {name}"), e))?;
                     modules.insert(name, m.clone());
                     m
                 }
             }
         };
-        module
-            .load_function(function)
-            .map_err(|e| CudaError::during(&format!("kernel {name}::{function}"), e))
+        module.load_function(function).map_err(|e| CudaError::during(&format!("kernel {name}::{function}"), e))
     }
 }

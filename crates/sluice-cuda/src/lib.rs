@@ -18,9 +18,7 @@ pub use event::GpuEvent;
 /// For GPU tests: the device to test on, or `None` (the test returns) after
 /// [`missing_for_test`] has said the test is skipped.
 pub fn test_device() -> Option<std::sync::Arc<GpuDevice>> {
-    GpuDevice::open(0)
-        .map_err(|e| missing_for_test("GPU", e))
-        .ok()
+    GpuDevice::open(0).map_err(|e| missing_for_test("GPU", e)).ok()
 }
 
 /// What a GPU test does when something it needs (`what`: a GPU, nvJPEG) is missing, by
@@ -79,23 +77,8 @@ mod tests {
         const SRC: &str = r#"extern "C" __global__ void add_one(unsigned char* p, int n) {
             int i = blockIdx.x * blockDim.x + threadIdx.x; if (i < n) p[i] += 1; }"#;
         let stream = dev.new_stream().unwrap();
-        let f = dev
-            .kernels()
-            .function(
-                dev.context(),
-                dev.compute_capability(),
-                "test_add_one",
-                SRC,
-                "add_one",
-            )
-            .unwrap();
-        let again = dev.kernels().function(
-            dev.context(),
-            dev.compute_capability(),
-            "test_add_one",
-            SRC,
-            "add_one",
-        );
+        let f = dev.kernels().function(dev.context(), dev.compute_capability(), "test_add_one", SRC, "add_one").unwrap();
+        let again = dev.kernels().function(dev.context(), dev.compute_capability(), "test_add_one", SRC, "add_one");
         assert!(again.is_ok());
         let n = 4096usize;
         let buf = DeviceBuffer::alloc(&dev, &stream, n).unwrap();
@@ -105,18 +88,10 @@ mod tests {
         let ptr = buf.device_ptr();
         let ni = n as i32;
         unsafe {
-            stream
-                .launch_builder(&f)
-                .arg(&ptr)
-                .arg(&ni)
-                .launch(LaunchConfig::for_num_elems(n as u32))
-                .unwrap();
+            stream.launch_builder(&f).arg(&ptr).arg(&ni).launch(LaunchConfig::for_num_elems(n as u32)).unwrap();
         }
         let mut back = vec![0u8; n];
         buf.copy_to_host(0, &mut back).unwrap();
-        assert!(back
-            .iter()
-            .enumerate()
-            .all(|(i, &v)| v == (i as u8).wrapping_add(1)));
+        assert!(back.iter().enumerate().all(|(i, &v)| v == (i as u8).wrapping_add(1)));
     }
 }

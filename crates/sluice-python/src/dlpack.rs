@@ -94,18 +94,10 @@ unsafe extern "C" fn capsule_destructor(capsule: *mut ffi::PyObject) {
 }
 
 /// A "dltensor" capsule viewing `shape` elements of `batch` starting at byte `offset`.
-pub fn host_capsule<'py>(
-    py: Python<'py>,
-    batch: Arc<TensorList>,
-    offset: usize,
-    shape: Vec<usize>,
-) -> PyResult<Bound<'py, PyAny>> {
+pub fn host_capsule<'py>(py: Python<'py>, batch: Arc<TensorList>, offset: usize, shape: Vec<usize>) -> PyResult<Bound<'py, PyAny>> {
     let (code, bits) = batch.dtype().dlpack();
     let data = batch.buffer().as_ptr() as *mut c_void;
-    let owner = Box::new(Owner {
-        _batch: Kept::Host(batch),
-        shape: shape.iter().map(|&d| d as i64).collect(),
-    });
+    let owner = Box::new(Owner { _batch: Kept::Host(batch), shape: shape.iter().map(|&d| d as i64).collect() });
     make_capsule(py, owner, data, (1, 0), (code, bits), offset)
 }
 
@@ -120,10 +112,7 @@ pub fn device_capsule<'py>(
     let (code, bits) = batch.dtype().dlpack();
     let data = batch.buffer().device_ptr() as *mut c_void;
     let device_id = batch.buffer().device().ordinal() as i32;
-    let owner = Box::new(Owner {
-        _batch: Kept::Device(batch, consumer),
-        shape: shape.iter().map(|&d| d as i64).collect(),
-    });
+    let owner = Box::new(Owner { _batch: Kept::Device(batch, consumer), shape: shape.iter().map(|&d| d as i64).collect() });
     make_capsule(py, owner, data, (2, device_id), (code, bits), offset)
 }
 
@@ -142,16 +131,9 @@ fn make_capsule<'py>(
             // The offset goes into the address, byte_offset stays 0: PyTorch refuses CUDA
             // tensors with a byte_offset, and NumPy and CuPy produce them this way too.
             data: (data as usize + offset) as *mut c_void,
-            device: DLDevice {
-                device_type,
-                device_id,
-            },
+            device: DLDevice { device_type, device_id },
             ndim,
-            dtype: DLDataType {
-                code,
-                bits,
-                lanes: 1,
-            },
+            dtype: DLDataType { code, bits, lanes: 1 },
             shape: shape_ptr,
             strides: std::ptr::null_mut(), // compact row-major
             byte_offset: 0,
@@ -198,23 +180,15 @@ pub fn borrow(capsule: &Bound<'_, PyAny>) -> PyResult<Borrowed> {
         }
         &(*(ptr as *const DLManagedTensor)).dl_tensor
     };
-    let ndim = usize::try_from(t.ndim)
-        .map_err(|_| PyTypeError::new_err("DLPack tensor with a negative number of dimensions"))?;
+    let ndim = usize::try_from(t.ndim).map_err(|_| PyTypeError::new_err("DLPack tensor with a negative number of dimensions"))?;
     // SAFETY: `shape` (and `strides` when not null) point to `ndim` integers (DLPack).
-    let shape: Vec<i64> = if ndim == 0 {
-        Vec::new()
-    } else {
-        unsafe { std::slice::from_raw_parts(t.shape, ndim) }.to_vec()
-    };
+    let shape: Vec<i64> = if ndim == 0 { Vec::new() } else { unsafe { std::slice::from_raw_parts(t.shape, ndim) }.to_vec() };
     if shape.iter().any(|&d| d < 0) {
         return Err(PyTypeError::new_err("DLPack tensor with a negative extent"));
     }
     let shape: Vec<usize> = shape.into_iter().map(|d| d as usize).collect();
     if t.dtype.lanes != 1 || t.dtype.bits % 8 != 0 {
-        return Err(PyTypeError::new_err(format!(
-            "DLPack type (code {}, {} bits, {} lanes) is not supported",
-            t.dtype.code, t.dtype.bits, t.dtype.lanes
-        )));
+        return Err(PyTypeError::new_err(format!("DLPack type (code {}, {} bits, {} lanes) is not supported", t.dtype.code, t.dtype.bits, t.dtype.lanes)));
     }
     let bytes = t.dtype.bits / 8;
     let kind = match (t.dtype.code, bytes) {
@@ -223,12 +197,7 @@ pub fn borrow(capsule: &Bound<'_, PyAny>) -> PyResult<Borrowed> {
         (1, _) => format!("<u{bytes}"),
         (2, _) => format!("<f{bytes}"),
         (6, 1) => "|b1".to_string(),
-        (code, _) => {
-            return Err(PyTypeError::new_err(format!(
-                "DLPack type code {code} ({} bits) is not supported",
-                t.dtype.bits
-            )))
-        }
+        (code, _) => return Err(PyTypeError::new_err(format!("DLPack type code {code} ({} bits) is not supported", t.dtype.bits))),
     };
     if !t.strides.is_null() && ndim > 0 {
         // SAFETY: as above.

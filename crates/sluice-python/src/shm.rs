@@ -16,11 +16,7 @@ use std::sync::{Arc, Mutex};
 use sluice::error::{Error, Result};
 
 fn fail(path: &str, message: String) -> Error {
-    Error::Io {
-        operator: "external_source (parallel)".into(),
-        path: path.into(),
-        message,
-    }
+    Error::Io { operator: "external_source (parallel)".into(), path: path.into(), message }
 }
 
 /// One worker block mapped into this process; unmapped when the last batch over it and
@@ -47,54 +43,25 @@ impl Block {
             .read(true)
             .write(true)
             .open(&path)
-            .map_err(|e| {
-                fail(
-                    &path,
-                    format!("cannot open the worker's shared memory: {e}"),
-                )
-            })?;
-        let len = file
-            .metadata()
-            .map_err(|e| fail(&path, e.to_string()))?
-            .len() as usize;
+            .map_err(|e| fail(&path, format!("cannot open the worker's shared memory: {e}")))?;
+        let len = file.metadata().map_err(|e| fail(&path, e.to_string()))?.len() as usize;
         if len == 0 {
             return Err(fail(&path, "the block is empty".into()));
         }
         // SAFETY: a fresh shared read-write mapping of the whole file; the descriptor may
         // close after mmap returns.
-        let raw = unsafe {
-            libc::mmap(
-                std::ptr::null_mut(),
-                len,
-                libc::PROT_READ | libc::PROT_WRITE,
-                libc::MAP_SHARED,
-                file.as_raw_fd(),
-                0,
-            )
-        };
+        let raw = unsafe { libc::mmap(std::ptr::null_mut(), len, libc::PROT_READ | libc::PROT_WRITE, libc::MAP_SHARED, file.as_raw_fd(), 0) };
         if raw == libc::MAP_FAILED {
-            return Err(fail(
-                &path,
-                format!("cannot map it: {}", std::io::Error::last_os_error()),
-            ));
+            return Err(fail(&path, format!("cannot map it: {}", std::io::Error::last_os_error())));
         }
-        Ok(Block {
-            ptr: NonNull::new(raw.cast()).expect("mmap returned null"),
-            len,
-        })
+        Ok(Block { ptr: NonNull::new(raw.cast()).expect("mmap returned null"), len })
     }
 
     /// The address of `len` bytes at `offset`, checked to lie in the block.
     fn range(&self, offset: usize, len: usize) -> Result<usize> {
         match offset.checked_add(len) {
             Some(end) if end <= self.len => Ok(self.ptr.as_ptr() as usize + offset),
-            _ => Err(fail(
-                "shared memory",
-                format!(
-                    "a worker's sample at {offset}+{len} lies outside its {}-byte block",
-                    self.len
-                ),
-            )),
+            _ => Err(fail("shared memory", format!("a worker's sample at {offset}+{len} lies outside its {}-byte block", self.len))),
         }
     }
 }
@@ -122,10 +89,7 @@ pub struct Lease {
 
 impl Drop for Lease {
     fn drop(&mut self) {
-        self.returned
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .push(self.token);
+        self.returned.lock().unwrap_or_else(|p| p.into_inner()).push(self.token);
     }
 }
 
@@ -142,18 +106,11 @@ impl Blocks {
 
     /// Lets go of a block its worker replaced (batches over it keep it mapped).
     pub fn forget(&self, name: &str) {
-        self.mapped
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .remove(name);
+        self.mapped.lock().unwrap_or_else(|p| p.into_inner()).remove(name);
     }
 
     pub fn lease(&self, block: Arc<Block>, token: u64) -> Arc<Lease> {
-        Arc::new(Lease {
-            _block: block,
-            token,
-            returned: self.returned.clone(),
-        })
+        Arc::new(Lease { _block: block, token, returned: self.returned.clone() })
     }
 
     /// Tokens of the leases whose batches are all gone since the last call.
@@ -166,32 +123,17 @@ impl Blocks {
 pub type Placed = (usize, Vec<usize>, sluice::tensor::DType);
 
 /// Addresses of `samples` in `block`, each checked to lie inside it.
-pub fn addresses(
-    block: &Block,
-    samples: &[Placed],
-) -> Result<Vec<(usize, Vec<usize>, sluice::tensor::DType)>> {
+pub fn addresses(block: &Block, samples: &[Placed]) -> Result<Vec<(usize, Vec<usize>, sluice::tensor::DType)>> {
     samples
         .iter()
-        .map(|(off, shape, t)| {
-            Ok((
-                block.range(*off, shape.iter().product::<usize>() * t.size())?,
-                shape.clone(),
-                *t,
-            ))
-        })
+        .map(|(off, shape, t)| Ok((block.range(*off, shape.iter().product::<usize>() * t.size())?, shape.clone(), *t)))
         .collect()
 }
 
 /// When `samples` (at least one) lie back to back from an aligned start, the memory they
 /// span, lent to a buffer that holds `lease`; otherwise None (the caller copies).
-pub fn lend(
-    block: &Block,
-    samples: &[Placed],
-    lease: &Arc<Lease>,
-) -> Result<Option<sluice::tensor::HostBuffer>> {
-    let Some((first, _, _)) = samples.first() else {
-        return Ok(None);
-    };
+pub fn lend(block: &Block, samples: &[Placed], lease: &Arc<Lease>) -> Result<Option<sluice::tensor::HostBuffer>> {
+    let Some((first, _, _)) = samples.first() else { return Ok(None) };
     let mut end = *first;
     for (off, shape, t) in samples {
         if *off != end {
@@ -207,7 +149,5 @@ pub fn lend(
     // SAFETY: `start..start + len` lies in the block (checked above), which the lease keeps
     // mapped; the worker does not write it again until the lease's token is returned, which
     // happens only when this buffer (and every other holder of the lease) is dropped.
-    Ok(Some(unsafe {
-        sluice::tensor::HostBuffer::lent(ptr, end - first, Box::new(lease.clone()))
-    }))
+    Ok(Some(unsafe { sluice::tensor::HostBuffer::lent(ptr, end - first, Box::new(lease.clone())) }))
 }

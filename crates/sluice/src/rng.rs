@@ -46,12 +46,7 @@ impl SampleRng {
         let k = mix64(seed ^ mix64(op_id.wrapping_add(0x9E37_79B9_7F4A_7C15)));
         SampleRng {
             key: [k as u32, (k >> 32) as u32],
-            ctr: [
-                0,
-                sample as u32,
-                iteration as u32,
-                (iteration >> 32) as u32 ^ ((sample >> 32) as u32) << 16,
-            ],
+            ctr: [0, sample as u32, iteration as u32, (iteration >> 32) as u32 ^ ((sample >> 32) as u32) << 16],
             block: [0; 4],
             used: 4,
         }
@@ -126,30 +121,10 @@ mod tests {
 
     #[test]
     fn same_key_same_stream_different_sample_different_stream() {
-        let a: Vec<u32> = (0..8)
-            .map({
-                let mut r = SampleRng::new(42, 3, 7, 1);
-                move |_| r.next_u32()
-            })
-            .collect();
-        let b: Vec<u32> = (0..8)
-            .map({
-                let mut r = SampleRng::new(42, 3, 7, 1);
-                move |_| r.next_u32()
-            })
-            .collect();
-        let c: Vec<u32> = (0..8)
-            .map({
-                let mut r = SampleRng::new(42, 3, 7, 2);
-                move |_| r.next_u32()
-            })
-            .collect();
-        let d: Vec<u32> = (0..8)
-            .map({
-                let mut r = SampleRng::new(42, 4, 7, 1);
-                move |_| r.next_u32()
-            })
-            .collect();
+        let a: Vec<u32> = (0..8).map({ let mut r = SampleRng::new(42, 3, 7, 1); move |_| r.next_u32() }).collect();
+        let b: Vec<u32> = (0..8).map({ let mut r = SampleRng::new(42, 3, 7, 1); move |_| r.next_u32() }).collect();
+        let c: Vec<u32> = (0..8).map({ let mut r = SampleRng::new(42, 3, 7, 2); move |_| r.next_u32() }).collect();
+        let d: Vec<u32> = (0..8).map({ let mut r = SampleRng::new(42, 4, 7, 1); move |_| r.next_u32() }).collect();
         assert_eq!(a, b);
         assert_ne!(a, c);
         assert_ne!(a, d);

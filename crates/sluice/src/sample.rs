@@ -19,14 +19,9 @@ pub fn write_sample_dataset(root: &Path, count: usize, classes: usize, seed: u64
         let mut rng = SampleRng::new(seed, class as u64, 0, i as u64);
         let short = 256 + rng.below(225) as usize;
         let aspect = rng.uniform(0.75, 1.5);
-        let (w, h) = if rng.bernoulli(0.7) {
-            ((short as f64 * aspect) as usize, short)
-        } else {
-            (short, (short as f64 * aspect) as usize)
-        };
+        let (w, h) = if rng.bernoulli(0.7) { ((short as f64 * aspect) as usize, short) } else { (short, (short as f64 * aspect) as usize) };
         let pixels = draw(&mut rng, class, w, h);
-        let jpeg = sluice_codecs::encode_jpeg(&pixels, w, h, 3, 90)
-            .map_err(|e| Error::Unsupported(e.to_string()))?;
+        let jpeg = sluice_codecs::encode_jpeg(&pixels, w, h, 3, 90).map_err(|e| Error::Unsupported(e.to_string()))?;
         let path = dir.join(format!("{i:06}.jpg"));
         std::fs::write(&path, &jpeg).map_err(|e| Error::io("sample dataset", path.display(), e))?;
         total += jpeg.len() as u64;
@@ -40,10 +35,7 @@ fn draw(rng: &mut SampleRng, class: usize, w: usize, h: usize) -> Vec<u8> {
     let hue = (class as f64 * 0.618_034).fract();
     let base = hsv(hue, 0.65, 0.95);
     let back = hsv((hue + 0.5).fract(), 0.35, 0.35);
-    let (cx, cy) = (
-        rng.uniform(0.3, 0.7) * w as f64,
-        rng.uniform(0.3, 0.7) * h as f64,
-    );
+    let (cx, cy) = (rng.uniform(0.3, 0.7) * w as f64, rng.uniform(0.3, 0.7) * h as f64);
     let scale = rng.uniform(12.0, 40.0);
     let angle = rng.uniform(0.0, std::f64::consts::PI);
     let (sa, ca) = angle.sin_cos();
@@ -102,11 +94,7 @@ mod tests {
         for i in 0..6 {
             let rel = format!("class_{:03}/{i:06}.jpg", i % 3);
             let x = std::fs::read(a.path().join(&rel)).unwrap();
-            assert_eq!(
-                x,
-                std::fs::read(b.path().join(&rel)).unwrap(),
-                "{rel} differs between runs"
-            );
+            assert_eq!(x, std::fs::read(b.path().join(&rel)).unwrap(), "{rel} differs between runs");
             let (_, (h, w, c)) = sluice_codecs::decode(&x, &Default::default()).unwrap();
             assert!(h.min(w) >= 256 && c == 3);
         }

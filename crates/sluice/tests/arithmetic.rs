@@ -17,30 +17,15 @@ fn op(schema: &str, inputs: Vec<Edge>, args: Vec<(&str, ArgValue)>) -> OpSpec {
 }
 
 fn spec(ops: Vec<OpSpec>, outputs: Vec<Edge>) -> PipelineSpec {
-    PipelineSpec {
-        batch_size: 4,
-        num_threads: 2,
-        device_id: None,
-        seed: 7,
-        prefetch_queue_depth: 1,
-        exec_async: false,
-        exec_pipelined: false,
-        errors: Default::default(),
-        ops,
-        outputs,
-    }
+    PipelineSpec { batch_size: 4, num_threads: 2, device_id: None, seed: 7, prefetch_queue_depth: 1, exec_async: false, exec_pipelined: false, errors: Default::default(), ops, outputs }
 }
 
 fn uniform(shape: &[i64], dtype: i64, values: &[f64]) -> OpSpec {
-    let mut o = op(
-        "random__Uniform",
-        vec![],
-        vec![
-            ("values", ArgValue::FloatList(values.to_vec())),
-            ("shape", ArgValue::IntList(shape.to_vec())),
-            ("dtype", ArgValue::Int(dtype)),
-        ],
-    );
+    let mut o = op("random__Uniform", vec![], vec![
+        ("values", ArgValue::FloatList(values.to_vec())),
+        ("shape", ArgValue::IntList(shape.to_vec())),
+        ("dtype", ArgValue::Int(dtype)),
+    ]);
     o.name = format!("u{dtype}_{}", shape.len());
     o
 }
@@ -54,27 +39,12 @@ fn fused_expression_with_broadcasting_matches_a_scalar_reference() {
     let ops = vec![
         uniform(&[3, 4], U8, &[0.0, 7.0, 200.0, 255.0]),
         uniform(&[4], I16, &[-300.0, -1.0, 5.0, 1000.0]),
-        op(
-            "_ArithmeticGenericOp",
-            vec![Edge { op: 0, output: 0 }, Edge { op: 1, output: 0 }],
-            vec![
-                (
-                    "expression_desc",
-                    ArgValue::Str("div(sub(mul(&0 $0:int32) &1) $1:int32)".into()),
-                ),
-                ("integer_constants", ArgValue::IntList(vec![2, 3])),
-            ],
-        ),
+        op("_ArithmeticGenericOp", vec![Edge { op: 0, output: 0 }, Edge { op: 1, output: 0 }], vec![
+            ("expression_desc", ArgValue::Str("div(sub(mul(&0 $0:int32) &1) $1:int32)".into())),
+            ("integer_constants", ArgValue::IntList(vec![2, 3])),
+        ]),
     ];
-    let mut ex = Executor::new(&spec(
-        ops,
-        vec![
-            Edge { op: 0, output: 0 },
-            Edge { op: 1, output: 0 },
-            Edge { op: 2, output: 0 },
-        ],
-    ))
-    .unwrap();
+    let mut ex = Executor::new(&spec(ops, vec![Edge { op: 0, output: 0 }, Edge { op: 1, output: 0 }, Edge { op: 2, output: 0 }])).unwrap();
     let out = ex.next_cpu_batch().unwrap();
     for i in 0..4 {
         let a = out[0].sample::<u8>(i);
@@ -94,81 +64,41 @@ fn shape_mismatch_names_the_operator_and_sample() {
     let ops = vec![
         uniform(&[3, 4], U8, &[1.0]),
         uniform(&[3], I16, &[1.0]),
-        op(
-            "_ArithmeticGenericOp",
-            vec![Edge { op: 0, output: 0 }, Edge { op: 1, output: 0 }],
-            vec![("expression_desc", ArgValue::Str("add(&0 &1)".into()))],
-        ),
+        op("_ArithmeticGenericOp", vec![Edge { op: 0, output: 0 }, Edge { op: 1, output: 0 }], vec![("expression_desc", ArgValue::Str("add(&0 &1)".into()))]),
     ];
     let mut ex = Executor::new(&spec(ops, vec![Edge { op: 2, output: 0 }])).unwrap();
     let err = ex.next_cpu_batch().err().unwrap().to_string();
-    assert!(
-        err.contains("arithmetic")
-            && err.contains("sample 0")
-            && err.contains("broadcast")
-            && err.contains("[3, 4]"),
-        "{err}"
-    );
+    assert!(err.contains("arithmetic") && err.contains("sample 0") && err.contains("broadcast") && err.contains("[3, 4]"), "{err}");
 }
 
 #[test]
 fn bool_arithmetic_and_division_by_zero_are_clear_errors() {
     let ops = vec![
         uniform(&[2], 11, &[1.0]),
-        op(
-            "_ArithmeticGenericOp",
-            vec![Edge { op: 0, output: 0 }],
-            vec![("expression_desc", ArgValue::Str("sub(&0 &0)".into()))],
-        ),
+        op("_ArithmeticGenericOp", vec![Edge { op: 0, output: 0 }], vec![("expression_desc", ArgValue::Str("sub(&0 &0)".into()))]),
     ];
-    let err = Executor::new(&spec(ops, vec![Edge { op: 1, output: 0 }]))
-        .and_then(|mut e| e.next_cpu_batch())
-        .err()
-        .unwrap()
-        .to_string();
+    let err = Executor::new(&spec(ops, vec![Edge { op: 1, output: 0 }])).and_then(|mut e| e.next_cpu_batch()).err().unwrap().to_string();
     assert!(err.contains("cannot be booleans"), "{err}");
     let ops = vec![
         uniform(&[2], U8, &[0.0]),
-        op(
-            "_ArithmeticGenericOp",
-            vec![Edge { op: 0, output: 0 }],
-            vec![
-                ("expression_desc", ArgValue::Str("div($0:int32 &0)".into())),
-                ("integer_constants", ArgValue::IntList(vec![5])),
-            ],
-        ),
+        op("_ArithmeticGenericOp", vec![Edge { op: 0, output: 0 }], vec![("expression_desc", ArgValue::Str("div($0:int32 &0)".into())), ("integer_constants", ArgValue::IntList(vec![5]))]),
     ];
-    let err = Executor::new(&spec(ops, vec![Edge { op: 1, output: 0 }]))
-        .and_then(|mut e| e.next_cpu_batch())
-        .err()
-        .unwrap()
-        .to_string();
-    assert!(
-        err.contains("division by zero") && err.contains("sample 0"),
-        "{err}"
-    );
+    let err = Executor::new(&spec(ops, vec![Edge { op: 1, output: 0 }])).and_then(|mut e| e.next_cpu_batch()).err().unwrap().to_string();
+    assert!(err.contains("division by zero") && err.contains("sample 0"), "{err}");
 }
 
 #[test]
 fn subscript_removes_indexed_axes_and_keeps_slices() {
     let ops = vec![
         uniform(&[4, 5, 3], U8, &[1.0, 2.0, 3.0, 9.0]),
-        op(
-            "_TensorSubscript",
-            vec![Edge { op: 0, output: 0 }],
-            vec![
-                ("num_subscripts", ArgValue::Int(3)),
-                ("lo_0", ArgValue::Int(-3)),
-                ("step_1", ArgValue::Int(-2)),
-                ("at_2", ArgValue::Int(-1)),
-            ],
-        ),
+        op("_TensorSubscript", vec![Edge { op: 0, output: 0 }], vec![
+            ("num_subscripts", ArgValue::Int(3)),
+            ("lo_0", ArgValue::Int(-3)),
+            ("step_1", ArgValue::Int(-2)),
+            ("at_2", ArgValue::Int(-1)),
+        ]),
     ];
-    let mut ex = Executor::new(&spec(
-        ops,
-        vec![Edge { op: 0, output: 0 }, Edge { op: 1, output: 0 }],
-    ))
-    .unwrap();
+    let mut ex = Executor::new(&spec(ops, vec![Edge { op: 0, output: 0 }, Edge { op: 1, output: 0 }])).unwrap();
     let out = ex.next_cpu_batch().unwrap();
     for i in 0..4 {
         let x = out[0].sample::<u8>(i);

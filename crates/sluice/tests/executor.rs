@@ -32,27 +32,12 @@ fn spec(ops: Vec<OpSpec>, outputs: Vec<Edge>, threads: usize, exec_async: bool) 
 }
 
 fn uniform_batches(threads: usize, exec_async: bool) -> Vec<Vec<f32>> {
-    let ops = vec![op(
-        "random__Uniform",
-        "u",
-        vec![
-            ("range", ArgValue::FloatList(vec![0.0, 10.0])),
-            ("shape", ArgValue::IntList(vec![3])),
-        ],
-    )];
-    let mut ex = Executor::new(&spec(
-        ops,
-        vec![Edge { op: 0, output: 0 }],
-        threads,
-        exec_async,
-    ))
-    .unwrap();
+    let ops = vec![op("random__Uniform", "u", vec![("range", ArgValue::FloatList(vec![0.0, 10.0])), ("shape", ArgValue::IntList(vec![3]))])];
+    let mut ex = Executor::new(&spec(ops, vec![Edge { op: 0, output: 0 }], threads, exec_async)).unwrap();
     (0..4)
         .map(|_| {
             let out = ex.next_cpu_batch().unwrap();
-            (0..out[0].len())
-                .flat_map(|i| out[0].sample::<f32>(i).to_vec())
-                .collect()
+            (0..out[0].len()).flat_map(|i| out[0].sample::<f32>(i).to_vec()).collect()
         })
         .collect()
 }
@@ -70,21 +55,11 @@ fn same_seed_gives_identical_batches_whatever_the_thread_count_and_mode() {
 
 #[test]
 fn coin_flip_takes_a_per_sample_probability_from_an_argument_input() {
-    let mut ops = vec![op(
-        "random__Uniform",
-        "p",
-        vec![("values", ArgValue::FloatList(vec![0.0, 1.0]))],
-    )];
+    let mut ops = vec![op("random__Uniform", "p", vec![("values", ArgValue::FloatList(vec![0.0, 1.0]))])];
     let mut flip = op("random__CoinFlip", "c", vec![]);
     flip.arg_inputs = vec![("probability".into(), Edge { op: 0, output: 0 })];
     ops.push(flip);
-    let mut ex = Executor::new(&spec(
-        ops,
-        vec![Edge { op: 0, output: 0 }, Edge { op: 1, output: 0 }],
-        2,
-        true,
-    ))
-    .unwrap();
+    let mut ex = Executor::new(&spec(ops, vec![Edge { op: 0, output: 0 }, Edge { op: 1, output: 0 }], 2, true)).unwrap();
     for _ in 0..3 {
         let out = ex.next_cpu_batch().unwrap();
         for i in 0..16 {
@@ -97,59 +72,24 @@ fn coin_flip_takes_a_per_sample_probability_from_an_argument_input() {
 
 #[test]
 fn graph_errors_name_the_operator() {
-    let ops = vec![op(
-        "random__Uniform",
-        "u",
-        vec![("bogus", ArgValue::Int(1))],
-    )];
-    let err = Executor::new(&spec(ops, vec![Edge { op: 0, output: 0 }], 1, false))
-        .err()
-        .unwrap()
-        .to_string();
-    assert!(
-        err.contains("random.uniform") && err.contains("bogus"),
-        "{err}"
-    );
+    let ops = vec![op("random__Uniform", "u", vec![("bogus", ArgValue::Int(1))])];
+    let err = Executor::new(&spec(ops, vec![Edge { op: 0, output: 0 }], 1, false)).err().unwrap().to_string();
+    assert!(err.contains("random.uniform") && err.contains("bogus"), "{err}");
 
     let mut gpu_op = op("random__Uniform", "u", vec![]);
     gpu_op.device = Some("gpu".into());
-    let err = Executor::new(&spec(
-        vec![gpu_op],
-        vec![Edge { op: 0, output: 0 }],
-        1,
-        false,
-    ))
-    .err()
-    .unwrap()
-    .to_string();
-    assert!(
-        err.contains("random.uniform") && err.contains("gpu"),
-        "{err}"
-    );
+    let err = Executor::new(&spec(vec![gpu_op], vec![Edge { op: 0, output: 0 }], 1, false)).err().unwrap().to_string();
+    assert!(err.contains("random.uniform") && err.contains("gpu"), "{err}");
 
-    let ops = vec![op(
-        "random__Uniform",
-        "u",
-        vec![("range", ArgValue::Str("x".into()))],
-    )];
-    let err = Executor::new(&spec(ops, vec![Edge { op: 0, output: 0 }], 1, false))
-        .err()
-        .unwrap()
-        .to_string();
-    assert!(
-        err.contains("range") && err.contains("list of float"),
-        "{err}"
-    );
+    let ops = vec![op("random__Uniform", "u", vec![("range", ArgValue::Str("x".into()))])];
+    let err = Executor::new(&spec(ops, vec![Edge { op: 0, output: 0 }], 1, false)).err().unwrap().to_string();
+    assert!(err.contains("range") && err.contains("list of float"), "{err}");
 }
 
 #[test]
 fn unused_branches_are_pruned() {
     let ops = vec![
-        op(
-            "random__Uniform",
-            "unused",
-            vec![("range", ArgValue::FloatList(vec![5.0, 1.0]))],
-        ), // invalid, but pruned
+        op("random__Uniform", "unused", vec![("range", ArgValue::FloatList(vec![5.0, 1.0]))]), // invalid, but pruned
         op("random__CoinFlip", "used", vec![]),
     ];
     let ex = Executor::new(&spec(ops, vec![Edge { op: 1, output: 0 }], 1, false)).unwrap();

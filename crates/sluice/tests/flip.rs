@@ -3,8 +3,8 @@
 
 use sluice::exec::Executor;
 use sluice::graph::{Edge, OpSpec, PipelineSpec};
-use sluice::ops::flip::find_axes;
 use sluice::ops::flip::kernel::flip_bytes;
+use sluice::ops::flip::find_axes;
 use sluice::ops::ArgValue;
 use sluice::tensor::Layout;
 
@@ -21,71 +21,29 @@ fn flip_layout(layout: &str, shape: &[usize], h: bool, v: bool, d: bool) -> Vec<
 #[test]
 fn layouts_match_dali() {
     // 2x3x2 (HWC): horizontal (default), vertical only; depthwise is a no-op without D.
-    assert_eq!(
-        flip_layout("HWC", &[2, 3, 2], true, false, false),
-        [4, 5, 2, 3, 0, 1, 10, 11, 8, 9, 6, 7]
-    );
-    assert_eq!(
-        flip_layout("HWC", &[2, 3, 2], false, true, false),
-        [6, 7, 8, 9, 10, 11, 0, 1, 2, 3, 4, 5]
-    );
-    assert_eq!(
-        flip_layout("HWC", &[2, 3, 2], false, false, true),
-        (0..12).collect::<Vec<u8>>()
-    );
-    assert_eq!(
-        flip_layout("", &[2, 3, 2], true, false, false),
-        [4, 5, 2, 3, 0, 1, 10, 11, 8, 9, 6, 7]
-    );
+    assert_eq!(flip_layout("HWC", &[2, 3, 2], true, false, false), [4, 5, 2, 3, 0, 1, 10, 11, 8, 9, 6, 7]);
+    assert_eq!(flip_layout("HWC", &[2, 3, 2], false, true, false), [6, 7, 8, 9, 10, 11, 0, 1, 2, 3, 4, 5]);
+    assert_eq!(flip_layout("HWC", &[2, 3, 2], false, false, true), (0..12).collect::<Vec<u8>>());
+    assert_eq!(flip_layout("", &[2, 3, 2], true, false, false), [4, 5, 2, 3, 0, 1, 10, 11, 8, 9, 6, 7]);
     // Same data as CHW: W is last.
-    assert_eq!(
-        flip_layout("CHW", &[2, 3, 2], true, false, false),
-        [1, 0, 3, 2, 5, 4, 7, 6, 9, 8, 11, 10]
-    );
+    assert_eq!(flip_layout("CHW", &[2, 3, 2], true, false, false), [1, 0, 3, 2, 5, 4, 7, 6, 9, 8, 11, 10]);
     // 2x2x2x2 under several layouts.
     let s = [2, 2, 2, 2];
     let id: Vec<u8> = (0..16).collect();
-    assert_eq!(
-        flip_layout("", &s, false, false, true),
-        id,
-        "empty 4-D = FHWC: no D"
-    );
-    assert_eq!(
-        flip_layout("", &s, false, true, false),
-        [4, 5, 6, 7, 0, 1, 2, 3, 12, 13, 14, 15, 8, 9, 10, 11]
-    );
-    assert_eq!(
-        flip_layout("FHWC", &s, false, true, false),
-        [4, 5, 6, 7, 0, 1, 2, 3, 12, 13, 14, 15, 8, 9, 10, 11]
-    );
-    assert_eq!(
-        flip_layout("DHWC", &s, false, false, true),
-        [8, 9, 10, 11, 12, 13, 14, 15, 0, 1, 2, 3, 4, 5, 6, 7]
-    );
-    assert_eq!(
-        flip_layout("DHWC", &s, false, true, false),
-        [4, 5, 6, 7, 0, 1, 2, 3, 12, 13, 14, 15, 8, 9, 10, 11]
-    );
-    assert_eq!(
-        flip_layout("CDHW", &s, false, false, true),
-        [4, 5, 6, 7, 0, 1, 2, 3, 12, 13, 14, 15, 8, 9, 10, 11]
-    );
-    assert_eq!(
-        flip_layout("CDHW", &s, false, true, false),
-        [2, 3, 0, 1, 6, 7, 4, 5, 10, 11, 8, 9, 14, 15, 12, 13]
-    );
+    assert_eq!(flip_layout("", &s, false, false, true), id, "empty 4-D = FHWC: no D");
+    assert_eq!(flip_layout("", &s, false, true, false), [4, 5, 6, 7, 0, 1, 2, 3, 12, 13, 14, 15, 8, 9, 10, 11]);
+    assert_eq!(flip_layout("FHWC", &s, false, true, false), [4, 5, 6, 7, 0, 1, 2, 3, 12, 13, 14, 15, 8, 9, 10, 11]);
+    assert_eq!(flip_layout("DHWC", &s, false, false, true), [8, 9, 10, 11, 12, 13, 14, 15, 0, 1, 2, 3, 4, 5, 6, 7]);
+    assert_eq!(flip_layout("DHWC", &s, false, true, false), [4, 5, 6, 7, 0, 1, 2, 3, 12, 13, 14, 15, 8, 9, 10, 11]);
+    assert_eq!(flip_layout("CDHW", &s, false, false, true), [4, 5, 6, 7, 0, 1, 2, 3, 12, 13, 14, 15, 8, 9, 10, 11]);
+    assert_eq!(flip_layout("CDHW", &s, false, true, false), [2, 3, 0, 1, 6, 7, 4, 5, 10, 11, 8, 9, 14, 15, 12, 13]);
     assert_eq!(flip_layout("FCHW", &s, false, false, true), id);
-    assert_eq!(
-        flip_layout("FCHW", &s, false, true, false),
-        [2, 3, 0, 1, 6, 7, 4, 5, 10, 11, 8, 9, 14, 15, 12, 13]
-    );
+    assert_eq!(flip_layout("FCHW", &s, false, true, false), [2, 3, 0, 1, 6, 7, 4, 5, 10, 11, 8, 9, 14, 15, 12, 13]);
 }
 
 #[test]
 fn bad_layouts_are_rejected() {
-    assert!(find_axes(&Layout::from("XYZ"), 3)
-        .unwrap_err()
-        .contains("XYZ"));
+    assert!(find_axes(&Layout::from("XYZ"), 3).unwrap_err().contains("XYZ"));
     assert!(find_axes(&Layout::empty(), 2).is_err());
     assert!(find_axes(&Layout::empty(), 5).is_err());
 }
@@ -95,13 +53,7 @@ fn wide_elements_move_whole() {
     // float32 1x3x2 HWC: DALI gives [[4, 5], [2, 3], [0, 1]].
     let src: Vec<f32> = (0..6).map(|i| i as f32).collect();
     let mut dst = vec![0f32; 6];
-    flip_bytes(
-        bytemuck::cast_slice_mut(&mut dst),
-        bytemuck::cast_slice(&src),
-        &[1, 3, 2],
-        &[false, true, false],
-        4,
-    );
+    flip_bytes(bytemuck::cast_slice_mut(&mut dst), bytemuck::cast_slice(&src), &[1, 3, 2], &[false, true, false], 4);
     assert_eq!(dst, [4.0, 5.0, 2.0, 3.0, 0.0, 1.0]);
 }
 
@@ -119,30 +71,15 @@ fn op(schema: &str, name: &str, args: Vec<(&str, ArgValue)>) -> OpSpec {
 }
 
 fn spec(ops: Vec<OpSpec>, outputs: Vec<Edge>) -> PipelineSpec {
-    PipelineSpec {
-        batch_size: 6,
-        num_threads: 2,
-        device_id: None,
-        seed: 5,
-        prefetch_queue_depth: 2,
-        exec_async: true,
-        exec_pipelined: true,
-        errors: Default::default(),
-        ops,
-        outputs,
-    }
+    PipelineSpec { batch_size: 6, num_threads: 2, device_id: None, seed: 5, prefetch_queue_depth: 2, exec_async: true, exec_pipelined: true, errors: Default::default(), ops, outputs }
 }
 
 fn image_source(shape: &[i64], dtype: i64) -> OpSpec {
-    op(
-        "random__Uniform",
-        "img",
-        vec![
-            ("range", ArgValue::FloatList(vec![0.0, 256.0])),
-            ("shape", ArgValue::IntList(shape.to_vec())),
-            ("dtype", ArgValue::Int(dtype)),
-        ],
-    )
+    op("random__Uniform", "img", vec![
+        ("range", ArgValue::FloatList(vec![0.0, 256.0])),
+        ("shape", ArgValue::IntList(shape.to_vec())),
+        ("dtype", ArgValue::Int(dtype)),
+    ])
 }
 
 fn e(op: usize) -> Edge {
@@ -171,11 +108,7 @@ fn per_sample_flags_flip_each_sample_as_asked() {
             for y in 0..h {
                 for x in 0..w {
                     let (sy, sx) = (h - 1 - y, if hflip { w - 1 - x } else { x });
-                    assert_eq!(
-                        &got[(y * w + x) * c..][..c],
-                        &src[(sy * w + sx) * c..][..c],
-                        "sample {i} ({x}, {y})"
-                    );
+                    assert_eq!(&got[(y * w + x) * c..][..c], &src[(sy * w + sx) * c..][..c], "sample {i} ({x}, {y})");
                 }
             }
         }
@@ -210,12 +143,6 @@ fn inputs_without_h_and_w_are_errors_naming_the_operator_and_sample() {
     let mut flip = op("Flip", "flip", vec![]);
     flip.inputs = vec![e(0)];
     let mut ex = Executor::new(&spec(vec![image_source(&[4, 6], 0), flip], vec![e(1)])).unwrap();
-    let err = ex
-        .next_cpu_batch()
-        .expect_err("2-D input without layout must fail")
-        .to_string();
-    assert!(
-        err.contains("flip") && err.contains("sample 0") && err.contains("layout"),
-        "{err}"
-    );
+    let err = ex.next_cpu_batch().expect_err("2-D input without layout must fail").to_string();
+    assert!(err.contains("flip") && err.contains("sample 0") && err.contains("layout"), "{err}");
 }

@@ -12,13 +12,7 @@ use sluice::tensor::{DType, TensorList};
 const SEED: u64 = 99;
 const OP_ID: u64 = 5;
 
-fn run(
-    schema: &str,
-    input: &TensorList,
-    args: Vec<(&str, ArgValue)>,
-    threads: usize,
-    iter: u64,
-) -> sluice::error::Result<TensorList> {
+fn run(schema: &str, input: &TensorList, args: Vec<(&str, ArgValue)>, threads: usize, iter: u64) -> sluice::error::Result<TensorList> {
     let (def, _) = lookup(schema).unwrap();
     let name = def.schema.fn_name();
     let given = args.into_iter().map(|(k, v)| (k.to_string(), v)).collect();
@@ -35,35 +29,17 @@ fn run(
         resume_samples: 0,
     };
     let mut op = (def.cpu.unwrap())(&ctx)?;
-    let pool = rayon::ThreadPoolBuilder::new()
-        .num_threads(threads)
-        .build()
-        .unwrap();
-    let ws = Workspace {
-        inputs: vec![input],
-        arg_inputs: HashMap::new(),
-        iteration: iter,
-        batch_size: input.len(),
-        pool: &pool,
-    };
+    let pool = rayon::ThreadPoolBuilder::new().num_threads(threads).build().unwrap();
+    let ws = Workspace { inputs: vec![input], arg_inputs: HashMap::new(), iteration: iter, batch_size: input.len(), pool: &pool };
     Ok(op.run(&ws)?.remove(0))
 }
 
 fn images() -> TensorList {
-    let dims = [
-        (120usize, 90usize, 3usize),
-        (37, 211, 3),
-        (64, 64, 1),
-        (300, 41, 3),
-    ];
+    let dims = [(120usize, 90usize, 3usize), (37, 211, 3), (64, 64, 1), (300, 41, 3)];
     let shapes: Vec<Vec<usize>> = dims.iter().map(|&(h, w, c)| vec![h, w, c]).collect();
     let data: Vec<Vec<u8>> = dims
         .iter()
-        .map(|&(h, w, c)| {
-            (0..h * w * c)
-                .map(|k| ((k * 7 + (k / (w * c)) * 13) ^ (k % 29)) as u8)
-                .collect()
-        })
+        .map(|&(h, w, c)| (0..h * w * c).map(|k| ((k * 7 + (k / (w * c)) * 13) ^ (k % 29)) as u8).collect())
         .collect();
     TensorList::from_samples::<u8>(&shapes, &data).with_layout("HWC")
 }
@@ -75,17 +51,8 @@ fn fl(v: &[f64]) -> ArgValue {
 #[test]
 fn equals_resize_of_the_same_window() {
     let input = images();
-    let gen = RandomCropParams {
-        area: (0.08, 1.0),
-        aspect: (0.75, 1.333333),
-        num_attempts: 10,
-    };
-    for (size, interp, dtype) in [
-        ([32.0, 48.0], 1i64, None),
-        ([224.0, 224.0], 1, Some(9i64)),
-        ([17.0, 5.0], 3, None),
-        ([40.0, 40.0], 0, None),
-    ] {
+    let gen = RandomCropParams { area: (0.08, 1.0), aspect: (0.75, 1.333333), num_attempts: 10 };
+    for (size, interp, dtype) in [([32.0, 48.0], 1i64, None), ([224.0, 224.0], 1, Some(9i64)), ([17.0, 5.0], 3, None), ([40.0, 40.0], 0, None)] {
         for iter in 0..3u64 {
             let mut args = vec![("size", fl(&size)), ("interp_type", ArgValue::Int(interp))];
             if let Some(d) = dtype {
@@ -93,27 +60,13 @@ fn equals_resize_of_the_same_window() {
             }
             let out = run("RandomResizedCrop", &input, args.clone(), 1, iter).unwrap();
             let out2 = run("RandomResizedCrop", &input, args, 2, iter).unwrap();
-            assert_eq!(
-                out.dtype(),
-                if dtype.is_some() {
-                    DType::F32
-                } else {
-                    DType::U8
-                }
-            );
+            assert_eq!(out.dtype(), if dtype.is_some() { DType::F32 } else { DType::U8 });
             for i in 0..input.len() {
                 let s = input.shape(i);
                 assert_eq!(out.shape(i), &[size[0] as usize, size[1] as usize, s[2]]);
-                assert!(
-                    out.bytes(i) == out2.bytes(i),
-                    "thread count changed sample {i}"
-                );
+                assert!(out.bytes(i) == out2.bytes(i), "thread count changed sample {i}");
                 let w = gen.window(&mut SampleRng::new(SEED, OP_ID, iter, i as u64), s[0], s[1]);
-                let one = TensorList::from_samples::<u8>(
-                    &[s.to_vec()],
-                    &[input.sample::<u8>(i).to_vec()],
-                )
-                .with_layout("HWC");
+                let one = TensorList::from_samples::<u8>(&[s.to_vec()], &[input.sample::<u8>(i).to_vec()]).with_layout("HWC");
                 let mut rargs = vec![
                     ("size", fl(&size)),
                     ("interp_type", ArgValue::Int(interp)),
@@ -125,10 +78,7 @@ fn equals_resize_of_the_same_window() {
                 }
                 let want = run("Resize", &one, rargs, 1, 0).unwrap();
                 assert_eq!(want.shape(0), out.shape(i));
-                assert!(
-                    want.bytes(0) == out.bytes(i),
-                    "sample {i} window {w:?} size {size:?} interp {interp}"
-                );
+                assert!(want.bytes(0) == out.bytes(i), "sample {i} window {w:?} size {size:?} interp {interp}");
             }
         }
     }
@@ -140,79 +90,21 @@ fn bad_arguments_name_operator_and_argument() {
     for (args, name) in [
         (vec![("size", fl(&[0.0, 4.0]))], "size"),
         (vec![("size", fl(&[4.0, 4.0, 4.0]))], "size"),
-        (
-            vec![
-                ("size", fl(&[4.0])),
-                ("random_aspect_ratio", fl(&[2.0, 1.0])),
-            ],
-            "random_aspect_ratio",
-        ),
-        (
-            vec![("size", fl(&[4.0])), ("interp_type", ArgValue::Int(42))],
-            "interp_type",
-        ),
-        (
-            vec![("size", fl(&[4.0])), ("min_filter", ArgValue::Int(42))],
-            "min_filter",
-        ),
+        (vec![("size", fl(&[4.0])), ("random_aspect_ratio", fl(&[2.0, 1.0]))], "random_aspect_ratio"),
+        (vec![("size", fl(&[4.0])), ("interp_type", ArgValue::Int(42))], "interp_type"),
+        (vec![("size", fl(&[4.0])), ("min_filter", ArgValue::Int(42))], "min_filter"),
     ] {
-        let err = run("RandomResizedCrop", &input, args, 1, 0)
-            .err()
-            .expect("must fail")
-            .to_string();
-        assert!(
-            err.contains("random_resized_crop") && err.contains(name),
-            "{err}"
-        );
+        let err = run("RandomResizedCrop", &input, args, 1, 0).err().expect("must fail").to_string();
+        assert!(err.contains("random_resized_crop") && err.contains(name), "{err}");
     }
     // min_filter / mag_filter override interp_type, as in fn.resize.
-    let a = run(
-        "RandomResizedCrop",
-        &input,
-        vec![
-            ("size", fl(&[20.0, 20.0])),
-            ("min_filter", ArgValue::Int(3)),
-            ("mag_filter", ArgValue::Int(0)),
-        ],
-        1,
-        0,
-    )
-    .unwrap();
-    let one = TensorList::from_samples::<u8>(
-        &[input.shape(1).to_vec()],
-        &[input.sample::<u8>(1).to_vec()],
-    )
-    .with_layout("HWC");
+    let a = run("RandomResizedCrop", &input, vec![("size", fl(&[20.0, 20.0])), ("min_filter", ArgValue::Int(3)), ("mag_filter", ArgValue::Int(0))], 1, 0).unwrap();
+    let one = TensorList::from_samples::<u8>(&[input.shape(1).to_vec()], &[input.sample::<u8>(1).to_vec()]).with_layout("HWC");
     let s = input.shape(1);
-    let w = RandomCropParams {
-        area: (0.08, 1.0),
-        aspect: (0.75, 1.333333),
-        num_attempts: 10,
-    }
-    .window(&mut SampleRng::new(SEED, OP_ID, 0, 1), s[0], s[1]);
-    let want = run(
-        "Resize",
-        &one,
-        vec![
-            ("size", fl(&[20.0, 20.0])),
-            ("min_filter", ArgValue::Int(3)),
-            ("mag_filter", ArgValue::Int(0)),
-            ("roi_start", fl(&[w.y as f64, w.x as f64])),
-            ("roi_end", fl(&[(w.y + w.h) as f64, (w.x + w.w) as f64])),
-        ],
-        1,
-        0,
-    )
-    .unwrap();
+    let w = RandomCropParams { area: (0.08, 1.0), aspect: (0.75, 1.333333), num_attempts: 10 }.window(&mut SampleRng::new(SEED, OP_ID, 0, 1), s[0], s[1]);
+    let want = run("Resize", &one, vec![("size", fl(&[20.0, 20.0])), ("min_filter", ArgValue::Int(3)), ("mag_filter", ArgValue::Int(0)), ("roi_start", fl(&[w.y as f64, w.x as f64])), ("roi_end", fl(&[(w.y + w.h) as f64, (w.x + w.w) as f64]))], 1, 0).unwrap();
     assert!(want.bytes(0) == a.bytes(1));
     // One value of size means a square output.
-    let out = run(
-        "RandomResizedCrop",
-        &input,
-        vec![("size", fl(&[12.0]))],
-        1,
-        0,
-    )
-    .unwrap();
+    let out = run("RandomResizedCrop", &input, vec![("size", fl(&[12.0]))], 1, 0).unwrap();
     assert_eq!(out.shape(0), &[12, 12, 3]);
 }

@@ -23,42 +23,22 @@ fn op(schema: &str, name: &str, args: Vec<(&str, ArgValue)>) -> OpSpec {
 }
 
 fn spec(ops: Vec<OpSpec>, outputs: Vec<Edge>, batch_size: usize) -> PipelineSpec {
-    PipelineSpec {
-        batch_size,
-        num_threads: 2,
-        device_id: None,
-        seed: 7,
-        prefetch_queue_depth: 2,
-        exec_async: false,
-        exec_pipelined: false,
-        errors: Default::default(),
-        ops,
-        outputs,
-    }
+    PipelineSpec { batch_size, num_threads: 2, device_id: None, seed: 7, prefetch_queue_depth: 2, exec_async: false, exec_pipelined: false, errors: Default::default(), ops, outputs }
 }
 
 fn image_source(shape: &[i64]) -> OpSpec {
-    op(
-        "random__Uniform",
-        "img",
-        vec![
-            ("range", ArgValue::FloatList(vec![0.0, 256.0])),
-            ("shape", ArgValue::IntList(shape.to_vec())),
-            ("dtype", ArgValue::Int(UINT8)),
-        ],
-    )
+    op("random__Uniform", "img", vec![
+        ("range", ArgValue::FloatList(vec![0.0, 256.0])),
+        ("shape", ArgValue::IntList(shape.to_vec())),
+        ("dtype", ArgValue::Int(UINT8)),
+    ])
 }
 
 /// Output [H, W] of one resize through the executor.
 fn out_shape(h: usize, w: usize, args: Vec<(&str, ArgValue)>) -> Result<(usize, usize), String> {
     let mut rz = op("Resize", "rz", args);
     rz.inputs = vec![E(0)];
-    let mut ex = Executor::new(&spec(
-        vec![image_source(&[h as i64, w as i64, 1]), rz],
-        vec![E(1)],
-        1,
-    ))
-    .map_err(|e| e.to_string())?;
+    let mut ex = Executor::new(&spec(vec![image_source(&[h as i64, w as i64, 1]), rz], vec![E(1)], 1)).map_err(|e| e.to_string())?;
     let out = ex.next_cpu_batch().map_err(|e| e.to_string())?;
     let s = out[0].shape(0);
     Ok((s[0], s[1]))
@@ -90,10 +70,7 @@ fn output_shapes_match_dali_for_every_sizing_mode() {
         vec![("size", fl(&[9.0, 8.0])), ("mode", s("not_larger"))],
         vec![("resize_shorter", f(11.0)), ("max_size", fl(&[15.0]))],
         vec![("resize_x", f(7.5))],
-        vec![
-            ("resize_x", f(7.5)),
-            ("subpixel_scale", ArgValue::Bool(false)),
-        ],
+        vec![("resize_x", f(7.5)), ("subpixel_scale", ArgValue::Bool(false))],
         vec![("size", fl(&[20.0, 30.0])), ("max_size", fl(&[25.0, 25.0]))],
     ];
     // Printed by DALI 2.4: one row per input (H, W), one entry per case above.
@@ -108,22 +85,12 @@ fn output_shapes_match_dali_for_every_sizing_mode() {
     ];
     for ((h, w), want) in dali {
         for (args, want) in cases.iter().zip(want) {
-            assert_eq!(
-                out_shape(h, w, args.clone()).unwrap(),
-                want,
-                "input {h}x{w}, args {args:?}"
-            );
+            assert_eq!(out_shape(h, w, args.clone()).unwrap(), want, "input {h}x{w}, args {args:?}");
         }
     }
     // Negative extents flip (DALI accepts them): 6x8 with resize_shorter=-5 -> 5x7.
-    assert_eq!(
-        out_shape(6, 8, vec![("resize_shorter", f(-5.0))]).unwrap(),
-        (5, 7)
-    );
-    assert_eq!(
-        out_shape(6, 8, vec![("resize_x", f(-5.0))]).unwrap(),
-        (4, 5)
-    );
+    assert_eq!(out_shape(6, 8, vec![("resize_shorter", f(-5.0))]).unwrap(), (5, 7));
+    assert_eq!(out_shape(6, 8, vec![("resize_x", f(-5.0))]).unwrap(), (4, 5));
 }
 
 /// 5x7x2 image: (i*37 + 11) % 256 in row-major order.
@@ -131,29 +98,10 @@ fn img() -> Vec<u8> {
     (0..70u32).map(|i| ((i * 37 + 11) % 256) as u8).collect()
 }
 
-fn plan_5x7(
-    size: [f32; 2],
-    roi: ([f32; 2], [f32; 2]),
-    min: FilterKind,
-    mag: FilterKind,
-    antialias: bool,
-) -> Plan {
-    let sizing = Sizing {
-        mode: Mode::Default,
-        max_size: None,
-        subpixel_scale: true,
-    };
+fn plan_5x7(size: [f32; 2], roi: ([f32; 2], [f32; 2]), min: FilterKind, mag: FilterKind, antialias: bool) -> Plan {
+    let sizing = Sizing { mode: Mode::Default, max_size: None, subpixel_scale: true };
     let (out, lo, hi) = sample_params(&sizing, size, roi.0, roi.1);
-    let mut p = Plan {
-        in_h: 5,
-        in_w: 7,
-        c: 2,
-        out_h: out[0],
-        out_w: out[1],
-        origin: lo,
-        scale: [0.0; 2],
-        filter: [None, None],
-    };
+    let mut p = Plan { in_h: 5, in_w: 7, c: 2, out_h: out[0], out_w: out[1], origin: lo, scale: [0.0; 2], filter: [None, None] };
     for d in 0..2 {
         p.scale[d] = (hi[d] - lo[d]) / out[d] as f32;
         p.filter[d] = axis_filter(min, mag, antialias, (hi[d] - lo[d]).abs(), out[d]);
@@ -161,13 +109,7 @@ fn plan_5x7(
     p
 }
 
-fn resize_img_roi(
-    size: [f32; 2],
-    roi: ([f32; 2], [f32; 2]),
-    min: FilterKind,
-    mag: FilterKind,
-    antialias: bool,
-) -> Vec<u8> {
+fn resize_img_roi(size: [f32; 2], roi: ([f32; 2], [f32; 2]), min: FilterKind, mag: FilterKind, antialias: bool) -> Vec<u8> {
     let p = plan_5x7(size, roi, min, mag, antialias);
     let mut dst = vec![0u8; p.out_h * p.out_w * 2];
     resample(&mut dst, &img(), &p);
@@ -181,10 +123,7 @@ fn resize_img(size: [f32; 2], min: FilterKind, mag: FilterKind, antialias: bool)
 fn mad(got: &[u8], want: &[u8]) -> (f64, u8) {
     assert_eq!(got.len(), want.len());
     let d: Vec<u8> = got.iter().zip(want).map(|(a, b)| a.abs_diff(*b)).collect();
-    (
-        d.iter().map(|&x| x as f64).sum::<f64>() / d.len() as f64,
-        d.iter().copied().max().unwrap_or(0),
-    )
+    (d.iter().map(|&x| x as f64).sum::<f64>() / d.len() as f64, d.iter().copied().max().unwrap_or(0))
 }
 
 #[test]
@@ -208,10 +147,7 @@ fn pixels_match_dali_within_one_grey_level() {
         let got = resize_img(size, min, mag, aa);
         let (m, max) = mad(&got, &want);
         // Measured: every case below is bit-exact (mean 0, max 0); allow f32 rounding noise.
-        assert!(
-            m <= 0.05 && max <= 1,
-            "{what}: mean abs diff {m}, max {max}\n got {got:?}\nwant {want:?}"
-        );
+        assert!(m <= 0.05 && max <= 1, "{what}: mean abs diff {m}, max {max}\n got {got:?}\nwant {want:?}");
         if min == FilterKind::Nearest && mag == FilterKind::Nearest {
             assert_eq!(got, want, "{what}: NN must be exact");
         }
@@ -222,29 +158,13 @@ fn pixels_match_dali_within_one_grey_level() {
 fn roi_and_float_output_match_dali() {
     let (tri, lin) = (FilterKind::Triangular, FilterKind::Linear);
     // DALI 2.4: size=[4, 4], roi_start=[1, 1], roi_end=[4, 6] (and swapped: flips both axes).
-    let want = vec![
-        102, 139, 195, 125, 132, 62, 119, 156, 106, 143, 200, 130, 137, 67, 123, 160, 111, 148,
-        204, 134, 141, 71, 128, 165, 115, 152, 195, 139, 132, 76, 132, 167,
-    ];
-    assert_eq!(
-        resize_img_roi([4.0, 4.0], ([1.0, 1.0], [4.0, 6.0]), tri, lin, true),
-        want
-    );
-    let want = vec![
-        132, 167, 132, 76, 195, 139, 115, 152, 128, 165, 141, 71, 204, 134, 111, 148, 123, 160,
-        137, 67, 200, 130, 106, 143, 119, 156, 132, 62, 195, 125, 102, 139,
-    ];
-    assert_eq!(
-        resize_img_roi([4.0, 4.0], ([4.0, 6.0], [1.0, 1.0]), tri, lin, true),
-        want
-    );
+    let want = vec![102, 139, 195, 125, 132, 62, 119, 156, 106, 143, 200, 130, 137, 67, 123, 160, 111, 148, 204, 134, 141, 71, 128, 165, 115, 152, 195, 139, 132, 76, 132, 167];
+    assert_eq!(resize_img_roi([4.0, 4.0], ([1.0, 1.0], [4.0, 6.0]), tri, lin, true), want);
+    let want = vec![132, 167, 132, 76, 195, 139, 115, 152, 128, 165, 141, 71, 204, 134, 111, 148, 123, 160, 137, 67, 200, 130, 106, 143, 119, 156, 132, 62, 195, 125, 102, 139];
+    assert_eq!(resize_img_roi([4.0, 4.0], ([4.0, 6.0], [1.0, 1.0]), tri, lin, true), want);
 
     // DALI 2.4: size=[3, 4], dtype=FLOAT (printed to 4 decimals).
-    let want = [
-        47.1667, 84.1667, 167.17, 132.49, 119.01, 84.33, 167.3333, 204.3333, 56.9167, 93.9167,
-        176.92, 142.24, 128.76, 94.08, 177.0833, 214.0833, 66.6667, 103.6667, 141.87, 151.99,
-        93.71, 103.83, 186.8333, 130.5,
-    ];
+    let want = [47.1667, 84.1667, 167.17, 132.49, 119.01, 84.33, 167.3333, 204.3333, 56.9167, 93.9167, 176.92, 142.24, 128.76, 94.08, 177.0833, 214.0833, 66.6667, 103.6667, 141.87, 151.99, 93.71, 103.83, 186.8333, 130.5];
     let p = plan_5x7([3.0, 4.0], ([0.0; 2], [5.0, 7.0]), tri, lin, true);
     let mut got = vec![0f32; p.out_h * p.out_w * 2];
     resample(&mut got, &img(), &p);
@@ -258,19 +178,7 @@ fn signed_outputs_round_half_away_from_zero_like_dali() {
     // DALI 2.4, int16 1x2x1 resized to size=[1, 1] (linear): the exact mean -2.5 gives -3.
     for (v, want) in [([-3i16, -2], -3i16), ([-7, -2], -5), ([2, 3], 3)] {
         let lin = FilterKind::Linear;
-        let p = Plan {
-            in_h: 1,
-            in_w: 2,
-            c: 1,
-            out_h: 1,
-            out_w: 1,
-            origin: [0.0; 2],
-            scale: [1.0, 2.0],
-            filter: [
-                axis_filter(lin, lin, true, 1.0, 1),
-                axis_filter(lin, lin, true, 2.0, 1),
-            ],
-        };
+        let p = Plan { in_h: 1, in_w: 2, c: 1, out_h: 1, out_w: 1, origin: [0.0; 2], scale: [1.0, 2.0], filter: [axis_filter(lin, lin, true, 1.0, 1), axis_filter(lin, lin, true, 2.0, 1)] };
         let mut dst = [0i16];
         resample(&mut dst, &v, &p);
         assert_eq!(dst[0], want, "{v:?}");
@@ -281,78 +189,38 @@ fn signed_outputs_round_half_away_from_zero_like_dali() {
 fn bad_arguments_are_errors_naming_operator_and_argument() {
     for (args, needle) in [
         (vec![], "size"),
-        (
-            vec![("resize_x", f(5.0)), ("resize_shorter", f(4.0))],
-            "resize_shorter",
-        ),
-        (
-            vec![("resize_shorter", f(4.0)), ("mode", s("stretch"))],
-            "resize_shorter",
-        ),
-        (
-            vec![("size", fl(&[4.0, 5.0])), ("mode", s("bogus"))],
-            "mode",
-        ),
+        (vec![("resize_x", f(5.0)), ("resize_shorter", f(4.0))], "resize_shorter"),
+        (vec![("resize_shorter", f(4.0)), ("mode", s("stretch"))], "resize_shorter"),
+        (vec![("size", fl(&[4.0, 5.0])), ("mode", s("bogus"))], "mode"),
         (vec![("size", fl(&[4.0, 5.0, 6.0]))], "size"),
-        (
-            vec![("resize_shorter", f(4.0)), ("max_size", fl(&[-3.0]))],
-            "max_size",
-        ),
-        (
-            vec![("resize_x", f(4.0)), ("interp_type", ArgValue::Int(9))],
-            "interp_type",
-        ),
-        (
-            vec![("resize_x", f(4.0)), ("roi_start", fl(&[0.0, 0.0]))],
-            "roi_start",
-        ),
+        (vec![("resize_shorter", f(4.0)), ("max_size", fl(&[-3.0]))], "max_size"),
+        (vec![("resize_x", f(4.0)), ("interp_type", ArgValue::Int(9))], "interp_type"),
+        (vec![("resize_x", f(4.0)), ("roi_start", fl(&[0.0, 0.0]))], "roi_start"),
     ] {
         let mut rz = op("Resize", "rz", args.clone());
         rz.inputs = vec![E(0)];
-        let err = Executor::new(&spec(vec![image_source(&[6, 8, 3]), rz], vec![E(1)], 2))
-            .err()
-            .expect("must fail")
-            .to_string();
-        assert!(
-            err.contains("resize") && err.contains(needle),
-            "{args:?}: {err}"
-        );
+        let err = Executor::new(&spec(vec![image_source(&[6, 8, 3]), rz], vec![E(1)], 2)).err().expect("must fail").to_string();
+        assert!(err.contains("resize") && err.contains(needle), "{args:?}: {err}");
     }
 }
 
 #[test]
 fn per_sample_resize_shorter_from_an_argument_input() {
-    let short = op(
-        "random__Uniform",
-        "short",
-        vec![("range", fl(&[4.0, 40.0]))],
-    );
+    let short = op("random__Uniform", "short", vec![("range", fl(&[4.0, 40.0]))]);
     let mut rz = op("Resize", "rz", vec![]);
     rz.inputs = vec![E(0)];
     rz.arg_inputs = vec![("resize_shorter".into(), E(1))];
     let ops = vec![image_source(&[30, 45, 3]), short, rz];
     let mut ex = Executor::new(&spec(ops, vec![E(0), E(1), E(2)], 4)).unwrap();
-    let sizing = Sizing {
-        mode: Mode::NotSmaller,
-        max_size: None,
-        subpixel_scale: true,
-    };
+    let sizing = Sizing { mode: Mode::NotSmaller, max_size: None, subpixel_scale: true };
     for _ in 0..2 {
         let out = ex.next_cpu_batch().unwrap();
         let mut seen = std::collections::HashSet::new();
         for i in 0..4 {
             let v = out[1].sample::<f32>(i)[0];
             let (o, _, _) = sample_params(&sizing, [v, v], [0.0; 2], [30.0, 45.0]);
-            assert_eq!(
-                out[2].shape(i),
-                &[o[0], o[1], 3],
-                "sample {i}, resize_shorter {v}"
-            );
-            assert_eq!(
-                o[0],
-                (v.round() as usize).max(1),
-                "shorter side (H) is resize_shorter"
-            );
+            assert_eq!(out[2].shape(i), &[o[0], o[1], 3], "sample {i}, resize_shorter {v}");
+            assert_eq!(o[0], (v.round() as usize).max(1), "shorter side (H) is resize_shorter");
             seen.insert(o);
         }
         assert!(seen.len() > 1);
@@ -367,9 +235,7 @@ fn photo(h: usize, w: usize) -> Vec<u8> {
         for x in 0..w {
             for c in 0..3 {
                 let (xi, yi, ci) = (x as i64, y as i64, c as i64);
-                let mut v = xi * (90 + 30 * ci) / w as i64
-                    + yi * (150 - 40 * ci) / h as i64
-                    + ((xi / 7 + yi / 5) % 9) * 2;
+                let mut v = xi * (90 + 30 * ci) / w as i64 + yi * (150 - 40 * ci) / h as i64 + ((xi / 7 + yi / 5) % 9) * 2;
                 let (cx, cy, r) = (w as i64 * (ci + 2) / 6, h as i64 / 2, h as i64 / 4);
                 if (xi - cx).pow(2) + (yi - cy).pow(2) < r * r {
                     v = 230 - v / 3;
@@ -377,8 +243,7 @@ fn photo(h: usize, w: usize) -> Vec<u8> {
                 if x > w / 8 && x < w / 3 && y > h / 6 && y < h * 2 / 3 {
                     v = 25 + ci * 20;
                 }
-                let hash = ((x as u64 * 73856093) ^ (y as u64 * 19349663) ^ (c as u64 * 83492791))
-                    & 0xFFFF_FFFF;
+                let hash = ((x as u64 * 73856093) ^ (y as u64 * 19349663) ^ (c as u64 * 83492791)) & 0xFFFF_FFFF;
                 let hash = (hash * 2654435761) & 0xFFFF_FFFF;
                 v += ((hash >> 27) & 31) as i64 - 16;
                 out[(y * w + x) * 3 + c] = v.clamp(0, 255) as u8;
@@ -389,29 +254,10 @@ fn photo(h: usize, w: usize) -> Vec<u8> {
 }
 
 /// `resize_shorter=224` of an HWC u8 image with one filter for both directions.
-fn resize_shorter_224(
-    src: &[u8],
-    h: usize,
-    w: usize,
-    kind: FilterKind,
-    antialias: bool,
-) -> (Vec<u8>, [usize; 2]) {
-    let sizing = Sizing {
-        mode: Mode::NotSmaller,
-        max_size: None,
-        subpixel_scale: true,
-    };
+fn resize_shorter_224(src: &[u8], h: usize, w: usize, kind: FilterKind, antialias: bool) -> (Vec<u8>, [usize; 2]) {
+    let sizing = Sizing { mode: Mode::NotSmaller, max_size: None, subpixel_scale: true };
     let (out, lo, hi) = sample_params(&sizing, [224.0, 224.0], [0.0; 2], [h as f32, w as f32]);
-    let mut p = Plan {
-        in_h: h,
-        in_w: w,
-        c: 3,
-        out_h: out[0],
-        out_w: out[1],
-        origin: lo,
-        scale: [0.0; 2],
-        filter: [None, None],
-    };
+    let mut p = Plan { in_h: h, in_w: w, c: 3, out_h: out[0], out_w: out[1], origin: lo, scale: [0.0; 2], filter: [None, None] };
     for d in 0..2 {
         p.scale[d] = (hi[d] - lo[d]) / out[d] as f32;
         p.filter[d] = axis_filter(kind, kind, antialias, (hi[d] - lo[d]).abs(), out[d]);
@@ -422,9 +268,7 @@ fn resize_shorter_224(
 }
 
 fn crop(src: &[u8], w: usize, y0: usize, x0: usize, h: usize, cw: usize) -> Vec<u8> {
-    (y0..y0 + h)
-        .flat_map(|y| src[(y * w + x0) * 3..(y * w + x0 + cw) * 3].iter().copied())
-        .collect()
+    (y0..y0 + h).flat_map(|y| src[(y * w + x0) * 3..(y * w + x0 + cw) * 3].iter().copied()).collect()
 }
 
 const FILTERS: [(&str, FilterKind); 6] = [
@@ -485,11 +329,7 @@ fn photo_matches_dali_for_every_filter() {
     let small = crop(&big, 640, 200, 300, 75, 100);
     for (dir, name, aa, sum, patch) in dali {
         let kind = FILTERS.iter().find(|f| f.0 == name).unwrap().1;
-        let (src, h, w) = if dir == "down" {
-            (&big, 480, 640)
-        } else {
-            (&small, 75, 100)
-        };
+        let (src, h, w) = if dir == "down" { (&big, 480, 640) } else { (&small, 75, 100) };
         let (o, out) = resize_shorter_224(src, h, w, kind, aa);
         assert_eq!(out, [224, 299]);
         let got_sum: u64 = o.iter().map(|&v| v as u64).sum();
@@ -499,25 +339,16 @@ fn photo_matches_dali_for_every_filter() {
             assert_eq!((got_sum, &got_patch[..]), (sum, &patch[..]), "{what}");
         } else {
             let (m, max) = mad(&got_patch, &patch);
-            assert!(
-                max <= 1 && m <= 0.1,
-                "{what}: patch {got_patch:?} vs DALI {patch:?}"
-            );
+            assert!(max <= 1 && m <= 0.1, "{what}: patch {got_patch:?} vs DALI {patch:?}");
             let mean_shift = (got_sum as f64 - sum as f64).abs() / o.len() as f64;
-            assert!(
-                mean_shift < 0.01,
-                "{what}: mean differs from DALI's by {mean_shift}"
-            );
+            assert!(mean_shift < 0.01, "{what}: mean differs from DALI's by {mean_shift}");
         }
     }
 }
 
 /// Nanoseconds this thread has spent on a CPU (Linux schedstat), 0 where unavailable.
 fn thread_cpu_ns() -> u64 {
-    std::fs::read_to_string("/proc/thread-self/schedstat")
-        .ok()
-        .and_then(|s| s.split_whitespace().next()?.parse().ok())
-        .unwrap_or(0)
+    std::fs::read_to_string("/proc/thread-self/schedstat").ok().and_then(|s| s.split_whitespace().next()?.parse().ok()).unwrap_or(0)
 }
 
 /// Single-thread throughput of the common training resize; run with
@@ -531,18 +362,9 @@ fn speed_linear_antialias_500x375() {
     let iters = 500;
     let (t, cpu) = (std::time::Instant::now(), thread_cpu_ns());
     for _ in 0..iters {
-        std::hint::black_box(resize_shorter_224(
-            std::hint::black_box(&src),
-            500,
-            375,
-            FilterKind::Linear,
-            true,
-        ));
+        std::hint::black_box(resize_shorter_224(std::hint::black_box(&src), 500, 375, FilterKind::Linear, true));
     }
     let wall = t.elapsed().as_secs_f64() * 1e3 / iters as f64;
     let cpu = (thread_cpu_ns() - cpu) as f64 * 1e-6 / iters as f64;
-    println!(
-        "500x375x3 -> {}x{}x3 linear+antialias: {cpu:.3} ms/image CPU, {wall:.3} ms wall",
-        out[0], out[1]
-    );
+    println!("500x375x3 -> {}x{}x3 linear+antialias: {cpu:.3} ms/image CPU, {wall:.3} ms wall", out[0], out[1]);
 }

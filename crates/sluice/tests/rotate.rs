@@ -9,9 +9,7 @@
 
 use sluice::exec::Executor;
 use sluice::graph::{Edge, OpSpec, PipelineSpec};
-use sluice::ops::rotate::kernel::{
-    rotated_canvas_size, rotation_mapping, warp_affine, Border, Interp,
-};
+use sluice::ops::rotate::kernel::{rotated_canvas_size, rotation_mapping, warp_affine, Border, Interp};
 use sluice::ops::ArgValue;
 
 /// 3x4x1 image: (i*37 + 11) % 256 in row-major order.
@@ -43,26 +41,16 @@ fn rotate_30_degrees_matches_dali_nn_and_linear_clamp_and_fill() {
             200, 162, 113, 115, 175, 200,   200, 170, 124, 198, 200, 200]),
     ];
     for (interp, border, want) in cases {
-        assert_eq!(
-            rotate_u8(30.0, (5, 6), interp, border),
-            want,
-            "{interp:?} {border:?}"
-        );
+        assert_eq!(rotate_u8(30.0, (5, 6), interp, border), want, "{interp:?} {border:?}");
     }
 }
 
 #[test]
 fn keep_size_and_explicit_size_match_dali() {
     // keep_size=True, angle=-45, linear.
-    assert_eq!(
-        rotate_u8(-45.0, (3, 4), Interp::Linear, Border::Clamp),
-        [121, 123, 53, 80, 67, 163, 175, 106, 93, 120, 123, 52]
-    );
+    assert_eq!(rotate_u8(-45.0, (3, 4), Interp::Linear, Border::Clamp), [121, 123, 53, 80, 67, 163, 175, 106, 93, 120, 123, 52]);
     // size=(2.5, 3.0) -> 3x3 (DALI rounds half away from zero), angle=30, linear.
-    assert_eq!(
-        rotate_u8(30.0, (3, 3), Interp::Linear, Border::Clamp),
-        [53, 105, 70, 108, 214, 146, 124, 102, 120]
-    );
+    assert_eq!(rotate_u8(30.0, (3, 3), Interp::Linear, Border::Clamp), [53, 105, 70, 108, 214, 146, 124, 102, 120]);
 }
 
 #[test]
@@ -71,18 +59,7 @@ fn float_input_and_float_to_uint8_match_dali() {
     assert_eq!(rotated_canvas_size(2, 3, 30.0), (4, 5));
     let m = rotation_mapping(2, 3, 4, 5, 30.0);
     let mut out = vec![0f32; 20];
-    warp_affine(
-        &mut out,
-        4,
-        5,
-        &src,
-        2,
-        3,
-        1,
-        &m,
-        Interp::Linear,
-        Border::Clamp,
-    );
+    warp_affine(&mut out, 4, 5, &src, 2, 3, 1, &m, Interp::Linear, Border::Clamp);
     #[rustfmt::skip]
     let want: [f32; 20] = [
         -0.9766658544540405, 0.14916718006134033, 1.2750002145767212, 1.5999999046325684, 2.3837509155273438,
@@ -92,22 +69,8 @@ fn float_input_and_float_to_uint8_match_dali() {
     ];
     assert_eq!(out, want);
     let mut out8 = vec![0u8; 20];
-    warp_affine(
-        &mut out8,
-        4,
-        5,
-        &src,
-        2,
-        3,
-        1,
-        &m,
-        Interp::Linear,
-        Border::Clamp,
-    );
-    assert_eq!(
-        out8,
-        [0, 0, 1, 2, 2, 0, 0, 1, 4, 6, 0, 1, 4, 5, 6, 2, 3, 3, 4, 5]
-    );
+    warp_affine(&mut out8, 4, 5, &src, 2, 3, 1, &m, Interp::Linear, Border::Clamp);
+    assert_eq!(out8, [0, 0, 1, 2, 2, 0, 0, 1, 4, 6, 0, 1, 4, 5, 6, 2, 3, 3, 4, 5]);
 }
 
 // ---- through the executor -------------------------------------------------------------
@@ -124,31 +87,16 @@ fn op(schema: &str, name: &str, args: Vec<(&str, ArgValue)>) -> OpSpec {
 }
 
 fn spec(ops: Vec<OpSpec>, outputs: Vec<Edge>, batch_size: usize) -> PipelineSpec {
-    PipelineSpec {
-        batch_size,
-        num_threads: 2,
-        device_id: None,
-        seed: 99,
-        prefetch_queue_depth: 2,
-        exec_async: false,
-        exec_pipelined: false,
-        errors: Default::default(),
-        ops,
-        outputs,
-    }
+    PipelineSpec { batch_size, num_threads: 2, device_id: None, seed: 99, prefetch_queue_depth: 2, exec_async: false, exec_pipelined: false, errors: Default::default(), ops, outputs }
 }
 
 /// random.uniform(shape, dtype) as the image source (there is no reader in this branch).
 fn image_source(shape: &[i64], dtype: i64) -> OpSpec {
-    op(
-        "random__Uniform",
-        "img",
-        vec![
-            ("range", ArgValue::FloatList(vec![0.0, 256.0])),
-            ("shape", ArgValue::IntList(shape.to_vec())),
-            ("dtype", ArgValue::Int(dtype)),
-        ],
-    )
+    op("random__Uniform", "img", vec![
+        ("range", ArgValue::FloatList(vec![0.0, 256.0])),
+        ("shape", ArgValue::IntList(shape.to_vec())),
+        ("dtype", ArgValue::Int(dtype)),
+    ])
 }
 
 const UINT8: i64 = 0;
@@ -157,11 +105,7 @@ const E: fn(usize) -> Edge = |op| Edge { op, output: 0 };
 
 #[test]
 fn operator_rotates_each_sample_by_its_own_angle_from_an_argument_input() {
-    let angle = op(
-        "random__Uniform",
-        "angle",
-        vec![("range", ArgValue::FloatList(vec![-10.0, 10.0]))],
-    );
+    let angle = op("random__Uniform", "angle", vec![("range", ArgValue::FloatList(vec![-10.0, 10.0]))]);
     let mut rot = op("Rotate", "rot", vec![("interp_type", ArgValue::Int(1))]);
     rot.inputs = vec![E(0)];
     rot.arg_inputs = vec![("angle".into(), E(1))];
@@ -179,49 +123,24 @@ fn operator_rotates_each_sample_by_its_own_angle_from_an_argument_input() {
             sizes.insert((oh, ow));
             let m = rotation_mapping(20, 30, oh, ow, a);
             let mut want = vec![0u8; oh * ow * 3];
-            warp_affine(
-                &mut want,
-                oh,
-                ow,
-                img.sample::<u8>(i),
-                20,
-                30,
-                3,
-                &m,
-                Interp::Linear,
-                Border::Clamp,
-            );
+            warp_affine(&mut want, oh, ow, img.sample::<u8>(i), 20, 30, 3, &m, Interp::Linear, Border::Clamp);
             assert_eq!(rot.sample::<u8>(i), &want[..], "sample {i}");
         }
-        assert!(
-            sizes.len() > 1 || ang.sample::<f32>(0)[0].abs() < 1.0,
-            "different angles give different canvases"
-        );
+        assert!(sizes.len() > 1 || ang.sample::<f32>(0)[0].abs() < 1.0, "different angles give different canvases");
     }
 }
 
 #[test]
 fn operator_keep_size_size_fill_and_dtype() {
-    let mut rot = op(
-        "Rotate",
-        "rot",
-        vec![
-            ("angle", ArgValue::Float(90.0)),
-            ("interp_type", ArgValue::Int(0)),
-            ("keep_size", ArgValue::Bool(true)),
-            ("fill_value", ArgValue::Float(255.0)),
-            ("output_dtype", ArgValue::Int(9)), // FLOAT, through the deprecated alias
-        ],
-    );
+    let mut rot = op("Rotate", "rot", vec![
+        ("angle", ArgValue::Float(90.0)),
+        ("interp_type", ArgValue::Int(0)),
+        ("keep_size", ArgValue::Bool(true)),
+        ("fill_value", ArgValue::Float(255.0)),
+        ("output_dtype", ArgValue::Int(9)), // FLOAT, through the deprecated alias
+    ]);
     rot.inputs = vec![E(0)];
-    let mut sized = op(
-        "Rotate",
-        "sized",
-        vec![
-            ("angle", ArgValue::Float(180.0)),
-            ("size", ArgValue::FloatList(vec![4.4, 6.5])),
-        ],
-    );
+    let mut sized = op("Rotate", "sized", vec![("angle", ArgValue::Float(180.0)), ("size", ArgValue::FloatList(vec![4.4, 6.5]))]);
     sized.inputs = vec![E(0)];
     let ops = vec![image_source(&[4, 6, 1], UINT8), rot, sized];
     let mut ex = Executor::new(&spec(ops, vec![E(0), E(1), E(2)], 2)).unwrap();
@@ -238,11 +157,7 @@ fn operator_keep_size_size_fill_and_dtype() {
             for x in 1..5 {
                 // Source point of output (x, y) is (col 4.5 - y, row x - 0.5): the rotated image
                 // (6 tall) loses its top and bottom source columns (5 and 0) to the 4-row canvas.
-                assert_eq!(
-                    got[y * 6 + x],
-                    src[(x - 1) * 6 + (4 - y)] as f32,
-                    "({x}, {y})"
-                );
+                assert_eq!(got[y * 6 + x], src[(x - 1) * 6 + (4 - y)] as f32, "({x}, {y})");
             }
         }
         // size [4.4, 6.5] rounds to 4x7 (half away from zero).
@@ -253,71 +168,27 @@ fn operator_keep_size_size_fill_and_dtype() {
 #[test]
 fn bad_inputs_are_errors_naming_the_operator() {
     let cases: Vec<(Vec<i64>, i64, Vec<(&str, ArgValue)>, &str)> = vec![
-        (
-            vec![4, 6],
-            UINT8,
-            vec![("angle", ArgValue::Float(10.0))],
-            "3 dimensions",
-        ),
-        (
-            vec![4, 6, 3],
-            FLOAT64,
-            vec![("angle", ArgValue::Float(10.0))],
-            "FLOAT64",
-        ),
-        (
-            vec![2, 4, 6, 3],
-            UINT8,
-            vec![("angle", ArgValue::Float(10.0))],
-            "FHWC",
-        ),
+        (vec![4, 6], UINT8, vec![("angle", ArgValue::Float(10.0))], "3 dimensions"),
+        (vec![4, 6, 3], FLOAT64, vec![("angle", ArgValue::Float(10.0))], "FLOAT64"),
+        (vec![2, 4, 6, 3], UINT8, vec![("angle", ArgValue::Float(10.0))], "FHWC"),
     ];
     for (shape, dtype, args, needle) in cases {
         let mut rot = op("Rotate", "rot", args);
         rot.inputs = vec![E(0)];
-        let mut ex =
-            Executor::new(&spec(vec![image_source(&shape, dtype), rot], vec![E(1)], 2)).unwrap();
+        let mut ex = Executor::new(&spec(vec![image_source(&shape, dtype), rot], vec![E(1)], 2)).unwrap();
         let err = ex.next_cpu_batch().expect_err("must fail").to_string();
-        assert!(
-            err.contains("rotate") && err.contains("sample 0") && err.contains(needle),
-            "{err}"
-        );
+        assert!(err.contains("rotate") && err.contains("sample 0") && err.contains(needle), "{err}");
     }
     // Build-time argument errors.
     for (args, needle) in [
         (vec![], "angle"),
-        (
-            vec![
-                ("angle", ArgValue::Float(1.0)),
-                ("interp_type", ArgValue::Int(2)),
-            ],
-            "interp_type",
-        ),
-        (
-            vec![
-                ("angle", ArgValue::Float(1.0)),
-                ("size", ArgValue::FloatList(vec![3.0])),
-            ],
-            "size",
-        ),
-        (
-            vec![
-                ("angle", ArgValue::Float(1.0)),
-                ("dtype", ArgValue::Int(FLOAT64)),
-            ],
-            "dtype",
-        ),
+        (vec![("angle", ArgValue::Float(1.0)), ("interp_type", ArgValue::Int(2))], "interp_type"),
+        (vec![("angle", ArgValue::Float(1.0)), ("size", ArgValue::FloatList(vec![3.0]))], "size"),
+        (vec![("angle", ArgValue::Float(1.0)), ("dtype", ArgValue::Int(FLOAT64))], "dtype"),
     ] {
         let mut rot = op("Rotate", "rot", args);
         rot.inputs = vec![E(0)];
-        let err = Executor::new(&spec(
-            vec![image_source(&[4, 6, 3], UINT8), rot],
-            vec![E(1)],
-            2,
-        ))
-        .err()
-        .expect("must fail")
-        .to_string();
+        let err = Executor::new(&spec(vec![image_source(&[4, 6, 3], UINT8), rot], vec![E(1)], 2)).err().expect("must fail").to_string();
         assert!(err.contains("rotate") && err.contains(needle), "{err}");
     }
 }

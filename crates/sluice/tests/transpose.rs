@@ -10,14 +10,10 @@ use sluice::tensor::{DType, TensorList};
 mod common;
 use common::{raw, run_op};
 
+
 fn arange_u8(shape: &[usize], layout: &str) -> TensorList {
     let n: usize = shape.iter().product();
-    raw(
-        DType::U8,
-        &[shape.to_vec()],
-        &[(0..n as u8).collect()],
-        layout,
-    )
+    raw(DType::U8, &[shape.to_vec()], &[(0..n as u8).collect()], layout)
 }
 
 fn perm(p: &[i64]) -> (&'static str, ArgValue) {
@@ -30,10 +26,7 @@ fn hwc_to_chw_matches_dali_and_permutes_the_layout() {
     let out = run_op("Transpose", vec![perm(&[2, 0, 1])], &[&x], &[]).unwrap();
     // DALI: [[[0, 2, 4], [6, 8, 10]], [[1, 3, 5], [7, 9, 11]]], layout CHW, UINT8.
     assert_eq!(out[0].shape(0), &[2, 2, 3]);
-    assert_eq!(
-        out[0].sample::<u8>(0),
-        &[0, 2, 4, 6, 8, 10, 1, 3, 5, 7, 9, 11]
-    );
+    assert_eq!(out[0].sample::<u8>(0), &[0, 2, 4, 6, 8, 10, 1, 3, 5, 7, 9, 11]);
     assert_eq!(out[0].layout().as_str(), "CHW");
     assert_eq!(out[0].dtype(), DType::U8);
     // And back: CHW -> HWC restores the input.
@@ -46,32 +39,10 @@ fn hwc_to_chw_matches_dali_and_permutes_the_layout() {
 #[test]
 fn layout_arguments_match_dali() {
     let x = arange_u8(&[2, 3, 2], "HWC");
-    let l = |args: Vec<(&str, ArgValue)>, x: &TensorList| {
-        run_op("Transpose", args, &[x], &[]).unwrap()[0]
-            .layout()
-            .to_string()
-    };
+    let l = |args: Vec<(&str, ArgValue)>, x: &TensorList| run_op("Transpose", args, &[x], &[]).unwrap()[0].layout().to_string();
     // DALI: transpose_layout=False keeps 'HWC'; output_layout wins; no input layout -> ''.
-    assert_eq!(
-        l(
-            vec![
-                perm(&[2, 0, 1]),
-                ("transpose_layout", ArgValue::Bool(false))
-            ],
-            &x
-        ),
-        "HWC"
-    );
-    assert_eq!(
-        l(
-            vec![
-                perm(&[2, 0, 1]),
-                ("output_layout", ArgValue::Str("ABC".into()))
-            ],
-            &x
-        ),
-        "ABC"
-    );
+    assert_eq!(l(vec![perm(&[2, 0, 1]), ("transpose_layout", ArgValue::Bool(false))], &x), "HWC");
+    assert_eq!(l(vec![perm(&[2, 0, 1]), ("output_layout", ArgValue::Str("ABC".into()))], &x), "ABC");
     assert_eq!(l(vec![perm(&[2, 0, 1])], &arange_u8(&[2, 3, 2], "")), "");
 }
 
@@ -83,39 +54,25 @@ fn generic_permutations_and_wide_types_match_dali() {
     let out = run_op("Transpose", vec![perm(&[1, 2, 0])], &[&x], &[]).unwrap();
     assert_eq!(out[0].shape(0), &[3, 4, 2]);
     assert_eq!(out[0].layout().as_str(), "BCA");
-    assert_eq!(
-        out[0].sample::<i16>(0),
-        &[0, 12, 1, 13, 2, 14, 3, 15, 4, 16, 5, 17, 6, 18, 7, 19, 8, 20, 9, 21, 10, 22, 11, 23]
-    );
+    assert_eq!(out[0].sample::<i16>(0), &[0, 12, 1, 13, 2, 14, 3, 15, 4, 16, 5, 17, 6, 18, 7, 19, 8, 20, 9, 21, 10, 22, 11, 23]);
     // float32 2x3x4x1 FHWC, perm [3, 1, 0, 2] -> 1x3x2x4 CHFW.
     let v: Vec<f32> = (0..24).map(|i| i as f32).collect();
     let x = TensorList::from_samples::<f32>(&[vec![2, 3, 4, 1]], &[v]).with_layout("FHWC");
     let out = run_op("Transpose", vec![perm(&[3, 1, 0, 2])], &[&x], &[]).unwrap();
     assert_eq!(out[0].shape(0), &[1, 3, 2, 4]);
     assert_eq!(out[0].layout().as_str(), "CHFW");
-    let want: Vec<f32> = [
-        0, 1, 2, 3, 12, 13, 14, 15, 4, 5, 6, 7, 16, 17, 18, 19, 8, 9, 10, 11, 20, 21, 22, 23,
-    ]
-    .iter()
-    .map(|&i| i as f32)
-    .collect();
+    let want: Vec<f32> = [0, 1, 2, 3, 12, 13, 14, 15, 4, 5, 6, 7, 16, 17, 18, 19, 8, 9, 10, 11, 20, 21, 22, 23].iter().map(|&i| i as f32).collect();
     assert_eq!(out[0].sample::<f32>(0), &want[..]);
     // bool 1x3 -> 3x1 (DALI keeps BOOL).
     let x = raw(DType::Bool, &[vec![1, 3]], &[vec![1, 0, 1]], "");
     let out = run_op("Transpose", vec![perm(&[1, 0])], &[&x], &[]).unwrap();
-    assert_eq!(
-        (out[0].dtype(), out[0].shape(0), out[0].bytes(0)),
-        (DType::Bool, &[3usize, 1][..], &[1u8, 0, 1][..])
-    );
+    assert_eq!((out[0].dtype(), out[0].shape(0), out[0].bytes(0)), (DType::Bool, &[3usize, 1][..], &[1u8, 0, 1][..]));
 }
 
 #[test]
 fn ragged_batches_transpose_each_sample() {
     // DALI: [[[0, 3], [1, 4], [2, 5]], [[0, 1, 2, 3]]].
-    let x = TensorList::from_samples::<i32>(
-        &[vec![2, 3], vec![4, 1]],
-        &[(0..6).collect(), (0..4).collect()],
-    );
+    let x = TensorList::from_samples::<i32>(&[vec![2, 3], vec![4, 1]], &[(0..6).collect(), (0..4).collect()]);
     let out = run_op("Transpose", vec![perm(&[1, 0])], &[&x], &[]).unwrap();
     assert_eq!(out[0].shape(0), &[3, 2]);
     assert_eq!(out[0].sample::<i32>(0), &[0, 3, 1, 4, 2, 5]);
@@ -127,28 +84,13 @@ fn ragged_batches_transpose_each_sample() {
 fn bad_permutations_are_errors_naming_the_operator_and_argument() {
     let x = arange_u8(&[2, 3, 2], "HWC");
     for p in [&[0, 0, 1][..], &[0, 1, 3], &[-1, 0, 1]] {
-        let err = run_op("Transpose", vec![perm(p)], &[&x], &[])
-            .err()
-            .expect("not a permutation")
-            .to_string();
-        assert!(
-            err.contains("transpose") && err.contains("perm") && err.contains("permutation"),
-            "{err}"
-        );
+        let err = run_op("Transpose", vec![perm(p)], &[&x], &[]).err().expect("not a permutation").to_string();
+        assert!(err.contains("transpose") && err.contains("perm") && err.contains("permutation"), "{err}");
     }
     // Valid permutation of the wrong length: a run-time error naming the sample.
-    let err = run_op("Transpose", vec![perm(&[1, 0])], &[&x], &[])
-        .err()
-        .unwrap()
-        .to_string();
-    assert!(
-        err.contains("transpose") && err.contains("perm") && err.contains("sample 0"),
-        "{err}"
-    );
-    let err = run_op("Transpose", vec![], &[&x], &[])
-        .err()
-        .unwrap()
-        .to_string();
+    let err = run_op("Transpose", vec![perm(&[1, 0])], &[&x], &[]).err().unwrap().to_string();
+    assert!(err.contains("transpose") && err.contains("perm") && err.contains("sample 0"), "{err}");
+    let err = run_op("Transpose", vec![], &[&x], &[]).err().unwrap().to_string();
     assert!(err.contains("perm") && err.contains("required"), "{err}");
 }
 
@@ -185,11 +127,7 @@ fn kernel_matches_reference_for_all_element_sizes() {
             let src: Vec<u8> = (0..n).map(|i| (i * 31 + 7) as u8).collect();
             let mut dst = vec![0; n];
             transpose_bytes(&mut dst, &src, &shape, &p, elem);
-            assert_eq!(
-                dst,
-                reference(&src, &shape, &p, elem),
-                "{shape:?} {p:?} elem {elem}"
-            );
+            assert_eq!(dst, reference(&src, &shape, &p, elem), "{shape:?} {p:?} elem {elem}");
         }
     }
 }
@@ -208,27 +146,16 @@ fn op(schema: &str, name: &str, args: Vec<(&str, ArgValue)>) -> OpSpec {
 #[test]
 fn in_a_pipeline_hwc_images_become_chw_whatever_the_thread_count() {
     let run = |threads: usize| {
-        let src = op(
-            "random__Uniform",
-            "img",
-            vec![
-                ("range", ArgValue::FloatList(vec![0.0, 256.0])),
-                ("shape", ArgValue::IntList(vec![6, 5, 3])),
-                ("dtype", ArgValue::Int(0)),
-            ],
-        );
+        let src = op("random__Uniform", "img", vec![
+            ("range", ArgValue::FloatList(vec![0.0, 256.0])),
+            ("shape", ArgValue::IntList(vec![6, 5, 3])),
+            ("dtype", ArgValue::Int(0)),
+        ]);
         let mut t = op("Transpose", "t", vec![perm(&[2, 0, 1])]);
         t.inputs = vec![Edge { op: 0, output: 0 }];
         let spec = PipelineSpec {
-            batch_size: 4,
-            num_threads: threads,
-            device_id: None,
-            seed: 3,
-            prefetch_queue_depth: 2,
-            exec_async: false,
-            exec_pipelined: false,
-            errors: Default::default(),
-            ops: vec![src, t],
+            batch_size: 4, num_threads: threads, device_id: None, seed: 3, prefetch_queue_depth: 2,
+            exec_async: false, exec_pipelined: false, errors: Default::default(), ops: vec![src, t],
             outputs: vec![Edge { op: 0, output: 0 }, Edge { op: 1, output: 0 }],
         };
         let mut ex = Executor::new(&spec).unwrap();
@@ -238,10 +165,7 @@ fn in_a_pipeline_hwc_images_become_chw_whatever_the_thread_count() {
     for i in 0..4 {
         assert_eq!(a[1].shape(i), &[3, 6, 5]);
         assert!(a[1].is_dense_tensor());
-        assert_eq!(
-            a[1].bytes(i),
-            reference(a[0].bytes(i), &[6, 5, 3], &[2, 0, 1], 1)
-        );
+        assert_eq!(a[1].bytes(i), reference(a[0].bytes(i), &[6, 5, 3], &[2, 0, 1], 1));
         assert_eq!(a[1].bytes(i), b[1].bytes(i));
     }
 }

@@ -19,33 +19,12 @@ pub fn jpeg(px: &[u8], w: usize, h: usize, ch: usize, e: Enc) -> Vec<u8> {
         assert!(!hd.is_null());
         tj::tj3Set(hd, tj::TJPARAM_TJPARAM_QUALITY as c_int, e.quality);
         tj::tj3Set(hd, tj::TJPARAM_TJPARAM_SUBSAMP as c_int, e.subsamp as c_int);
-        tj::tj3Set(
-            hd,
-            tj::TJPARAM_TJPARAM_PROGRESSIVE as c_int,
-            e.progressive as c_int,
-        );
-        tj::tj3Set(
-            hd,
-            tj::TJPARAM_TJPARAM_RESTARTBLOCKS as c_int,
-            e.restart_blocks,
-        );
-        let pf = if ch == 1 {
-            tj::TJPF_TJPF_GRAY
-        } else {
-            tj::TJPF_TJPF_RGB
-        };
+        tj::tj3Set(hd, tj::TJPARAM_TJPARAM_PROGRESSIVE as c_int, e.progressive as c_int);
+        tj::tj3Set(hd, tj::TJPARAM_TJPARAM_RESTARTBLOCKS as c_int, e.restart_blocks);
+        let pf = if ch == 1 { tj::TJPF_TJPF_GRAY } else { tj::TJPF_TJPF_RGB };
         let mut buf: *mut u8 = std::ptr::null_mut();
         let mut size = 0;
-        let rc = tj::tj3Compress8(
-            hd,
-            px.as_ptr(),
-            w as c_int,
-            0,
-            h as c_int,
-            pf as c_int,
-            &mut buf,
-            &mut size,
-        );
+        let rc = tj::tj3Compress8(hd, px.as_ptr(), w as c_int, 0, h as c_int, pf as c_int, &mut buf, &mut size);
         assert_eq!(rc, 0, "compress failed");
         let out = std::slice::from_raw_parts(buf, size as usize).to_vec();
         tj::tj3Free(buf as *mut _);
@@ -68,11 +47,7 @@ pub fn photo(w: usize, h: usize, seed: u32) -> Vec<u8> {
             let r = (x * 255 / w.max(1)) as f32 * 0.7 + n;
             let g = (y * 255 / h.max(1)) as f32 * 0.6 + t * 0.3 + n * 0.5;
             let b = t + n;
-            v.extend_from_slice(&[
-                r.clamp(0.0, 255.0) as u8,
-                g.clamp(0.0, 255.0) as u8,
-                b.clamp(0.0, 255.0) as u8,
-            ]);
+            v.extend_from_slice(&[r.clamp(0.0, 255.0) as u8, g.clamp(0.0, 255.0) as u8, b.clamp(0.0, 255.0) as u8]);
         }
     }
     v

@@ -40,9 +40,7 @@ pub fn status_name(s: nvjpegStatus_t) -> String {
         NVJPEG_STATUS_EXECUTION_FAILED => "NVJPEG_STATUS_EXECUTION_FAILED".into(),
         NVJPEG_STATUS_ARCH_MISMATCH => "NVJPEG_STATUS_ARCH_MISMATCH".into(),
         NVJPEG_STATUS_INTERNAL_ERROR => "NVJPEG_STATUS_INTERNAL_ERROR".into(),
-        NVJPEG_STATUS_IMPLEMENTATION_NOT_SUPPORTED => {
-            "NVJPEG_STATUS_IMPLEMENTATION_NOT_SUPPORTED".into()
-        }
+        NVJPEG_STATUS_IMPLEMENTATION_NOT_SUPPORTED => "NVJPEG_STATUS_IMPLEMENTATION_NOT_SUPPORTED".into(),
         NVJPEG_STATUS_INCOMPLETE_BITSTREAM => "NVJPEG_STATUS_INCOMPLETE_BITSTREAM".into(),
         other => format!("nvjpegStatus_t({other})"),
     }
@@ -101,10 +99,7 @@ pub struct nvjpegImage_t {
 
 impl Default for nvjpegImage_t {
     fn default() -> Self {
-        nvjpegImage_t {
-            channel: [std::ptr::null_mut(); NVJPEG_MAX_COMPONENT],
-            pitch: [0; NVJPEG_MAX_COMPONENT],
-        }
+        nvjpegImage_t { channel: [std::ptr::null_mut(); NVJPEG_MAX_COMPONENT], pitch: [0; NVJPEG_MAX_COMPONENT] }
     }
 }
 
@@ -172,8 +167,7 @@ pub struct NvJpegLib {
         *mut nvjpegHandle_t,
     ) -> nvjpegStatus_t,
     pub nvjpegDestroy: unsafe extern "C" fn(nvjpegHandle_t) -> nvjpegStatus_t,
-    pub nvjpegJpegStateCreate:
-        unsafe extern "C" fn(nvjpegHandle_t, *mut nvjpegJpegState_t) -> nvjpegStatus_t,
+    pub nvjpegJpegStateCreate: unsafe extern "C" fn(nvjpegHandle_t, *mut nvjpegJpegState_t) -> nvjpegStatus_t,
     pub nvjpegJpegStateDestroy: unsafe extern "C" fn(nvjpegJpegState_t) -> nvjpegStatus_t,
     pub nvjpegGetImageInfo: unsafe extern "C" fn(
         nvjpegHandle_t,
@@ -193,13 +187,8 @@ pub struct NvJpegLib {
         *mut nvjpegImage_t,
         cudaStream_t,
     ) -> nvjpegStatus_t,
-    pub nvjpegDecodeBatchedInitialize: unsafe extern "C" fn(
-        nvjpegHandle_t,
-        nvjpegJpegState_t,
-        c_int,
-        c_int,
-        nvjpegOutputFormat_t,
-    ) -> nvjpegStatus_t,
+    pub nvjpegDecodeBatchedInitialize:
+        unsafe extern "C" fn(nvjpegHandle_t, nvjpegJpegState_t, c_int, c_int, nvjpegOutputFormat_t) -> nvjpegStatus_t,
     pub nvjpegDecodeBatched: unsafe extern "C" fn(
         nvjpegHandle_t,
         nvjpegJpegState_t,
@@ -210,40 +199,19 @@ pub struct NvJpegLib {
     ) -> nvjpegStatus_t,
     pub nvjpegDecodeBatchedSupported:
         unsafe extern "C" fn(nvjpegHandle_t, nvjpegJpegStream_t, *mut c_int) -> nvjpegStatus_t,
-    pub nvjpegJpegStreamCreate:
-        unsafe extern "C" fn(nvjpegHandle_t, *mut nvjpegJpegStream_t) -> nvjpegStatus_t,
+    pub nvjpegJpegStreamCreate: unsafe extern "C" fn(nvjpegHandle_t, *mut nvjpegJpegStream_t) -> nvjpegStatus_t,
     pub nvjpegJpegStreamDestroy: unsafe extern "C" fn(nvjpegJpegStream_t) -> nvjpegStatus_t,
-    pub nvjpegJpegStreamParse: unsafe extern "C" fn(
-        nvjpegHandle_t,
-        *const c_uchar,
-        usize,
-        c_int,
-        c_int,
-        nvjpegJpegStream_t,
-    ) -> nvjpegStatus_t,
+    pub nvjpegJpegStreamParse:
+        unsafe extern "C" fn(nvjpegHandle_t, *const c_uchar, usize, c_int, c_int, nvjpegJpegStream_t) -> nvjpegStatus_t,
     /// Header-only parse (nvJPEG >= 11.?); optional, we fall back to a full parse without it.
-    pub nvjpegJpegStreamParseHeader: Option<
-        unsafe extern "C" fn(
-            nvjpegHandle_t,
-            *const c_uchar,
-            usize,
-            nvjpegJpegStream_t,
-        ) -> nvjpegStatus_t,
-    >,
+    pub nvjpegJpegStreamParseHeader:
+        Option<unsafe extern "C" fn(nvjpegHandle_t, *const c_uchar, usize, nvjpegJpegStream_t) -> nvjpegStatus_t>,
     /// Number of hardware JPEG engines; optional (nvJPEG >= 11.9).
     pub nvjpegGetHardwareDecoderInfo:
         Option<unsafe extern "C" fn(nvjpegHandle_t, *mut c_uint, *mut c_uint) -> nvjpegStatus_t>,
     /// Reserves the hardware decoder's buffers up front.
     pub nvjpegDecodeBatchedPreAllocate: Option<
-        unsafe extern "C" fn(
-            nvjpegHandle_t,
-            nvjpegJpegState_t,
-            c_int,
-            c_int,
-            c_int,
-            nvjpegChromaSubsampling_t,
-            nvjpegOutputFormat_t,
-        ) -> nvjpegStatus_t,
+        unsafe extern "C" fn(nvjpegHandle_t, nvjpegJpegState_t, c_int, c_int, c_int, nvjpegChromaSubsampling_t, nvjpegOutputFormat_t) -> nvjpegStatus_t,
     >,
     /// Batched decoding with per-image parameters (ROI).
     pub nvjpegDecodeBatchedEx: Option<
@@ -257,13 +225,9 @@ pub struct NvJpegLib {
             cudaStream_t,
         ) -> nvjpegStatus_t,
     >,
-    pub nvjpegDecodeParamsCreate:
-        Option<unsafe extern "C" fn(nvjpegHandle_t, *mut nvjpegDecodeParams_t) -> nvjpegStatus_t>,
-    pub nvjpegDecodeParamsDestroy:
-        Option<unsafe extern "C" fn(nvjpegDecodeParams_t) -> nvjpegStatus_t>,
-    pub nvjpegDecodeParamsSetROI: Option<
-        unsafe extern "C" fn(nvjpegDecodeParams_t, c_int, c_int, c_int, c_int) -> nvjpegStatus_t,
-    >,
+    pub nvjpegDecodeParamsCreate: Option<unsafe extern "C" fn(nvjpegHandle_t, *mut nvjpegDecodeParams_t) -> nvjpegStatus_t>,
+    pub nvjpegDecodeParamsDestroy: Option<unsafe extern "C" fn(nvjpegDecodeParams_t) -> nvjpegStatus_t>,
+    pub nvjpegDecodeParamsSetROI: Option<unsafe extern "C" fn(nvjpegDecodeParams_t, c_int, c_int, c_int, c_int) -> nvjpegStatus_t>,
     /// The decoupled API (decoder objects, host / transfer / device phases, attachable
     /// buffers), used for GPU Huffman decoding (NVJPEG_BACKEND_GPU_HYBRID); None when this
     /// nvJPEG lacks any of it.
@@ -275,41 +239,20 @@ pub struct NvJpegLib {
 }
 
 pub struct Decoupled {
-    pub nvjpegDecoderCreate: unsafe extern "C" fn(
-        nvjpegHandle_t,
-        nvjpegBackend_t,
-        *mut nvjpegJpegDecoder_t,
-    ) -> nvjpegStatus_t,
+    pub nvjpegDecoderCreate: unsafe extern "C" fn(nvjpegHandle_t, nvjpegBackend_t, *mut nvjpegJpegDecoder_t) -> nvjpegStatus_t,
     pub nvjpegDecoderDestroy: unsafe extern "C" fn(nvjpegJpegDecoder_t) -> nvjpegStatus_t,
-    pub nvjpegDecoderJpegSupported: unsafe extern "C" fn(
-        nvjpegJpegDecoder_t,
-        nvjpegJpegStream_t,
-        nvjpegDecodeParams_t,
-        *mut c_int,
-    ) -> nvjpegStatus_t,
-    pub nvjpegDecoderStateCreate: unsafe extern "C" fn(
-        nvjpegHandle_t,
-        nvjpegJpegDecoder_t,
-        *mut nvjpegJpegState_t,
-    ) -> nvjpegStatus_t,
-    pub nvjpegBufferPinnedCreate: unsafe extern "C" fn(
-        nvjpegHandle_t,
-        *mut nvjpegPinnedAllocator_t,
-        *mut nvjpegBufferPinned_t,
-    ) -> nvjpegStatus_t,
+    pub nvjpegDecoderJpegSupported:
+        unsafe extern "C" fn(nvjpegJpegDecoder_t, nvjpegJpegStream_t, nvjpegDecodeParams_t, *mut c_int) -> nvjpegStatus_t,
+    pub nvjpegDecoderStateCreate: unsafe extern "C" fn(nvjpegHandle_t, nvjpegJpegDecoder_t, *mut nvjpegJpegState_t) -> nvjpegStatus_t,
+    pub nvjpegBufferPinnedCreate:
+        unsafe extern "C" fn(nvjpegHandle_t, *mut nvjpegPinnedAllocator_t, *mut nvjpegBufferPinned_t) -> nvjpegStatus_t,
     pub nvjpegBufferPinnedDestroy: unsafe extern "C" fn(nvjpegBufferPinned_t) -> nvjpegStatus_t,
-    pub nvjpegBufferDeviceCreate: unsafe extern "C" fn(
-        nvjpegHandle_t,
-        *mut nvjpegDevAllocator_t,
-        *mut nvjpegBufferDevice_t,
-    ) -> nvjpegStatus_t,
+    pub nvjpegBufferDeviceCreate:
+        unsafe extern "C" fn(nvjpegHandle_t, *mut nvjpegDevAllocator_t, *mut nvjpegBufferDevice_t) -> nvjpegStatus_t,
     pub nvjpegBufferDeviceDestroy: unsafe extern "C" fn(nvjpegBufferDevice_t) -> nvjpegStatus_t,
-    pub nvjpegStateAttachPinnedBuffer:
-        unsafe extern "C" fn(nvjpegJpegState_t, nvjpegBufferPinned_t) -> nvjpegStatus_t,
-    pub nvjpegStateAttachDeviceBuffer:
-        unsafe extern "C" fn(nvjpegJpegState_t, nvjpegBufferDevice_t) -> nvjpegStatus_t,
-    pub nvjpegDecodeParamsSetOutputFormat:
-        unsafe extern "C" fn(nvjpegDecodeParams_t, nvjpegOutputFormat_t) -> nvjpegStatus_t,
+    pub nvjpegStateAttachPinnedBuffer: unsafe extern "C" fn(nvjpegJpegState_t, nvjpegBufferPinned_t) -> nvjpegStatus_t,
+    pub nvjpegStateAttachDeviceBuffer: unsafe extern "C" fn(nvjpegJpegState_t, nvjpegBufferDevice_t) -> nvjpegStatus_t,
+    pub nvjpegDecodeParamsSetOutputFormat: unsafe extern "C" fn(nvjpegDecodeParams_t, nvjpegOutputFormat_t) -> nvjpegStatus_t,
     pub nvjpegDecodeJpegHost: unsafe extern "C" fn(
         nvjpegHandle_t,
         nvjpegJpegDecoder_t,
@@ -317,20 +260,10 @@ pub struct Decoupled {
         nvjpegDecodeParams_t,
         nvjpegJpegStream_t,
     ) -> nvjpegStatus_t,
-    pub nvjpegDecodeJpegTransferToDevice: unsafe extern "C" fn(
-        nvjpegHandle_t,
-        nvjpegJpegDecoder_t,
-        nvjpegJpegState_t,
-        nvjpegJpegStream_t,
-        cudaStream_t,
-    ) -> nvjpegStatus_t,
-    pub nvjpegDecodeJpegDevice: unsafe extern "C" fn(
-        nvjpegHandle_t,
-        nvjpegJpegDecoder_t,
-        nvjpegJpegState_t,
-        *mut nvjpegImage_t,
-        cudaStream_t,
-    ) -> nvjpegStatus_t,
+    pub nvjpegDecodeJpegTransferToDevice:
+        unsafe extern "C" fn(nvjpegHandle_t, nvjpegJpegDecoder_t, nvjpegJpegState_t, nvjpegJpegStream_t, cudaStream_t) -> nvjpegStatus_t,
+    pub nvjpegDecodeJpegDevice:
+        unsafe extern "C" fn(nvjpegHandle_t, nvjpegJpegDecoder_t, nvjpegJpegState_t, *mut nvjpegImage_t, cudaStream_t) -> nvjpegStatus_t,
 }
 
 /// Names tried in order: the CUDA 13 library first (what the GPU machines ship), then 12,
@@ -341,9 +274,7 @@ const SONAMES: [&str; 3] = ["libnvjpeg.so.13", "libnvjpeg.so.12", "libnvjpeg.so"
 /// (remembered, so we do not retry on every call), never a panic.
 pub fn lib() -> CudaResult<&'static NvJpegLib> {
     static LIB: OnceLock<Result<NvJpegLib, String>> = OnceLock::new();
-    LIB.get_or_init(load)
-        .as_ref()
-        .map_err(|e| CudaError(e.clone()))
+    LIB.get_or_init(load).as_ref().map_err(|e| CudaError(e.clone()))
 }
 
 fn load() -> Result<NvJpegLib, String> {
@@ -356,10 +287,7 @@ fn load() -> Result<NvJpegLib, String> {
             Err(e) => tried.push(format!("{soname}: {e}")),
         }
     }
-    Err(format!(
-        "nvJPEG is not available (tried {})",
-        tried.join("; ")
-    ))
+    Err(format!("nvJPEG is not available (tried {})", tried.join("; ")))
 }
 
 fn resolve(lib: Library, soname: &'static str) -> Result<NvJpegLib, String> {
@@ -378,8 +306,7 @@ fn resolve(lib: Library, soname: &'static str) -> Result<NvJpegLib, String> {
         }
         macro_rules! opt {
             ($name:ident) => {{
-                let sym: Option<libloading::Symbol<_>> =
-                    lib.get(concat!(stringify!($name), "\0").as_bytes()).ok();
+                let sym: Option<libloading::Symbol<_>> = lib.get(concat!(stringify!($name), "\0").as_bytes()).ok();
                 sym.map(|s| *s)
             }};
         }
@@ -418,8 +345,7 @@ fn decoupled(lib: &Library) -> Option<Decoupled> {
     unsafe {
         macro_rules! get {
             ($name:ident) => {{
-                let sym: libloading::Symbol<_> =
-                    lib.get(concat!(stringify!($name), "\0").as_bytes()).ok()?;
+                let sym: libloading::Symbol<_> = lib.get(concat!(stringify!($name), "\0").as_bytes()).ok()?;
                 *sym
             }};
         }

@@ -23,8 +23,8 @@ use std::sync::Arc;
 use cudarc::driver::CudaStream;
 
 use crate::device::GpuDevice;
-use crate::error::{CudaError, CudaResult};
 use crate::event::GpuEvent;
+use crate::error::{CudaError, CudaResult};
 use ffi::{check, NvJpegLib};
 
 /// True when libnvjpeg (13, 12 or unversioned) can be loaded and has every function we use.
@@ -39,16 +39,10 @@ pub fn library_version() -> CudaResult<(u32, u32, u32)> {
     let get = |p: ffi::libraryPropertyType| -> CudaResult<u32> {
         let mut v: c_int = 0;
         // SAFETY: plain query; the out-pointer outlives the call.
-        check("nvjpegGetProperty", unsafe {
-            (lib.nvjpegGetProperty)(p, &mut v)
-        })?;
+        check("nvjpegGetProperty", unsafe { (lib.nvjpegGetProperty)(p, &mut v) })?;
         Ok(v.max(0) as u32)
     };
-    Ok((
-        get(ffi::MAJOR_VERSION)?,
-        get(ffi::MINOR_VERSION)?,
-        get(ffi::PATCH_LEVEL)?,
-    ))
+    Ok((get(ffi::MAJOR_VERSION)?, get(ffi::MINOR_VERSION)?, get(ffi::PATCH_LEVEL)?))
 }
 
 /// Which nvJPEG backend a handle drives.
@@ -154,28 +148,13 @@ impl Handle {
         let mut raw: ffi::nvjpegHandle_t = std::ptr::null_mut();
         // SAFETY: null allocators select nvJPEG's cudaMalloc/cudaHostAlloc defaults; flags 0.
         check("nvjpegCreateEx", unsafe {
-            (lib.nvjpegCreateEx)(
-                raw_backend,
-                std::ptr::null_mut(),
-                std::ptr::null_mut(),
-                0,
-                &mut raw,
-            )
+            (lib.nvjpegCreateEx)(raw_backend, std::ptr::null_mut(), std::ptr::null_mut(), 0, &mut raw)
         })
         .map_err(|e| match backend {
-            Backend::Hardware => {
-                CudaError(format!("{e} (no hardware JPEG decoder on {}?)", dev.name()))
-            }
+            Backend::Hardware => CudaError(format!("{e} (no hardware JPEG decoder on {}?)", dev.name())),
             Backend::Hybrid => e,
         })?;
-        Ok(Handle {
-            lib,
-            raw,
-            device: dev.clone(),
-            backend,
-            version,
-            engines: None,
-        })
+        Ok(Handle { lib, raw, device: dev.clone(), backend, version, engines: None })
     }
 
     fn info(&self, data: &[u8]) -> CudaResult<JpegInfo> {
@@ -200,10 +179,7 @@ impl Handle {
             )
         })?;
         if widths[0] <= 0 || heights[0] <= 0 {
-            return Err(CudaError(format!(
-                "nvjpegGetImageInfo: bad image size {}x{}",
-                widths[0], heights[0]
-            )));
+            return Err(CudaError(format!("nvjpegGetImageInfo: bad image size {}x{}", widths[0], heights[0])));
         }
         Ok(JpegInfo {
             width: widths[0] as u32,
@@ -216,9 +192,7 @@ impl Handle {
     fn new_state(&self) -> CudaResult<ffi::nvjpegJpegState_t> {
         let mut state: ffi::nvjpegJpegState_t = std::ptr::null_mut();
         // SAFETY: live handle; out-pointer valid.
-        check("nvjpegJpegStateCreate", unsafe {
-            (self.lib.nvjpegJpegStateCreate)(self.raw, &mut state)
-        })?;
+        check("nvjpegJpegStateCreate", unsafe { (self.lib.nvjpegJpegStateCreate)(self.raw, &mut state) })?;
         Ok(state)
     }
 }
@@ -233,13 +207,7 @@ pub struct NvJpeg {
 impl std::fmt::Debug for NvJpeg {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         let (a, b, c) = self.h.version;
-        write!(
-            f,
-            "NvJpeg({:?} on GPU {}, nvJPEG {a}.{b}.{c} from {})",
-            self.h.backend,
-            self.h.device.ordinal(),
-            self.h.lib.soname
-        )
+        write!(f, "NvJpeg({:?} on GPU {}, nvJPEG {a}.{b}.{c} from {})", self.h.backend, self.h.device.ordinal(), self.h.lib.soname)
     }
 }
 
@@ -255,14 +223,9 @@ impl NvJpeg {
         if let Some(get_info) = h.lib.nvjpegGetHardwareDecoderInfo {
             let (mut engines, mut cores): (c_uint, c_uint) = (0, 0);
             // SAFETY: live handle; out-pointers valid.
-            check("nvjpegGetHardwareDecoderInfo", unsafe {
-                get_info(h.raw, &mut engines, &mut cores)
-            })?;
+            check("nvjpegGetHardwareDecoderInfo", unsafe { get_info(h.raw, &mut engines, &mut cores) })?;
             if engines == 0 {
-                return Err(CudaError(format!(
-                    "{} has no hardware JPEG decoder",
-                    dev.name()
-                )));
+                return Err(CudaError(format!("{} has no hardware JPEG decoder", dev.name())));
             }
             h.engines = Some((engines, cores));
         }
@@ -272,9 +235,7 @@ impl NvJpeg {
     /// nvJPEG's default (hybrid CPU + GPU) backend on `dev` (NVJPEG_BACKEND_DEFAULT), for
     /// [`HybridDecoder`].
     pub fn hybrid(dev: &Arc<GpuDevice>) -> CudaResult<NvJpeg> {
-        Ok(NvJpeg {
-            h: Arc::new(Handle::create(dev, Backend::Hybrid)?),
-        })
+        Ok(NvJpeg { h: Arc::new(Handle::create(dev, Backend::Hybrid)?) })
     }
 
     /// Which backend this handle drives.
@@ -365,14 +326,10 @@ impl HwBatchDecoder {
     /// [`NvJpeg::hardware`].
     pub fn new(nv: &NvJpeg, max_batch: usize) -> CudaResult<HwBatchDecoder> {
         if nv.backend() != Backend::Hardware {
-            return Err(CudaError(
-                "HwBatchDecoder needs an NvJpeg::hardware handle".into(),
-            ));
+            return Err(CudaError("HwBatchDecoder needs an NvJpeg::hardware handle".into()));
         }
         if max_batch == 0 || max_batch > c_int::MAX as usize {
-            return Err(CudaError(format!(
-                "HwBatchDecoder: bad max_batch {max_batch}"
-            )));
+            return Err(CudaError(format!("HwBatchDecoder: bad max_batch {max_batch}")));
         }
         let h = nv.h.clone();
         h.device.bind()?;
@@ -382,9 +339,7 @@ impl HwBatchDecoder {
         let state = h.new_state()?;
         let mut jstream: ffi::nvjpegJpegStream_t = std::ptr::null_mut();
         // SAFETY: live handle; out-pointer valid.
-        let created = check("nvjpegJpegStreamCreate", unsafe {
-            (h.lib.nvjpegJpegStreamCreate)(h.raw, &mut jstream)
-        });
+        let created = check("nvjpegJpegStreamCreate", unsafe { (h.lib.nvjpegJpegStreamCreate)(h.raw, &mut jstream) });
         if let Err(e) = created {
             // SAFETY: created just above and not shared.
             unsafe { (h.lib.nvjpegJpegStateDestroy)(state) };
@@ -412,30 +367,14 @@ impl HwBatchDecoder {
         // still switch the state to its memory pool.
         if let Some(prealloc) = lib.nvjpegDecodeBatchedPreAllocate {
             // SAFETY: live handle and state, nothing in flight.
-            let st = unsafe {
-                prealloc(
-                    d.h.raw,
-                    d.state,
-                    max_batch as c_int,
-                    1,
-                    1,
-                    ffi::NVJPEG_CSS_444,
-                    ffi::NVJPEG_OUTPUT_RGBI,
-                )
-            };
+            let st = unsafe { prealloc(d.h.raw, d.state, max_batch as c_int, 1, 1, ffi::NVJPEG_CSS_444, ffi::NVJPEG_OUTPUT_RGBI) };
             check("nvjpegDecodeBatchedPreAllocate", st)?;
         }
-        if let (Some(_), Some(create), Some(_)) = (
-            lib.nvjpegDecodeBatchedEx,
-            lib.nvjpegDecodeParamsCreate,
-            lib.nvjpegDecodeParamsSetROI,
-        ) {
+        if let (Some(_), Some(create), Some(_)) = (lib.nvjpegDecodeBatchedEx, lib.nvjpegDecodeParamsCreate, lib.nvjpegDecodeParamsSetROI) {
             for _ in 0..max_batch {
                 let mut p: ffi::nvjpegDecodeParams_t = std::ptr::null_mut();
                 // SAFETY: live handle; out-pointer valid. Destroyed in Drop.
-                check("nvjpegDecodeParamsCreate", unsafe {
-                    create(d.h.raw, &mut p)
-                })?;
+                check("nvjpegDecodeParamsCreate", unsafe { create(d.h.raw, &mut p) })?;
                 d.params.push(p);
             }
         }
@@ -452,13 +391,7 @@ impl HwBatchDecoder {
         // inside nvjpegDecodeBatched on the calling thread.
         // SAFETY: live handle and state; nothing of ours is in flight (callers waited).
         check("nvjpegDecodeBatchedInitialize", unsafe {
-            (self.h.lib.nvjpegDecodeBatchedInitialize)(
-                self.h.raw,
-                self.state,
-                n as c_int,
-                1,
-                ffi::NVJPEG_OUTPUT_RGBI,
-            )
+            (self.h.lib.nvjpegDecodeBatchedInitialize)(self.h.raw, self.state, n as c_int, 1, ffi::NVJPEG_OUTPUT_RGBI)
         })?;
         self.initialized = Some(n);
         Ok(())
@@ -486,17 +419,8 @@ impl HwBatchDecoder {
         // parse suffices where the library has it.
         let parsed = unsafe {
             match lib.nvjpegJpegStreamParseHeader {
-                Some(parse_header) => {
-                    parse_header(self.h.raw, data.as_ptr(), data.len(), self.jstream)
-                }
-                None => (lib.nvjpegJpegStreamParse)(
-                    self.h.raw,
-                    data.as_ptr(),
-                    data.len(),
-                    0,
-                    0,
-                    self.jstream,
-                ),
+                Some(parse_header) => parse_header(self.h.raw, data.as_ptr(), data.len(), self.jstream),
+                None => (lib.nvjpegJpegStreamParse)(self.h.raw, data.as_ptr(), data.len(), 0, 0, self.jstream),
             }
         };
         if parsed != ffi::NVJPEG_STATUS_SUCCESS {
@@ -504,9 +428,7 @@ impl HwBatchDecoder {
         }
         let mut is_supported: c_int = -1;
         // SAFETY: live handle and freshly parsed stream; out-pointer valid.
-        let st = unsafe {
-            (lib.nvjpegDecodeBatchedSupported)(self.h.raw, self.jstream, &mut is_supported)
-        };
+        let st = unsafe { (lib.nvjpegDecodeBatchedSupported)(self.h.raw, self.jstream, &mut is_supported) };
         // nvJPEG's convention: 0 means supported.
         st == ffi::NVJPEG_STATUS_SUCCESS && is_supported == 0
     }
@@ -524,31 +446,14 @@ impl HwBatchDecoder {
     ///
     /// # Safety
     /// As [`submit`](Self::submit), with `stream` in place of `start`.
-    pub unsafe fn decode(
-        &mut self,
-        images: &[&[u8]],
-        outputs: &[(u64, usize)],
-        stream: &CudaStream,
-    ) -> CudaResult<()> {
+    pub unsafe fn decode(&mut self, images: &[&[u8]], outputs: &[(u64, usize)], stream: &CudaStream) -> CudaResult<()> {
         if images.len() != outputs.len() {
-            return Err(CudaError(format!(
-                "HwBatchDecoder::decode: {} images but {} outputs",
-                images.len(),
-                outputs.len()
-            )));
+            return Err(CudaError(format!("HwBatchDecoder::decode: {} images but {} outputs", images.len(), outputs.len())));
         }
         let mut targets = Vec::with_capacity(images.len());
         for (k, (data, &(ptr, pitch))) in images.iter().zip(outputs).enumerate() {
-            let info = self
-                .h
-                .info(data)
-                .map_err(|e| CudaError(format!("{e} (image {k} of the batch)")))?;
-            targets.push(HwTarget {
-                ptr,
-                pitch,
-                width: info.width as usize,
-                window: None,
-            });
+            let info = self.h.info(data).map_err(|e| CudaError(format!("{e} (image {k} of the batch)")))?;
+            targets.push(HwTarget { ptr, pitch, width: info.width as usize, window: None });
         }
         self.h.device.bind()?;
         self.start.record(stream)?;
@@ -584,12 +489,7 @@ impl HwBatchDecoder {
     ///   its own pinned buffers (NVIDIA's nvImageCodec releases the encoded data as soon as
     ///   nvjpegDecodeBatched returns), but the nvJPEG documentation does not promise it;
     ///   keep `images` alive and unchanged until the joined stream reaches the join point.
-    pub unsafe fn submit(
-        &mut self,
-        images: &[&[u8]],
-        targets: &[HwTarget],
-        start: &GpuEvent,
-    ) -> CudaResult<()> {
+    pub unsafe fn submit(&mut self, images: &[&[u8]], targets: &[HwTarget], start: &GpuEvent) -> CudaResult<()> {
         self.h.device.bind()?;
         Self::start_after(start, &self.stream)?;
         // SAFETY: forwarded contract; our stream now waits for `start`.
@@ -622,27 +522,18 @@ impl HwBatchDecoder {
     unsafe fn queue(&mut self, images: &[&[u8]], targets: &[HwTarget]) -> CudaResult<()> {
         let n = images.len();
         if n != targets.len() {
-            return Err(CudaError(format!(
-                "HwBatchDecoder::decode: {n} images but {} targets",
-                targets.len()
-            )));
+            return Err(CudaError(format!("HwBatchDecoder::decode: {n} images but {} targets", targets.len())));
         }
         if n == 0 {
             // Nothing to decode: the fence must still mean "after start".
             return self.fence.record(&self.stream);
         }
         if n > self.max_batch {
-            return Err(CudaError(format!(
-                "HwBatchDecoder::decode: batch of {n} exceeds max_batch {}",
-                self.max_batch
-            )));
+            return Err(CudaError(format!("HwBatchDecoder::decode: batch of {n} exceeds max_batch {}", self.max_batch)));
         }
         let windowed = targets.iter().any(|t| t.window.is_some());
         if windowed && !self.decodes_windows() {
-            return Err(CudaError(
-                "HwBatchDecoder: this nvJPEG cannot decode windows (no nvjpegDecodeBatchedEx)"
-                    .into(),
-            ));
+            return Err(CudaError("HwBatchDecoder: this nvJPEG cannot decode windows (no nvjpegDecodeBatchedEx)".into()));
         }
         for (k, t) in targets.iter().enumerate() {
             let w = t.window.map_or(t.width, |r| r.width);
@@ -673,26 +564,13 @@ impl HwBatchDecoder {
             self.dests.push(img);
         }
         let lib = self.h.lib;
-        let st = match (
-            windowed,
-            lib.nvjpegDecodeBatchedEx,
-            lib.nvjpegDecodeParamsSetROI,
-        ) {
+        let st = match (windowed, lib.nvjpegDecodeBatchedEx, lib.nvjpegDecodeParamsSetROI) {
             (true, Some(decode_ex), Some(set_roi)) => {
                 for (p, t) in self.params.iter().zip(targets) {
                     // (0, 0, -1, -1) is nvJPEG's "whole image".
-                    let r = t.window.map_or([0, 0, -1, -1], |r| {
-                        [
-                            r.x as c_int,
-                            r.y as c_int,
-                            r.width as c_int,
-                            r.height as c_int,
-                        ]
-                    });
+                    let r = t.window.map_or([0, 0, -1, -1], |r| [r.x as c_int, r.y as c_int, r.width as c_int, r.height as c_int]);
                     // SAFETY: live parameter object of this handle.
-                    check("nvjpegDecodeParamsSetROI", unsafe {
-                        set_roi(*p, r[0], r[1], r[2], r[3])
-                    })?;
+                    check("nvjpegDecodeParamsSetROI", unsafe { set_roi(*p, r[0], r[1], r[2], r[3]) })?;
                 }
                 // SAFETY: as below, plus one parameter object per image (params.len() ==
                 // max_batch >= n).
@@ -769,9 +647,7 @@ impl HybridDecoder {
     /// A decoder on a handle from [`NvJpeg::hybrid`].
     pub fn new(nv: &NvJpeg) -> CudaResult<HybridDecoder> {
         if nv.backend() != Backend::Hybrid {
-            return Err(CudaError(
-                "HybridDecoder needs an NvJpeg::hybrid handle".into(),
-            ));
+            return Err(CudaError("HybridDecoder needs an NvJpeg::hybrid handle".into()));
         }
         let h = nv.h.clone();
         h.device.bind()?;
@@ -796,12 +672,7 @@ impl HybridDecoder {
     ///   point; `stream` must belong to the same GPU (context).
     /// - `data` is consumed on the CPU during the call (nvJPEG does not document whether any
     ///   of it is read later): keep it alive and unchanged until `stream` reaches this point.
-    pub unsafe fn decode(
-        &mut self,
-        data: &[u8],
-        out: (u64, usize),
-        stream: &CudaStream,
-    ) -> CudaResult<()> {
+    pub unsafe fn decode(&mut self, data: &[u8], out: (u64, usize), stream: &CudaStream) -> CudaResult<()> {
         let info = self.h.info(data)?;
         let (ptr, pitch) = out;
         if ptr == 0 || pitch < info.min_rgb_pitch() {
@@ -881,21 +752,14 @@ impl GpuHuffman {
     /// Errors when this nvJPEG lacks the decoupled API or the GPU-Huffman backend.
     pub fn new(nv: &NvJpeg) -> CudaResult<Arc<GpuHuffman>> {
         if nv.backend() != Backend::Hybrid {
-            return Err(CudaError(
-                "GpuHuffman needs an NvJpeg::hybrid handle".into(),
-            ));
+            return Err(CudaError("GpuHuffman needs an NvJpeg::hybrid handle".into()));
         }
         let h = nv.h.clone();
-        let api =
-            h.lib.decoupled.as_ref().ok_or_else(|| {
-                CudaError(format!("{} lacks nvJPEG's decoupled API", h.lib.soname))
-            })?;
+        let api = h.lib.decoupled.as_ref().ok_or_else(|| CudaError(format!("{} lacks nvJPEG's decoupled API", h.lib.soname)))?;
         h.device.bind()?;
         let mut decoder: ffi::nvjpegJpegDecoder_t = std::ptr::null_mut();
         // SAFETY: live handle; out-pointer valid.
-        check("nvjpegDecoderCreate", unsafe {
-            (api.nvjpegDecoderCreate)(h.raw, ffi::NVJPEG_BACKEND_GPU_HYBRID, &mut decoder)
-        })?;
+        check("nvjpegDecoderCreate", unsafe { (api.nvjpegDecoderCreate)(h.raw, ffi::NVJPEG_BACKEND_GPU_HYBRID, &mut decoder) })?;
         Ok(Arc::new(GpuHuffman { h, api, decoder }))
     }
 }
@@ -935,10 +799,7 @@ impl GpuHuffmanState {
     pub fn new(g: &Arc<GpuHuffman>) -> CudaResult<GpuHuffmanState> {
         let (h, api) = (&g.h, g.api);
         h.device.bind()?;
-        let create_params = h
-            .lib
-            .nvjpegDecodeParamsCreate
-            .ok_or_else(|| CudaError("nvJPEG lacks nvjpegDecodeParamsCreate".into()))?;
+        let create_params = h.lib.nvjpegDecodeParamsCreate.ok_or_else(|| CudaError("nvJPEG lacks nvjpegDecodeParamsCreate".into()))?;
         let mut s = GpuHuffmanState {
             g: g.clone(),
             state: std::ptr::null_mut(),
@@ -948,38 +809,20 @@ impl GpuHuffmanState {
             device_buf: std::ptr::null_mut(),
             stream: h.device.new_stream()?,
             // Waited on by the decoding thread: sleeping, so a worker's core is not burnt.
-            copied: [
-                GpuEvent::blocking(&h.device)?,
-                GpuEvent::blocking(&h.device)?,
-            ],
+            copied: [GpuEvent::blocking(&h.device)?, GpuEvent::blocking(&h.device)?],
             done: GpuEvent::blocking(&h.device)?,
             turn: 0,
         };
         // SAFETY: live handle and decoder; out-pointers valid; null allocators pick nvJPEG's
         // defaults. Whatever was created is destroyed by Drop if a later step fails.
         unsafe {
-            check(
-                "nvjpegJpegStreamCreate",
-                (h.lib.nvjpegJpegStreamCreate)(h.raw, &mut s.jstream),
-            )?;
-            check(
-                "nvjpegDecodeParamsCreate",
-                create_params(h.raw, &mut s.params),
-            )?;
-            check(
-                "nvjpegDecodeParamsSetOutputFormat",
-                (api.nvjpegDecodeParamsSetOutputFormat)(s.params, ffi::NVJPEG_OUTPUT_RGBI),
-            )?;
+            check("nvjpegJpegStreamCreate", (h.lib.nvjpegJpegStreamCreate)(h.raw, &mut s.jstream))?;
+            check("nvjpegDecodeParamsCreate", create_params(h.raw, &mut s.params))?;
+            check("nvjpegDecodeParamsSetOutputFormat", (api.nvjpegDecodeParamsSetOutputFormat)(s.params, ffi::NVJPEG_OUTPUT_RGBI))?;
             for k in 0..2 {
-                check(
-                    "nvjpegBufferPinnedCreate",
-                    (api.nvjpegBufferPinnedCreate)(h.raw, std::ptr::null_mut(), &mut s.pinned[k]),
-                )?;
+                check("nvjpegBufferPinnedCreate", (api.nvjpegBufferPinnedCreate)(h.raw, std::ptr::null_mut(), &mut s.pinned[k]))?;
             }
-            check(
-                "nvjpegBufferDeviceCreate",
-                (api.nvjpegBufferDeviceCreate)(h.raw, std::ptr::null_mut(), &mut s.device_buf),
-            )?;
+            check("nvjpegBufferDeviceCreate", (api.nvjpegBufferDeviceCreate)(h.raw, std::ptr::null_mut(), &mut s.device_buf))?;
         }
         s.new_state()?;
         Ok(s)
@@ -992,18 +835,12 @@ impl GpuHuffmanState {
         // SAFETY: live handle, decoder and buffer; the old state (if any) is idle: callers
         // wait for `done` first.
         unsafe {
-            check(
-                "nvjpegDecoderStateCreate",
-                (api.nvjpegDecoderStateCreate)(h.raw, self.g.decoder, &mut state),
-            )?;
+            check("nvjpegDecoderStateCreate", (api.nvjpegDecoderStateCreate)(h.raw, self.g.decoder, &mut state))?;
             if !self.state.is_null() {
                 (h.lib.nvjpegJpegStateDestroy)(self.state);
             }
             self.state = state;
-            check(
-                "nvjpegStateAttachDeviceBuffer",
-                (api.nvjpegStateAttachDeviceBuffer)(state, self.device_buf),
-            )
+            check("nvjpegStateAttachDeviceBuffer", (api.nvjpegStateAttachDeviceBuffer)(state, self.device_buf))
         }
     }
 
@@ -1026,50 +863,20 @@ impl GpuHuffmanState {
     ///   anything else until this state's stream has passed this decode.
     /// - `data` is read during the call only (nvJPEG copies the entropy-coded data into its
     ///   page-locked buffer).
-    pub unsafe fn decode(
-        &mut self,
-        data: &[u8],
-        window: Option<HwWindow>,
-        out: (u64, usize),
-        after: &GpuEvent,
-    ) -> CudaResult<bool> {
+    pub unsafe fn decode(&mut self, data: &[u8], window: Option<HwWindow>, out: (u64, usize), after: &GpuEvent) -> CudaResult<bool> {
         let (h, api) = (self.g.h.clone(), self.g.api);
-        let set_roi = h
-            .lib
-            .nvjpegDecodeParamsSetROI
-            .ok_or_else(|| CudaError("nvJPEG lacks nvjpegDecodeParamsSetROI".into()))?;
+        let set_roi = h.lib.nvjpegDecodeParamsSetROI.ok_or_else(|| CudaError("nvJPEG lacks nvjpegDecodeParamsSetROI".into()))?;
         if out.0 == 0 {
             return Err(CudaError("GpuHuffmanState::decode: null output".into()));
         }
         h.device.bind()?;
-        let r = window.map_or([0, 0, -1, -1], |r| {
-            [
-                r.x as c_int,
-                r.y as c_int,
-                r.width as c_int,
-                r.height as c_int,
-            ]
-        });
+        let r = window.map_or([0, 0, -1, -1], |r| [r.x as c_int, r.y as c_int, r.width as c_int, r.height as c_int]);
         let mut unsupported: c_int = 1;
         // SAFETY: live objects of this handle; `data` valid for the call.
         unsafe {
-            check(
-                "nvjpegJpegStreamParse",
-                (h.lib.nvjpegJpegStreamParse)(h.raw, data.as_ptr(), data.len(), 0, 0, self.jstream),
-            )?;
-            check(
-                "nvjpegDecodeParamsSetROI",
-                set_roi(self.params, r[0], r[1], r[2], r[3]),
-            )?;
-            check(
-                "nvjpegDecoderJpegSupported",
-                (api.nvjpegDecoderJpegSupported)(
-                    self.g.decoder,
-                    self.jstream,
-                    self.params,
-                    &mut unsupported,
-                ),
-            )?;
+            check("nvjpegJpegStreamParse", (h.lib.nvjpegJpegStreamParse)(h.raw, data.as_ptr(), data.len(), 0, 0, self.jstream))?;
+            check("nvjpegDecodeParamsSetROI", set_roi(self.params, r[0], r[1], r[2], r[3]))?;
+            check("nvjpegDecoderJpegSupported", (api.nvjpegDecoderJpegSupported)(self.g.decoder, self.jstream, self.params, &mut unsupported))?;
         }
         if unsupported != 0 {
             return Ok(false);
@@ -1077,11 +884,7 @@ impl GpuHuffmanState {
         let info = h.info(data)?;
         let width = window.map_or(info.width as usize, |r| r.width);
         if out.1 < width * 3 {
-            return Err(CudaError(format!(
-                "GpuHuffmanState::decode: {width} pixels wide needs pitch >= {} bytes, got {}",
-                width * 3,
-                out.1
-            )));
+            return Err(CudaError(format!("GpuHuffmanState::decode: {width} pixels wide needs pitch >= {} bytes, got {}", width * 3, out.1)));
         }
         // The buffer we are about to refill may still be feeding an earlier copy.
         let k = self.turn;
@@ -1096,32 +899,14 @@ impl GpuHuffmanState {
         let st = unsafe {
             let mut st = (api.nvjpegStateAttachPinnedBuffer)(self.state, self.pinned[k]);
             if st == ffi::NVJPEG_STATUS_SUCCESS {
-                st = (api.nvjpegDecodeJpegHost)(
-                    h.raw,
-                    self.g.decoder,
-                    self.state,
-                    self.params,
-                    self.jstream,
-                );
+                st = (api.nvjpegDecodeJpegHost)(h.raw, self.g.decoder, self.state, self.params, self.jstream);
             }
             if st == ffi::NVJPEG_STATUS_SUCCESS {
-                st = (api.nvjpegDecodeJpegTransferToDevice)(
-                    h.raw,
-                    self.g.decoder,
-                    self.state,
-                    self.jstream,
-                    raw_stream,
-                );
+                st = (api.nvjpegDecodeJpegTransferToDevice)(h.raw, self.g.decoder, self.state, self.jstream, raw_stream);
             }
             let copied = self.copied[k].record(&self.stream);
             if st == ffi::NVJPEG_STATUS_SUCCESS {
-                st = (api.nvjpegDecodeJpegDevice)(
-                    h.raw,
-                    self.g.decoder,
-                    self.state,
-                    &mut img,
-                    raw_stream,
-                );
+                st = (api.nvjpegDecodeJpegDevice)(h.raw, self.g.decoder, self.state, &mut img, raw_stream);
             }
             copied?;
             st
@@ -1215,8 +1000,7 @@ mod tests {
             for x in 0..w {
                 let r = (x * 255 / w.max(2).saturating_sub(1).max(1)).min(255);
                 let g = (y * 255 / h.max(2).saturating_sub(1).max(1)).min(255);
-                let b =
-                    (128.0 + 100.0 * ((x as f32 / 13.0).sin() * (y as f32 / 17.0).cos())) as usize;
+                let b = (128.0 + 100.0 * ((x as f32 / 13.0).sin() * (y as f32 / 17.0).cos())) as usize;
                 px.extend_from_slice(&[r as u8, g as u8, b.min(255) as u8]);
             }
         }
@@ -1226,27 +1010,16 @@ mod tests {
     /// (jpeg bytes, libjpeg-turbo's decode, width, height)
     fn test_image(w: usize, h: usize) -> (Vec<u8>, Vec<u8>, usize, usize) {
         let jpeg = sluice_codecs::encode_jpeg(&synthetic(w, h), w, h, 3, 92).unwrap();
-        let (reference, shape) =
-            sluice_codecs::decode(&jpeg, &sluice_codecs::DecodeParams::default()).unwrap();
+        let (reference, shape) = sluice_codecs::decode(&jpeg, &sluice_codecs::DecodeParams::default()).unwrap();
         assert_eq!(shape, (h, w, 3));
         (jpeg, reference, w, h)
     }
 
     /// Device output -> dense host rows; asserts closeness to the CPU decode and prints it.
-    fn compare(
-        label: &str,
-        buf: &DeviceBuffer,
-        pitch: usize,
-        w: usize,
-        h: usize,
-        reference: &[u8],
-    ) {
+    fn compare(label: &str, buf: &DeviceBuffer, pitch: usize, w: usize, h: usize, reference: &[u8]) {
         let mut host = vec![0u8; pitch * h];
         buf.copy_to_host(0, &mut host).unwrap();
-        let got: Vec<u8> = host
-            .chunks(pitch)
-            .flat_map(|row| row[..w * 3].iter().copied())
-            .collect();
+        let got: Vec<u8> = host.chunks(pitch).flat_map(|row| row[..w * 3].iter().copied()).collect();
         assert_eq!(got.len(), reference.len(), "{label}: shape");
         let (mut sum, mut max) = (0u64, 0u8);
         for (a, b) in got.iter().zip(reference) {
@@ -1270,9 +1043,7 @@ mod tests {
     }
 
     fn nvjpeg_or_skip() -> bool {
-        ffi::lib()
-            .map_err(|e| missing_for_test("nvJPEG", e))
-            .is_ok()
+        ffi::lib().map_err(|e| missing_for_test("nvJPEG", e)).is_ok()
     }
 
     #[test]
@@ -1293,40 +1064,22 @@ mod tests {
         };
         eprintln!("{nv:?}, engines {:?}", nv.hardware_engines());
         let stream = dev.new_stream().unwrap();
-        let images = [
-            test_image(320, 240),
-            test_image(173, 97),
-            test_image(640, 480),
-        ];
+        let images = [test_image(320, 240), test_image(173, 97), test_image(640, 480)];
         let mut dec = HwBatchDecoder::new(&nv, 4).unwrap();
         for (jpeg, _, w, h) in &images {
             let info = nv.info(jpeg).unwrap();
-            assert_eq!(
-                (info.width as usize, info.height as usize, info.components),
-                (*w, *h, 3)
-            );
+            assert_eq!((info.width as usize, info.height as usize, info.components), (*w, *h, 3));
             assert_eq!(info.subsampling, Subsampling::S420);
-            assert!(
-                dec.supported(jpeg),
-                "{w}x{h} 4:2:0 baseline should be hardware-decodable"
-            );
+            assert!(dec.supported(jpeg), "{w}x{h} 4:2:0 baseline should be hardware-decodable");
         }
         // One dense pitch, two padded ones, to check the pitch is honoured.
-        let pitches: Vec<usize> = images
-            .iter()
-            .enumerate()
-            .map(|(k, (_, _, w, _))| w * 3 + [0, 64, 7][k])
-            .collect();
+        let pitches: Vec<usize> = images.iter().enumerate().map(|(k, (_, _, w, _))| w * 3 + [0, 64, 7][k]).collect();
         let bufs: Vec<DeviceBuffer> = images
             .iter()
             .zip(&pitches)
             .map(|((_, _, _, h), p)| DeviceBuffer::alloc(&dev, &stream, p * h).unwrap())
             .collect();
-        let outs: Vec<(u64, usize)> = bufs
-            .iter()
-            .zip(&pitches)
-            .map(|(b, &p)| (b.device_ptr(), p))
-            .collect();
+        let outs: Vec<(u64, usize)> = bufs.iter().zip(&pitches).map(|(b, &p)| (b.device_ptr(), p)).collect();
         let data: Vec<&[u8]> = images.iter().map(|(j, ..)| j.as_slice()).collect();
 
         let run = |dec: &mut HwBatchDecoder, label: &str| {
@@ -1341,14 +1094,7 @@ mod tests {
         // A smaller batch re-initialises; then the full batch again.
         // SAFETY: as above.
         unsafe { dec.decode(&data[..1], &outs[..1], &stream).unwrap() };
-        compare(
-            "hardware (batch of 1)",
-            &bufs[0],
-            pitches[0],
-            images[0].2,
-            images[0].3,
-            &images[0].1,
-        );
+        compare("hardware (batch of 1)", &bufs[0], pitches[0], images[0].2, images[0].3, &images[0].1);
         run(&mut dec, "hardware (again)");
 
         // Corrupt data: the hardware engine does not always notice (seen on an H200: a
@@ -1382,16 +1128,8 @@ mod tests {
         let mut dec2 = HwBatchDecoder::new(&nv, 4).unwrap();
         let start = GpuEvent::new(&dev).unwrap();
         start.record(&stream).unwrap();
-        let targets: Vec<HwTarget> = images
-            .iter()
-            .zip(&outs)
-            .map(|(i, &(ptr, pitch))| HwTarget {
-                ptr,
-                pitch,
-                width: i.2,
-                window: None,
-            })
-            .collect();
+        let targets: Vec<HwTarget> =
+            images.iter().zip(&outs).map(|(i, &(ptr, pitch))| HwTarget { ptr, pitch, width: i.2, window: None }).collect();
         // SAFETY: as above; both join `stream` before the copies back.
         unsafe {
             dec.submit(&data[..2], &targets[..2], &start).unwrap();
@@ -1408,39 +1146,18 @@ mod tests {
         // offset and size, into a padded pitch).
         if dec.decodes_windows() {
             let (jpeg, reference, w, _) = &images[2];
-            let win = HwWindow {
-                x: 37,
-                y: 21,
-                width: 101,
-                height: 57,
-            };
+            let win = HwWindow { x: 37, y: 21, width: 101, height: 57 };
             let pitch = win.width * 3 + 5;
             let buf = DeviceBuffer::alloc(&dev, &stream, pitch * win.height).unwrap();
             let expected: Vec<u8> = (win.y..win.y + win.height)
-                .flat_map(|y| {
-                    reference[(y * w + win.x) * 3..(y * w + win.x + win.width) * 3]
-                        .iter()
-                        .copied()
-                })
+                .flat_map(|y| reference[(y * w + win.x) * 3..(y * w + win.x + win.width) * 3].iter().copied())
                 .collect();
-            let t = HwTarget {
-                ptr: buf.device_ptr(),
-                pitch,
-                width: *w,
-                window: Some(win),
-            };
+            let t = HwTarget { ptr: buf.device_ptr(), pitch, width: *w, window: Some(win) };
             start.record(&stream).unwrap();
             // SAFETY: `buf` holds the window at this pitch; joined before the copy back.
             unsafe { dec.submit(&[jpeg.as_slice()], &[t], &start).unwrap() };
             dec.join(&stream).unwrap();
-            compare(
-                "hardware window",
-                &buf,
-                pitch,
-                win.width,
-                win.height,
-                &expected,
-            );
+            compare("hardware window", &buf, pitch, win.width, win.height, &expected);
         } else {
             eprintln!("this nvJPEG has no nvjpegDecodeBatchedEx: window decoding not tested");
         }
@@ -1462,11 +1179,7 @@ mod tests {
         let stream = dev.new_stream().unwrap();
         let ready = GpuEvent::new(&dev).unwrap();
         ready.record(&stream).unwrap();
-        let images = [
-            test_image(1280, 960),
-            test_image(173, 97),
-            test_image(640, 480),
-        ];
+        let images = [test_image(1280, 960), test_image(173, 97), test_image(640, 480)];
         let decode_all = |st: &mut GpuHuffmanState, label: &str| {
             for (k, (jpeg, reference, w, h)) in images.iter().enumerate() {
                 let pitch = w * 3 + [0, 64, 7][k];
@@ -1474,45 +1187,20 @@ mod tests {
                 ready.record(&stream).unwrap();
                 // SAFETY: buffer is pitch*height bytes on this device, not used elsewhere
                 // until the wait below.
-                assert!(
-                    unsafe {
-                        st.decode(jpeg, None, (buf.device_ptr(), pitch), &ready)
-                            .unwrap()
-                    },
-                    "{label}: refused"
-                );
+                assert!(unsafe { st.decode(jpeg, None, (buf.device_ptr(), pitch), &ready).unwrap() }, "{label}: refused");
                 st.wait_idle().unwrap();
                 compare(label, &buf, pitch, *w, *h, reference);
                 // A window: the same pixels as the whole image's.
-                let win = HwWindow {
-                    x: w / 4,
-                    y: h / 3,
-                    width: w / 2,
-                    height: h / 2,
-                };
+                let win = HwWindow { x: w / 4, y: h / 3, width: w / 2, height: h / 2 };
                 let wbuf = DeviceBuffer::alloc(&dev, &stream, win.width * 3 * win.height).unwrap();
                 ready.record(&stream).unwrap();
                 // SAFETY: as above, for the window's size.
-                assert!(unsafe {
-                    st.decode(jpeg, Some(win), (wbuf.device_ptr(), win.width * 3), &ready)
-                        .unwrap()
-                });
+                assert!(unsafe { st.decode(jpeg, Some(win), (wbuf.device_ptr(), win.width * 3), &ready).unwrap() });
                 st.wait_idle().unwrap();
                 let cut: Vec<u8> = (win.y..win.y + win.height)
-                    .flat_map(|y| {
-                        reference[(y * w + win.x) * 3..(y * w + win.x + win.width) * 3]
-                            .iter()
-                            .copied()
-                    })
+                    .flat_map(|y| reference[(y * w + win.x) * 3..(y * w + win.x + win.width) * 3].iter().copied())
                     .collect();
-                compare(
-                    &format!("{label} window"),
-                    &wbuf,
-                    win.width * 3,
-                    win.width,
-                    win.height,
-                    &cut,
-                );
+                compare(&format!("{label} window"), &wbuf, win.width * 3, win.width, win.height, &cut);
             }
         };
         decode_all(&mut st, "gpu huffman");
@@ -1543,29 +1231,19 @@ mod tests {
             return;
         }
         let nv = NvJpeg::hybrid(&dev).unwrap();
-        assert!(
-            HwBatchDecoder::new(&nv, 2).is_err(),
-            "a hybrid handle cannot make a hardware decoder"
-        );
+        assert!(HwBatchDecoder::new(&nv, 2).is_err(), "a hybrid handle cannot make a hardware decoder");
         eprintln!("{nv:?}");
         let (a, b, c) = nv.version();
         assert!(a >= 11 && (a, b, c) == library_version().unwrap());
         let stream = dev.new_stream().unwrap();
         let mut dec = HybridDecoder::new(&nv).unwrap();
-        let images = [
-            test_image(320, 240),
-            test_image(173, 97),
-            test_image(640, 480),
-        ];
+        let images = [test_image(320, 240), test_image(173, 97), test_image(640, 480)];
         let decode_all = |dec: &mut HybridDecoder, label: &str| {
             for (k, (jpeg, reference, w, h)) in images.iter().enumerate() {
                 let pitch = w * 3 + [0, 64, 7][k];
                 let buf = DeviceBuffer::alloc(&dev, &stream, pitch * h).unwrap();
                 // SAFETY: buffer is pitch*height bytes on this device; jpeg outlives the sync.
-                unsafe {
-                    dec.decode(jpeg, (buf.device_ptr(), pitch), &stream)
-                        .unwrap()
-                };
+                unsafe { dec.decode(jpeg, (buf.device_ptr(), pitch), &stream).unwrap() };
                 compare(label, &buf, pitch, *w, *h, reference);
             }
         };

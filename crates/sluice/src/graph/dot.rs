@@ -5,9 +5,7 @@ use super::Graph;
 /// The graph in DOT: one box per operator (name, schema, device), one edge per data flow,
 /// dashed for argument inputs.
 pub fn to_dot(graph: &Graph) -> String {
-    let mut s = String::from(
-        "digraph pipeline {\n  rankdir=LR;\n  node [shape=box, fontname=\"monospace\"];\n",
-    );
+    let mut s = String::from("digraph pipeline {\n  rankdir=LR;\n  node [shape=box, fontname=\"monospace\"];\n");
     for (i, n) in graph.nodes.iter().enumerate() {
         let color = match n.device {
             crate::ops::Device::Cpu => "lightblue",
@@ -28,10 +26,7 @@ pub fn to_dot(graph: &Graph) -> String {
         }
     }
     for (k, e) in graph.outputs.iter().enumerate() {
-        s += &format!(
-            "  out{k} [shape=ellipse, label=\"output {k}\"];\n  n{} -> out{k} [label=\"{}\"];\n",
-            e.op, e.output
-        );
+        s += &format!("  out{k} [shape=ellipse, label=\"output {k}\"];\n  n{} -> out{k} [label=\"{}\"];\n", e.op, e.output);
     }
     s + "}\n"
 }

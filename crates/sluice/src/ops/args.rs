@@ -39,10 +39,7 @@ impl ArgValue {
         Some(match (ty, self) {
             (ArgType::Bool, V::Bool(b)) => V::Bool(b),
             (ArgType::Bool, V::Int(i)) if i == 0 || i == 1 => V::Bool(i == 1),
-            (
-                ArgType::Int | ArgType::DType | ArgType::ImageType | ArgType::InterpType,
-                V::Int(i),
-            ) => V::Int(i),
+            (ArgType::Int | ArgType::DType | ArgType::ImageType | ArgType::InterpType, V::Int(i)) => V::Int(i),
             (ArgType::Int, V::Bool(b)) => V::Int(b as i64),
             (ArgType::Float, V::Float(f)) => V::Float(f),
             (ArgType::Float, V::Int(i)) => V::Float(i as f64),
@@ -50,9 +47,7 @@ impl ArgValue {
             (ArgType::IntList, V::IntList(l)) => V::IntList(l),
             (ArgType::IntList, V::Int(i)) => V::IntList(vec![i]),
             (ArgType::FloatList, V::FloatList(l)) => V::FloatList(l),
-            (ArgType::FloatList, V::IntList(l)) => {
-                V::FloatList(l.into_iter().map(|i| i as f64).collect())
-            }
+            (ArgType::FloatList, V::IntList(l)) => V::FloatList(l.into_iter().map(|i| i as f64).collect()),
             (ArgType::FloatList, V::Float(f)) => V::FloatList(vec![f]),
             (ArgType::FloatList, V::Int(i)) => V::FloatList(vec![i as f64]),
             (ArgType::StrList, V::StrList(l)) => V::StrList(l),
@@ -90,9 +85,7 @@ fn edit_distance(a: &str, b: &str) -> usize {
         let mut diagonal = row[0];
         row[0] = i + 1;
         for (j, &cb) in b.iter().enumerate() {
-            let next = (diagonal + (ca != cb) as usize)
-                .min(row[j] + 1)
-                .min(row[j + 1] + 1);
+            let next = (diagonal + (ca != cb) as usize).min(row[j] + 1).min(row[j + 1] + 1);
             diagonal = row[j + 1];
             row[j + 1] = next;
         }
@@ -112,38 +105,21 @@ impl Args {
     /// Checks `given` against `schema`: unknown names, wrong types and missing required
     /// arguments are errors naming the operator and the argument. `per_sample` lists the
     /// arguments given as argument inputs (they count as given).
-    pub fn check(
-        schema: &OpSchema,
-        display: &str,
-        given: Vec<(String, ArgValue)>,
-        per_sample: &[String],
-    ) -> Result<Args> {
+    pub fn check(schema: &OpSchema, display: &str, given: Vec<(String, ArgValue)>, per_sample: &[String]) -> Result<Args> {
         let mut values = Args::check_given(schema, display, given)?;
         for name in per_sample {
             let Some(a) = schema.find_arg(name) else {
                 return Err(unknown_argument(schema, display, name));
             };
             if !a.per_sample {
-                return Err(Error::arg(
-                    display,
-                    name,
-                    "does not accept a per-sample argument input (a DataNode); pass a constant",
-                ));
+                return Err(Error::arg(display, name, "does not accept a per-sample argument input (a DataNode); pass a constant"));
             }
             if values.contains_key(a.name) {
-                return Err(Error::arg(
-                    display,
-                    name,
-                    "given both as a constant and as an argument input",
-                ));
+                return Err(Error::arg(display, name, "given both as a constant and as an argument input"));
             }
         }
         for a in schema.all_args() {
-            if values.contains_key(a.name)
-                || per_sample
-                    .iter()
-                    .any(|p| schema.find_arg(p).is_some_and(|s| s.name == a.name))
-            {
+            if values.contains_key(a.name) || per_sample.iter().any(|p| schema.find_arg(p).is_some_and(|s| s.name == a.name)) {
                 continue;
             }
             let v = match a.default {
@@ -155,26 +131,17 @@ impl Args {
                 ArgDefault::Str(s) => ArgValue::Str(s.to_string()),
                 ArgDefault::IntList(l) => ArgValue::IntList(l.to_vec()),
                 ArgDefault::FloatList(l) => ArgValue::FloatList(l.to_vec()),
-                ArgDefault::StrList(l) => {
-                    ArgValue::StrList(l.iter().map(|s| s.to_string()).collect())
-                }
+                ArgDefault::StrList(l) => ArgValue::StrList(l.iter().map(|s| s.to_string()).collect()),
             };
             values.insert(a.name, v);
         }
-        Ok(Args {
-            op: display.to_string(),
-            values,
-        })
+        Ok(Args { op: display.to_string(), values })
     }
 
     /// The arguments given so far, checked by name and type (aliases resolved), with
     /// nothing filled in: what an `ops.X(...)` object holds before it is called with the
     /// rest. [`Args::check`] starts with this.
-    pub fn check_given(
-        schema: &OpSchema,
-        display: &str,
-        given: Vec<(String, ArgValue)>,
-    ) -> Result<HashMap<&'static str, ArgValue>> {
+    pub fn check_given(schema: &OpSchema, display: &str, given: Vec<(String, ArgValue)>) -> Result<HashMap<&'static str, ArgValue>> {
         let mut values = HashMap::new();
         for (name, value) in given {
             let Some(a) = schema.find_arg(&name) else {
@@ -182,35 +149,20 @@ impl Args {
             };
             if values.contains_key(a.name) {
                 // A deprecated alias given with the name it stands for (DALI's TypeError).
-                let old = if name != a.name {
-                    name.as_str()
-                } else {
-                    schema
-                        .arg_aliases
-                        .iter()
-                        .find(|(_, new)| *new == a.name)
-                        .map_or(a.name, |(old, _)| old)
-                };
+                let old = if name != a.name { name.as_str() } else { schema.arg_aliases.iter().find(|(_, new)| *new == a.name).map_or(a.name, |(old, _)| old) };
                 return Err(Error::type_mismatch(display, format!(
                     "Operator `{display}` got an unexpected '{old}' deprecated argument when '{}' was already provided",
                     a.name
                 )));
             }
             let kind = value.kind();
-            let v = value.coerce(a.ty).ok_or_else(|| {
-                Error::type_mismatch(
-                    display,
-                    format!("argument '{}' must be {}, got {kind}", a.name, a.ty.name()),
-                )
-            })?;
+            let v = value
+                .coerce(a.ty)
+                .ok_or_else(|| Error::type_mismatch(display, format!("argument '{}' must be {}, got {kind}", a.name, a.ty.name())))?;
             if a.ty == ArgType::DType {
                 if let ArgValue::Int(id) = v {
                     if DType::from_id(id).is_none() {
-                        return Err(Error::arg(
-                            display,
-                            a.name,
-                            format!("unsupported data type id {id}"),
-                        ));
+                        return Err(Error::arg(display, a.name, format!("unsupported data type id {id}")));
                     }
                 }
             }
@@ -222,9 +174,7 @@ impl Args {
     /// Sets an argument the schema declares (graph passes use it for hidden arguments).
     /// Panics on a name the schema does not have: a programming error.
     pub fn set(&mut self, schema: &OpSchema, name: &str, value: ArgValue) {
-        let a = schema
-            .find_arg(name)
-            .unwrap_or_else(|| panic!("{}: no argument '{name}'", self.op));
+        let a = schema.find_arg(name).unwrap_or_else(|| panic!("{}: no argument '{name}'", self.op));
         self.values.insert(a.name, value);
     }
 
@@ -244,9 +194,7 @@ impl Args {
     }
 
     fn get(&self, name: &str) -> &ArgValue {
-        self.values
-            .get(name)
-            .unwrap_or_else(|| panic!("{}: argument '{name}' read but not set", self.op))
+        self.values.get(name).unwrap_or_else(|| panic!("{}: argument '{name}' read but not set", self.op))
     }
 
     /// A numeric argument (int, float or bool) as f64; `None` when unset or not numeric.
@@ -341,10 +289,7 @@ impl Args {
 #[derive(Debug, Clone, Copy)]
 pub enum PerSample<'a> {
     Constant(f64),
-    Input {
-        name: &'static str,
-        batch: &'a TensorList,
-    },
+    Input { name: &'static str, batch: &'a TensorList },
     Unset,
 }
 
@@ -356,14 +301,10 @@ impl PerSample<'_> {
             PerSample::Unset => Ok(None),
             PerSample::Input { name, batch } => {
                 if batch.numel(i) != 1 {
-                    return Err(Error::arg(
-                        op,
-                        name,
-                        format!(
+                    return Err(Error::arg(op, name, format!(
                         "argument input must hold one value per sample; sample {i} has shape {:?}",
                         batch.shape(i)
-                    ),
-                    ));
+                    )));
                 }
                 Ok(Some(scalar_as_f64(batch, i)))
             }
@@ -377,10 +318,7 @@ impl PerSample<'_> {
 #[derive(Debug, Clone, Copy)]
 pub enum PerSampleList<'a> {
     Constant(&'a ArgValue),
-    Input {
-        name: &'static str,
-        batch: &'a TensorList,
-    },
+    Input { name: &'static str, batch: &'a TensorList },
     Unset,
 }
 
@@ -403,14 +341,7 @@ impl<'a> PerSampleList<'a> {
     /// given. `allowed` lists the accepted lengths (empty: any length up to [`MAX_LIST`]);
     /// a per-sample length outside it is an error naming the operator, the argument and
     /// the sample. Constant lists were already checked at build, but pass the same check.
-    pub fn get<'b>(
-        &self,
-        op: &str,
-        name: &str,
-        i: usize,
-        allowed: &[usize],
-        buf: &'b mut [f64; MAX_LIST],
-    ) -> Result<Option<&'b [f64]>> {
+    pub fn get<'b>(&self, op: &str, name: &str, i: usize, allowed: &[usize], buf: &'b mut [f64; MAX_LIST]) -> Result<Option<&'b [f64]>> {
         let len = match *self {
             PerSampleList::Unset => return Ok(None),
             PerSampleList::Constant(v) => {
@@ -423,16 +354,8 @@ impl<'a> PerSampleList<'a> {
                 };
                 let l = ints.len() + floats.len();
                 if (!allowed.is_empty() && !allowed.contains(&l)) || l > MAX_LIST {
-                    let want = if allowed.is_empty() {
-                        format!("at most {MAX_LIST}")
-                    } else {
-                        lengths(allowed)
-                    };
-                    return Err(Error::arg(
-                        op,
-                        name,
-                        format!("has {l} values; expected {want}"),
-                    ));
+                    let want = if allowed.is_empty() { format!("at most {MAX_LIST}") } else { lengths(allowed) };
+                    return Err(Error::arg(op, name, format!("has {l} values; expected {want}")));
                 }
                 for (d, &s) in buf.iter_mut().zip(ints) {
                     *d = s as f64;
@@ -448,16 +371,8 @@ impl<'a> PerSampleList<'a> {
                 }
                 let l = batch.numel(i);
                 if (!allowed.is_empty() && !allowed.contains(&l)) || l > MAX_LIST {
-                    let want = if allowed.is_empty() {
-                        format!("at most {MAX_LIST}")
-                    } else {
-                        lengths(allowed)
-                    };
-                    return Err(Error::arg(
-                        op,
-                        name,
-                        format!("argument input sample {i} has {l} values; expected {want}"),
-                    ));
+                    let want = if allowed.is_empty() { format!("at most {MAX_LIST}") } else { lengths(allowed) };
+                    return Err(Error::arg(op, name, format!("argument input sample {i} has {l} values; expected {want}")));
                 }
                 for (k, d) in buf[..l].iter_mut().enumerate() {
                     *d = element_as_f64(batch, i, k);

@@ -52,12 +52,7 @@ impl ParamUpload {
     /// pinned staging memory, given the device address they will land at (so a large block,
     /// e.g. tap tables, is written once, by as many threads as `write` likes, and never
     /// copied on the host).
-    pub fn upload_with(
-        &mut self,
-        ws: &GpuWorkspace<'_>,
-        len: usize,
-        write: impl FnOnce(&mut [u8], u64) -> Result<()>,
-    ) -> Result<u64> {
+    pub fn upload_with(&mut self, ws: &GpuWorkspace<'_>, len: usize, write: impl FnOnce(&mut [u8], u64) -> Result<()>) -> Result<u64> {
         let base = self.reserve(ws, len)?;
         let slot = &mut self.slots[self.turn];
         self.turn = (self.turn + 1) % DEPTH;
@@ -105,11 +100,7 @@ impl ParamUpload {
 pub fn per_sample_launch(max_items: usize, samples: usize) -> sluice_cuda::LaunchConfig {
     const THREADS: u32 = 256;
     let blocks_x = max_items.div_ceil(THREADS as usize).clamp(1, 1024) as u32;
-    sluice_cuda::LaunchConfig {
-        grid_dim: (blocks_x, samples as u32, 1),
-        block_dim: (THREADS, 1, 1),
-        shared_mem_bytes: 0,
-    }
+    sluice_cuda::LaunchConfig { grid_dim: (blocks_x, samples as u32, 1), block_dim: (THREADS, 1, 1), shared_mem_bytes: 0 }
 }
 
 /// Appends a parameter struct (or a plain value) to a block of several kinds of records.
@@ -156,16 +147,11 @@ pub(crate) use cuda_struct;
 #[cfg(test)]
 pub(crate) fn check_cuda_source(name: &str, source: &str, twins: &[(&str, &CudaLayout)]) {
     use std::fmt::Write;
-    let shim =
-        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../tools/cuda_shim/shim.h");
+    let shim = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../tools/cuda_shim/shim.h");
     let mut cpp = format!("#include \"{}\"\n{source}\n", shim.display());
     for (c_name, layout) in twins {
         let size = layout.size;
-        writeln!(
-            cpp,
-            "static_assert(sizeof({c_name}) == {size}, \"{c_name}: {size} bytes in Rust\");"
-        )
-        .unwrap();
+        writeln!(cpp, "static_assert(sizeof({c_name}) == {size}, \"{c_name}: {size} bytes in Rust\");").unwrap();
         for (field, offset) in layout.fields {
             let field = field.trim_start_matches("r#");
             writeln!(cpp, "static_assert(offsetof({c_name}, {field}) == {offset}, \"{c_name}.{field}: at byte {offset} in Rust\");").unwrap();
@@ -181,9 +167,5 @@ pub(crate) fn check_cuda_source(name: &str, source: &str, twins: &[(&str, &CudaL
         .output()
         .expect("a C++20 compiler (c++) to check the CUDA sources");
     let _ = std::fs::remove_file(&file);
-    assert!(
-        out.status.success(),
-        "{name}: the CUDA source or its parameter structs disagree with Rust:\n{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    assert!(out.status.success(), "{name}: the CUDA source or its parameter structs disagree with Rust:\n{}", String::from_utf8_lossy(&out.stderr));
 }

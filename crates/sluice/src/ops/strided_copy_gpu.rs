@@ -44,16 +44,7 @@ impl Gather {
     /// The kernels' per-sample descriptor: source and destination addresses, element
     /// count, then this gather. The strided copy and normalize share it.
     pub fn descriptor(&self, src: u64, dst: u64, count: usize) -> CopySample {
-        CopySample {
-            r#in: src,
-            out: dst,
-            count: count as i64,
-            base: self.base,
-            ndim: self.ndim as i32,
-            unused: 0,
-            extent: self.extent,
-            stride: self.stride,
-        }
+        CopySample { r#in: src, out: dst, count: count as i64, base: self.base, ndim: self.ndim as i32, unused: 0, extent: self.extent, stride: self.stride }
     }
 
     /// From output dimensions given as (extent, input stride), outermost first. Unit
@@ -62,10 +53,7 @@ impl Gather {
     /// transpose needs 2 or 3 dimensions: fewer divisions per element in the kernel.
     /// `None` when more than [`MAX_DIMS`] dimensions remain.
     pub fn new(base: i64, dims: impl Iterator<Item = (usize, i64)>) -> Option<Gather> {
-        let mut g = Gather {
-            base,
-            ..Gather::default()
-        };
+        let mut g = Gather { base, ..Gather::default() };
         for (extent, stride) in dims {
             if extent == 1 {
                 continue;
@@ -91,14 +79,8 @@ impl Gather {
     /// so this never fails for its inputs; `None` otherwise.
     pub fn flip(shape: &[usize], flip: &[bool]) -> Option<Gather> {
         let strides = dense_strides(shape);
-        let base = (0..shape.len())
-            .filter(|&a| flip[a] && shape[a] > 0)
-            .map(|a| (shape[a] as i64 - 1) * strides[a])
-            .sum();
-        Gather::new(
-            base,
-            (0..shape.len()).map(|a| (shape[a], if flip[a] { -strides[a] } else { strides[a] })),
-        )
+        let base = (0..shape.len()).filter(|&a| flip[a] && shape[a] > 0).map(|a| (shape[a] as i64 - 1) * strides[a]).sum();
+        Gather::new(base, (0..shape.len()).map(|a| (shape[a], if flip[a] { -strides[a] } else { strides[a] })))
     }
 
     /// A dense tensor of `shape` transposed by `perm`: output dimension d is input dimension
@@ -126,11 +108,7 @@ const MAX_INPUT_DIMS: usize = 16;
 /// Element strides of a dense tensor of `shape` (i64: they become signed strides). A fixed
 /// array: this runs per sample per batch, so no allocation.
 fn dense_strides(shape: &[usize]) -> [i64; MAX_INPUT_DIMS] {
-    assert!(
-        shape.len() <= MAX_INPUT_DIMS,
-        "gather: {} dimensions",
-        shape.len()
-    );
+    assert!(shape.len() <= MAX_INPUT_DIMS, "gather: {} dimensions", shape.len());
     let mut strides = [0i64; MAX_INPUT_DIMS];
     let mut s = 1i64;
     for a in (0..shape.len()).rev() {
@@ -151,32 +129,18 @@ impl StridedCopy {
     /// Queues one launch that writes every sample of `out` from `input` by `gathers[i]`.
     /// Both batches hold elements of the same size; `out`'s sample i has as many elements
     /// as `gathers[i]` covers.
-    pub fn run(
-        &mut self,
-        ws: &GpuWorkspace<'_>,
-        op: &str,
-        input: &TensorListGpu,
-        out: &TensorListGpu,
-        gathers: &[Gather],
-    ) -> Result<()> {
+    pub fn run(&mut self, ws: &GpuWorkspace<'_>, op: &str, input: &TensorListGpu, out: &TensorListGpu, gathers: &[Gather]) -> Result<()> {
         debug_assert_eq!(gathers.len(), input.len());
         self.samples.clear();
         for (i, g) in gathers.iter().enumerate() {
-            self.samples
-                .push(g.descriptor(input.sample_ptr(i), out.sample_ptr(i), out.numel(i)));
+            self.samples.push(g.descriptor(input.sample_ptr(i), out.sample_ptr(i), out.numel(i)));
         }
         self.launch(ws, op, input.dtype().size())
     }
 
     /// Queues one launch that copies whole samples: `jobs` are (source address, destination
     /// address, elements), all elements of `elem_size` bytes (split and merge).
-    pub fn copy_samples(
-        &mut self,
-        ws: &GpuWorkspace<'_>,
-        op: &str,
-        elem_size: usize,
-        jobs: &[(u64, u64, usize)],
-    ) -> Result<()> {
+    pub fn copy_samples(&mut self, ws: &GpuWorkspace<'_>, op: &str, elem_size: usize, jobs: &[(u64, u64, usize)]) -> Result<()> {
         self.samples.clear();
         for &(src, dst, count) in jobs {
             let whole = Gather::new(0, std::iter::once((count, 1))).expect("one dimension fits");
@@ -192,40 +156,19 @@ impl StridedCopy {
             2 => "strided_copy_2",
             4 => "strided_copy_4",
             8 => "strided_copy_8",
-            s => {
-                return Err(Error::Unsupported(format!(
-                    "{op}: {s}-byte elements are not supported on the GPU"
-                )))
-            }
+            s => return Err(Error::Unsupported(format!("{op}: {s}-byte elements are not supported on the GPU"))),
         };
-        let max_count = self
-            .samples
-            .iter()
-            .map(|s| s.count as usize)
-            .max()
-            .unwrap_or(0);
+        let max_count = self.samples.iter().map(|s| s.count as usize).max().unwrap_or(0);
         if max_count == 0 {
             return Ok(());
         }
-        let samples_ptr = self
-            .params
-            .upload(ws, bytemuck::cast_slice(&self.samples))?;
-        let f = ws.device.kernels().function(
-            ws.device.context(),
-            ws.device.compute_capability(),
-            "strided_copy",
-            SRC,
-            kernel,
-        )?;
+        let samples_ptr = self.params.upload(ws, bytemuck::cast_slice(&self.samples))?;
+        let f = ws.device.kernels().function(ws.device.context(), ws.device.compute_capability(), "strided_copy", SRC, kernel)?;
         let cfg = per_sample_launch(max_count, self.samples.len());
         // SAFETY: every descriptor reads inside a live input sample and writes exactly a
         // live output sample, both on this stream.
         unsafe {
-            ws.stream
-                .launch_builder(&f)
-                .arg(&samples_ptr)
-                .launch(cfg)
-                .map_err(sluice_cuda::CudaError::from)?;
+            ws.stream.launch_builder(&f).arg(&samples_ptr).launch(cfg).map_err(sluice_cuda::CudaError::from)?;
         }
         Ok(())
     }
@@ -239,20 +182,12 @@ mod tests {
 
     /// The output the kernel would write for gather `g` over `src` (1-byte elements).
     fn emulate(g: &Gather, src: &[u8]) -> Vec<u8> {
-        (0..src.len() as i64)
-            .map(|o| src[g.source(o) as usize])
-            .collect()
+        (0..src.len() as i64).map(|o| src[g.source(o) as usize]).collect()
     }
 
     #[test]
     fn flip_gathers_match_the_cpu_kernel() {
-        for shape in [
-            vec![3usize, 4, 5],
-            vec![2, 3, 4, 3],
-            vec![2, 1, 3, 5, 2],
-            vec![7],
-            vec![1, 1, 3],
-        ] {
+        for shape in [vec![3usize, 4, 5], vec![2, 3, 4, 3], vec![2, 1, 3, 5, 2], vec![7], vec![1, 1, 3]] {
             let n: usize = shape.iter().product();
             let src: Vec<u8> = (0..n).map(|i| (i * 7 + 3) as u8).collect();
             for mask in 0..(1u32 << shape.len()) {
@@ -264,30 +199,14 @@ mod tests {
             }
         }
         // HWC horizontal flip keeps 3 dimensions, vertical merges W and C.
-        assert_eq!(
-            Gather::flip(&[4, 5, 3], &[false, true, false])
-                .unwrap()
-                .ndim,
-            3
-        );
-        assert_eq!(
-            Gather::flip(&[4, 5, 3], &[true, false, false])
-                .unwrap()
-                .ndim,
-            2
-        );
+        assert_eq!(Gather::flip(&[4, 5, 3], &[false, true, false]).unwrap().ndim, 3);
+        assert_eq!(Gather::flip(&[4, 5, 3], &[true, false, false]).unwrap().ndim, 2);
     }
 
     #[test]
     fn transpose_gathers_match_the_cpu_kernel() {
         use crate::ops::transpose::tests::perms;
-        for shape in [
-            vec![2usize, 3, 4],
-            vec![3, 1, 2, 5],
-            vec![2, 3, 2, 2],
-            vec![4, 5],
-            vec![1, 3, 1],
-        ] {
+        for shape in [vec![2usize, 3, 4], vec![3, 1, 2, 5], vec![2, 3, 2, 2], vec![4, 5], vec![1, 3, 1]] {
             let n: usize = shape.iter().product();
             let src: Vec<u8> = (0..n).map(|i| i as u8).collect();
             for perm in perms(shape.len()) {
@@ -317,10 +236,6 @@ mod cuda_twins {
 
     #[test]
     fn the_kernel_source_compiles_and_its_parameter_structs_match() {
-        crate::ops::gpu_params::check_cuda_source(
-            "strided_copy",
-            SRC,
-            &[("CopySample", &CopySample::LAYOUT)],
-        );
+        crate::ops::gpu_params::check_cuda_source("strided_copy", SRC, &[("CopySample", &CopySample::LAYOUT)]);
     }
 }

@@ -44,17 +44,11 @@ pub struct ReadAhead {
 impl ReadAhead {
     /// The reader's request slots: every request, read ahead or not, holds one while it runs.
     pub(super) fn slots(&self) -> Arc<Semaphore> {
-        self.slots
-            .get_or_init(|| Arc::new(Semaphore::new(super::max_in_flight())))
-            .clone()
+        self.slots.get_or_init(|| Arc::new(Semaphore::new(super::max_in_flight()))).clone()
     }
 
     /// Records the requests `start` starts for one later batch (those not already pending).
-    pub(super) fn start(
-        &self,
-        keys: impl IntoIterator<Item = RequestKey>,
-        start: impl Fn(&RequestKey) -> Option<InFlight>,
-    ) {
+    pub(super) fn start(&self, keys: impl IntoIterator<Item = RequestKey>, start: impl Fn(&RequestKey) -> Option<InFlight>) {
         let generation = self.generation.fetch_add(1, Ordering::Relaxed);
         let mut pending = self.pending.lock().unwrap_or_else(|e| e.into_inner());
         for key in keys {
@@ -88,9 +82,7 @@ mod tests {
 
     /// A request that never finishes (cancelled when dropped).
     fn forever() -> Option<InFlight> {
-        Some(InFlight(
-            super::super::runtime().spawn(std::future::pending()),
-        ))
+        Some(InFlight(super::super::runtime().spawn(std::future::pending())))
     }
 
     #[test]

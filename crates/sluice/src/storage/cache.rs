@@ -48,27 +48,13 @@ impl Cache {
     pub fn open(dir: &str, limit: u64) -> Result<Arc<Cache>, String> {
         static OPEN: OnceLock<Mutex<Vec<Arc<Cache>>>> = OnceLock::new();
         let root = Path::new(dir).join(LAYOUT);
-        std::fs::create_dir_all(root.join("tmp"))
-            .map_err(|e| format!("cannot create the cache folder {dir}: {e}"))?;
-        let limit = if limit > 0 {
-            limit
-        } else {
-            free_bytes(&root)? / 2
-        };
-        let mut open = OPEN
-            .get_or_init(Default::default)
-            .lock()
-            .unwrap_or_else(|e| e.into_inner());
+        std::fs::create_dir_all(root.join("tmp")).map_err(|e| format!("cannot create the cache folder {dir}: {e}"))?;
+        let limit = if limit > 0 { limit } else { free_bytes(&root)? / 2 };
+        let mut open = OPEN.get_or_init(Default::default).lock().unwrap_or_else(|e| e.into_inner());
         if let Some(c) = open.iter().find(|c| c.root == root && c.limit == limit) {
             return Ok(c.clone());
         }
-        let cache = Arc::new(Cache {
-            root,
-            limit,
-            written: AtomicU64::new(limit / 16),
-            counter: AtomicU64::new(0),
-            trimming: Mutex::new(()),
-        });
+        let cache = Arc::new(Cache { root, limit, written: AtomicU64::new(limit / 16), counter: AtomicU64::new(0), trimming: Mutex::new(()) });
         open.push(cache.clone());
         Ok(cache)
     }
@@ -80,9 +66,7 @@ impl Cache {
     /// The entry's file: two levels of the key's hash (256 folders of files).
     fn entry_path(&self, key: &str) -> PathBuf {
         let h = hash128(key.as_bytes());
-        self.root
-            .join(format!("{:02x}", h as u8))
-            .join(format!("{h:032x}"))
+        self.root.join(format!("{:02x}", h as u8)).join(format!("{h:032x}"))
     }
 
     /// The cached bytes of `uri` (or its `range`) under the store `store`, if there.
@@ -99,11 +83,8 @@ impl Cache {
             // Another key's entry under the same name (a collision): leave it.
             return None;
         }
-        let data_len =
-            field(4 + key_len, 8).map(|b| u64::from_le_bytes(b.try_into().expect("8 bytes")));
-        if data_len != Some(data.len().saturating_sub(header) as u64)
-            || range.is_some_and(|r| data_len != Some(r.end - r.start))
-        {
+        let data_len = field(4 + key_len, 8).map(|b| u64::from_le_bytes(b.try_into().expect("8 bytes")));
+        if data_len != Some(data.len().saturating_sub(header) as u64) || range.is_some_and(|r| data_len != Some(r.end - r.start)) {
             // Damaged (cut short, or not what was asked for): drop it.
             let _ = std::fs::remove_file(&path);
             return None;
@@ -124,11 +105,7 @@ impl Cache {
             return;
         }
         let path = self.entry_path(&key);
-        let tmp = self.root.join("tmp").join(format!(
-            "{}-{}",
-            std::process::id(),
-            self.counter.fetch_add(1, Ordering::Relaxed)
-        ));
+        let tmp = self.root.join("tmp").join(format!("{}-{}", std::process::id(), self.counter.fetch_add(1, Ordering::Relaxed)));
         let written = (|| -> std::io::Result<()> {
             std::fs::create_dir_all(path.parent().expect("entries are in a folder"))?;
             let mut f = File::create(&tmp)?;
@@ -152,12 +129,8 @@ impl Cache {
     /// Deletes the least recently used entries until the folder holds at most 90% of the
     /// limit (skipped while another thread or process trims).
     pub fn trim(&self) {
-        let Ok(_one_thread) = self.trimming.try_lock() else {
-            return;
-        };
-        let Ok(lock) = File::create(self.root.join("lock")) else {
-            return;
-        };
+        let Ok(_one_thread) = self.trimming.try_lock() else { return };
+        let Ok(lock) = File::create(self.root.join("lock")) else { return };
         // SAFETY: flock on a descriptor this function owns; released when `lock` closes.
         if unsafe { libc::flock(lock.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) } != 0 {
             return;
@@ -165,14 +138,10 @@ impl Cache {
         self.written.store(0, Ordering::Relaxed);
         let now = SystemTime::now();
         let mut entries: Vec<(SystemTime, u64, PathBuf)> = Vec::new();
-        let Ok(folders) = std::fs::read_dir(&self.root) else {
-            return;
-        };
+        let Ok(folders) = std::fs::read_dir(&self.root) else { return };
         for folder in folders.flatten() {
             let is_tmp = folder.file_name() == "tmp";
-            let Ok(files) = std::fs::read_dir(folder.path()) else {
-                continue;
-            };
+            let Ok(files) = std::fs::read_dir(folder.path()) else { continue };
             for file in files.flatten() {
                 let Ok(meta) = file.metadata() else { continue };
                 let modified = meta.modified().unwrap_or(now);
@@ -226,15 +195,11 @@ fn hash128(data: &[u8]) -> u128 {
 /// Free bytes of the file system holding `dir`.
 fn free_bytes(dir: &Path) -> Result<u64, String> {
     use std::os::unix::ffi::OsStrExt;
-    let c = std::ffi::CString::new(dir.as_os_str().as_bytes())
-        .map_err(|_| "the cache folder's name holds a NUL".to_string())?;
+    let c = std::ffi::CString::new(dir.as_os_str().as_bytes()).map_err(|_| "the cache folder's name holds a NUL".to_string())?;
     // SAFETY: statvfs fills the zeroed struct for a NUL-terminated path.
     let mut st: libc::statvfs = unsafe { std::mem::zeroed() };
     if unsafe { libc::statvfs(c.as_ptr(), &mut st) } != 0 {
-        return Err(format!(
-            "cannot read the free space of the cache folder: {}",
-            std::io::Error::last_os_error()
-        ));
+        return Err(format!("cannot read the free space of the cache folder: {}", std::io::Error::last_os_error()));
     }
     Ok(st.f_bavail as u64 * st.f_frsize as u64)
 }
@@ -244,8 +209,7 @@ mod tests {
     use super::*;
 
     fn folder(name: &str) -> PathBuf {
-        let d =
-            std::env::temp_dir().join(format!("sluice-cache-test-{name}-{}", std::process::id()));
+        let d = std::env::temp_dir().join(format!("sluice-cache-test-{name}-{}", std::process::id()));
         let _ = std::fs::remove_dir_all(&d);
         d
     }
@@ -258,10 +222,7 @@ mod tests {
         c.put("s", "s3://b/x", None, b"hello");
         c.put("s", "s3://b/x", Some(&(1..3)), b"el");
         assert_eq!(c.get("s", "s3://b/x", None).as_deref(), Some(&b"hello"[..]));
-        assert_eq!(
-            c.get("s", "s3://b/x", Some(&(1..3))).as_deref(),
-            Some(&b"el"[..])
-        );
+        assert_eq!(c.get("s", "s3://b/x", Some(&(1..3))).as_deref(), Some(&b"el"[..]));
         // Another store's object of the same name is another entry.
         assert!(c.get("other", "s3://b/x", None).is_none());
         // A damaged entry (cut short) is a miss and is removed.

@@ -30,13 +30,7 @@ use object_store::{ObjectStore, RetryConfig};
 /// Whether `path` names an object in object storage (a URI with a scheme other than `file`).
 pub fn is_object_uri(path: &str) -> bool {
     match path.split_once("://") {
-        Some((scheme, _)) => {
-            !scheme.is_empty()
-                && scheme != "file"
-                && scheme
-                    .chars()
-                    .all(|c| c.is_ascii_alphanumeric() || c == '+' || c == '-' || c == '.')
-        }
+        Some((scheme, _)) => !scheme.is_empty() && scheme != "file" && scheme.chars().all(|c| c.is_ascii_alphanumeric() || c == '+' || c == '-' || c == '.'),
         None => false,
     }
 }
@@ -78,31 +72,16 @@ impl Options {
             let pairs = args
                 .strs("storage_options")
                 .iter()
-                .map(|kv| {
-                    kv.split_once('=')
-                        .map(|(k, v)| (k.trim().to_ascii_lowercase(), v.to_string()))
-                        .ok_or_else(|| format!("'{kv}' is not key=value"))
-                })
+                .map(|kv| kv.split_once('=').map(|(k, v)| (k.trim().to_ascii_lowercase(), v.to_string())).ok_or_else(|| format!("'{kv}' is not key=value")))
                 .collect::<Result<Vec<_>, _>>()
                 .map_err(|m| ("storage_options", m))?;
             opts.settings = Settings(Arc::new(pairs));
         }
-        let dir = if args.has("cache_dir") {
-            args.str("cache_dir").to_string()
-        } else {
-            std::env::var("SLUICE_STORAGE_CACHE_DIR").unwrap_or_default()
-        };
+        let dir = if args.has("cache_dir") { args.str("cache_dir").to_string() } else { std::env::var("SLUICE_STORAGE_CACHE_DIR").unwrap_or_default() };
         if !dir.is_empty() {
-            let limit = if args.has("cache_dir_limit") {
-                args.int("cache_dir_limit")
-            } else {
-                env_number("SLUICE_STORAGE_CACHE_LIMIT", 0) as i64
-            };
+            let limit = if args.has("cache_dir_limit") { args.int("cache_dir_limit") } else { env_number("SLUICE_STORAGE_CACHE_LIMIT", 0) as i64 };
             if limit < 0 {
-                return Err((
-                    "cache_dir_limit",
-                    format!("must be at least 0 (0: half the free space), got {limit}"),
-                ));
+                return Err(("cache_dir_limit", format!("must be at least 0 (0: half the free space), got {limit}")));
             }
             opts.cache = Some(Cache::open(&dir, limit as u64).map_err(|m| ("cache_dir", m))?);
         }
@@ -110,56 +89,34 @@ impl Options {
     }
 
     fn get(&self, key: &str) -> Option<&str> {
-        self.settings
-            .0
-            .iter()
-            .rev()
-            .find(|(k, _)| k == key)
-            .map(|(_, v)| v.as_str())
+        self.settings.0.iter().rev().find(|(k, _)| k == key).map(|(_, v)| v.as_str())
     }
 
     /// What tells the stores of one URI apart, beyond it: the endpoint it is read from.
     fn endpoint(&self) -> String {
-        let env = ["AWS_ENDPOINT_URL", "AWS_ENDPOINT"]
-            .iter()
-            .find_map(|k| std::env::var(k).ok());
-        self.get("endpoint")
-            .or(self.get("aws_endpoint_url"))
-            .or(self.get("endpoint_url"))
-            .map(str::to_string)
-            .or(env)
-            .unwrap_or_default()
+        let env = ["AWS_ENDPOINT_URL", "AWS_ENDPOINT"].iter().find_map(|k| std::env::var(k).ok());
+        self.get("endpoint").or(self.get("aws_endpoint_url")).or(self.get("endpoint_url")).map(str::to_string).or(env).unwrap_or_default()
     }
 }
 
 /// Applies settings to a store builder through its `with_config`: each layer of `layers` in
 /// turn (keys the builder does not know are skipped, as its `from_env` skips them), then the
 /// reader's `opts`, where an unknown key is an error naming it (values never appear in errors).
-fn configure<B, K: std::str::FromStr>(
-    mut builder: B,
-    layers: &[Vec<(String, String)>],
-    opts: &Options,
-    with: impl Fn(B, K, String) -> B,
-) -> Result<B, String> {
+fn configure<B, K: std::str::FromStr>(mut builder: B, layers: &[Vec<(String, String)>], opts: &Options, with: impl Fn(B, K, String) -> B) -> Result<B, String> {
     for (k, v) in layers.iter().flatten() {
         if let Ok(key) = k.parse::<K>() {
             builder = with(builder, key, v.clone());
         }
     }
     for (k, v) in opts.settings.0.iter() {
-        let key = k
-            .parse::<K>()
-            .map_err(|_| format!("unknown storage option '{k}'"))?;
+        let key = k.parse::<K>().map_err(|_| format!("unknown storage option '{k}'"))?;
         builder = with(builder, key, v.clone());
     }
     Ok(builder)
 }
 
 fn env_number(name: &str, default: u64) -> u64 {
-    std::env::var(name)
-        .ok()
-        .and_then(|v| v.trim().parse().ok())
-        .unwrap_or(default)
+    std::env::var(name).ok().and_then(|v| v.trim().parse().ok()).unwrap_or(default)
 }
 
 /// Most requests one reader has in flight (`SLUICE_STORAGE_IN_FLIGHT`, default 256: at
@@ -190,30 +147,15 @@ fn runtime() -> &'static tokio::runtime::Runtime {
 /// (`~/.aws/config`, section `profile NAME`: `region`, `endpoint_url`). The environment wins
 /// over them, as with the AWS SDKs.
 fn aws_profile() -> HashMap<String, String> {
-    let profile = std::env::var("AWS_PROFILE")
-        .or_else(|_| std::env::var("AWS_DEFAULT_PROFILE"))
-        .unwrap_or_else(|_| "default".into());
+    let profile = std::env::var("AWS_PROFILE").or_else(|_| std::env::var("AWS_DEFAULT_PROFILE")).unwrap_or_else(|_| "default".into());
     let home = std::env::var("HOME").unwrap_or_default();
     let mut found = HashMap::new();
     let files = [
-        (
-            std::env::var("AWS_CONFIG_FILE").unwrap_or_else(|_| format!("{home}/.aws/config")),
-            if profile == "default" {
-                "default".to_string()
-            } else {
-                format!("profile {profile}")
-            },
-        ),
-        (
-            std::env::var("AWS_SHARED_CREDENTIALS_FILE")
-                .unwrap_or_else(|_| format!("{home}/.aws/credentials")),
-            profile.clone(),
-        ),
+        (std::env::var("AWS_CONFIG_FILE").unwrap_or_else(|_| format!("{home}/.aws/config")), if profile == "default" { "default".to_string() } else { format!("profile {profile}") }),
+        (std::env::var("AWS_SHARED_CREDENTIALS_FILE").unwrap_or_else(|_| format!("{home}/.aws/credentials")), profile.clone()),
     ];
     for (path, section) in files {
-        let Ok(text) = std::fs::read_to_string(&path) else {
-            continue;
-        };
+        let Ok(text) = std::fs::read_to_string(&path) else { continue };
         let mut inside = false;
         for line in text.lines() {
             let line = line.trim();
@@ -232,50 +174,31 @@ fn aws_profile() -> HashMap<String, String> {
 
 /// One store per scheme and bucket (or host), made once: clients keep their connections.
 fn store_for(uri: &str, opts: &Options) -> Result<(Arc<dyn ObjectStore>, ObjectPath), String> {
-    static STORES: OnceLock<Mutex<HashMap<(String, Settings), Arc<dyn ObjectStore>>>> =
-        OnceLock::new();
+    static STORES: OnceLock<Mutex<HashMap<(String, Settings), Arc<dyn ObjectStore>>>> = OnceLock::new();
     // The key is taken as written (DALI does not percent-decode keys either).
-    let (scheme, rest) = uri
-        .split_once("://")
-        .ok_or_else(|| "not a URI".to_string())?;
+    let (scheme, rest) = uri.split_once("://").ok_or_else(|| "not a URI".to_string())?;
     let scheme = scheme.to_ascii_lowercase();
     let (host, raw_key) = rest.split_once('/').unwrap_or((rest, ""));
     let host = host.to_string();
     let key = format!("{scheme}://{host}");
     let raw_key = raw_key.trim_matches('/');
     let path = ObjectPath::parse(raw_key).unwrap_or_else(|_| ObjectPath::from(raw_key));
-    let mut stores = STORES
-        .get_or_init(Default::default)
-        .lock()
-        .unwrap_or_else(|e| e.into_inner());
+    let mut stores = STORES.get_or_init(Default::default).lock().unwrap_or_else(|e| e.into_inner());
     let key = (key, opts.settings.clone());
     if let Some(s) = stores.get(&key) {
         return Ok((s.clone(), path));
     }
-    let retry = RetryConfig {
-        max_retries: retries(),
-        retry_timeout: Duration::from_secs(120),
-        ..RetryConfig::default()
-    };
+    let retry = RetryConfig { max_retries: retries(), retry_timeout: Duration::from_secs(120), ..RetryConfig::default() };
     // Settings in rising precedence: Sluice's defaults, the environment's variables (read as
     // each builder's `from_env` reads them), and for S3 the AWS profile files beneath the
     // environment, then the reader's `storage_options`.
     let timeout = env_number("SLUICE_STORAGE_TIMEOUT_S", 30).max(1);
-    let no_verify = std::env::var("DALI_S3_NO_VERIFY_SSL")
-        .is_ok_and(|v| !matches!(v.as_str(), "" | "0" | "false" | "False"));
-    let mut ours = vec![
-        ("timeout".to_string(), format!("{timeout}s")),
-        ("connect_timeout".to_string(), "10s".to_string()),
-    ];
+    let no_verify = std::env::var("DALI_S3_NO_VERIFY_SSL").is_ok_and(|v| !matches!(v.as_str(), "" | "0" | "false" | "False"));
+    let mut ours = vec![("timeout".to_string(), format!("{timeout}s")), ("connect_timeout".to_string(), "10s".to_string())];
     if no_verify {
         ours.push(("allow_invalid_certificates".into(), "true".into()));
     }
-    let env = |prefix: &str| -> Vec<(String, String)> {
-        std::env::vars()
-            .filter(|(k, _)| k.starts_with(prefix))
-            .map(|(k, v)| (k.to_ascii_lowercase(), v))
-            .collect()
-    };
+    let env = |prefix: &str| -> Vec<(String, String)> { std::env::vars().filter(|(k, _)| k.starts_with(prefix)).map(|(k, v)| (k.to_ascii_lowercase(), v)).collect() };
     let store: Arc<dyn ObjectStore> = match scheme.as_str() {
         "s3" | "s3a" => {
             let mut layers = vec![ours];
@@ -333,11 +256,8 @@ fn store_for(uri: &str, opts: &Options) -> Result<(Arc<dyn ObjectStore>, ObjectP
 /// refused, a connection refused).
 fn describe(e: &object_store::Error) -> String {
     let mut text = match e {
-        object_store::Error::NotFound { .. } => {
-            return "no such object (it may have been deleted)".to_string()
-        }
-        object_store::Error::PermissionDenied { .. }
-        | object_store::Error::Unauthenticated { .. } => format!("access denied: {e}"),
+        object_store::Error::NotFound { .. } => return "no such object (it may have been deleted)".to_string(),
+        object_store::Error::PermissionDenied { .. } | object_store::Error::Unauthenticated { .. } => format!("access denied: {e}"),
         _ => e.to_string(),
     };
     let mut cause = std::error::Error::source(e);
@@ -360,13 +280,7 @@ fn without_queries(text: &str) -> String {
         if in_query && (ch.is_whitespace() || ch == ')' || ch == '"' || ch == '\'') {
             in_query = false;
         }
-        if !in_query
-            && ch == '?'
-            && text[..i]
-                .rsplit(|c: char| c.is_whitespace() || c == '(')
-                .next()
-                .is_some_and(|w| w.contains("://"))
-        {
+        if !in_query && ch == '?' && text[..i].rsplit(|c: char| c.is_whitespace() || c == '(').next().is_some_and(|w| w.contains("://")) {
             in_query = true;
             out.push_str("?...");
         }
@@ -383,9 +297,7 @@ const ATTEMPTS: usize = 4;
 
 /// Runs the request `make()` makes until it succeeds, up to [`ATTEMPTS`] times with backoff;
 /// a missing object or a denied request is not retried.
-async fn retrying<T, F: std::future::Future<Output = object_store::Result<T>>>(
-    make: impl Fn() -> F,
-) -> Result<T, String> {
+async fn retrying<T, F: std::future::Future<Output = object_store::Result<T>>>(make: impl Fn() -> F) -> Result<T, String> {
     let mut last = String::new();
     for attempt in 0..ATTEMPTS {
         if attempt > 0 {
@@ -393,11 +305,9 @@ async fn retrying<T, F: std::future::Future<Output = object_store::Result<T>>>(
         }
         match make().await {
             Ok(v) => return Ok(v),
-            Err(
-                e @ (object_store::Error::NotFound { .. }
-                | object_store::Error::PermissionDenied { .. }
-                | object_store::Error::Unauthenticated { .. }),
-            ) => return Err(describe(&e)),
+            Err(e @ (object_store::Error::NotFound { .. } | object_store::Error::PermissionDenied { .. } | object_store::Error::Unauthenticated { .. })) => {
+                return Err(describe(&e))
+            }
             Err(e) => last = describe(&e),
         }
     }
@@ -405,18 +315,12 @@ async fn retrying<T, F: std::future::Future<Output = object_store::Result<T>>>(
 }
 
 /// [`retrying`], waited for.
-fn with_retries<T, F: std::future::Future<Output = object_store::Result<T>>>(
-    make: impl Fn() -> F,
-) -> Result<T, String> {
+fn with_retries<T, F: std::future::Future<Output = object_store::Result<T>>>(make: impl Fn() -> F) -> Result<T, String> {
     runtime().block_on(retrying(make))
 }
 
 /// The object's bytes, or `range` of them (checked to be all there).
-async fn get(
-    store: &dyn ObjectStore,
-    path: &ObjectPath,
-    range: Option<Range<u64>>,
-) -> Result<bytes::Bytes, String> {
+async fn get(store: &dyn ObjectStore, path: &ObjectPath, range: Option<Range<u64>>) -> Result<bytes::Bytes, String> {
     let b = retrying(|| async {
         match &range {
             Some(r) => store.get_range(path, r.clone()).await,
@@ -425,11 +329,7 @@ async fn get(
     })
     .await?;
     match range {
-        Some(r) if b.len() as u64 != r.end - r.start => Err(format!(
-            "the object ended early: {} of {} bytes",
-            b.len(),
-            r.end - r.start
-        )),
+        Some(r) if b.len() as u64 != r.end - r.start => Err(format!("the object ended early: {} of {} bytes", b.len(), r.end - r.start)),
         _ => Ok(b),
     }
 }
@@ -445,12 +345,8 @@ fn launch(key: &ahead::RequestKey, opts: &Options) -> Result<ahead::InFlight, St
     Ok(ahead::InFlight(runtime().spawn(async move {
         let _slot = slots.acquire_owned().await.map_err(|e| e.to_string())?;
         if let Some((cache, endpoint)) = &cache {
-            let (cache, endpoint, uri, range) =
-                (cache.clone(), endpoint.clone(), uri.clone(), range.clone());
-            if let Ok(Some(b)) =
-                tokio::task::spawn_blocking(move || cache.get(&endpoint, &uri, range.as_ref()))
-                    .await
-            {
+            let (cache, endpoint, uri, range) = (cache.clone(), endpoint.clone(), uri.clone(), range.clone());
+            if let Ok(Some(b)) = tokio::task::spawn_blocking(move || cache.get(&endpoint, &uri, range.as_ref())).await {
                 return Ok(b);
             }
         }
@@ -467,11 +363,7 @@ fn launch(key: &ahead::RequestKey, opts: &Options) -> Result<ahead::InFlight, St
 /// started; all run up to the reader's [`max_in_flight`] at once. Each result goes to
 /// `done(i, bytes)` as it arrives. The first failure is returned as `(i, message)` (and the
 /// requests still running are cancelled).
-fn get_many(
-    requests: &[(&str, Option<Range<u64>>)],
-    opts: &Options,
-    mut done: impl FnMut(usize, bytes::Bytes),
-) -> Result<(), (usize, String)> {
+fn get_many(requests: &[(&str, Option<Range<u64>>)], opts: &Options, mut done: impl FnMut(usize, bytes::Bytes)) -> Result<(), (usize, String)> {
     let mut in_flight = Vec::with_capacity(requests.len());
     for (i, (uri, range)) in requests.iter().enumerate() {
         let key = (uri.to_string(), range.clone());
@@ -481,17 +373,9 @@ fn get_many(
         });
     }
     runtime().block_on(async {
-        let mut results: stream::FuturesUnordered<_> = in_flight
-            .iter_mut()
-            .enumerate()
-            .map(|(i, r)| async move { (i, (&mut r.0).await) })
-            .collect();
+        let mut results: stream::FuturesUnordered<_> = in_flight.iter_mut().enumerate().map(|(i, r)| async move { (i, (&mut r.0).await) }).collect();
         while let Some((i, r)) = results.next().await {
-            done(
-                i,
-                r.map_err(|e| (i, format!("the request stopped: {e}")))?
-                    .map_err(|m| (i, m))?,
-            );
+            done(i, r.map_err(|e| (i, format!("the request stopped: {e}")))?.map_err(|m| (i, m))?);
         }
         Ok(())
     })
@@ -500,10 +384,7 @@ fn get_many(
 /// Starts reading ahead, for a later batch, the whole objects among `uris` (what [`fetch`]
 /// will ask for then): see [`ReadAhead`].
 pub fn read_ahead_objects(uris: &[&str], opts: &Options) {
-    let keys = uris
-        .iter()
-        .filter(|u| is_object_uri(u))
-        .map(|u| (u.to_string(), None));
+    let keys = uris.iter().filter(|u| is_object_uri(u)).map(|u| (u.to_string(), None));
     opts.ahead.start(keys, |k| launch(k, opts).ok());
 }
 
@@ -522,9 +403,7 @@ pub fn read_ahead_ranges(reads: &[(&Source, u64, u64)]) {
         })
         .collect();
     let Some(opts) = opts else { return };
-    let keys = coalesce(&wanted, MERGE_GAP)
-        .into_iter()
-        .map(|(u, r, _)| (u.to_string(), Some(r)));
+    let keys = coalesce(&wanted, MERGE_GAP).into_iter().map(|(u, r, _)| (u.to_string(), Some(r)));
     opts.ahead.start(keys, |k| launch(k, opts).ok());
 }
 
@@ -534,20 +413,14 @@ pub fn read(uri: &str, opts: &Options) -> Result<Vec<u8>, String> {
         return std::fs::read(local_path(uri)).map_err(|e| e.to_string());
     }
     let (store, path) = store_for(uri, opts)?;
-    runtime()
-        .block_on(get(&*store, &path, None))
-        .map(|b| b.to_vec())
+    runtime().block_on(get(&*store, &path, None)).map(|b| b.to_vec())
 }
 
 /// The whole objects at `uris` (object URIs), up to [`max_in_flight`] requests at once, each
 /// handed to `done(i, bytes)` as it arrives (in any order; an object asked for twice, as
 /// padding repeats a sample, is requested once). The first failure is returned as
 /// `(i, message)`.
-pub fn fetch(
-    uris: &[&str],
-    opts: &Options,
-    mut done: impl FnMut(usize, bytes::Bytes),
-) -> Result<(), (usize, String)> {
+pub fn fetch(uris: &[&str], opts: &Options, mut done: impl FnMut(usize, bytes::Bytes)) -> Result<(), (usize, String)> {
     // Each object once: the requests, and for each the samples waiting for it.
     let mut request_of: HashMap<&str, usize> = HashMap::new();
     let mut waiting: Vec<Vec<usize>> = Vec::new();
@@ -558,8 +431,7 @@ pub fn fetch(
         });
         waiting[q].push(i);
     }
-    let requests: Vec<(&str, Option<Range<u64>>)> =
-        waiting.iter().map(|w| (uris[w[0]], None)).collect();
+    let requests: Vec<(&str, Option<Range<u64>>)> = waiting.iter().map(|w| (uris[w[0]], None)).collect();
     get_many(&requests, opts, |q, b| {
         for &i in &waiting[q] {
             done(i, b.clone());
@@ -596,11 +468,7 @@ pub fn list(dir: &str, opts: &Options) -> Result<Listing, String> {
         let result = with_retries(|| store.list_with_delimiter(prefix))?;
         let base = |p: &ObjectPath| p.filename().unwrap_or("").to_string();
         dirs = result.common_prefixes.iter().map(base).collect();
-        files = result
-            .objects
-            .iter()
-            .map(|o| (base(&o.location), o.size))
-            .collect();
+        files = result.objects.iter().map(|o| (base(&o.location), o.size)).collect();
         if dirs.is_empty() && files.is_empty() {
             return Err("no such prefix: nothing is stored under it".into());
         }
@@ -612,22 +480,15 @@ pub fn list(dir: &str, opts: &Options) -> Result<Listing, String> {
 
 /// Byte ranges of objects: `ranges[i] = (uri, range)`, up to [`max_in_flight`] requests at
 /// once, each handed to `done(i, bytes)` as it arrives.
-pub fn fetch_ranges(
-    ranges: &[(&str, Range<u64>)],
-    opts: &Options,
-    done: impl FnMut(usize, bytes::Bytes),
-) -> Result<(), (usize, String)> {
-    let requests: Vec<(&str, Option<Range<u64>>)> =
-        ranges.iter().map(|(u, r)| (*u, Some(r.clone()))).collect();
+pub fn fetch_ranges(ranges: &[(&str, Range<u64>)], opts: &Options, done: impl FnMut(usize, bytes::Bytes)) -> Result<(), (usize, String)> {
+    let requests: Vec<(&str, Option<Range<u64>>)> = ranges.iter().map(|(u, r)| (*u, Some(r.clone()))).collect();
     get_many(&requests, opts, done)
 }
 
 /// The size of the object at `uri`.
 pub fn size(uri: &str, opts: &Options) -> Result<u64, String> {
     if !is_object_uri(uri) {
-        return std::fs::metadata(local_path(uri))
-            .map(|m| m.len())
-            .map_err(|e| e.to_string());
+        return std::fs::metadata(local_path(uri)).map(|m| m.len()).map_err(|e| e.to_string());
     }
     let (store, path) = store_for(uri, opts)?;
     with_retries(|| store.head(&path)).map(|m| m.size)
@@ -637,11 +498,7 @@ pub fn size(uri: &str, opts: &Options) -> Result<u64, String> {
 /// requests, or an object already fetched whole (a batch's objects are fetched together).
 pub enum Source {
     Local(std::fs::File, u64),
-    Remote {
-        uri: String,
-        len: u64,
-        opts: Options,
-    },
+    Remote { uri: String, len: u64, opts: Options },
     Fetched(bytes::Bytes),
 }
 
@@ -649,11 +506,7 @@ impl Source {
     /// Opens the file, or asks the store for the object's size.
     pub fn open(path: &str, opts: &Options) -> Result<Source, String> {
         if is_object_uri(path) {
-            return Ok(Source::Remote {
-                len: size(path, opts)?,
-                uri: path.to_string(),
-                opts: opts.clone(),
-            });
+            return Ok(Source::Remote { len: size(path, opts)?, uri: path.to_string(), opts: opts.clone() });
         }
         let f = std::fs::File::open(local_path(path)).map_err(|e| e.to_string())?;
         let len = f.metadata().map_err(|e| e.to_string())?.len();
@@ -682,17 +535,10 @@ impl Source {
             Source::Local(f, _) => return crate::ops::readers::core::read_at_most(f, dst, offset),
             Source::Remote { uri, opts, .. } => {
                 if n > 0 {
-                    fetch_ranges(
-                        &[(uri.as_str(), offset..offset + n as u64)],
-                        opts,
-                        |_, b| dst[..n].copy_from_slice(&b),
-                    )
-                    .map_err(|(_, m)| m)?;
+                    fetch_ranges(&[(uri.as_str(), offset..offset + n as u64)], opts, |_, b| dst[..n].copy_from_slice(&b)).map_err(|(_, m)| m)?;
                 }
             }
-            Source::Fetched(b) => {
-                dst[..n].copy_from_slice(&b[offset as usize..offset as usize + n])
-            }
+            Source::Fetched(b) => dst[..n].copy_from_slice(&b[offset as usize..offset as usize + n]),
         }
         Ok(n)
     }
@@ -701,10 +547,7 @@ impl Source {
     pub fn read_exact_at(&self, dst: &mut [u8], offset: u64, what: &str) -> Result<(), String> {
         let got = self.read_at_most(dst, offset)?;
         if got < dst.len() {
-            return Err(format!(
-                "truncated file: {got} of {what}'s {} bytes could be read",
-                dst.len()
-            ));
+            return Err(format!("truncated file: {got} of {what}'s {} bytes could be read", dst.len()));
         }
         Ok(())
     }
@@ -719,20 +562,14 @@ const MAX_MERGED: u64 = 16 << 20;
 
 /// Groups `ranges` into requests: (object, covering range, indices of the ranges it serves),
 /// merging ranges of one object that lie less than `gap` bytes apart.
-fn coalesce<'a>(
-    ranges: &[(&'a str, Range<u64>)],
-    gap: u64,
-) -> Vec<(&'a str, Range<u64>, Vec<usize>)> {
+fn coalesce<'a>(ranges: &[(&'a str, Range<u64>)], gap: u64) -> Vec<(&'a str, Range<u64>, Vec<usize>)> {
     let mut order: Vec<usize> = (0..ranges.len()).collect();
     order.sort_by(|&a, &b| (ranges[a].0, ranges[a].1.start).cmp(&(ranges[b].0, ranges[b].1.start)));
     let mut out: Vec<(&str, Range<u64>, Vec<usize>)> = Vec::new();
     for j in order {
         let (uri, r) = (ranges[j].0, ranges[j].1.clone());
         if let Some(last) = out.last_mut() {
-            if last.0 == uri
-                && r.start <= last.1.end + gap
-                && r.end.max(last.1.end) - last.1.start <= MAX_MERGED
-            {
+            if last.0 == uri && r.start <= last.1.end + gap && r.end.max(last.1.end) - last.1.start <= MAX_MERGED {
                 last.1.end = last.1.end.max(r.end);
                 last.2.push(j);
                 continue;
@@ -769,32 +606,22 @@ pub fn read_many(
     if !remote.is_empty() {
         // One request per run of nearby ranges of an object (a WebDataset sample's members, a
         // shard's records read in order): latency is paid per request, not per byte.
-        let wanted: Vec<(&str, Range<u64>)> =
-            remote.iter().map(|(_, u, r)| (*u, r.clone())).collect();
+        let wanted: Vec<(&str, Range<u64>)> = remote.iter().map(|(_, u, r)| (*u, r.clone())).collect();
         let requests = coalesce(&wanted, MERGE_GAP);
-        let ranges: Vec<(&str, Range<u64>)> =
-            requests.iter().map(|(u, r, _)| (*u, r.clone())).collect();
+        let ranges: Vec<(&str, Range<u64>)> = requests.iter().map(|(u, r, _)| (*u, r.clone())).collect();
         fetch_ranges(&ranges, &opts, |q, b| {
             let start = requests[q].1.start;
             for &j in &requests[q].2 {
                 let r = &wanted[j].1;
-                remote_dst[j]
-                    .copy_from_slice(&b[(r.start - start) as usize..(r.end - start) as usize]);
+                remote_dst[j].copy_from_slice(&b[(r.start - start) as usize..(r.end - start) as usize]);
             }
         })
         .map_err(|(q, m)| failed(remote[requests[q].2[0]].0, m))?;
     }
     let total = local.iter().map(|j| j.3.len()).sum();
-    crate::ops::readers::core::read_in_parallel(
-        &mut local,
-        threads,
-        total,
-        |j| j.3.len(),
-        |(i, src, offset, dst)| {
-            src.read_exact_at(dst, *offset, "the record")
-                .map_err(|m| failed(*i, m))
-        },
-    )
+    crate::ops::readers::core::read_in_parallel(&mut local, threads, total, |j| j.3.len(), |(i, src, offset, dst)| {
+        src.read_exact_at(dst, *offset, "the record").map_err(|m| failed(*i, m))
+    })
 }
 
 #[cfg(test)]
@@ -803,45 +630,19 @@ mod tests {
 
     #[test]
     fn nearby_ranges_of_an_object_share_a_request() {
-        let r = [
-            ("s3://b/x", 1000..1004),
-            ("s3://b/y", 0..10),
-            ("s3://b/x", 0..512),
-            ("s3://b/x", 10_000_000..10_000_010),
-            ("s3://b/x", 600..700),
-        ];
+        let r = [("s3://b/x", 1000..1004), ("s3://b/y", 0..10), ("s3://b/x", 0..512), ("s3://b/x", 10_000_000..10_000_010), ("s3://b/x", 600..700)];
         let q = coalesce(&r, 64 << 10);
-        assert_eq!(
-            q,
-            vec![
-                ("s3://b/x", 0..1004, vec![2, 4, 0]),
-                ("s3://b/x", 10_000_000..10_000_010, vec![3]),
-                ("s3://b/y", 0..10, vec![1])
-            ]
-        );
+        assert_eq!(q, vec![("s3://b/x", 0..1004, vec![2, 4, 0]), ("s3://b/x", 10_000_000..10_000_010, vec![3]), ("s3://b/y", 0..10, vec![1])]);
         // Overlapping ranges (padding repeats a sample) are served by one request too.
-        assert_eq!(
-            coalesce(&[("s3://b/x", 0..8), ("s3://b/x", 0..8)], 0),
-            vec![("s3://b/x", 0..8, vec![0, 1])]
-        );
+        assert_eq!(coalesce(&[("s3://b/x", 0..8), ("s3://b/x", 0..8)], 0), vec![("s3://b/x", 0..8, vec![0, 1])]);
     }
 
     #[test]
     fn uris_and_joins() {
-        assert!(
-            is_object_uri("s3://bucket/a")
-                && is_object_uri("gs://b/x")
-                && is_object_uri("https://h/p")
-        );
-        assert!(
-            !is_object_uri("/data/train")
-                && !is_object_uri("file:///data")
-                && !is_object_uri("rel/a://b")
-        );
+        assert!(is_object_uri("s3://bucket/a") && is_object_uri("gs://b/x") && is_object_uri("https://h/p"));
+        assert!(!is_object_uri("/data/train") && !is_object_uri("file:///data") && !is_object_uri("rel/a://b"));
         assert_eq!(local_path("file:///data/x"), "/data/x");
-        assert!(store_for("ftp://h/x", &Options::default())
-            .unwrap_err()
-            .contains("unsupported storage scheme"));
+        assert!(store_for("ftp://h/x", &Options::default()).unwrap_err().contains("unsupported storage scheme"));
     }
 
     #[test]

@@ -24,10 +24,7 @@ struct Pool {
 // SAFETY: the pool owns the free blocks exclusively; access goes through the mutex.
 unsafe impl Send for Pool {}
 
-static POOL: Mutex<Pool> = Mutex::new(Pool {
-    free: Vec::new(),
-    bytes: 0,
-});
+static POOL: Mutex<Pool> = Mutex::new(Pool { free: Vec::new(), bytes: 0 });
 
 /// A free pooled block of at least `len` bytes and at most twice that, if any.
 fn take_pooled(len: usize) -> Option<(NonNull<u8>, usize)> {
@@ -64,12 +61,7 @@ impl HostBuffer {
     /// Allocates `len` zeroed bytes aligned to [`ALIGN`].
     pub fn zeroed(len: usize) -> HostBuffer {
         if let Some((ptr, cap)) = take_pooled(len) {
-            let mut b = HostBuffer {
-                ptr,
-                len,
-                cap,
-                lender: None,
-            };
+            let mut b = HostBuffer { ptr, len, cap, lender: None };
             b.as_mut_slice().fill(0); // a recycled block holds old data
             return b;
         }
@@ -82,20 +74,10 @@ impl HostBuffer {
         if len == 0 {
             // A dangling but aligned pointer: never dereferenced for zero-length slices.
             let ptr = NonNull::new(ALIGN as *mut u8).expect("non-null");
-            return HostBuffer {
-                ptr,
-                len,
-                cap: 0,
-                lender: None,
-            };
+            return HostBuffer { ptr, len, cap: 0, lender: None };
         }
         if let Some((ptr, cap)) = take_pooled(len) {
-            return HostBuffer {
-                ptr,
-                len,
-                cap,
-                lender: None,
-            };
+            return HostBuffer { ptr, len, cap, lender: None };
         }
         HostBuffer::fresh(len)
     }
@@ -103,32 +85,17 @@ impl HostBuffer {
     fn fresh(len: usize) -> HostBuffer {
         if len == 0 {
             let ptr = NonNull::new(ALIGN as *mut u8).expect("non-null");
-            return HostBuffer {
-                ptr,
-                len,
-                cap: 0,
-                lender: None,
-            };
+            return HostBuffer { ptr, len, cap: 0, lender: None };
         }
         if len >= POOL_MIN {
             let (ptr, cap) = map_block(len);
-            return HostBuffer {
-                ptr,
-                len,
-                cap,
-                lender: None,
-            };
+            return HostBuffer { ptr, len, cap, lender: None };
         }
         let layout = AllocLayout::from_size_align(len, ALIGN).expect("buffer size overflow");
         // SAFETY: layout has non-zero size. Zeroed so every byte is initialised.
         let raw = unsafe { alloc::alloc_zeroed(layout) };
         let ptr = NonNull::new(raw).unwrap_or_else(|| alloc::handle_alloc_error(layout));
-        HostBuffer {
-            ptr,
-            len,
-            cap: len,
-            lender: None,
-        }
+        HostBuffer { ptr, len, cap: len, lender: None }
     }
 
     /// A buffer over `len` bytes at `ptr` that belong to `lender` (shared memory another
@@ -140,17 +107,8 @@ impl HostBuffer {
     /// initialised bytes for as long as `lender` lives, and nothing else may write them
     /// meanwhile.
     pub unsafe fn lent(ptr: NonNull<u8>, len: usize, lender: Box<dyn Send + Sync>) -> HostBuffer {
-        debug_assert_eq!(
-            ptr.as_ptr() as usize % ALIGN,
-            0,
-            "lent memory must be aligned"
-        );
-        HostBuffer {
-            ptr,
-            len,
-            cap: 0,
-            lender: Some(lender),
-        }
+        debug_assert_eq!(ptr.as_ptr() as usize % ALIGN, 0, "lent memory must be aligned");
+        HostBuffer { ptr, len, cap: 0, lender: Some(lender) }
     }
 
     /// Size in bytes.
@@ -198,26 +156,14 @@ const HUGE_PAGE: usize = 2 << 20;
 fn map_block(len: usize) -> (NonNull<u8>, usize) {
     let cap = block_capacity(len);
     // SAFETY: an anonymous private mapping owns no existing memory; checked for failure.
-    let raw = unsafe {
-        libc::mmap(
-            std::ptr::null_mut(),
-            cap,
-            libc::PROT_READ | libc::PROT_WRITE,
-            libc::MAP_PRIVATE | libc::MAP_ANONYMOUS,
-            -1,
-            0,
-        )
-    };
+    let raw = unsafe { libc::mmap(std::ptr::null_mut(), cap, libc::PROT_READ | libc::PROT_WRITE, libc::MAP_PRIVATE | libc::MAP_ANONYMOUS, -1, 0) };
     if raw == libc::MAP_FAILED {
         alloc::handle_alloc_error(AllocLayout::from_size_align(cap, ALIGN).expect("layout"));
     }
     // Advice only: without transparent huge pages the block is ordinary pages.
     // SAFETY: the range is the mapping just made.
     unsafe { libc::madvise(raw, cap, libc::MADV_HUGEPAGE) };
-    (
-        NonNull::new(raw.cast()).expect("mmap gave a non-null address"),
-        cap,
-    )
+    (NonNull::new(raw.cast()).expect("mmap gave a non-null address"), cap)
 }
 
 impl Drop for HostBuffer {
@@ -270,10 +216,7 @@ mod tests {
         assert_eq!(b.as_ptr() as usize % ALIGN, 0);
         drop(b);
         let z = HostBuffer::zeroed(len);
-        assert!(
-            z.as_slice().iter().all(|&v| v == 0),
-            "zeroed must be zero even when recycled"
-        );
+        assert!(z.as_slice().iter().all(|&v| v == 0), "zeroed must be zero even when recycled");
         assert_eq!(z.len(), len);
     }
 

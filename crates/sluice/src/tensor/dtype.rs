@@ -23,18 +23,8 @@ pub enum DType {
 impl DType {
     /// All types, in DALI's order.
     pub const ALL: [DType; 12] = [
-        DType::U8,
-        DType::U16,
-        DType::U32,
-        DType::U64,
-        DType::I8,
-        DType::I16,
-        DType::I32,
-        DType::I64,
-        DType::F16,
-        DType::F32,
-        DType::F64,
-        DType::Bool,
+        DType::U8, DType::U16, DType::U32, DType::U64, DType::I8, DType::I16,
+        DType::I32, DType::I64, DType::F16, DType::F32, DType::F64, DType::Bool,
     ];
 
     /// The type with DALI's numeric id, if it is one we support.
@@ -111,10 +101,7 @@ impl DType {
     /// little-endian only).
     pub fn from_typestr(s: &str) -> Option<DType> {
         let body = s.strip_prefix(['<', '|', '=']).unwrap_or(s);
-        DType::ALL
-            .iter()
-            .copied()
-            .find(|d| &d.typestr()[1..] == body)
+        DType::ALL.iter().copied().find(|d| &d.typestr()[1..] == body)
     }
 
     /// DLPack (code, bits): kDLInt = 0, kDLUInt = 1, kDLFloat = 2, kDLBool = 6.

@@ -88,11 +88,7 @@ pub fn f64_to_f16(v: f64) -> u16 {
     // Normal: r in [1024, 2048] carries the implicit bit, which adding it onto the exponent
     // field absorbs (r = 2048 moves to the next binade, from 65504 up to infinity).
     // Subnormal: r <= 1024, where 1024 is the smallest normal's bits.
-    let h = if e >= -14 {
-        (((e + 14) as u32) << 10) + r as u32
-    } else {
-        r as u32
-    };
+    let h = if e >= -14 { (((e + 14) as u32) << 10) + r as u32 } else { r as u32 };
     sign | h as u16
 }
 
@@ -165,13 +161,10 @@ pub fn store(dtype: DType, b: &mut [u8], k: usize, v: Num) {
             } as u8
         }
         // One rounding from the exact value (i128 and f64 `as f32` round to nearest).
-        DType::F32 => wr!(
-            f32,
-            match v {
-                Num::Int(i) => i as f32,
-                Num::Float(f) => f as f32,
-            }
-        ),
+        DType::F32 => wr!(f32, match v {
+            Num::Int(i) => i as f32,
+            Num::Float(f) => f as f32,
+        }),
         DType::F64 => wr!(f64, v.as_f64()),
         DType::F16 => wr!(u16, f64_to_f16(v.as_f64())),
     }
@@ -196,9 +189,7 @@ pub fn store_static_cast(dtype: DType, v: f32) -> [u8; 8] {
         DType::U16 | DType::I16 => b[..2].copy_from_slice(&(t as u16).to_le_bytes()),
         DType::U32 | DType::I32 => b[..4].copy_from_slice(&(t as u32).to_le_bytes()),
         DType::I64 => b.copy_from_slice(&t.to_le_bytes()),
-        DType::U64 => {
-            b.copy_from_slice(&(if v >= 0.0 { v as u64 } else { t as u64 }).to_le_bytes())
-        }
+        DType::U64 => b.copy_from_slice(&(if v >= 0.0 { v as u64 } else { t as u64 }).to_le_bytes()),
         DType::F16 => b[..2].copy_from_slice(&f64_to_f16(v as f64).to_le_bytes()),
         DType::F32 => b[..4].copy_from_slice(&v.to_le_bytes()),
         DType::F64 => b.copy_from_slice(&(v as f64).to_le_bytes()),
@@ -232,11 +223,7 @@ mod tests {
             return sign | hi as u16;
         }
         let (below, above) = (a - table[hi - 1], table[hi] - a);
-        sign | if above <= below {
-            hi as u16
-        } else {
-            (hi - 1) as u16
-        }
+        sign | if above <= below { hi as u16 } else { (hi - 1) as u16 }
     }
 
     #[test]
@@ -246,18 +233,11 @@ mod tests {
         // and the first normal binades (~16.8M values, both signs).
         for bits in (100u32 << 23)..(116u32 << 23) {
             for v in [f32::from_bits(bits), f32::from_bits(bits | 0x8000_0000)] {
-                assert_eq!(
-                    f64_to_f16(v as f64),
-                    reference(&table, v),
-                    "{v:e} ({bits:#x})"
-                );
+                assert_eq!(f64_to_f16(v as f64), reference(&table, v), "{v:e} ({bits:#x})");
             }
         }
         // The rest of the range, sampled, and the overflow boundary exhaustively.
-        for bits in (0..(143u32 << 23))
-            .step_by(997)
-            .chain((142u32 << 23)..(143u32 << 23))
-        {
+        for bits in (0..(143u32 << 23)).step_by(997).chain((142u32 << 23)..(143u32 << 23)) {
             let v = f32::from_bits(bits);
             assert_eq!(f64_to_f16(v as f64), reference(&table, v), "{v:e}");
         }
@@ -270,17 +250,8 @@ mod tests {
     #[test]
     fn f16_rounding_matches_dali() {
         // DALI 2.4 fn.cast / fn.crop / fn.crop_mirror_normalize (CPU) -> FLOAT16 bit patterns.
-        let v = [
-            1.0 + 2f64.powi(-11),
-            1.0 + 3.0 * 2f64.powi(-11),
-            -(1.0 + 2f64.powi(-11)),
-            2049.0,
-            2051.0,
-            2f64.powi(-25),
-            3.0 * 2f64.powi(-25),
-            5.0 * 2f64.powi(-25),
-            2f64.powi(-14) + 2f64.powi(-25),
-        ];
+        let v = [1.0 + 2f64.powi(-11), 1.0 + 3.0 * 2f64.powi(-11), -(1.0 + 2f64.powi(-11)), 2049.0, 2051.0,
+            2f64.powi(-25), 3.0 * 2f64.powi(-25), 5.0 * 2f64.powi(-25), 2f64.powi(-14) + 2f64.powi(-25)];
         let got: Vec<u16> = v.iter().map(|&x| f64_to_f16(x)).collect();
         assert_eq!(got, [15361, 15362, 48129, 26625, 26626, 1, 2, 3, 1025]);
         assert_eq!(f64_to_f16(65519.99), 31743);
@@ -309,22 +280,13 @@ mod tests {
         assert_eq!(sat(DType::U8, 300.0)[0], 255);
         assert_eq!(sat(DType::U8, -1.6)[0], 0);
         assert_eq!(sat(DType::I8, -3.5)[0] as i8, -4);
-        assert_eq!(
-            i32::from_le_bytes(sat(DType::I32, 2.7)[..4].try_into().unwrap()),
-            3
-        );
-        assert_eq!(
-            i32::from_le_bytes(sat(DType::I32, f64::NAN)[..4].try_into().unwrap()),
-            i32::MIN
-        );
+        assert_eq!(i32::from_le_bytes(sat(DType::I32, 2.7)[..4].try_into().unwrap()), 3);
+        assert_eq!(i32::from_le_bytes(sat(DType::I32, f64::NAN)[..4].try_into().unwrap()), i32::MIN);
         assert_eq!(sat(DType::Bool, 0.4)[0], 0);
         assert_eq!(sat(DType::Bool, 0.5)[0], 1);
         assert_eq!(store_static_cast(DType::U8, 300.0)[0], 44);
         assert_eq!(store_static_cast(DType::U8, -1.6)[0], 255);
-        assert_eq!(
-            store_static_cast(DType::I16, -2.9)[..2],
-            (-2i16).to_le_bytes()
-        );
+        assert_eq!(store_static_cast(DType::I16, -2.9)[..2], (-2i16).to_le_bytes());
         let mut b = [0u8; 2];
         store(DType::U16, &mut b, 0, Num::Int(-5));
         assert_eq!(b, [0, 0]);
@@ -341,10 +303,7 @@ mod tests {
         let dir = std::env::temp_dir().join(format!("sluice-element-cuh-{}", std::process::id()));
         std::fs::create_dir_all(&dir).unwrap();
         let program = dir.join("element.cpp");
-        std::fs::write(
-            &program,
-            format!(
-                r#"#include "{}"
+        std::fs::write(&program, format!(r#"#include "{}"
 #include "{}"
 // Per input double (stdin): f64_to_f16 of it and of it as a float, then convert_sat of it
 // to u8, i8, i16, i32 from the double and from the float (stdout, little-endian).
@@ -361,76 +320,31 @@ int main() {{
         fwrite(i16, 2, 2, stdout); fwrite(i32, 4, 2, stdout);
     }}
 }}
-"#,
-                root.join("../../tools/cuda_shim/shim.h").display(),
-                root.join("src/ops/element.cuh").display()
-            ),
-        )
-        .unwrap();
+"#, root.join("../../tools/cuda_shim/shim.h").display(), root.join("src/ops/element.cuh").display())).unwrap();
         let exe = dir.join("element");
-        let built =
-            std::process::Command::new(std::env::var("CXX").unwrap_or_else(|_| "c++".into()))
-                .args([
-                    "-std=c++20",
-                    "-O1",
-                    "-ffp-contract=off",
-                    "-w",
-                    "-pthread",
-                    "-o",
-                ])
-                .arg(&exe)
-                .arg(&program)
-                .output()
-                .expect("a C++20 compiler (c++) to build element.cuh for the host");
-        assert!(
-            built.status.success(),
-            "{}",
-            String::from_utf8_lossy(&built.stderr)
-        );
+        let built = std::process::Command::new(std::env::var("CXX").unwrap_or_else(|_| "c++".into()))
+            .args(["-std=c++20", "-O1", "-ffp-contract=off", "-w", "-pthread", "-o"])
+            .arg(&exe)
+            .arg(&program)
+            .output()
+            .expect("a C++20 compiler (c++) to build element.cuh for the host");
+        assert!(built.status.success(), "{}", String::from_utf8_lossy(&built.stderr));
 
         let mut values: Vec<f64> = Vec::new();
         let table = halves();
         for pair in table.windows(2) {
             let mid = (pair[0] + pair[1]) / 2.0;
             for m in [mid, -mid] {
-                values.extend([
-                    m,
-                    f64::from_bits(m.to_bits() + 1),
-                    f64::from_bits(m.to_bits() - 1),
-                ]);
+                values.extend([m, f64::from_bits(m.to_bits() + 1), f64::from_bits(m.to_bits() - 1)]);
             }
         }
-        values.extend(
-            ((100u32 << 23)..(116u32 << 23))
-                .step_by(61)
-                .map(|b| f32::from_bits(b) as f64),
-        );
-        for edge in [
-            0.0,
-            127.0,
-            128.0,
-            255.0,
-            256.0,
-            32767.0,
-            32768.0,
-            2147483647.0,
-            2147483648.0,
-            65504.0,
-            65520.0,
-            1e300,
-        ] {
+        values.extend(((100u32 << 23)..(116u32 << 23)).step_by(61).map(|b| f32::from_bits(b) as f64));
+        for edge in [0.0, 127.0, 128.0, 255.0, 256.0, 32767.0, 32768.0, 2147483647.0, 2147483648.0, 65504.0, 65520.0, 1e300] {
             for d in [-1.0, -0.5, -0.25, 0.0, 0.25, 0.5, 1.0] {
                 values.extend([edge + d, -(edge + d)]);
             }
         }
-        values.extend([
-            f64::NAN,
-            -f64::NAN,
-            f64::INFINITY,
-            f64::NEG_INFINITY,
-            f64::MIN_POSITIVE / 3.0,
-            -0.0,
-        ]);
+        values.extend([f64::NAN, -f64::NAN, f64::INFINITY, f64::NEG_INFINITY, f64::MIN_POSITIVE / 3.0, -0.0]);
         let input: Vec<u8> = values.iter().flat_map(|v| v.to_le_bytes()).collect();
         let mut child = std::process::Command::new(&exe)
             .stdin(std::process::Stdio::piped())

@@ -18,10 +18,7 @@ pub struct ReadyEvent(GpuEvent);
 
 impl ReadyEvent {
     /// Records an event on `stream` now.
-    pub fn record(
-        device: &Arc<sluice_cuda::GpuDevice>,
-        stream: &sluice_cuda::CudaStream,
-    ) -> Result<ReadyEvent> {
+    pub fn record(device: &Arc<sluice_cuda::GpuDevice>, stream: &sluice_cuda::CudaStream) -> Result<ReadyEvent> {
         Ok(ReadyEvent(GpuEvent::recorded(device, stream)?))
     }
 
@@ -56,13 +53,7 @@ pub struct TensorListGpu {
 
 impl std::fmt::Debug for TensorListGpu {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(
-            f,
-            "TensorListGpu({} samples, {}, {:?})",
-            self.len(),
-            self.dtype(),
-            self.data
-        )
+        write!(f, "TensorListGpu({} samples, {}, {:?})", self.len(), self.dtype(), self.data)
     }
 }
 
@@ -82,23 +73,12 @@ impl DerefMut for TensorListGpu {
 impl TensorListGpu {
     /// A batch over `data`, which must hold `meta.total_bytes()` bytes.
     pub fn new(meta: BatchMeta, data: DeviceBuffer) -> TensorListGpu {
-        assert!(
-            data.len() >= meta.total_bytes(),
-            "device buffer smaller than the batch"
-        );
-        TensorListGpu {
-            meta,
-            data: Arc::new(data),
-            ready: None,
-        }
+        assert!(data.len() >= meta.total_bytes(), "device buffer smaller than the batch");
+        TensorListGpu { meta, data: Arc::new(data), ready: None }
     }
 
     /// Allocates an uninitialised batch on `stream`.
-    pub fn alloc(
-        meta: BatchMeta,
-        device: &Arc<sluice_cuda::GpuDevice>,
-        stream: &Arc<sluice_cuda::CudaStream>,
-    ) -> Result<TensorListGpu> {
+    pub fn alloc(meta: BatchMeta, device: &Arc<sluice_cuda::GpuDevice>, stream: &Arc<sluice_cuda::CudaStream>) -> Result<TensorListGpu> {
         let buf = DeviceBuffer::alloc(device, stream, meta.total_bytes())?;
         Ok(TensorListGpu::new(meta, buf))
     }
@@ -106,16 +86,8 @@ impl TensorListGpu {
     /// The same device memory under other metadata (a reshape): no copy, the same
     /// completion event. `meta` must describe samples of the same byte sizes, in order.
     pub fn reinterpreted(&self, meta: BatchMeta) -> TensorListGpu {
-        assert!(
-            (0..self.len()).all(|i| self.meta.byte_range(i) == meta.byte_range(i))
-                && meta.len() == self.len(),
-            "a reinterpretation keeps every sample's bytes"
-        );
-        TensorListGpu {
-            meta,
-            data: self.data.clone(),
-            ready: self.ready.clone(),
-        }
+        assert!((0..self.len()).all(|i| self.meta.byte_range(i) == meta.byte_range(i)) && meta.len() == self.len(), "a reinterpretation keeps every sample's bytes");
+        TensorListGpu { meta, data: self.data.clone(), ready: self.ready.clone() }
     }
 
     /// The batch's metadata.

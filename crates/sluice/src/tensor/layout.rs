@@ -15,10 +15,7 @@ impl Layout {
         let mut seen = [false; 128];
         for b in s.bytes() {
             if seen[b as usize] {
-                return Err(format!(
-                    "layout '{s}' names dimension '{}' twice",
-                    b as char
-                ));
+                return Err(format!("layout '{s}' names dimension '{}' twice", b as char));
             }
             seen[b as usize] = true;
         }

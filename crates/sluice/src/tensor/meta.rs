@@ -29,23 +29,12 @@ impl BatchMeta {
         let mut flat = Vec::new();
         let mut offsets = vec![0usize];
         for shape in shapes {
-            assert_eq!(
-                shape.len(),
-                ndim,
-                "every sample must have {ndim} dimensions"
-            );
+            assert_eq!(shape.len(), ndim, "every sample must have {ndim} dimensions");
             flat.extend_from_slice(shape);
             let bytes = shape.iter().product::<usize>() * dtype.size();
             offsets.push(offsets.last().unwrap() + bytes);
         }
-        BatchMeta {
-            dtype,
-            layout: Layout::empty(),
-            ndim,
-            shapes: flat,
-            offsets,
-            source_info: Vec::new(),
-        }
+        BatchMeta { dtype, layout: Layout::empty(), ndim, shapes: flat, offsets, source_info: Vec::new() }
     }
 
     /// Number of samples.

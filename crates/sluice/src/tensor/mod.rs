@@ -27,9 +27,7 @@ impl Batch {
     pub fn cpu(&self) -> &TensorList {
         match self {
             Batch::Cpu(t) => t,
-            Batch::Gpu(_) => panic!(
-                "a GPU batch reached a CPU operator; the graph checks should have caught this"
-            ),
+            Batch::Gpu(_) => panic!("a GPU batch reached a CPU operator; the graph checks should have caught this"),
         }
     }
 
@@ -37,9 +35,7 @@ impl Batch {
     pub fn gpu(&self) -> &TensorListGpu {
         match self {
             Batch::Gpu(t) => t,
-            Batch::Cpu(_) => panic!(
-                "a host batch reached a GPU operator; the graph checks should have caught this"
-            ),
+            Batch::Cpu(_) => panic!("a host batch reached a GPU operator; the graph checks should have caught this"),
         }
     }
 

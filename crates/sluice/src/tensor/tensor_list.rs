@@ -72,28 +72,15 @@ impl TensorList {
 
     /// Host batch with the given metadata over existing data (a download from the GPU).
     pub fn from_parts(meta: BatchMeta, data: HostBuffer) -> TensorList {
-        assert!(
-            data.len() >= meta.total_bytes(),
-            "buffer smaller than the batch"
-        );
-        TensorList {
-            meta,
-            data: Arc::new(data),
-        }
+        assert!(data.len() >= meta.total_bytes(), "buffer smaller than the batch");
+        TensorList { meta, data: Arc::new(data) }
     }
 
     /// The same bytes under other metadata (a reshape): no copy. `meta` must describe
     /// samples of the same byte sizes, in the same order.
     pub fn reinterpreted(&self, meta: BatchMeta) -> TensorList {
-        assert!(
-            (0..self.len()).all(|i| self.meta.byte_range(i) == meta.byte_range(i))
-                && meta.len() == self.len(),
-            "a reinterpretation keeps every sample's bytes"
-        );
-        TensorList {
-            meta,
-            data: self.data.clone(),
-        }
+        assert!((0..self.len()).all(|i| self.meta.byte_range(i) == meta.byte_range(i)) && meta.len() == self.len(), "a reinterpretation keeps every sample's bytes");
+        TensorList { meta, data: self.data.clone() }
     }
 
     /// The batch's metadata.
@@ -114,21 +101,13 @@ impl TensorList {
 
     /// Typed elements of sample `i`. Panics when `T` is not the batch's dtype.
     pub fn sample<T: Element>(&self, i: usize) -> &[T] {
-        assert_eq!(
-            T::DTYPE,
-            self.dtype(),
-            "sample read with the wrong element type"
-        );
+        assert_eq!(T::DTYPE, self.dtype(), "sample read with the wrong element type");
         bytemuck::cast_slice(self.bytes(i))
     }
 
     /// Typed elements of sample `i`, mutably. Panics when the data is shared.
     pub fn sample_mut<T: Element>(&mut self, i: usize) -> &mut [T] {
-        assert_eq!(
-            T::DTYPE,
-            self.dtype(),
-            "sample written with the wrong element type"
-        );
+        assert_eq!(T::DTYPE, self.dtype(), "sample written with the wrong element type");
         let r = self.meta.byte_range(i);
         bytemuck::cast_slice_mut(&mut self.data_mut()[r])
     }
@@ -151,9 +130,7 @@ impl TensorList {
     }
 
     fn data_mut(&mut self) -> &mut [u8] {
-        Arc::get_mut(&mut self.data)
-            .expect("a batch being filled is not shared")
-            .as_mut_slice()
+        Arc::get_mut(&mut self.data).expect("a batch being filled is not shared").as_mut_slice()
     }
 
     /// The whole backing buffer (shared; keeps the data alive for zero-copy views).

@@ -6,21 +6,11 @@ use sluice::ops::{lookup, ArgValue, Args, OpContext, Workspace};
 use sluice::tensor::{DType, TensorList};
 
 /// Runs operator `schema` once on `inputs` (and argument inputs), 2 worker threads.
-pub fn run_op(
-    schema: &str,
-    args: Vec<(&str, ArgValue)>,
-    inputs: &[&TensorList],
-    arg_inputs: &[(&'static str, &TensorList)],
-) -> Result<Vec<TensorList>> {
+pub fn run_op(schema: &str, args: Vec<(&str, ArgValue)>, inputs: &[&TensorList], arg_inputs: &[(&'static str, &TensorList)]) -> Result<Vec<TensorList>> {
     let (def, _) = lookup(schema).expect("registered");
     let per_sample: Vec<String> = arg_inputs.iter().map(|(n, _)| n.to_string()).collect();
     let display = def.schema.fn_name();
-    let args = Args::check(
-        &def.schema,
-        &display,
-        args.into_iter().map(|(k, v)| (k.to_string(), v)).collect(),
-        &per_sample,
-    )?;
+    let args = Args::check(&def.schema, &display, args.into_iter().map(|(k, v)| (k.to_string(), v)).collect(), &per_sample)?;
     let n = inputs.first().map_or(3, |t| t.len());
     let ctx = OpContext {
         args,
@@ -35,17 +25,8 @@ pub fn run_op(
         resume_samples: 0,
     };
     let mut op = (def.cpu.expect("cpu backend"))(&ctx)?;
-    let pool = rayon::ThreadPoolBuilder::new()
-        .num_threads(2)
-        .build()
-        .unwrap();
-    let ws = Workspace {
-        inputs: inputs.to_vec(),
-        arg_inputs: arg_inputs.iter().map(|(k, v)| (*k, *v)).collect(),
-        iteration: 0,
-        batch_size: n,
-        pool: &pool,
-    };
+    let pool = rayon::ThreadPoolBuilder::new().num_threads(2).build().unwrap();
+    let ws = Workspace { inputs: inputs.to_vec(), arg_inputs: arg_inputs.iter().map(|(k, v)| (*k, *v)).collect(), iteration: 0, batch_size: n, pool: &pool };
     op.run(&ws)
 }
 

@@ -21,52 +21,11 @@ pub const CHUNK: usize = 256;
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Op {
     // binary
-    Add,
-    Sub,
-    Mul,
-    FDiv,
-    Div,
-    Mod,
-    Pow,
-    FPow,
-    Min,
-    Max,
-    Atan2,
-    Eq,
-    Neq,
-    Lt,
-    Leq,
-    Gt,
-    Geq,
-    BitAnd,
-    BitOr,
-    BitXor,
+    Add, Sub, Mul, FDiv, Div, Mod, Pow, FPow, Min, Max, Atan2,
+    Eq, Neq, Lt, Leq, Gt, Geq, BitAnd, BitOr, BitXor,
     // unary
-    Minus,
-    Plus,
-    Abs,
-    FAbs,
-    Sqrt,
-    Rsqrt,
-    Cbrt,
-    Exp,
-    Log,
-    Log2,
-    Log10,
-    Sin,
-    Cos,
-    Tan,
-    Asin,
-    Acos,
-    Atan,
-    Sinh,
-    Cosh,
-    Tanh,
-    Asinh,
-    Acosh,
-    Atanh,
-    Floor,
-    Ceil,
+    Minus, Plus, Abs, FAbs, Sqrt, Rsqrt, Cbrt, Exp, Log, Log2, Log10, Sin, Cos, Tan, Asin, Acos, Atan,
+    Sinh, Cosh, Tanh, Asinh, Acosh, Atanh, Floor, Ceil,
     // ternary
     Clamp,
 }
@@ -76,62 +35,24 @@ impl Op {
     pub const ALL: [Op; 46] = {
         use Op::*;
         [
-            Add, Sub, Mul, FDiv, Div, Mod, Pow, FPow, Min, Max, Atan2, Eq, Neq, Lt, Leq, Gt, Geq,
-            BitAnd, BitOr, BitXor, Minus, Plus, Abs, FAbs, Sqrt, Rsqrt, Cbrt, Exp, Log, Log2,
-            Log10, Sin, Cos, Tan, Asin, Acos, Atan, Sinh, Cosh, Tanh, Asinh, Acosh, Atanh, Floor,
-            Ceil, Clamp,
+            Add, Sub, Mul, FDiv, Div, Mod, Pow, FPow, Min, Max, Atan2, Eq, Neq, Lt, Leq, Gt, Geq, BitAnd, BitOr, BitXor,
+            Minus, Plus, Abs, FAbs, Sqrt, Rsqrt, Cbrt, Exp, Log, Log2, Log10, Sin, Cos, Tan, Asin, Acos, Atan,
+            Sinh, Cosh, Tanh, Asinh, Acosh, Atanh, Floor, Ceil, Clamp,
         ]
     };
 
     pub fn parse(s: &str) -> Option<Op> {
         use Op::*;
         Some(match s {
-            "add" => Add,
-            "sub" => Sub,
-            "mul" => Mul,
-            "fdiv" => FDiv,
-            "div" => Div,
-            "mod" => Mod,
-            "pow" => Pow,
-            "fpow" => FPow,
-            "min" => Min,
-            "max" => Max,
-            "atan2" => Atan2,
-            "eq" => Eq,
-            "neq" => Neq,
-            "lt" => Lt,
-            "leq" => Leq,
-            "gt" => Gt,
-            "geq" => Geq,
-            "bitand" => BitAnd,
-            "bitor" => BitOr,
-            "bitxor" => BitXor,
-            "minus" => Minus,
-            "plus" => Plus,
-            "abs" => Abs,
-            "fabs" => FAbs,
-            "sqrt" => Sqrt,
-            "rsqrt" => Rsqrt,
-            "cbrt" => Cbrt,
-            "exp" => Exp,
-            "log" => Log,
-            "log2" => Log2,
-            "log10" => Log10,
-            "sin" => Sin,
-            "cos" => Cos,
-            "tan" => Tan,
-            "asin" => Asin,
-            "acos" => Acos,
-            "atan" => Atan,
-            "sinh" => Sinh,
-            "cosh" => Cosh,
-            "tanh" => Tanh,
-            "asinh" => Asinh,
-            "acosh" => Acosh,
-            "atanh" => Atanh,
-            "floor" => Floor,
-            "ceil" => Ceil,
-            "clamp" => Clamp,
+            "add" => Add, "sub" => Sub, "mul" => Mul, "fdiv" => FDiv, "div" => Div, "mod" => Mod,
+            "pow" => Pow, "fpow" => FPow, "min" => Min, "max" => Max, "atan2" => Atan2,
+            "eq" => Eq, "neq" => Neq, "lt" => Lt, "leq" => Leq, "gt" => Gt, "geq" => Geq,
+            "bitand" => BitAnd, "bitor" => BitOr, "bitxor" => BitXor,
+            "minus" => Minus, "plus" => Plus, "abs" => Abs, "fabs" => FAbs, "sqrt" => Sqrt, "rsqrt" => Rsqrt,
+            "cbrt" => Cbrt, "exp" => Exp, "log" => Log, "log2" => Log2, "log10" => Log10,
+            "sin" => Sin, "cos" => Cos, "tan" => Tan, "asin" => Asin, "acos" => Acos, "atan" => Atan,
+            "sinh" => Sinh, "cosh" => Cosh, "tanh" => Tanh, "asinh" => Asinh, "acosh" => Acosh,
+            "atanh" => Atanh, "floor" => Floor, "ceil" => Ceil, "clamp" => Clamp,
             _ => return None,
         })
     }
@@ -140,9 +61,8 @@ impl Op {
         use Op::*;
         match self {
             Clamp => 3,
-            Minus | Plus | Abs | FAbs | Sqrt | Rsqrt | Cbrt | Exp | Log | Log2 | Log10 | Sin
-            | Cos | Tan | Asin | Acos | Atan | Sinh | Cosh | Tanh | Asinh | Acosh | Atanh
-            | Floor | Ceil => 1,
+            Minus | Plus | Abs | FAbs | Sqrt | Rsqrt | Cbrt | Exp | Log | Log2 | Log10 | Sin | Cos | Tan | Asin
+            | Acos | Atan | Sinh | Cosh | Tanh | Asinh | Acosh | Atanh | Floor | Ceil => 1,
             _ => 2,
         }
     }
@@ -151,51 +71,14 @@ impl Op {
     pub fn symbol(self) -> &'static str {
         use Op::*;
         match self {
-            Add => "+",
-            Sub | Minus => "-",
-            Mul => "*",
-            FDiv => "/",
-            Div => "//",
-            Mod => "%",
-            Pow => "**",
-            Eq => "==",
-            Neq => "!=",
-            Lt => "<",
-            Leq => "<=",
-            Gt => ">",
-            Geq => ">=",
-            BitAnd => "&",
-            BitOr => "|",
-            BitXor => "^",
-            Plus => "+",
-            FPow => "fpow",
-            Min => "min",
-            Max => "max",
-            Atan2 => "atan2",
-            Abs => "abs",
-            FAbs => "fabs",
-            Sqrt => "sqrt",
-            Rsqrt => "rsqrt",
-            Cbrt => "cbrt",
-            Exp => "exp",
-            Log => "log",
-            Log2 => "log2",
-            Log10 => "log10",
-            Sin => "sin",
-            Cos => "cos",
-            Tan => "tan",
-            Asin => "asin",
-            Acos => "acos",
-            Atan => "atan",
-            Sinh => "sinh",
-            Cosh => "cosh",
-            Tanh => "tanh",
-            Asinh => "asinh",
-            Acosh => "acosh",
-            Atanh => "atanh",
-            Floor => "floor",
-            Ceil => "ceil",
-            Clamp => "clamp",
+            Add => "+", Sub | Minus => "-", Mul => "*", FDiv => "/", Div => "//", Mod => "%", Pow => "**",
+            Eq => "==", Neq => "!=", Lt => "<", Leq => "<=", Gt => ">", Geq => ">=",
+            BitAnd => "&", BitOr => "|", BitXor => "^", Plus => "+",
+            FPow => "fpow", Min => "min", Max => "max", Atan2 => "atan2", Abs => "abs", FAbs => "fabs",
+            Sqrt => "sqrt", Rsqrt => "rsqrt", Cbrt => "cbrt", Exp => "exp", Log => "log", Log2 => "log2",
+            Log10 => "log10", Sin => "sin", Cos => "cos", Tan => "tan", Asin => "asin", Acos => "acos",
+            Atan => "atan", Sinh => "sinh", Cosh => "cosh", Tanh => "tanh", Asinh => "asinh",
+            Acosh => "acosh", Atanh => "atanh", Floor => "floor", Ceil => "ceil", Clamp => "clamp",
         }
     }
 
@@ -210,30 +93,8 @@ impl Op {
     /// Unary operations that always give a floating-point result.
     fn is_float_fn(self) -> bool {
         use Op::*;
-        matches!(
-            self,
-            FAbs | Sqrt
-                | Rsqrt
-                | Cbrt
-                | Exp
-                | Log
-                | Log2
-                | Log10
-                | Sin
-                | Cos
-                | Tan
-                | Asin
-                | Acos
-                | Atan
-                | Sinh
-                | Cosh
-                | Tanh
-                | Asinh
-                | Acosh
-                | Atanh
-                | Floor
-                | Ceil
-        )
+        matches!(self, FAbs | Sqrt | Rsqrt | Cbrt | Exp | Log | Log2 | Log10 | Sin | Cos | Tan | Asin | Acos | Atan
+            | Sinh | Cosh | Tanh | Asinh | Acosh | Atanh | Floor | Ceil)
     }
 }
 
@@ -248,17 +109,9 @@ pub enum Ast {
 /// DALI's lower-case type names used in `$N:type`.
 pub fn parse_type(s: &str) -> Option<DType> {
     Some(match s {
-        "uint8" => DType::U8,
-        "uint16" => DType::U16,
-        "uint32" => DType::U32,
-        "uint64" => DType::U64,
-        "int8" => DType::I8,
-        "int16" => DType::I16,
-        "int32" => DType::I32,
-        "int64" => DType::I64,
-        "float16" => DType::F16,
-        "float32" | "float" => DType::F32,
-        "float64" | "double" => DType::F64,
+        "uint8" => DType::U8, "uint16" => DType::U16, "uint32" => DType::U32, "uint64" => DType::U64,
+        "int8" => DType::I8, "int16" => DType::I16, "int32" => DType::I32, "int64" => DType::I64,
+        "float16" => DType::F16, "float32" | "float" => DType::F32, "float64" | "double" => DType::F64,
         "bool" => DType::Bool,
         _ => return None,
     })
@@ -300,18 +153,11 @@ fn parse_at(toks: &[&str], pos: &mut usize) -> Result<Ast, String> {
     let t = *toks.get(*pos).ok_or("unexpected end of expression")?;
     *pos += 1;
     if let Some(n) = t.strip_prefix('&') {
-        return n
-            .parse()
-            .map(Ast::Input)
-            .map_err(|_| format!("bad input reference '{t}'"));
+        return n.parse().map(Ast::Input).map_err(|_| format!("bad input reference '{t}'"));
     }
     if let Some(c) = t.strip_prefix('$') {
-        let (n, ty) = c
-            .split_once(':')
-            .ok_or_else(|| format!("constant '{t}' needs a type, e.g. $0:int32"))?;
-        let index = n
-            .parse()
-            .map_err(|_| format!("bad constant reference '{t}'"))?;
+        let (n, ty) = c.split_once(':').ok_or_else(|| format!("constant '{t}' needs a type, e.g. $0:int32"))?;
+        let index = n.parse().map_err(|_| format!("bad constant reference '{t}'"))?;
         let dtype = parse_type(ty).ok_or_else(|| format!("unknown constant type '{ty}'"))?;
         return Ok(Ast::Const { index, dtype });
     }
@@ -329,11 +175,7 @@ fn parse_at(toks: &[&str], pos: &mut usize) -> Result<Ast, String> {
     }
     *pos += 1;
     if args.len() != op.arity() {
-        return Err(format!(
-            "'{t}' takes {} operand(s), got {}",
-            op.arity(),
-            args.len()
-        ));
+        return Err(format!("'{t}' takes {} operand(s), got {}", op.arity(), args.len()));
     }
     Ok(Ast::Call(op, args))
 }
@@ -373,11 +215,7 @@ pub fn promote(a: DType, b: DType) -> DType {
         return a;
     }
     if a.is_float() || b.is_float() {
-        return if a == DType::F64 || b == DType::F64 {
-            DType::F64
-        } else {
-            DType::F32
-        };
+        return if a == DType::F64 || b == DType::F64 { DType::F64 } else { DType::F32 };
     }
     if a == DType::Bool {
         return b;
@@ -389,11 +227,7 @@ pub fn promote(a: DType, b: DType) -> DType {
         return if a.size() >= b.size() { a } else { b };
     }
     let (s, u) = if is_signed(a) { (a, b) } else { (b, a) };
-    if s.size() > u.size() {
-        s
-    } else {
-        signed_of_size((2 * u.size()).min(8))
-    }
+    if s.size() > u.size() { s } else { signed_of_size((2 * u.size()).min(8)) }
 }
 
 /// A typed node of a compiled expression; children come before parents, the root is last.
@@ -426,19 +260,12 @@ impl Program {
 
     /// Whether an integer `//` or `%` (which fails on a zero divisor) is in the program.
     pub fn divides_integers(&self) -> bool {
-        self.nodes
-            .iter()
-            .any(|n| matches!(n.kind, Kind::Call(Op::Div | Op::Mod, _)) && cls(n.compute) != Cls::F)
+        self.nodes.iter().any(|n| matches!(n.kind, Kind::Call(Op::Div | Op::Mod, _)) && cls(n.compute) != Cls::F)
     }
 }
 
 /// Types `ast` for inputs of `input_types`; a message naming the offending operation on error.
-pub fn compile(
-    ast: &Ast,
-    input_types: &[DType],
-    ints: &[i64],
-    reals: &[f64],
-) -> Result<Program, String> {
+pub fn compile(ast: &Ast, input_types: &[DType], ints: &[i64], reals: &[f64]) -> Result<Program, String> {
     let mut nodes = Vec::new();
     compile_at(ast, input_types, ints, reals, &mut nodes)?;
     Ok(Program { nodes })
@@ -446,62 +273,32 @@ pub fn compile(
 
 fn check_type(d: DType, what: &str) -> Result<(), String> {
     if d == DType::F16 {
-        return Err(format!(
-            "{what} has type FLOAT16, which arithmetic expressions do not support"
-        ));
+        return Err(format!("{what} has type FLOAT16, which arithmetic expressions do not support"));
     }
     Ok(())
 }
 
-fn compile_at(
-    ast: &Ast,
-    tys: &[DType],
-    ints: &[i64],
-    reals: &[f64],
-    nodes: &mut Vec<Node>,
-) -> Result<usize, String> {
+fn compile_at(ast: &Ast, tys: &[DType], ints: &[i64], reals: &[f64], nodes: &mut Vec<Node>) -> Result<usize, String> {
     let node = match ast {
         Ast::Input(i) => {
-            let d = *tys.get(*i).ok_or_else(|| {
-                format!(
-                    "expression uses input {i} but the operator has {} input(s)",
-                    tys.len()
-                )
-            })?;
+            let d = *tys.get(*i).ok_or_else(|| format!("expression uses input {i} but the operator has {} input(s)", tys.len()))?;
             check_type(d, &format!("input {i}"))?;
-            Node {
-                kind: Kind::Input(*i),
-                dtype: d,
-                compute: d,
-            }
+            Node { kind: Kind::Input(*i), dtype: d, compute: d }
         }
         Ast::Const { index, dtype } => {
             check_type(*dtype, "a constant")?;
             let bits = if dtype.is_float() {
-                let v = *reals
-                    .get(*index)
-                    .ok_or_else(|| format!("real constant {index} is missing"))?;
+                let v = *reals.get(*index).ok_or_else(|| format!("real constant {index} is missing"))?;
                 wrap_one(*dtype, v.to_bits())
             } else {
-                let v = *ints
-                    .get(*index)
-                    .ok_or_else(|| format!("integer constant {index} is missing"))?;
+                let v = *ints.get(*index).ok_or_else(|| format!("integer constant {index} is missing"))?;
                 let w = wrap_one(*dtype, v as u64);
-                if (cls(*dtype) == Cls::S && w as i64 != v)
-                    || (cls(*dtype) == Cls::U && (v < 0 || w != v as u64))
-                {
-                    return Err(format!(
-                        "integer constant {v} out of range for {}",
-                        dtype.dali_name()
-                    ));
+                if (cls(*dtype) == Cls::S && w as i64 != v) || (cls(*dtype) == Cls::U && (v < 0 || w != v as u64)) {
+                    return Err(format!("integer constant {v} out of range for {}", dtype.dali_name()));
                 }
                 w
             };
-            Node {
-                kind: Kind::Const(bits),
-                dtype: *dtype,
-                compute: *dtype,
-            }
+            Node { kind: Kind::Const(bits), dtype: *dtype, compute: *dtype }
         }
         Ast::Call(op, args) => {
             let mut ch = [0usize; 3];
@@ -510,11 +307,7 @@ fn compile_at(
             }
             let t: Vec<DType> = (0..args.len()).map(|k| nodes[ch[k]].dtype).collect();
             let (dtype, compute) = result_type(*op, &t)?;
-            Node {
-                kind: Kind::Call(*op, ch),
-                dtype,
-                compute,
-            }
+            Node { kind: Kind::Call(*op, ch), dtype, compute }
         }
     };
     nodes.push(node);
@@ -528,13 +321,7 @@ pub fn result_type(op: Op, t: &[DType]) -> Result<(DType, DType), String> {
     use Op::*;
     let all_bool = t.iter().all(|&d| d == DType::Bool);
     let p = t.iter().copied().reduce(promote).expect("operands");
-    let float_of = |d: DType| {
-        if d == DType::F64 {
-            DType::F64
-        } else {
-            DType::F32
-        }
-    };
+    let float_of = |d: DType| if d == DType::F64 { DType::F64 } else { DType::F32 };
     match op {
         Minus | Abs if all_bool => Err(format!(
             "input to arithmetic operator `{}` cannot be a boolean. Consider using bitwise operator `~` or a numeric type.",
@@ -593,11 +380,9 @@ fn convert(from: DType, to: DType, v: &mut [u64]) {
     match (cls(from), cls(to)) {
         (Cls::S, Cls::F) => {
             if to == DType::F32 {
-                v.iter_mut()
-                    .for_each(|x| *x = ((*x as i64) as f32 as f64).to_bits())
+                v.iter_mut().for_each(|x| *x = ((*x as i64) as f32 as f64).to_bits())
             } else {
-                v.iter_mut()
-                    .for_each(|x| *x = ((*x as i64) as f64).to_bits())
+                v.iter_mut().for_each(|x| *x = ((*x as i64) as f64).to_bits())
             }
         }
         (Cls::U, Cls::F) => {
@@ -607,9 +392,7 @@ fn convert(from: DType, to: DType, v: &mut [u64]) {
                 v.iter_mut().for_each(|x| *x = (*x as f64).to_bits())
             }
         }
-        (Cls::F, Cls::S) => v
-            .iter_mut()
-            .for_each(|x| *x = f64::from_bits(*x) as i64 as u64),
+        (Cls::F, Cls::S) => v.iter_mut().for_each(|x| *x = f64::from_bits(*x) as i64 as u64),
         (Cls::F, Cls::U) => v.iter_mut().for_each(|x| *x = f64::from_bits(*x) as u64),
         (Cls::F, Cls::F) => {}
         _ => {}
@@ -683,12 +466,8 @@ fn apply(op: Op, c: Cls, out: &mut [u64], a: &[u64], b: &[u64], z: &[u64]) -> bo
             ok = b.iter().all(|&y| y != 0);
             if ok {
                 match (op, c) {
-                    (Div, Cls::S) => {
-                        bin(out, a, b, |x, y| (x as i64).wrapping_div(y as i64) as u64)
-                    }
-                    (Mod, Cls::S) => {
-                        bin(out, a, b, |x, y| (x as i64).wrapping_rem(y as i64) as u64)
-                    }
+                    (Div, Cls::S) => bin(out, a, b, |x, y| (x as i64).wrapping_div(y as i64) as u64),
+                    (Mod, Cls::S) => bin(out, a, b, |x, y| (x as i64).wrapping_rem(y as i64) as u64),
                     (Div, _) => bin(out, a, b, |x, y| x / y),
                     _ => bin(out, a, b, |x, y| x % y),
                 }
@@ -707,37 +486,18 @@ fn apply(op: Op, c: Cls, out: &mut [u64], a: &[u64], b: &[u64], z: &[u64]) -> bo
         (Clamp, Cls::F) => {
             for k in 0..out.len() {
                 let (v, lo, hi) = (f(a[k]), f(b[k]), f(z[k]));
-                out[k] = (if v < lo {
-                    lo
-                } else if v > hi {
-                    hi
-                } else {
-                    v
-                })
-                .to_bits();
+                out[k] = (if v < lo { lo } else if v > hi { hi } else { v }).to_bits();
             }
         }
         (Clamp, Cls::S) => {
             for k in 0..out.len() {
                 let (v, lo, hi) = (a[k] as i64, b[k] as i64, z[k] as i64);
-                out[k] = (if v < lo {
-                    lo
-                } else if v > hi {
-                    hi
-                } else {
-                    v
-                }) as u64;
+                out[k] = (if v < lo { lo } else if v > hi { hi } else { v }) as u64;
             }
         }
         (Clamp, _) => {
             for k in 0..out.len() {
-                out[k] = if a[k] < b[k] {
-                    b[k]
-                } else if a[k] > z[k] {
-                    z[k]
-                } else {
-                    a[k]
-                };
+                out[k] = if a[k] < b[k] { b[k] } else if a[k] > z[k] { z[k] } else { a[k] };
             }
         }
         (Eq, Cls::F) => bin(out, a, b, |x, y| (f(x) == f(y)) as u64),
@@ -833,14 +593,7 @@ pub fn strides_for(shape: &[usize], out_shape: &[usize]) -> [usize; MAX_NDIM] {
     st
 }
 
-fn load<T: bytemuck::Pod>(
-    src: &[u8],
-    dst: &mut [u64],
-    start: usize,
-    op: &Operand<'_>,
-    shape: &[usize],
-    conv: impl Fn(T) -> u64,
-) {
+fn load<T: bytemuck::Pod>(src: &[u8], dst: &mut [u64], start: usize, op: &Operand<'_>, shape: &[usize], conv: impl Fn(T) -> u64) {
     let src: &[T] = bytemuck::cast_slice(src);
     if op.dense {
         let n = dst.len();
@@ -924,12 +677,7 @@ thread_local! {
 
 /// Evaluates `prog` for one sample of output shape `shape` into `out` (bytes of the output
 /// type). Err(()) on an integer division by zero.
-pub fn eval(
-    prog: &Program,
-    operands: &[Option<Operand<'_>>],
-    shape: &[usize],
-    out: &mut [u8],
-) -> Result<(), ()> {
+pub fn eval(prog: &Program, operands: &[Option<Operand<'_>>], shape: &[usize], out: &mut [u8]) -> Result<(), ()> {
     let total: usize = shape.iter().product();
     let n_nodes = prog.nodes.len();
     SCRATCH.with(|s| {
@@ -946,22 +694,15 @@ pub fn eval(
                 let (done, rest) = vals.split_at_mut(i * CHUNK);
                 let dst = &mut rest[..len];
                 match node.kind {
-                    Kind::Input(j) => {
-                        load_operand(operands[j].as_ref().expect("operand"), dst, start, shape)
-                    }
+                    Kind::Input(j) => load_operand(operands[j].as_ref().expect("operand"), dst, start, shape),
                     Kind::Const(bits) => dst.fill(bits),
                     Kind::Call(op, ch) => {
                         let (ta, rest_t) = tmp.split_at_mut(CHUNK);
                         let (tb, tz) = rest_t.split_at_mut(CHUNK);
                         let arity = op.arity();
-                        let bufs: [&mut [u64]; 3] =
-                            [&mut ta[..len], &mut tb[..len], &mut tz[..len]];
+                        let bufs: [&mut [u64]; 3] = [&mut ta[..len], &mut tb[..len], &mut tz[..len]];
                         let [ta, tb, tz] = bufs;
-                        for (k, t) in [&mut *ta, &mut *tb, &mut *tz]
-                            .into_iter()
-                            .enumerate()
-                            .take(arity)
-                        {
+                        for (k, t) in [&mut *ta, &mut *tb, &mut *tz].into_iter().enumerate().take(arity) {
                             let c = &prog.nodes[ch[k]];
                             t.copy_from_slice(&done[ch[k] * CHUNK..ch[k] * CHUNK + len]);
                             convert(c.dtype, node.compute, t);
@@ -1020,36 +761,18 @@ mod tests {
         assert_eq!(result_type(Op::Minus, &[U8]).unwrap().0, U8);
         assert_eq!(result_type(Op::Mul, &[Bool, Bool]).unwrap().0, Bool);
         assert_eq!(result_type(Op::BitOr, &[Bool, Bool]).unwrap().0, Bool);
-        assert!(result_type(Op::Add, &[Bool, Bool])
-            .unwrap_err()
-            .contains("cannot be booleans"));
+        assert!(result_type(Op::Add, &[Bool, Bool]).unwrap_err().contains("cannot be booleans"));
         assert!(result_type(Op::Minus, &[Bool]).is_err());
-        assert!(result_type(Op::BitAnd, &[F32, I32])
-            .unwrap_err()
-            .contains("integral"));
+        assert!(result_type(Op::BitAnd, &[F32, I32]).unwrap_err().contains("integral"));
         assert_eq!(result_type(Op::Clamp, &[U8, I32, I32]).unwrap().0, I32);
     }
 
-    fn run1(
-        desc: &str,
-        tys: &[DType],
-        data: &[&[u8]],
-        shape: &[usize],
-        ints: &[i64],
-        reals: &[f64],
-    ) -> (DType, Vec<u8>) {
+    fn run1(desc: &str, tys: &[DType], data: &[&[u8]], shape: &[usize], ints: &[i64], reals: &[f64]) -> (DType, Vec<u8>) {
         let prog = compile(&parse(desc).unwrap(), tys, ints, reals).unwrap();
         let ops: Vec<Option<Operand<'_>>> = tys
             .iter()
             .zip(data)
-            .map(|(&t, &b)| {
-                Some(Operand {
-                    bytes: b,
-                    dtype: t,
-                    strides: strides_for(&[b.len() / t.size()], shape),
-                    dense: b.len() / t.size() == shape.iter().product::<usize>(),
-                })
-            })
+            .map(|(&t, &b)| Some(Operand { bytes: b, dtype: t, strides: strides_for(&[b.len() / t.size()], shape), dense: b.len() / t.size() == shape.iter().product::<usize>() }))
             .collect();
         let mut out = vec![0u8; shape.iter().product::<usize>() * prog.out_type().size()];
         eval(&prog, &ops, shape, &mut out).unwrap();
@@ -1087,14 +810,7 @@ mod tests {
         assert_eq!(t, F32);
         assert_eq!(bytemuck::cast_slice::<u8, f32>(&o), [0.75, -1.25, 1.5]);
         // Comparisons give BOOL; a fused tree: (u8 * 2 + 1.5) < 10.
-        let (t, o) = run1(
-            "lt(add(mul(&0 $0:int32) $0:float32) $1:int32)",
-            &[U8],
-            &[&u8s],
-            &[3],
-            &[2, 10],
-            &[1.5],
-        );
+        let (t, o) = run1("lt(add(mul(&0 $0:int32) $0:float32) $1:int32)", &[U8], &[&u8s], &[3], &[2, 10], &[1.5]);
         assert_eq!((t, o), (Bool, vec![0, 1, 0]));
     }
 
@@ -1112,25 +828,12 @@ mod tests {
         let prog = compile(&parse("add(&0 &1)").unwrap(), &[I32, I32], &[], &[]).unwrap();
         let shape = [2usize, 3];
         let ops = [
-            Some(Operand {
-                bytes: &a,
-                dtype: I32,
-                strides: strides_for(&[2, 3], &shape),
-                dense: true,
-            }),
-            Some(Operand {
-                bytes: &b,
-                dtype: I32,
-                strides: strides_for(&[2, 1], &shape),
-                dense: false,
-            }),
+            Some(Operand { bytes: &a, dtype: I32, strides: strides_for(&[2, 3], &shape), dense: true }),
+            Some(Operand { bytes: &b, dtype: I32, strides: strides_for(&[2, 1], &shape), dense: false }),
         ];
         let mut o = vec![0u8; 24];
         eval(&prog, &ops, &shape, &mut o).unwrap();
-        assert_eq!(
-            bytemuck::cast_slice::<u8, i32>(&o),
-            [10, 11, 12, 23, 24, 25]
-        );
+        assert_eq!(bytemuck::cast_slice::<u8, i32>(&o), [10, 11, 12, 23, 24, 25]);
         // More elements than one chunk.
         let n = CHUNK * 3 + 17;
         let x: Vec<u8> = (0..n).map(|i| i as u8).collect();
@@ -1142,13 +845,7 @@ mod tests {
     fn parse_errors_and_range_checks() {
         assert!(parse("add(&0)").unwrap_err().contains("2 operand"));
         assert!(parse("frob(&0 &1)").unwrap_err().contains("unknown"));
-        assert!(
-            compile(&parse("add(&0 $0:uint8)").unwrap(), &[U8], &[300], &[])
-                .unwrap_err()
-                .contains("out of range")
-        );
-        assert!(compile(&parse("add(&0 &0)").unwrap(), &[F16], &[], &[])
-            .unwrap_err()
-            .contains("FLOAT16"));
+        assert!(compile(&parse("add(&0 $0:uint8)").unwrap(), &[U8], &[300], &[]).unwrap_err().contains("out of range"));
+        assert!(compile(&parse("add(&0 &0)").unwrap(), &[F16], &[], &[]).unwrap_err().contains("FLOAT16"));
     }
 }

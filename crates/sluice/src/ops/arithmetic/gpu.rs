@@ -51,11 +51,7 @@ pub(super) struct ArithmeticGpu {
 
 impl ArithmeticGpu {
     pub(super) fn new(ctx: &OpContext) -> Result<ArithmeticGpu> {
-        Ok(ArithmeticGpu {
-            arith: Arithmetic::new(ctx)?,
-            params: ParamUpload::default(),
-            block: Vec::new(),
-        })
+        Ok(ArithmeticGpu { arith: Arithmetic::new(ctx)?, params: ParamUpload::default(), block: Vec::new() })
     }
 }
 
@@ -65,15 +61,7 @@ fn gpu_nodes(prog: &Program) -> Vec<GpuNode> {
     prog.nodes
         .iter()
         .map(|n| {
-            let mut g = GpuNode {
-                kind: 0,
-                op: 0,
-                dtype: code(n.dtype),
-                compute: code(n.compute),
-                ch: [-1; 3],
-                input: 0,
-                bits: 0,
-            };
+            let mut g = GpuNode { kind: 0, op: 0, dtype: code(n.dtype), compute: code(n.compute), ch: [-1; 3], input: 0, bits: 0 };
             match n.kind {
                 Kind::Input(j) => g.input = j as i32,
                 Kind::Const(b) => {
@@ -101,10 +89,7 @@ struct Collapsed {
 }
 
 fn collapse(out_shape: &[usize], in_shapes: &[&[usize]]) -> Collapsed {
-    let full: Vec<[usize; MAX_NDIM]> = in_shapes
-        .iter()
-        .map(|s| expr::strides_for(s, out_shape))
-        .collect();
+    let full: Vec<[usize; MAX_NDIM]> = in_shapes.iter().map(|s| expr::strides_for(s, out_shape)).collect();
     let mut shape: Vec<usize> = Vec::with_capacity(out_shape.len());
     let mut strides: Vec<[usize; MAX_NDIM]> = vec![[0; MAX_NDIM]; in_shapes.len()];
     for (k, &extent) in out_shape.iter().enumerate() {
@@ -114,11 +99,7 @@ fn collapse(out_shape: &[usize], in_shapes: &[&[usize]]) -> Collapsed {
         let d = shape.len();
         // Merge into the previous kept axis when, for every operand, stepping that axis
         // equals stepping this one `extent` times.
-        let mergeable = d > 0
-            && full
-                .iter()
-                .zip(&strides)
-                .all(|(f, s)| s[d - 1] == f[k] * extent);
+        let mergeable = d > 0 && full.iter().zip(&strides).all(|(f, s)| s[d - 1] == f[k] * extent);
         if mergeable {
             shape[d - 1] *= extent;
             for (f, s) in full.iter().zip(strides.iter_mut()) {
@@ -138,12 +119,7 @@ impl GpuOperator for ArithmeticGpu {
     fn run(&mut self, ws: &GpuWorkspace<'_>) -> Result<Vec<TensorListGpu>> {
         let inputs = &ws.gpu_inputs;
         let metas: Vec<&BatchMeta> = inputs.iter().map(|t| t.meta()).collect();
-        let Planned {
-            prog,
-            ndim,
-            shapes,
-            meta,
-        } = self.arith.plan(ws.iteration, &metas, ws.batch_size)?;
+        let Planned { prog, ndim, shapes, meta } = self.arith.plan(ws.iteration, &metas, ws.batch_size)?;
         let name = &self.arith.ctx.display_name;
         if prog.nodes.len() > MAX_NODES {
             return Err(Error::Unsupported(format!(
@@ -165,12 +141,7 @@ impl GpuOperator for ArithmeticGpu {
                 collapse(&shapes[i * ndim..(i + 1) * ndim], &in_shapes)
             })
             .collect();
-        let dims = collapsed
-            .iter()
-            .map(|c| c.shape.len())
-            .max()
-            .unwrap_or(0)
-            .max(1);
+        let dims = collapsed.iter().map(|c| c.shape.len()).max().unwrap_or(0).max(1);
 
         // Block: nodes, then n records, then n flags (zero).
         let nodes = gpu_nodes(&prog);
@@ -183,10 +154,7 @@ impl GpuOperator for ArithmeticGpu {
             // Collapsed axes sit at the right; the left is padded with extent 1, stride 0.
             let pad = dims - c.shape.len();
             for d in 0..dims {
-                push(
-                    &mut self.block,
-                    if d < pad { 1 } else { c.shape[d - pad] as i64 },
-                );
+                push(&mut self.block, if d < pad { 1 } else { c.shape[d - pad] as i64 });
             }
             for (j, t) in inputs.iter().enumerate() {
                 let mode = if t.numel(i) == 1 {
@@ -199,14 +167,7 @@ impl GpuOperator for ArithmeticGpu {
                 push(&mut self.block, t.sample_ptr(i));
                 push(&mut self.block, mode);
                 for d in 0..dims {
-                    push(
-                        &mut self.block,
-                        if d < pad {
-                            0
-                        } else {
-                            c.strides[j][d - pad] as i64
-                        },
-                    );
+                    push(&mut self.block, if d < pad { 0 } else { c.strides[j][d - pad] as i64 });
                 }
             }
         }
@@ -215,22 +176,10 @@ impl GpuOperator for ArithmeticGpu {
         self.block.resize(flags_at + 4 * n, 0);
 
         let base = self.params.upload(ws, &self.block)?;
-        let f = ws.device.kernels().function(
-            ws.device.context(),
-            ws.device.compute_capability(),
-            "arithmetic",
-            SRC,
-            "arithmetic",
-        )?;
+        let f = ws.device.kernels().function(ws.device.context(), ws.device.compute_capability(), "arithmetic", SRC, "arithmetic")?;
         let cfg = per_sample_launch(max_count, n);
-        let (nodes_ptr, samples_ptr, flags_ptr) =
-            (base, base + records_at as u64, base + flags_at as u64);
-        let (n_nodes, n_inputs, dims, out_type) = (
-            nodes.len() as i32,
-            inputs.len() as i32,
-            dims as i32,
-            type_code(out.dtype()).expect("coded"),
-        );
+        let (nodes_ptr, samples_ptr, flags_ptr) = (base, base + records_at as u64, base + flags_at as u64);
+        let (n_nodes, n_inputs, dims, out_type) = (nodes.len() as i32, inputs.len() as i32, dims as i32, type_code(out.dtype()).expect("coded"));
         // SAFETY: records point into the inputs and `out`, alive on this stream; every
         // operand's strides (or its dense / scalar mode) stay inside its sample (broadcast
         // checked by `plan`); each thread writes its own elements of its sample.
@@ -254,9 +203,7 @@ impl GpuOperator for ArithmeticGpu {
             self.params.read_back_last(flags_at, &mut flags)?;
             let flags: &[i32] = bytemuck::cast_slice(&flags);
             if let Some(i) = flags.iter().position(|&f| f != 0) {
-                return Err(self
-                    .arith
-                    .division_by_zero(ws.iteration, i, out.source_info(i)));
+                return Err(self.arith.division_by_zero(ws.iteration, i, out.source_info(i)));
             }
         }
         Ok(vec![out])
@@ -272,11 +219,7 @@ mod tests {
     fn kernel_op_codes_follow_the_rust_enum() {
         let start = SRC.find("enum Op {").expect("enum Op in arithmetic.cu") + "enum Op {".len();
         let body = &SRC[start..start + SRC[start..].find('}').unwrap()];
-        let names: Vec<&str> = body
-            .split(',')
-            .map(str::trim)
-            .filter(|s| !s.is_empty())
-            .collect();
+        let names: Vec<&str> = body.split(',').map(str::trim).filter(|s| !s.is_empty()).collect();
         let ours: Vec<String> = Op::ALL.iter().map(|op| format!("{op:?}")).collect();
         assert_eq!(names, ours);
         for (k, op) in Op::ALL.iter().enumerate() {

@@ -6,8 +6,8 @@ use super::Cast;
 use crate::error::{Error, Result};
 use crate::ops::gpu_params::{cuda_struct, per_sample_launch, ParamUpload};
 use crate::ops::{GpuOperator, GpuWorkspace, OpContext};
-use crate::tensor::{DType, TensorListGpu};
 use sluice_cuda::PushKernelArg;
+use crate::tensor::{DType, TensorListGpu};
 
 pub(crate) const SRC: &str = concat!(include_str!("../element.cuh"), include_str!("cast.cu"));
 
@@ -29,11 +29,7 @@ cuda_struct! {
 
 impl CastGpu {
     pub(super) fn new(ctx: &OpContext) -> CastGpu {
-        CastGpu {
-            cast: Cast::new(ctx),
-            params: ParamUpload::default(),
-            samples: Vec::new(),
-        }
+        CastGpu { cast: Cast::new(ctx), params: ParamUpload::default(), samples: Vec::new() }
     }
 }
 
@@ -61,9 +57,7 @@ impl GpuOperator for CastGpu {
         let name = &self.cast.ctx.display_name;
         let (src, dst) = (input.dtype(), self.cast.dtype);
         let (Some(src_code), Some(dst_code)) = (type_code(src), type_code(dst)) else {
-            return Err(Error::Unsupported(format!(
-                "{name}: {src} -> {dst} is not supported on the GPU"
-            )));
+            return Err(Error::Unsupported(format!("{name}: {src} -> {dst} is not supported on the GPU")));
         };
         let out = TensorListGpu::alloc(self.cast.output_meta(input.meta()), ws.device, ws.stream)?;
         let n = input.len();
@@ -72,25 +66,13 @@ impl GpuOperator for CastGpu {
         for i in 0..n {
             let count = input.numel(i);
             max_count = max_count.max(count);
-            self.samples.push(CastSample {
-                r#in: input.sample_ptr(i),
-                out: out.sample_ptr(i),
-                count: count as i64,
-            });
+            self.samples.push(CastSample { r#in: input.sample_ptr(i), out: out.sample_ptr(i), count: count as i64 });
         }
         if max_count == 0 {
             return Ok(vec![out]);
         }
-        let samples_ptr = self
-            .params
-            .upload(ws, bytemuck::cast_slice(&self.samples))?;
-        let f = ws.device.kernels().function(
-            ws.device.context(),
-            ws.device.compute_capability(),
-            "cast",
-            SRC,
-            "cast",
-        )?;
+        let samples_ptr = self.params.upload(ws, bytemuck::cast_slice(&self.samples))?;
+        let f = ws.device.kernels().function(ws.device.context(), ws.device.compute_capability(), "cast", SRC, "cast")?;
         // Same type: the kernel copies the bits (as the cpu's `convert_slice`).
         let elem_bytes = if src == dst { src.size() as i32 } else { 0 };
         let cfg = per_sample_launch(max_count, n);
@@ -116,10 +98,6 @@ mod cuda_twins {
 
     #[test]
     fn the_kernel_source_compiles_and_its_parameter_structs_match() {
-        crate::ops::gpu_params::check_cuda_source(
-            "cast",
-            SRC,
-            &[("CastSample", &CastSample::LAYOUT)],
-        );
+        crate::ops::gpu_params::check_cuda_source("cast", SRC, &[("CastSample", &CastSample::LAYOUT)]);
     }
 }

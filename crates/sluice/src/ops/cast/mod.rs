@@ -4,10 +4,7 @@
 pub(crate) mod gpu;
 
 use crate::error::{Error, Result};
-use crate::ops::{
-    arg, for_each_sample, ArgDefault as D, ArgType as T, Device, OpContext, OpDef, OpSchema,
-    Operator, Workspace,
-};
+use crate::ops::{arg, for_each_sample, ArgDefault as D, ArgType as T, Device, OpContext, OpDef, OpSchema, Operator, Workspace};
 use crate::tensor::element::{load, store};
 use crate::tensor::{BatchMeta, DType, TensorList};
 
@@ -40,19 +37,12 @@ struct Cast {
 
 impl Cast {
     fn new(ctx: &OpContext) -> Cast {
-        Cast {
-            ctx: ctx.clone(),
-            dtype: ctx.args.dtype("dtype"),
-        }
+        Cast { ctx: ctx.clone(), dtype: ctx.args.dtype("dtype") }
     }
 
     /// The output of a batch of `input`: same shapes, layout and source info, new type.
     fn output_meta(&self, input: &BatchMeta) -> BatchMeta {
-        let mut meta = BatchMeta::new(
-            self.dtype,
-            input.ndim(),
-            (0..input.len()).map(|i| input.shape(i)),
-        );
+        let mut meta = BatchMeta::new(self.dtype, input.ndim(), (0..input.len()).map(|i| input.shape(i)));
         meta.set_layout(input.layout().clone());
         meta.inherit_source_info(input);
         meta
@@ -132,12 +122,7 @@ pub fn convert_slice(src: DType, input: &[u8], dst: DType, out: &mut [u8]) {
 fn convert_common(src: DType, input: &[u8], dst: DType, out: &mut [u8]) -> bool {
     macro_rules! float_to_int {
         ($f:ty, $t:ty) => {{
-            let (Ok(i), Ok(o)) = (
-                bytemuck::try_cast_slice::<u8, $f>(input),
-                bytemuck::try_cast_slice_mut::<u8, $t>(out),
-            ) else {
-                return false;
-            };
+            let (Ok(i), Ok(o)) = (bytemuck::try_cast_slice::<u8, $f>(input), bytemuck::try_cast_slice_mut::<u8, $t>(out)) else { return false };
             // `as` saturates (and maps NaN to 0); `round` is half away from zero.
             o.iter_mut().zip(i).for_each(|(o, &x)| *o = x.round() as $t);
             true
@@ -145,12 +130,7 @@ fn convert_common(src: DType, input: &[u8], dst: DType, out: &mut [u8]) -> bool 
     }
     macro_rules! int_to_float {
         ($t:ty, $f:ty) => {{
-            let (Ok(i), Ok(o)) = (
-                bytemuck::try_cast_slice::<u8, $t>(input),
-                bytemuck::try_cast_slice_mut::<u8, $f>(out),
-            ) else {
-                return false;
-            };
+            let (Ok(i), Ok(o)) = (bytemuck::try_cast_slice::<u8, $t>(input), bytemuck::try_cast_slice_mut::<u8, $f>(out)) else { return false };
             o.iter_mut().zip(i).for_each(|(o, &x)| *o = x as $f);
             true
         }};
@@ -174,11 +154,7 @@ pub fn require_dtype(op: &str, argument: &str, dtype: DType, allowed: &[DType]) 
         return Ok(());
     }
     let names: Vec<&str> = allowed.iter().map(|d| d.dali_name()).collect();
-    Err(Error::arg(
-        op,
-        argument,
-        format!("unsupported type {dtype}; supported: {}", names.join(", ")),
-    ))
+    Err(Error::arg(op, argument, format!("unsupported type {dtype}; supported: {}", names.join(", "))))
 }
 
 #[cfg(test)]
@@ -188,29 +164,7 @@ mod common_conversion_tests {
     /// The fast paths give what the generic path gives, edge values included.
     #[test]
     fn common_conversions_match_the_generic_rules() {
-        let floats: Vec<f32> = vec![
-            0.0,
-            0.49,
-            0.5,
-            1.5,
-            2.5,
-            -0.5,
-            -1.5,
-            254.5,
-            255.4,
-            255.5,
-            300.0,
-            -300.0,
-            1e20,
-            -1e20,
-            f32::NAN,
-            f32::INFINITY,
-            f32::NEG_INFINITY,
-            127.5,
-            -128.5,
-            65535.5,
-            32767.5,
-        ];
+        let floats: Vec<f32> = vec![0.0, 0.49, 0.5, 1.5, 2.5, -0.5, -1.5, 254.5, 255.4, 255.5, 300.0, -300.0, 1e20, -1e20, f32::NAN, f32::INFINITY, f32::NEG_INFINITY, 127.5, -128.5, 65535.5, 32767.5];
         let input: Vec<u8> = bytemuck::cast_slice(&floats).to_vec();
         for dst in [DType::U8, DType::I8, DType::U16, DType::I16] {
             let mut fast = vec![0u8; floats.len() * dst.size()];
@@ -224,14 +178,8 @@ mod common_conversion_tests {
         let ints: Vec<i32> = vec![0, 1, -1, 255, 16_777_217, i32::MIN, i32::MAX];
         for (src, bytes) in [
             (DType::U8, (0u8..=255).collect::<Vec<u8>>()),
-            (
-                DType::I16,
-                bytemuck::cast_slice(&[0i16, -1, i16::MIN, i16::MAX]).to_vec(),
-            ),
-            (
-                DType::U16,
-                bytemuck::cast_slice(&[0u16, 1, u16::MAX]).to_vec(),
-            ),
+            (DType::I16, bytemuck::cast_slice(&[0i16, -1, i16::MIN, i16::MAX]).to_vec()),
+            (DType::U16, bytemuck::cast_slice(&[0u16, 1, u16::MAX]).to_vec()),
             (DType::I32, bytemuck::cast_slice(&ints).to_vec()),
         ] {
             let n = bytes.len() / src.size();

@@ -15,10 +15,7 @@
 mod gpu;
 
 use crate::error::{Error, Location, Result};
-use crate::ops::{
-    arg, for_each_sample, gather_samples, tensor_arg, ArgDefault as D, ArgType as T, Device,
-    OpContext, OpDef, OpSchema, Operator, Workspace,
-};
+use crate::ops::{arg, for_each_sample, gather_samples, tensor_arg, ArgDefault as D, ArgType as T, Device, OpContext, OpDef, OpSchema, Operator, Workspace};
 use crate::tensor::{BatchMeta, DType, TensorList};
 
 /// `fn._conditional.split`.
@@ -135,18 +132,9 @@ impl Operand<'_> {
     /// DALI's message for a condition that is not a scalar (or not bool, where bool is required).
     fn error(self, bool_required: bool, got: &str) -> String {
         let (subject, place) = match self {
-            Operand::If => (
-                "Conditions inside `if` statements are restricted to".to_string(),
-                " as a condition of the `if` statement.".to_string(),
-            ),
-            Operand::Logical(name, "") => (
-                format!("Logical expression `{name}` is restricted to"),
-                " in logical expression.".to_string(),
-            ),
-            Operand::Logical(name, side) => (
-                format!("Logical expression `{name}` is restricted to"),
-                format!(" as the {side} argument in logical expression."),
-            ),
+            Operand::If => ("Conditions inside `if` statements are restricted to".to_string(), " as a condition of the `if` statement.".to_string()),
+            Operand::Logical(name, "") => (format!("Logical expression `{name}` is restricted to"), " in logical expression.".to_string()),
+            Operand::Logical(name, side) => (format!("Logical expression `{name}` is restricted to"), format!(" as the {side} argument in logical expression.")),
         };
         let of_bool = if bool_required { " of `bool` type" } else { "" };
         format!("{subject} scalar (0-d tensors) inputs{of_bool}, that are placed on CPU. Got {got}{place}{SUGGESTION}")
@@ -158,16 +146,10 @@ impl Operand<'_> {
             return Err(self.error(bool_required, &format!("a {}-d input", batch.ndim())));
         }
         if bool_required && batch.dtype() != DType::Bool {
-            return Err(self.error(
-                true,
-                &format!("an input of type `{}`", batch.dtype().cpp_name()),
-            ));
+            return Err(self.error(true, &format!("an input of type `{}`", batch.dtype().cpp_name())));
         }
         if !bool_required && !evaluates_as_bool(batch.dtype()) {
-            return Err(format!(
-                "Can't evaluate {} as boolean value.",
-                batch.dtype().cpp_name()
-            ));
+            return Err(format!("Can't evaluate {} as boolean value.", batch.dtype().cpp_name()));
         }
         Ok(())
     }
@@ -176,36 +158,15 @@ impl Operand<'_> {
 /// The types whose scalars `if` accepts as conditions (non-zero: true), as DALI.
 fn evaluates_as_bool(dtype: DType) -> bool {
     use DType::*;
-    matches!(
-        dtype,
-        Bool | U8 | I8 | U16 | I16 | U32 | I32 | U64 | I64 | F16 | F32 | F64
-    )
+    matches!(dtype, Bool | U8 | I8 | U16 | I16 | U32 | I32 | U64 | I64 | F16 | F32 | F64)
 }
 
 /// Reads a predicate: `Some(true)` per sample taking the `if` branch.
-fn read_predicate(
-    ctx: &OpContext,
-    ws_args: &std::collections::HashMap<&str, &TensorList>,
-    expected: usize,
-    what: &str,
-    iteration: u64,
-    if_stmt: bool,
-) -> Result<Vec<bool>> {
-    let at = || Location {
-        operator: ctx.display_name.clone(),
-        iteration: Some(iteration),
-        ..Default::default()
-    };
-    let pred = ws_args.get("predicate").ok_or_else(|| {
-        Error::data(
-            at(),
-            "The 'predicate' argument is required to be present as argument input.",
-        )
-    })?;
+fn read_predicate(ctx: &OpContext, ws_args: &std::collections::HashMap<&str, &TensorList>, expected: usize, what: &str, iteration: u64, if_stmt: bool) -> Result<Vec<bool>> {
+    let at = || Location { operator: ctx.display_name.clone(), iteration: Some(iteration), ..Default::default() };
+    let pred = ws_args.get("predicate").ok_or_else(|| Error::data(at(), "The 'predicate' argument is required to be present as argument input."))?;
     if if_stmt {
-        Operand::If
-            .check(pred.meta(), false)
-            .map_err(|m| Error::data(at(), m))?;
+        Operand::If.check(pred.meta(), false).map_err(|m| Error::data(at(), m))?;
     }
     if pred.len() != expected {
         return Err(Error::data(at(), format!("{what} description must cover whole input, got {expected} input samples and {} elements denoting the {}.", pred.len(), what.to_lowercase())));
@@ -214,17 +175,9 @@ fn read_predicate(
         return Err(Error::data(at(), "Only scalar indexing is supported."));
     }
     if !evaluates_as_bool(pred.dtype()) {
-        return Err(Error::data(
-            at(),
-            format!(
-                "Can't evaluate {} as boolean value.",
-                pred.dtype().cpp_name()
-            ),
-        ));
+        return Err(Error::data(at(), format!("Can't evaluate {} as boolean value.", pred.dtype().cpp_name())));
     }
-    Ok((0..pred.len())
-        .map(|i| crate::ops::args::scalar_as_f64(pred, i) != 0.0)
-        .collect())
+    Ok((0..pred.len()).map(|i| crate::ops::args::scalar_as_f64(pred, i) != 0.0).collect())
 }
 
 /// Shared by the cpu and gpu backends of split.
@@ -235,19 +188,11 @@ struct Split {
 
 impl Split {
     fn new(ctx: &OpContext) -> Result<Split> {
-        Ok(Split {
-            ctx: ctx.clone(),
-            if_stmt: ctx.args.bool("_if_stmt"),
-        })
+        Ok(Split { ctx: ctx.clone(), if_stmt: ctx.args.bool("_if_stmt") })
     }
 
     /// The samples of each half: (true, false).
-    fn halves(
-        &self,
-        arg_inputs: &std::collections::HashMap<&str, &TensorList>,
-        len: usize,
-        iteration: u64,
-    ) -> Result<[Vec<usize>; 2]> {
+    fn halves(&self, arg_inputs: &std::collections::HashMap<&str, &TensorList>, len: usize, iteration: u64) -> Result<[Vec<usize>; 2]> {
         let pred = read_predicate(&self.ctx, arg_inputs, len, "Split", iteration, self.if_stmt)?;
         let mut halves = [Vec::new(), Vec::new()];
         for (i, p) in pred.into_iter().enumerate() {
@@ -261,10 +206,7 @@ impl Operator for Split {
     fn run(&mut self, ws: &Workspace<'_>) -> Result<Vec<TensorList>> {
         let input = ws.inputs[0];
         let halves = self.halves(&ws.arg_inputs, input.len(), ws.iteration)?;
-        halves
-            .iter()
-            .map(|picks| gather_samples(ws.pool, input, picks))
-            .collect()
+        halves.iter().map(|picks| gather_samples(ws.pool, input, picks)).collect()
     }
 }
 
@@ -276,94 +218,38 @@ struct Merge {
 impl Merge {
     /// Checks the halves agree (those with samples: an empty half says nothing) and returns,
     /// per output sample, (half, index in it), and the metadata of the output.
-    fn plan(
-        &self,
-        halves: [&BatchMeta; 2],
-        arg_inputs: &std::collections::HashMap<&str, &TensorList>,
-        iteration: u64,
-    ) -> Result<(Vec<(usize, usize)>, BatchMeta)> {
-        let at = || Location {
-            operator: self.ctx.display_name.clone(),
-            iteration: Some(iteration),
-            ..Default::default()
-        };
+    fn plan(&self, halves: [&BatchMeta; 2], arg_inputs: &std::collections::HashMap<&str, &TensorList>, iteration: u64) -> Result<(Vec<(usize, usize)>, BatchMeta)> {
+        let at = || Location { operator: self.ctx.display_name.clone(), iteration: Some(iteration), ..Default::default() };
         let [t, f] = halves;
         if !t.is_empty() && !f.is_empty() {
             let divergent = "Divergent data found in different branches of conditional operation. All paths in conditional operation are \
                              merged into one batch which must have consistent type, number of dimensions, layout and other metadata. ";
             if t.dtype() != f.dtype() {
-                return Err(Error::data(
-                    at(),
-                    format!(
-                        "{divergent}Found distinct types: {} and {}.",
-                        t.dtype().cpp_name(),
-                        f.dtype().cpp_name()
-                    ),
-                ));
+                return Err(Error::data(at(), format!("{divergent}Found distinct types: {} and {}.", t.dtype().cpp_name(), f.dtype().cpp_name())));
             }
             if t.ndim() != f.ndim() {
-                return Err(Error::data(
-                    at(),
-                    format!(
-                        "{divergent}Found distinct sample dimensions: {} and {}.",
-                        t.ndim(),
-                        f.ndim()
-                    ),
-                ));
+                return Err(Error::data(at(), format!("{divergent}Found distinct sample dimensions: {} and {}.", t.ndim(), f.ndim())));
             }
             if t.layout() != f.layout() {
-                return Err(Error::data(
-                    at(),
-                    format!(
-                        "{divergent}Found distinct layouts: \"{}\" and \"{}\".",
-                        t.layout(),
-                        f.layout()
-                    ),
-                ));
+                return Err(Error::data(at(), format!("{divergent}Found distinct layouts: \"{}\" and \"{}\".", t.layout(), f.layout())));
             }
         }
-        let pred = read_predicate(
-            &self.ctx,
-            arg_inputs,
-            t.len() + f.len(),
-            "Merge",
-            iteration,
-            false,
-        )?;
+        let pred = read_predicate(&self.ctx, arg_inputs, t.len() + f.len(), "Merge", iteration, false)?;
         let mut next = [0usize; 2];
         let mut plan = Vec::with_capacity(pred.len());
         for p in pred {
             let half = !p as usize;
             if next[half] == halves[half].len() {
-                return Err(Error::data(
-                    at(),
-                    format!(
-                        "the predicate sends more samples to the {} branch than it holds ({})",
-                        ["`if`", "`else`"][half],
-                        halves[half].len()
-                    ),
-                ));
+                return Err(Error::data(at(), format!("the predicate sends more samples to the {} branch than it holds ({})", ["`if`", "`else`"][half], halves[half].len())));
             }
             plan.push((half, next[half]));
             next[half] += 1;
         }
         let model = if t.is_empty() { f } else { t };
-        let mut meta = BatchMeta::new(
-            model.dtype(),
-            model.ndim(),
-            plan.iter().map(|&(h, k)| halves[h].shape(k)),
-        );
+        let mut meta = BatchMeta::new(model.dtype(), model.ndim(), plan.iter().map(|&(h, k)| halves[h].shape(k)));
         meta.set_layout(model.layout().clone());
-        if plan
-            .iter()
-            .all(|&(h, _)| !halves[h].source_infos().is_empty())
-            && !plan.is_empty()
-        {
-            meta.set_source_info(
-                plan.iter()
-                    .map(|&(h, k)| halves[h].source_infos()[k].clone())
-                    .collect(),
-            );
+        if plan.iter().all(|&(h, _)| !halves[h].source_infos().is_empty()) && !plan.is_empty() {
+            meta.set_source_info(plan.iter().map(|&(h, k)| halves[h].source_infos()[k].clone()).collect());
         }
         Ok((plan, meta))
     }
@@ -372,11 +258,7 @@ impl Merge {
 impl Operator for Merge {
     fn run(&mut self, ws: &Workspace<'_>) -> Result<Vec<TensorList>> {
         let halves = [ws.inputs[0], ws.inputs[1]];
-        let (plan, meta) = self.plan(
-            [halves[0].meta(), halves[1].meta()],
-            &ws.arg_inputs,
-            ws.iteration,
-        )?;
+        let (plan, meta) = self.plan([halves[0].meta(), halves[1].meta()], &ws.arg_inputs, ws.iteration)?;
         let mut out = TensorList::for_overwrite(meta);
         for_each_sample(ws.pool, &mut out, |i, dst| {
             let (h, k) = plan[i];
@@ -394,9 +276,7 @@ struct Not {
 impl Operator for Not {
     fn run(&mut self, ws: &Workspace<'_>) -> Result<Vec<TensorList>> {
         let input = ws.inputs[0];
-        Operand::Logical("not", "")
-            .check(input.meta(), false)
-            .map_err(|m| Error::data(self.ctx.at(ws.iteration, 0, ""), m))?;
+        Operand::Logical("not", "").check(input.meta(), false).map_err(|m| Error::data(self.ctx.at(ws.iteration, 0, ""), m))?;
         let mut meta = BatchMeta::new(DType::Bool, 0, (0..input.len()).map(|_| &[][..]));
         meta.inherit_source_info(input.meta());
         let mut out = TensorList::for_overwrite(meta);
@@ -415,33 +295,18 @@ struct ValidateLogical {
 
 impl ValidateLogical {
     fn new(ctx: &OpContext) -> Result<ValidateLogical> {
-        let (name, side) = (
-            ctx.args.str("expression_name").to_string(),
-            ctx.args.str("expression_side").to_string(),
-        );
-        if !matches!(name.as_str(), "and" | "or" | "not" | "if")
-            || !matches!(side.as_str(), "" | "left" | "right" | "if-stmt")
-        {
-            return Err(Error::arg(
-                &ctx.display_name,
-                "expression_name",
-                "Internal error - DALI diagnostic configured incorrectly.",
-            ));
+        let (name, side) = (ctx.args.str("expression_name").to_string(), ctx.args.str("expression_side").to_string());
+        if !matches!(name.as_str(), "and" | "or" | "not" | "if") || !matches!(side.as_str(), "" | "left" | "right" | "if-stmt") {
+            return Err(Error::arg(&ctx.display_name, "expression_name", "Internal error - DALI diagnostic configured incorrectly."));
         }
-        Ok(ValidateLogical {
-            ctx: ctx.clone(),
-            name,
-            side,
-        })
+        Ok(ValidateLogical { ctx: ctx.clone(), name, side })
     }
 }
 
 impl Operator for ValidateLogical {
     fn run(&mut self, ws: &Workspace<'_>) -> Result<Vec<TensorList>> {
         let input = ws.inputs[0];
-        Operand::Logical(&self.name, &self.side)
-            .check(input.meta(), true)
-            .map_err(|m| Error::data(self.ctx.at(ws.iteration, 0, ""), m))?;
+        Operand::Logical(&self.name, &self.side).check(input.meta(), true).map_err(|m| Error::data(self.ctx.at(ws.iteration, 0, ""), m))?;
         Ok(vec![input.clone()])
     }
 }
@@ -453,13 +318,7 @@ mod tests {
 
     fn ctx() -> OpContext {
         OpContext {
-            args: crate::ops::Args::check(
-                &SPLIT.schema,
-                "split",
-                vec![],
-                &["predicate".to_string()],
-            )
-            .unwrap(),
+            args: crate::ops::Args::check(&SPLIT.schema, "split", vec![], &["predicate".to_string()]).unwrap(),
             display_name: "_conditional.split".into(),
             instance_name: "s".into(),
             op_id: 0,
@@ -474,26 +333,14 @@ mod tests {
 
     #[test]
     fn split_then_merge_gives_the_batch_back_and_empty_halves_are_valid() {
-        let data = TensorList::from_samples(
-            &[vec![2], vec![1], vec![3], vec![2]],
-            &[vec![1i32, 2], vec![3], vec![4, 5, 6], vec![7, 8]],
-        );
+        let data = TensorList::from_samples(&[vec![2], vec![1], vec![3], vec![2]], &[vec![1i32, 2], vec![3], vec![4, 5, 6], vec![7, 8]]);
         for pred in [vec![1u8, 0, 1, 0], vec![0, 0, 0, 0], vec![1, 1, 1, 1]] {
             // Scalars of any numeric type are predicates: u8 here.
-            let p = TensorList::from_samples(
-                &vec![vec![]; 4],
-                &pred.iter().map(|&b| vec![b]).collect::<Vec<_>>(),
-            );
+            let p = TensorList::from_samples(&vec![vec![]; 4], &pred.iter().map(|&b| vec![b]).collect::<Vec<_>>());
             let args: HashMap<&str, &TensorList> = [("predicate", &p)].into();
-            let split = Split {
-                ctx: ctx(),
-                if_stmt: true,
-            };
+            let split = Split { ctx: ctx(), if_stmt: true };
             let halves = split.halves(&args, 4, 0).unwrap();
-            let pool = rayon::ThreadPoolBuilder::new()
-                .num_threads(2)
-                .build()
-                .unwrap();
+            let pool = rayon::ThreadPoolBuilder::new().num_threads(2).build().unwrap();
             let t = gather_samples(&pool, &data, &halves[0]).unwrap();
             let f = gather_samples(&pool, &data, &halves[1]).unwrap();
             assert_eq!(t.len(), pred.iter().filter(|&&b| b == 1).count());

@@ -7,11 +7,8 @@
 //! or on the GPU one upload of it.
 
 use crate::error::{Error, Result};
-use crate::ops::{
-    arg, ArgDefault as D, ArgType as T, Device, GpuOperator, GpuWorkspace, OpContext, OpDef,
-    OpSchema, Operator, Workspace,
-};
 use crate::tensor::element::{store, Num};
+use crate::ops::{arg, ArgDefault as D, ArgType as T, Device, GpuOperator, GpuWorkspace, OpContext, OpDef, OpSchema, Operator, Workspace};
 use crate::tensor::{DType, Layout, TensorList, TensorListGpu};
 
 /// Schema and backends.
@@ -50,32 +47,10 @@ impl Constant {
     fn new(ctx: &OpContext) -> Result<Constant> {
         let op = &ctx.display_name;
         let values: Vec<Num> = match (ctx.args.value("fdata"), ctx.args.value("idata")) {
-            (Some(_), Some(_)) => {
-                return Err(Error::arg(
-                    op,
-                    "fdata",
-                    "give either `fdata` or `idata`, not both",
-                ))
-            }
-            (Some(_), None) => ctx
-                .args
-                .floats("fdata")
-                .iter()
-                .map(|&f| Num::Float(f))
-                .collect(),
-            (None, Some(_)) => ctx
-                .args
-                .ints("idata")
-                .iter()
-                .map(|&i| Num::Int(i as i128))
-                .collect(),
-            (None, None) => {
-                return Err(Error::arg(
-                    op,
-                    "fdata",
-                    "the constant needs its data: `fdata` or `idata`",
-                ))
-            }
+            (Some(_), Some(_)) => return Err(Error::arg(op, "fdata", "give either `fdata` or `idata`, not both")),
+            (Some(_), None) => ctx.args.floats("fdata").iter().map(|&f| Num::Float(f)).collect(),
+            (None, Some(_)) => ctx.args.ints("idata").iter().map(|&i| Num::Int(i as i128)).collect(),
+            (None, None) => return Err(Error::arg(op, "fdata", "the constant needs its data: `fdata` or `idata`")),
         };
         let floats = ctx.args.has("fdata");
         let dtype = if ctx.args.has("dtype") {
@@ -89,11 +64,7 @@ impl Constant {
             ctx.args
                 .ints("shape")
                 .iter()
-                .map(|&d| {
-                    usize::try_from(d).map_err(|_| {
-                        Error::arg(op, "shape", format!("extents must be >= 0, got {d}"))
-                    })
-                })
+                .map(|&d| usize::try_from(d).map_err(|_| Error::arg(op, "shape", format!("extents must be >= 0, got {d}"))))
                 .collect::<Result<_>>()?
         } else {
             vec![values.len()]
@@ -101,38 +72,18 @@ impl Constant {
         let numel: usize = shape.iter().product();
         // A single value fills any shape (DALI broadcasts a one-element constant).
         if numel != values.len() && values.len() != 1 {
-            return Err(Error::arg(
-                op,
-                "shape",
-                format!(
-                    "{shape:?} holds {numel} elements, but {} values were given",
-                    values.len()
-                ),
-            ));
+            return Err(Error::arg(op, "shape", format!("{shape:?} holds {numel} elements, but {} values were given", values.len())));
         }
         let layout = ctx.args.str("layout");
         let layout = Layout::new(layout).map_err(|e| Error::arg(op, "layout", e))?;
         if !layout.is_empty() && layout.ndim() != shape.len() {
-            return Err(Error::arg(
-                op,
-                "layout",
-                format!(
-                    "'{layout}' has {} dimensions, the shape {}",
-                    layout.ndim(),
-                    shape.len()
-                ),
-            ));
+            return Err(Error::arg(op, "layout", format!("'{layout}' has {} dimensions, the shape {}", layout.ndim(), shape.len())));
         }
         let mut batch = TensorList::uniform(dtype, &shape, ctx.max_batch_size);
         batch.set_layout(layout);
         for bytes in batch.samples_mut() {
             for k in 0..numel {
-                store(
-                    dtype,
-                    bytes,
-                    k,
-                    values[if values.len() == 1 { 0 } else { k }],
-                );
+                store(dtype, bytes, k, values[if values.len() == 1 { 0 } else { k }]);
             }
         }
         Ok(Constant { batch })
@@ -167,10 +118,7 @@ impl GpuOperator for ConstantGpu {
         let host = self.0.batch(ws.batch_size);
         let out = TensorListGpu::alloc(host.meta().clone(), ws.device, ws.stream)?;
         // SAFETY: from pageable memory the driver stages the copy before returning.
-        unsafe {
-            out.buffer()
-                .copy_from_host_async(0, &host.buffer().as_slice()[..host.total_bytes()])?
-        };
+        unsafe { out.buffer().copy_from_host_async(0, &host.buffer().as_slice()[..host.total_bytes()])? };
         Ok(vec![out])
     }
 }

@@ -4,10 +4,7 @@
 
 use super::window::{fill_per_channel, CropSpec, Span, CROP_ARGS};
 use crate::error::{Error, Result};
-use crate::ops::{
-    arg, for_each_sample, removed_arg, ArgDefault as D, ArgType as T, Device, OpContext, OpDef,
-    OpSchema, Operator, Workspace,
-};
+use crate::ops::{arg, removed_arg, for_each_sample, ArgDefault as D, ArgType as T, Device, OpContext, OpDef, OpSchema, Operator, Workspace};
 use crate::tensor::element::{load, store, store_f64};
 use crate::tensor::{DType, Layout, TensorList};
 
@@ -40,16 +37,7 @@ struct Crop {
 /// `dst` (type `ot`); elements outside the input get `fill[channel]` (already encoded as
 /// `ot` bytes), `c_axis` being the channel dimension, if any.
 #[allow(clippy::too_many_arguments)]
-pub fn crop_nd(
-    dst: &mut [u8],
-    src: &[u8],
-    shape: &[usize],
-    spans: &[Span],
-    it: DType,
-    ot: DType,
-    fill: &[Vec<u8>],
-    c_axis: Option<usize>,
-) {
+pub fn crop_nd(dst: &mut [u8], src: &[u8], shape: &[usize], spans: &[Span], it: DType, ot: DType, fill: &[Vec<u8>], c_axis: Option<usize>) {
     let nd = shape.len();
     let mut in_stride = vec![1usize; nd];
     let mut out_stride = vec![1usize; nd];
@@ -57,16 +45,7 @@ pub fn crop_nd(
         in_stride[a] = in_stride[a + 1] * shape[a + 1];
         out_stride[a] = out_stride[a + 1] * spans[a + 1].len;
     }
-    let ctx = Nd {
-        shape,
-        spans,
-        in_stride: &in_stride,
-        out_stride: &out_stride,
-        it,
-        ot,
-        fill,
-        c_axis,
-    };
+    let ctx = Nd { shape, spans, in_stride: &in_stride, out_stride: &out_stride, it, ot, fill, c_axis };
     if nd == 0 {
         dst.copy_from_slice(src);
         return;
@@ -88,32 +67,15 @@ struct Nd<'a> {
 impl Nd<'_> {
     /// Output elements `out_off..` of the block at dimension `a`; `valid` is false inside padding.
     #[allow(clippy::too_many_arguments)]
-    fn rec(
-        &self,
-        dst: &mut [u8],
-        src: &[u8],
-        a: usize,
-        in_off: usize,
-        out_off: usize,
-        valid: bool,
-        chan: Option<usize>,
-    ) {
+    fn rec(&self, dst: &mut [u8], src: &[u8], a: usize, in_off: usize, out_off: usize, valid: bool, chan: Option<usize>) {
         let os = self.ot.size();
         let last = a + 1 == self.shape.len();
         let sp = self.spans[a];
         for o in 0..sp.len {
             let s = sp.anchor + o as i64;
             let ok = valid && s >= 0 && (s as usize) < self.shape[a];
-            let chan = if self.c_axis == Some(a) {
-                Some(o)
-            } else {
-                chan
-            };
-            let in_o = if ok {
-                in_off + s as usize * self.in_stride[a]
-            } else {
-                0
-            };
+            let chan = if self.c_axis == Some(a) { Some(o) } else { chan };
+            let in_o = if ok { in_off + s as usize * self.in_stride[a] } else { 0 };
             let out_o = out_off + o * self.out_stride[a];
             if last {
                 let d = &mut dst[out_o * os..(out_o + 1) * os];
@@ -137,8 +99,7 @@ impl Nd<'_> {
     }
 
     fn inner_full(&self, from: usize) -> bool {
-        (from..self.shape.len())
-            .all(|b| self.spans[b].anchor == 0 && self.spans[b].len == self.shape[b])
+        (from..self.shape.len()).all(|b| self.spans[b].anchor == 0 && self.spans[b].len == self.shape[b])
     }
 }
 
@@ -149,84 +110,31 @@ impl Operator for Crop {
         let n = input.len();
         let layout = Layout::spatial(input.layout(), input.ndim())
             .map_err(|m| Error::data(ctx.at(ws.iteration, 0, input.source_info(0)), m))?;
-        let (ha, wa, da, ca) = (
-            layout.find('H').unwrap(),
-            layout.find('W').unwrap(),
-            layout.find('D'),
-            layout.find('C'),
-        );
+        let (ha, wa, da, ca) = (layout.find('H').unwrap(), layout.find('W').unwrap(), layout.find('D'), layout.find('C'));
         let it = input.dtype();
-        let ot = if ctx.args.has("dtype") {
-            ctx.args.dtype("dtype")
-        } else {
-            it
-        };
+        let ot = if ctx.args.has("dtype") { ctx.args.dtype("dtype") } else { it };
         if ot != it && !matches!(ot, DType::U8 | DType::F32 | DType::F16) {
-            return Err(Error::arg(
-                &ctx.display_name,
-                "dtype",
-                format!("output type must be the input type, UINT8, FLOAT or FLOAT16, got {ot}"),
-            ));
+            return Err(Error::arg(&ctx.display_name, "dtype", format!("output type must be the input type, UINT8, FLOAT or FLOAT16, got {ot}")));
         }
         let spec = CropSpec::new(ctx, ws, true)?;
         let mut spans: Vec<Span> = Vec::with_capacity(n * input.ndim());
         for i in 0..n {
             let sh = input.shape(i);
-            let w = spec.windows(
-                ctx,
-                ws.iteration,
-                input.source_info(i),
-                i,
-                sh[ha],
-                sh[wa],
-                da.map(|a| sh[a]),
-            )?;
+            let w = spec.windows(ctx, ws.iteration, input.source_info(i), i, sh[ha], sh[wa], da.map(|a| sh[a]))?;
             for (a, &e) in sh.iter().enumerate() {
-                spans.push(if a == ha {
-                    w.h
-                } else if a == wa {
-                    w.w
-                } else if Some(a) == da {
-                    w.d.unwrap()
-                } else {
-                    Span::full(e)
-                });
+                spans.push(if a == ha { w.h } else if a == wa { w.w } else if Some(a) == da { w.d.unwrap() } else { Span::full(e) });
             }
         }
         let nd = input.ndim();
-        let shapes: Vec<Vec<usize>> = (0..n)
-            .map(|i| spans[i * nd..(i + 1) * nd].iter().map(|s| s.len).collect())
-            .collect();
-        let channels = ca
-            .filter(|_| n > 0)
-            .map_or(1, |c| input.shape(0).get(c).copied().unwrap_or(1)); // (a branch may get no samples)
-        let fill = fill_per_channel(
-            &ctx.display_name,
-            ctx.args.floats("fill_values"),
-            channels.max(1),
-        )?;
-        let fill: Vec<Vec<u8>> = fill
-            .iter()
-            .map(|&v| {
-                let mut e = vec![0u8; ot.size()];
-                store_f64(ot, &mut e, 0, v);
-                e
-            })
-            .collect();
+        let shapes: Vec<Vec<usize>> = (0..n).map(|i| spans[i * nd..(i + 1) * nd].iter().map(|s| s.len).collect()).collect();
+        let channels = ca.filter(|_| n > 0).map_or(1, |c| input.shape(0).get(c).copied().unwrap_or(1)); // (a branch may get no samples)
+        let fill = fill_per_channel(&ctx.display_name, ctx.args.floats("fill_values"), channels.max(1))?;
+        let fill: Vec<Vec<u8>> = fill.iter().map(|&v| { let mut e = vec![0u8; ot.size()]; store_f64(ot, &mut e, 0, v); e }).collect();
         let mut out = TensorList::new(ot, nd, shapes.iter().map(|s| s.as_slice()));
         out.set_layout(input.layout().clone());
         out.inherit_source_info(input);
         for_each_sample(ws.pool, &mut out, |i, dst| {
-            crop_nd(
-                dst,
-                input.bytes(i),
-                input.shape(i),
-                &spans[i * nd..(i + 1) * nd],
-                it,
-                ot,
-                &fill,
-                ca,
-            );
+            crop_nd(dst, input.bytes(i), input.shape(i), &spans[i * nd..(i + 1) * nd], it, ot, &fill, ca);
             Ok(())
         })?;
         Ok(vec![out])

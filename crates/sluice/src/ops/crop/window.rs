@@ -10,10 +10,7 @@
 //!   window with the input.
 
 use crate::error::{Error, Result};
-use crate::ops::{
-    arg, tensor_arg, ArgDefault as D, ArgSchema, ArgType as T, OpContext, PerSample, PerSampleList,
-    Workspace, MAX_LIST,
-};
+use crate::ops::{ArgDefault as D, ArgSchema, ArgType as T, OpContext, PerSample, PerSampleList, Workspace, arg, tensor_arg, MAX_LIST};
 
 /// Arguments describing the crop window, shared by every crop operator.
 pub const CROP_ARGS: &[ArgSchema] = &[
@@ -43,11 +40,7 @@ impl OobPolicy {
             "error" => Ok(OobPolicy::Error),
             "pad" => Ok(OobPolicy::Pad),
             "trim_to_shape" => Ok(OobPolicy::TrimToShape),
-            _ => Err(Error::arg(
-                op,
-                "out_of_bounds_policy",
-                format!("must be \"error\", \"pad\" or \"trim_to_shape\", got \"{s}\""),
-            )),
+            _ => Err(Error::arg(op, "out_of_bounds_policy", format!("must be \"error\", \"pad\" or \"trim_to_shape\", got \"{s}\""))),
         }
     }
 }
@@ -63,10 +56,7 @@ pub struct Span {
 impl Span {
     /// The whole dimension.
     pub fn full(extent: usize) -> Span {
-        Span {
-            anchor: 0,
-            len: extent,
-        }
+        Span { anchor: 0, len: extent }
     }
 
     /// True when every output element reads inside `0..extent`.
@@ -86,37 +76,21 @@ pub fn anchor(extent: usize, crop: usize, pos: f32) -> i64 {
 /// (anchor 277) where DALI anchors at 276.
 pub fn anchor_with_rounding(extent: usize, crop: usize, pos: f64, truncate: bool) -> i64 {
     let a = pos as f32 as f64 * (extent as f64 - crop as f64);
-    if truncate {
-        a.trunc() as i64
-    } else {
-        a.round() as i64
-    }
+    if truncate { a.trunc() as i64 } else { a.round() as i64 }
 }
 
 /// A crop size from its (float) argument value: truncated, at least 1.
 pub fn crop_size(op: &str, name: &str, v: f64) -> Result<usize> {
     if !v.is_finite() || v.trunc() < 1.0 {
-        return Err(Error::arg(
-            op,
-            name,
-            format!("crop size must be a positive number of pixels (at least 1), got {v}"),
-        ));
+        return Err(Error::arg(op, name, format!("crop size must be a positive number of pixels (at least 1), got {v}")));
     }
     Ok(v.trunc() as usize)
 }
 
 /// The window along one dimension of `extent` under `policy`; `what` names the dimension's
 /// size argument for the error message.
-pub fn span(
-    extent: usize,
-    crop: usize,
-    pos: f64,
-    policy: OobPolicy,
-) -> std::result::Result<Span, Span> {
-    let s = Span {
-        anchor: anchor(extent, crop, pos as f32),
-        len: crop,
-    };
+pub fn span(extent: usize, crop: usize, pos: f64, policy: OobPolicy) -> std::result::Result<Span, Span> {
+    let s = Span { anchor: anchor(extent, crop, pos as f32), len: crop };
     if s.inside(extent) {
         return Ok(s);
     }
@@ -126,10 +100,7 @@ pub fn span(
         OobPolicy::TrimToShape => {
             let lo = s.anchor.max(0);
             let hi = (s.anchor + crop as i64).min(extent as i64);
-            Ok(Span {
-                anchor: lo,
-                len: (hi - lo).max(0) as usize,
-            })
+            Ok(Span { anchor: lo, len: (hi - lo).max(0) as usize })
         }
     }
 }
@@ -169,25 +140,13 @@ impl<'a> CropSpec<'a> {
         let d = ws.per_sample(ctx, "crop_d");
         let given = |p: &PerSample| !matches!(p, PerSample::Unset);
         if given(&h) != given(&w) {
-            return Err(Error::arg(
-                op,
-                if given(&h) { "crop_w" } else { "crop_h" },
-                "crop_h and crop_w must be given together",
-            ));
+            return Err(Error::arg(op, if given(&h) { "crop_w" } else { "crop_h" }, "crop_h and crop_w must be given together"));
         }
         if crop.is_set() && (given(&h) || given(&d)) {
-            return Err(Error::arg(
-                op,
-                "crop",
-                "give either crop or crop_h/crop_w/crop_d, not both",
-            ));
+            return Err(Error::arg(op, "crop", "give either crop or crop_h/crop_w/crop_d, not both"));
         }
         if required && !crop.is_set() && !given(&h) {
-            return Err(Error::arg(
-                op,
-                "crop",
-                "no crop window: give crop=[H, W] or crop_h and crop_w",
-            ));
+            return Err(Error::arg(op, "crop", "no crop window: give crop=[H, W] or crop_h and crop_w"));
         }
         Ok(CropSpec {
             crop,
@@ -203,16 +162,7 @@ impl<'a> CropSpec<'a> {
 
     /// The windows of sample `i` whose H, W (and D) extents are given; errors name the
     /// operator, the argument and the sample.
-    pub fn windows(
-        &self,
-        ctx: &OpContext,
-        iteration: u64,
-        source: &str,
-        i: usize,
-        h: usize,
-        w: usize,
-        d: Option<usize>,
-    ) -> Result<Windows> {
+    pub fn windows(&self, ctx: &OpContext, iteration: u64, source: &str, i: usize, h: usize, w: usize, d: Option<usize>) -> Result<Windows> {
         let op = &ctx.display_name;
         let mut buf = [0f64; MAX_LIST];
         let (ch, cw, cd) = match self.crop.get(op, "crop", i, &[2, 3], &mut buf)? {
@@ -227,26 +177,14 @@ impl<'a> CropSpec<'a> {
         let pos = |p: &PerSample, name: &str| -> Result<f64> {
             let v = p.get(op, i)?.unwrap_or(0.5);
             if !(0.0..=1.0).contains(&v) {
-                return Err(Error::data(
-                    ctx.at(iteration, i, source),
-                    format!("argument '{name}' must be in [0, 1], got {v}"),
-                ));
+                return Err(Error::data(ctx.at(iteration, i, source), format!("argument '{name}' must be in [0, 1], got {v}")));
             }
             Ok(v)
         };
-        let one = |extent: usize,
-                   c: Option<(&str, f64)>,
-                   p: &PerSample,
-                   pname: &str|
-         -> Result<Span> {
-            let Some((cname, cv)) = c else {
-                return Ok(Span::full(extent));
-            };
+        let one = |extent: usize, c: Option<(&str, f64)>, p: &PerSample, pname: &str| -> Result<Span> {
+            let Some((cname, cv)) = c else { return Ok(Span::full(extent)) };
             let size = crop_size(op, cname, cv).map_err(|e| match e {
-                Error::InvalidArgument { message, .. } => Error::data(
-                    ctx.at(iteration, i, source),
-                    format!("argument '{cname}': {message}"),
-                ),
+                Error::InvalidArgument { message, .. } => Error::data(ctx.at(iteration, i, source), format!("argument '{cname}': {message}")),
                 e => e,
             })?;
             span(extent, size, pos(p, pname)?, self.policy).map_err(|s| {
@@ -266,11 +204,7 @@ impl<'a> CropSpec<'a> {
             Some(ext) => Some(one(ext, cd, &self.z, "crop_pos_z")?),
             None => None,
         };
-        Ok(Windows {
-            h: wh,
-            w: ww,
-            d: wd,
-        })
+        Ok(Windows { h: wh, w: ww, d: wd })
     }
 }
 
@@ -280,11 +214,7 @@ pub fn fill_per_channel(op: &str, fill: &[f64], channels: usize) -> Result<Vec<f
         0 => Ok(vec![0.0; channels]),
         1 => Ok(vec![fill[0]; channels]),
         n if n >= channels => Ok(fill[..channels].to_vec()),
-        n => Err(Error::arg(
-            op,
-            "fill_values",
-            format!("needs 1 or {channels} values (one per channel), got {n}"),
-        )),
+        n => Err(Error::arg(op, "fill_values", format!("needs 1 or {channels} values (one per channel), got {n}"))),
     }
 }
 
@@ -296,21 +226,10 @@ mod tests {
     fn anchors_round_like_dali() {
         // DALI 2.4 fn.crop on a 1-column image of H rows, crop (ch, 1), crop_pos_y = pos.
         for &(h, ch, pos, want) in &[
-            (5usize, 2usize, 0.5f32, 2i64),
-            (5, 4, 0.5, 1),
-            (5, 2, 0.75, 2),
-            (6, 1, 0.3, 2),
-            (7, 1, 0.25, 2),
-            (6, 4, 0.25, 1),
-            (10, 3, 0.75, 5),
-            (9, 4, 0.3, 2),
-            (10, 1, 0.3, 3),
+            (5usize, 2usize, 0.5f32, 2i64), (5, 4, 0.5, 1), (5, 2, 0.75, 2), (6, 1, 0.3, 2),
+            (7, 1, 0.25, 2), (6, 4, 0.25, 1), (10, 3, 0.75, 5), (9, 4, 0.3, 2), (10, 1, 0.3, 3),
             // larger than the input (pad policy): -0.5 -> -1, -1.5 -> -2, -2.5 -> -3, -0.25 -> 0.
-            (5, 6, 0.5, -1),
-            (5, 8, 0.5, -2),
-            (4, 9, 0.5, -3),
-            (5, 6, 0.25, 0),
-            (5, 9, 1.0, -4),
+            (5, 6, 0.5, -1), (5, 8, 0.5, -2), (4, 9, 0.5, -3), (5, 6, 0.25, 0), (5, 9, 1.0, -4),
             // DALI widens to double: 0.7 * (428 - 33) = 276.4999.. -> 276 (an f32 product gives 277).
             (428, 33, 0.7, 276),
         ] {
@@ -325,21 +244,9 @@ mod tests {
         assert!(crop_size("crop", "crop_h", 0.0).is_err());
         assert!(crop_size("crop", "crop_h", -1.0).is_err());
         assert!(crop_size("crop", "crop_h", 0.5).is_err());
-        assert_eq!(
-            span(3, 4, 0.5, OobPolicy::Pad),
-            Ok(Span { anchor: -1, len: 4 })
-        );
-        assert_eq!(
-            span(3, 4, 0.5, OobPolicy::TrimToShape),
-            Ok(Span { anchor: 0, len: 3 })
-        );
-        assert_eq!(
-            span(3, 4, 0.5, OobPolicy::Error),
-            Err(Span { anchor: -1, len: 4 })
-        );
-        assert_eq!(
-            span(5, 7, 0.3, OobPolicy::TrimToShape),
-            Ok(Span { anchor: 0, len: 5 })
-        );
+        assert_eq!(span(3, 4, 0.5, OobPolicy::Pad), Ok(Span { anchor: -1, len: 4 }));
+        assert_eq!(span(3, 4, 0.5, OobPolicy::TrimToShape), Ok(Span { anchor: 0, len: 3 }));
+        assert_eq!(span(3, 4, 0.5, OobPolicy::Error), Err(Span { anchor: -1, len: 4 }));
+        assert_eq!(span(5, 7, 0.3, OobPolicy::TrimToShape), Ok(Span { anchor: 0, len: 5 }));
     }
 }

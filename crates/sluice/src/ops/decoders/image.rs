@@ -4,9 +4,7 @@ use sluice_codecs::DecodeParams;
 
 use super::common::{decode_sample, decode_setup, read_headers, MIXED_ONLY_ARGS};
 use crate::error::Result;
-use crate::ops::{
-    arg, ArgDefault as D, ArgType as T, Device, OpContext, OpDef, OpSchema, Operator, Workspace,
-};
+use crate::ops::{arg, ArgDefault as D, ArgType as T, Device, OpContext, OpDef, OpSchema, Operator, Workspace};
 use crate::tensor::{BatchMeta, DType, TensorList};
 
 /// Schema and backends.
@@ -47,11 +45,7 @@ struct ImageDecoderCpu {
 impl ImageDecoderCpu {
     fn new(ctx: &OpContext) -> Result<ImageDecoderCpu> {
         let (params, dtype) = decode_setup(ctx)?;
-        Ok(ImageDecoderCpu {
-            ctx: ctx.clone(),
-            params,
-            dtype,
-        })
+        Ok(ImageDecoderCpu { ctx: ctx.clone(), params, dtype })
     }
 }
 
@@ -67,14 +61,12 @@ impl Operator for ImageDecoderCpu {
             })
             .collect();
         // Every pixel is decoded into place; a failed sample fails the whole batch.
-        let mut out =
-            TensorList::for_overwrite(BatchMeta::new(self.dtype, 3, shapes.iter().map(|s| &s[..])));
+        let mut out = TensorList::for_overwrite(BatchMeta::new(self.dtype, 3, shapes.iter().map(|s| &s[..])));
         out.set_layout("HWC".into());
         out.inherit_source_info(input);
         let (ctx, params, dtype) = (&self.ctx, &self.params, self.dtype);
-        crate::ops::for_each_sample(ws.pool, &mut out, |i, dst| {
-            decode_sample(ctx, ws, input, i, &infos[i], params, dtype, dst)
-        })?;
+        crate::ops::for_each_sample(ws.pool, &mut out, |i, dst| decode_sample(ctx, ws, input, i, &infos[i], params, dtype, dst))?;
         Ok(vec![out])
     }
 }
+

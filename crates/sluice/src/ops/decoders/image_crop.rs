@@ -12,10 +12,7 @@ use super::common::{PlaceWindow, DECODE_ARGS, MIXED_ONLY_ARGS};
 use super::window::{WindowDecoderCpu, WindowDecoderMixed};
 use crate::error::{Error, Location, Result};
 use crate::ops::crop::window::{anchor_with_rounding, crop_size};
-use crate::ops::{
-    arg, tensor_arg, ArgDefault as D, ArgSchema, ArgType as T, Device, OpContext, OpDef, OpSchema,
-    Workspace,
-};
+use crate::ops::{arg, tensor_arg, ArgDefault as D, ArgSchema, ArgType as T, Device, OpContext, OpDef, OpSchema, Workspace};
 
 /// Crop-window arguments of `decoders.image_crop` (DALI's CropAttr; no padding policy).
 const IMAGE_CROP_ARGS: &[ArgSchema] = &[
@@ -62,11 +59,7 @@ impl CropWindow {
         let crop = if ctx.args.has("crop") {
             let c = ctx.args.floats("crop");
             if c.len() != 2 {
-                return Err(Error::arg(
-                    op,
-                    "crop",
-                    format!("must be [H, W] for images, got {c:?}"),
-                ));
+                return Err(Error::arg(op, "crop", format!("must be [H, W] for images, got {c:?}")));
             }
             Some([c[0], c[1]])
         } else {
@@ -74,87 +67,48 @@ impl CropWindow {
         };
         let given = |n: &str| ctx.args.has(n) || ctx.arg_input_names.iter().any(|a| a == n);
         if given("crop_d") {
-            return Err(Error::arg(
-                op,
-                "crop_d",
-                "images have no depth dimension; give crop or crop_h/crop_w",
-            ));
+            return Err(Error::arg(op, "crop_d", "images have no depth dimension; give crop or crop_h/crop_w"));
         }
         if crop.is_some() && (given("crop_h") || given("crop_w")) {
-            return Err(Error::arg(
-                op,
-                "crop",
-                "give either crop or crop_h/crop_w, not both",
-            ));
+            return Err(Error::arg(op, "crop", "give either crop or crop_h/crop_w, not both"));
         }
         if crop.is_none() && (given("crop_h") != given("crop_w")) {
-            return Err(Error::arg(
-                op,
-                if given("crop_h") { "crop_w" } else { "crop_h" },
-                "crop_h and crop_w must be given together",
-            ));
+            return Err(Error::arg(op, if given("crop_h") { "crop_w" } else { "crop_h" }, "crop_h and crop_w must be given together"));
         }
         if crop.is_none() && !given("crop_h") {
-            return Err(Error::arg(
-                op,
-                "crop",
-                "no crop window: give crop=[H, W] or crop_h and crop_w",
-            ));
+            return Err(Error::arg(op, "crop", "no crop window: give crop=[H, W] or crop_h and crop_w"));
         }
         let truncate = match ctx.args.str("rounding") {
             "round" => false,
             "truncate" => true,
-            s => {
-                return Err(Error::arg(
-                    op,
-                    "rounding",
-                    format!("must be \"round\" or \"truncate\", got \"{s}\""),
-                ))
-            }
+            s => return Err(Error::arg(op, "rounding", format!("must be \"round\" or \"truncate\", got \"{s}\""))),
         };
         Ok(CropWindow { crop, truncate })
     }
 }
 
 impl PlaceWindow for CropWindow {
-    fn place(
-        &self,
-        ctx: &OpContext,
-        ws: &Workspace<'_>,
-        i: usize,
-        (h, w): (usize, usize),
-    ) -> Result<Roi> {
+    fn place(&self, ctx: &OpContext, ws: &Workspace<'_>, i: usize, (h, w): (usize, usize)) -> Result<Roi> {
         let op = ctx.display_name.as_str();
         let input = ws.inputs[0];
         let (ph, pw) = (ws.per_sample(ctx, "crop_h"), ws.per_sample(ctx, "crop_w"));
-        let (px, py) = (
-            ws.per_sample(ctx, "crop_pos_x"),
-            ws.per_sample(ctx, "crop_pos_y"),
-        );
+        let (px, py) = (ws.per_sample(ctx, "crop_pos_x"), ws.per_sample(ctx, "crop_pos_y"));
         {
             let at = || -> Location { ctx.at(ws.iteration, i, input.source_info(i)) };
             let in_sample = |name: &str, e: Error| match e {
-                Error::InvalidArgument { message, .. } => {
-                    Error::data(at(), format!("argument '{name}': {message}"))
-                }
+                Error::InvalidArgument { message, .. } => Error::data(at(), format!("argument '{name}': {message}")),
                 e => e,
             };
             let (ch, cw) = match self.crop {
                 Some([a, b]) => (("crop", a), ("crop", b)),
-                None => (
-                    ("crop_h", ph.get(op, i)?.unwrap_or(0.0)),
-                    ("crop_w", pw.get(op, i)?.unwrap_or(0.0)),
-                ),
+                None => (("crop_h", ph.get(op, i)?.unwrap_or(0.0)), ("crop_w", pw.get(op, i)?.unwrap_or(0.0))),
             };
             let sh = crop_size(op, ch.0, ch.1).map_err(|e| in_sample(ch.0, e))?;
             let sw = crop_size(op, cw.0, cw.1).map_err(|e| in_sample(cw.0, e))?;
             let pos = |p: &crate::ops::PerSample, name: &str| -> Result<f64> {
                 let v = p.get(op, i)?.unwrap_or(0.5);
                 if !(0.0..=1.0).contains(&v) {
-                    return Err(Error::data(
-                        at(),
-                        format!("argument '{name}' must be in [0, 1], got {v}"),
-                    ));
+                    return Err(Error::data(at(), format!("argument '{name}' must be in [0, 1], got {v}")));
                 }
                 Ok(v)
             };
@@ -169,12 +123,7 @@ impl PlaceWindow for CropWindow {
                     ),
                 ));
             }
-            Ok(Roi {
-                x: x as usize,
-                y: y as usize,
-                width: sw,
-                height: sh,
-            })
+            Ok(Roi { x: x as usize, y: y as usize, width: sw, height: sh })
         }
     }
 }

@@ -5,12 +5,10 @@
 use sluice_codecs::Roi;
 
 use super::common::{PlaceWindow, DECODE_ARGS, MIXED_ONLY_ARGS};
-use super::random_crop_window::{RandomCropParams, RANDOM_CROP_ARGS};
 use super::window::{WindowDecoderCpu, WindowDecoderMixed};
+use super::random_crop_window::{RandomCropParams, RANDOM_CROP_ARGS};
 use crate::error::Result;
-use crate::ops::{
-    arg, ArgDefault as D, ArgType as T, Device, OpContext, OpDef, OpSchema, Workspace,
-};
+use crate::ops::{arg, ArgDefault as D, ArgType as T, Device, OpContext, OpDef, OpSchema, Workspace};
 
 /// Schema and backends.
 pub static IMAGE_RANDOM_CROP: OpDef = OpDef {
@@ -44,19 +42,8 @@ struct RandomWindow {
 }
 
 impl PlaceWindow for RandomWindow {
-    fn place(
-        &self,
-        ctx: &OpContext,
-        ws: &Workspace<'_>,
-        i: usize,
-        (h, w): (usize, usize),
-    ) -> Result<Roi> {
+    fn place(&self, ctx: &OpContext, ws: &Workspace<'_>, i: usize, (h, w): (usize, usize)) -> Result<Roi> {
         let c = self.gen.window(&mut ws.rng(ctx, i), h, w);
-        Ok(Roi {
-            x: c.x,
-            y: c.y,
-            width: c.w,
-            height: c.h,
-        })
+        Ok(Roi { x: c.x, y: c.y, width: c.w, height: c.h })
     }
 }

@@ -10,9 +10,7 @@ use sluice_codecs::Roi;
 use super::common::{PlaceWindow, DECODE_ARGS, MIXED_ONLY_ARGS};
 use super::window::{WindowDecoderCpu, WindowDecoderMixed};
 use crate::error::{Error, Result};
-use crate::ops::{
-    arg, ArgDefault as D, ArgSchema, ArgType as T, Device, OpContext, OpDef, OpSchema, Workspace,
-};
+use crate::ops::{arg, ArgDefault as D, ArgSchema, ArgType as T, Device, OpContext, OpDef, OpSchema, Workspace};
 use crate::tensor::element::load_f64;
 use crate::tensor::TensorList;
 
@@ -61,11 +59,7 @@ impl SliceWindow {
                 .iter()
                 .map(|&a| match a {
                     0 | 1 | -3 | -2 => Ok(a.rem_euclid(3) as usize),
-                    _ => Err(Error::arg(
-                        op,
-                        "axes",
-                        format!("only H (0) and W (1) of an HWC image can be sliced, got axis {a}"),
-                    )),
+                    _ => Err(Error::arg(op, "axes", format!("only H (0) and W (1) of an HWC image can be sliced, got axis {a}"))),
                 })
                 .collect::<Result<_>>()?
         } else {
@@ -75,26 +69,12 @@ impl SliceWindow {
                 .map(|c| match c {
                     'H' => Ok(0),
                     'W' => Ok(1),
-                    _ => Err(Error::arg(
-                        op,
-                        "axis_names",
-                        format!(
-                            "only H and W of an HWC image can be sliced, got '{c}' in \"{names}\""
-                        ),
-                    )),
+                    _ => Err(Error::arg(op, "axis_names", format!("only H and W of an HWC image can be sliced, got '{c}' in \"{names}\""))),
                 })
                 .collect::<Result<_>>()?
         };
         if axes.is_empty() || axes.len() > 2 || (axes.len() == 2 && axes[0] == axes[1]) {
-            return Err(Error::arg(
-                op,
-                if ctx.args.has("axes") {
-                    "axes"
-                } else {
-                    "axis_names"
-                },
-                format!("must name H and/or W once each, got {axes:?}"),
-            ));
+            return Err(Error::arg(op, if ctx.args.has("axes") { "axes" } else { "axis_names" }, format!("must name H and/or W once each, got {axes:?}")));
         }
         Ok(SliceWindow {
             axes,
@@ -105,36 +85,16 @@ impl SliceWindow {
 }
 
 /// DALI's slice along one axis: `[round(a), round(a + s))` after scaling normalized values.
-pub(crate) fn slice_span(
-    extent: usize,
-    anchor: f64,
-    shape: f64,
-    norm_anchor: bool,
-    norm_shape: bool,
-) -> (i64, i64) {
-    let a = if norm_anchor {
-        anchor * extent as f64
-    } else {
-        anchor
-    };
-    let s = if norm_shape {
-        shape * extent as f64
-    } else {
-        shape
-    };
+pub(crate) fn slice_span(extent: usize, anchor: f64, shape: f64, norm_anchor: bool, norm_shape: bool) -> (i64, i64) {
+    let a = if norm_anchor { anchor * extent as f64 } else { anchor };
+    let s = if norm_shape { shape * extent as f64 } else { shape };
     let start = a.round() as i64;
     let end = (a + s).round() as i64;
     (start, end - start)
 }
 
 impl PlaceWindow for SliceWindow {
-    fn place(
-        &self,
-        ctx: &OpContext,
-        ws: &Workspace<'_>,
-        i: usize,
-        (h, w): (usize, usize),
-    ) -> Result<Roi> {
+    fn place(&self, ctx: &OpContext, ws: &Workspace<'_>, i: usize, (h, w): (usize, usize)) -> Result<Roi> {
         let (data, anchors, shapes) = (ws.inputs[0], ws.inputs[1], ws.inputs[2]);
         let n_ax = self.axes.len();
         {
@@ -143,20 +103,12 @@ impl PlaceWindow for SliceWindow {
                 if t.numel(i) != n_ax {
                     return Err(Error::data(at(), format!("input '{name}' must hold {n_ax} numbers (one per axis of {:?}), got shape {:?} of {}", self.axes, t.shape(i), t.dtype())));
                 }
-                Ok((0..n_ax)
-                    .map(|k| load_f64(t.dtype(), t.bytes(i), k))
-                    .collect())
+                Ok((0..n_ax).map(|k| load_f64(t.dtype(), t.bytes(i), k)).collect())
             };
             let (a, s) = (read(anchors, "anchor")?, read(shapes, "shape")?);
             let mut roi = [(0i64, h as i64), (0i64, w as i64)];
             for (k, &ax) in self.axes.iter().enumerate() {
-                roi[ax] = slice_span(
-                    if ax == 0 { h } else { w },
-                    a[k],
-                    s[k],
-                    self.norm_anchor,
-                    self.norm_shape,
-                );
+                roi[ax] = slice_span(if ax == 0 { h } else { w }, a[k], s[k], self.norm_anchor, self.norm_shape);
             }
             let [(y, sh), (x, sw)] = roi;
             if y < 0 || x < 0 || sh < 1 || sw < 1 || y + sh > h as i64 || x + sw > w as i64 {
@@ -165,12 +117,7 @@ impl PlaceWindow for SliceWindow {
                     format!("slice (inputs 'anchor' {a:?}, 'shape' {s:?}) gives rows {y}..{} and columns {x}..{}, not a non-empty window inside the {h}x{w} (HxW) image", y + sh, x + sw),
                 ));
             }
-            Ok(Roi {
-                x: x as usize,
-                y: y as usize,
-                width: sw as usize,
-                height: sh as usize,
-            })
+            Ok(Roi { x: x as usize, y: y as usize, width: sw as usize, height: sh as usize })
         }
     }
 }

@@ -21,24 +21,9 @@ use crate::rng::SampleRng;
 
 /// The random-window arguments, with DALI's defaults.
 pub const RANDOM_CROP_ARGS: &[ArgSchema] = &[
-    arg(
-        "random_area",
-        T::FloatList,
-        D::FloatList(&[0.08, 1.0]),
-        "Range [min, max] of the window's area as a fraction of the image area.",
-    ),
-    arg(
-        "random_aspect_ratio",
-        T::FloatList,
-        D::FloatList(&[0.75, 1.333333]),
-        "Range [min, max] of the window's aspect ratio (width / height), sampled log-uniformly.",
-    ),
-    arg(
-        "num_attempts",
-        T::Int,
-        D::Int(10),
-        "Attempts at a window that fits before falling back to a centred-size window.",
-    ),
+    arg("random_area", T::FloatList, D::FloatList(&[0.08, 1.0]), "Range [min, max] of the window's area as a fraction of the image area."),
+    arg("random_aspect_ratio", T::FloatList, D::FloatList(&[0.75, 1.333333]), "Range [min, max] of the window's aspect ratio (width / height), sampled log-uniformly."),
+    arg("num_attempts", T::Int, D::Int(10), "Attempts at a window that fits before falling back to a centred-size window."),
 ];
 
 /// A window: rows `y..y + h`, columns `x..x + w`.
@@ -67,20 +52,10 @@ impl RandomCropParams {
             let (lo, hi) = match v.len() {
                 1 => (v[0], v[0]),
                 2 => (v[0], v[1]),
-                _ => {
-                    return Err(Error::arg(
-                        op,
-                        name,
-                        format!("must be [min, max], got {v:?}"),
-                    ))
-                }
+                _ => return Err(Error::arg(op, name, format!("must be [min, max], got {v:?}"))),
             };
             if !(lo > 0.0 && lo <= hi && hi.is_finite()) {
-                return Err(Error::arg(
-                    op,
-                    name,
-                    format!("must be [min, max] with 0 < min <= max, got {v:?}"),
-                ));
+                return Err(Error::arg(op, name, format!("must be [min, max] with 0 < min <= max, got {v:?}")));
             }
             Ok((lo as f32, hi as f32))
         };
@@ -90,28 +65,15 @@ impl RandomCropParams {
         let aspect = pair("random_aspect_ratio")?;
         let num_attempts = ctx.args.int("num_attempts");
         if num_attempts < 1 {
-            return Err(Error::arg(
-                op,
-                "num_attempts",
-                format!("must be at least 1, got {num_attempts}"),
-            ));
+            return Err(Error::arg(op, "num_attempts", format!("must be at least 1, got {num_attempts}")));
         }
-        Ok(RandomCropParams {
-            area,
-            aspect,
-            num_attempts,
-        })
+        Ok(RandomCropParams { area, aspect, num_attempts })
     }
 
     /// The window for an `h` x `w` image, drawn from `rng`.
     pub fn window(&self, rng: &mut SampleRng, h: usize, w: usize) -> CropWindow {
         if h == 0 || w == 0 {
-            return CropWindow {
-                x: 0,
-                y: 0,
-                w: 0,
-                h: 0,
-            };
+            return CropWindow { x: 0, y: 0, w: 0, h: 0 };
         }
         let (hh, ww) = (h as i64, w as i64);
         let (min_wh, max_wh) = self.aspect;
@@ -159,12 +121,7 @@ impl RandomCropParams {
         let (cw, ch) = (cw.min(ww), ch.min(hh));
         let x = rng.below((ww - cw + 1) as u64) as usize;
         let y = rng.below((hh - ch + 1) as u64) as usize;
-        CropWindow {
-            x,
-            y,
-            w: cw as usize,
-            h: ch as usize,
-        }
+        CropWindow { x, y, w: cw as usize, h: ch as usize }
     }
 }
 
@@ -173,31 +130,17 @@ mod tests {
     use super::*;
 
     fn params(area: (f32, f32), aspect: (f32, f32), n: i64) -> RandomCropParams {
-        RandomCropParams {
-            area,
-            aspect,
-            num_attempts: n,
-        }
+        RandomCropParams { area, aspect, num_attempts: n }
     }
 
     #[test]
     fn windows_fit_and_respect_ranges() {
         let p = params((0.08, 1.0), (0.75, 4.0 / 3.0), 10);
-        for (h, w) in [
-            (480usize, 640usize),
-            (37, 1000),
-            (1000, 37),
-            (1, 1),
-            (3, 5),
-            (224, 224),
-        ] {
+        for (h, w) in [(480usize, 640usize), (37, 1000), (1000, 37), (1, 1), (3, 5), (224, 224)] {
             for s in 0..200u64 {
                 let mut rng = SampleRng::new(7, 3, s, s % 5);
                 let c = p.window(&mut rng, h, w);
-                assert!(
-                    c.w >= 1 && c.h >= 1 && c.x + c.w <= w && c.y + c.h <= h,
-                    "{h}x{w}: {c:?}"
-                );
+                assert!(c.w >= 1 && c.h >= 1 && c.x + c.w <= w && c.y + c.h <= h, "{h}x{w}: {c:?}");
             }
         }
         // A 480x640 image always finds a window in range within 10 attempts in practice.

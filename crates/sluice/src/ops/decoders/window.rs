@@ -7,9 +7,7 @@ use std::sync::Arc;
 use sluice_codecs::{DecodeParams, ImageInfo, Roi};
 use sluice_cuda::GpuDevice;
 
-use super::common::{
-    decode_sample, decode_setup, downscale_hint, read_headers, scaled_window, PlaceWindow,
-};
+use super::common::{decode_sample, decode_setup, downscale_hint, read_headers, scaled_window, PlaceWindow};
 use super::mixed::{trace_headers, MixedDecoder};
 use crate::error::{Error, Result};
 use crate::ops::{GpuOperator, GpuWorkspace, OpContext, Operator, Workspace};
@@ -20,13 +18,7 @@ use crate::tensor::{BatchMeta, DType, TensorList, TensorListGpu};
 /// `window(i, info, (height, width))`, `(height, width)` being the full oriented image size;
 /// a window outside its image is an error naming the sample. Shared by the cpu and mixed
 /// ROI decoders, so both decode the same windows.
-pub(crate) fn plan_windows<F>(
-    ctx: &OpContext,
-    ws: &Workspace<'_>,
-    params: &DecodeParams,
-    parallel: bool,
-    window: F,
-) -> Result<(Vec<ImageInfo>, Vec<Roi>)>
+pub(crate) fn plan_windows<F>(ctx: &OpContext, ws: &Workspace<'_>, params: &DecodeParams, parallel: bool, window: F) -> Result<(Vec<ImageInfo>, Vec<Roi>)>
 where
     F: Fn(usize, &ImageInfo, (usize, usize)) -> Result<Roi>,
 {
@@ -39,10 +31,7 @@ where
         if r.width == 0 || r.height == 0 || r.x + r.width > w || r.y + r.height > h {
             return Err(Error::data(
                 ctx.at(ws.iteration, i, input.source_info(i)),
-                format!(
-                    "window {}x{} at (x {}, y {}) does not fit the {w}x{h} image",
-                    r.width, r.height, r.x, r.y
-                ),
+                format!("window {}x{} at (x {}, y {}) does not fit the {w}x{h} image", r.width, r.height, r.x, r.y),
             ));
         }
         rois.push(r);
@@ -81,16 +70,11 @@ where
         shapes.push([r.height, r.width, info.output_channels(params.color)]);
     }
     // Every pixel is decoded into place; a failed sample fails the whole batch.
-    let mut out =
-        TensorList::for_overwrite(BatchMeta::new(dtype, 3, shapes.iter().map(|s| &s[..])));
+    let mut out = TensorList::for_overwrite(BatchMeta::new(dtype, 3, shapes.iter().map(|s| &s[..])));
     out.set_layout("HWC".into());
     out.inherit_source_info(input);
     crate::ops::for_each_sample(ws.pool, &mut out, |i, dst| {
-        let p = DecodeParams {
-            roi: Some(rois[i]),
-            scale_denom: denoms[i],
-            ..*params
-        };
+        let p = DecodeParams { roi: Some(rois[i]), scale_denom: denoms[i], ..*params };
         decode_sample(ctx, ws, input, i, &infos[i], &p, dtype, dst)
     })?;
     Ok(out)
@@ -108,27 +92,14 @@ pub(crate) struct WindowDecoderCpu<P> {
 impl<P: PlaceWindow> WindowDecoderCpu<P> {
     pub(crate) fn new(ctx: &OpContext, place: P) -> Result<WindowDecoderCpu<P>> {
         let (params, dtype) = decode_setup(ctx)?;
-        Ok(WindowDecoderCpu {
-            ctx: ctx.clone(),
-            params,
-            dtype,
-            place,
-            downscale_to: downscale_hint(ctx),
-        })
+        Ok(WindowDecoderCpu { ctx: ctx.clone(), params, dtype, place, downscale_to: downscale_hint(ctx) })
     }
 }
 
 impl<P: PlaceWindow> Operator for WindowDecoderCpu<P> {
     fn run(&mut self, ws: &Workspace<'_>) -> Result<Vec<TensorList>> {
         let ctx = &self.ctx;
-        let out = decode_windows(
-            ctx,
-            ws,
-            &self.params,
-            self.dtype,
-            self.downscale_to,
-            |i, _, hw| self.place.place(ctx, ws, i, hw),
-        )?;
+        let out = decode_windows(ctx, ws, &self.params, self.dtype, self.downscale_to, |i, _, hw| self.place.place(ctx, ws, i, hw))?;
         Ok(vec![out])
     }
 }
@@ -141,17 +112,9 @@ pub(crate) struct WindowDecoderMixed<P> {
 }
 
 impl<P: PlaceWindow> WindowDecoderMixed<P> {
-    pub(crate) fn new(
-        ctx: &OpContext,
-        dev: &Arc<GpuDevice>,
-        place: P,
-    ) -> Result<WindowDecoderMixed<P>> {
+    pub(crate) fn new(ctx: &OpContext, dev: &Arc<GpuDevice>, place: P) -> Result<WindowDecoderMixed<P>> {
         decode_setup(ctx)?;
-        Ok(WindowDecoderMixed {
-            dec: MixedDecoder::new(ctx, dev)?,
-            place,
-            downscale_to: downscale_hint(ctx),
-        })
+        Ok(WindowDecoderMixed { dec: MixedDecoder::new(ctx, dev)?, place, downscale_to: downscale_hint(ctx) })
     }
 }
 
@@ -164,9 +127,7 @@ impl<P: PlaceWindow> GpuOperator for WindowDecoderMixed<P> {
         let ctx = self.dec.ctx();
         let host = ws.host_view();
         let t = std::time::Instant::now();
-        let (infos, windows) = plan_windows(ctx, &host, self.dec.params(), false, |i, _, hw| {
-            self.place.place(ctx, &host, i, hw)
-        })?;
+        let (infos, windows) = plan_windows(ctx, &host, self.dec.params(), false, |i, _, hw| self.place.place(ctx, &host, i, hw))?;
         trace_headers(ctx, ws.iteration, t);
         self.dec.begin(ws, infos, Some(&windows), self.downscale_to)
     }
@@ -178,3 +139,4 @@ impl<P: PlaceWindow> GpuOperator for WindowDecoderMixed<P> {
         Ok(vec![self.dec.finish(ws)?])
     }
 }
+

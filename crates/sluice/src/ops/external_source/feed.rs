@@ -51,14 +51,7 @@ struct State {
 }
 
 impl Feed {
-    pub fn new(
-        name: &str,
-        display_name: &str,
-        max_batch_size: usize,
-        blocking: bool,
-        repeat_last: bool,
-        any_batch_size: bool,
-    ) -> Feed {
+    pub fn new(name: &str, display_name: &str, max_batch_size: usize, blocking: bool, repeat_last: bool, any_batch_size: bool) -> Feed {
         Feed {
             name: name.into(),
             display_name: display_name.into(),
@@ -95,17 +88,11 @@ impl Feed {
         if n > self.max_batch_size {
             return Err(Error::Data {
                 location: self.location(),
-                message: format!(
-                    "the batch has {n} samples, more than the pipeline's batch_size ({})",
-                    self.max_batch_size
-                ),
+                message: format!("the batch has {n} samples, more than the pipeline's batch_size ({})", self.max_batch_size),
             });
         }
         if n == 0 && !self.any_batch_size {
-            return Err(Error::Data {
-                location: self.location(),
-                message: "the batch is empty; feed at least one sample".into(),
-            });
+            return Err(Error::Data { location: self.location(), message: "the batch is empty; feed at least one sample".into() });
         }
         let mut s = self.lock();
         s.queued.push_back(batch);
@@ -149,10 +136,7 @@ impl Feed {
         let mut s = self.lock();
         loop {
             if s.closed {
-                return Err(Error::Unsupported(format!(
-                    "{}: the pipeline was closed while waiting for data",
-                    self.display_name
-                )));
+                return Err(Error::Unsupported(format!("{}: the pipeline was closed while waiting for data", self.display_name)));
             }
             let asked = !wait || s.requested > iteration;
             let next = match s.queued.pop_front() {
@@ -192,11 +176,7 @@ impl Feed {
     /// The batch staged for `iteration` (the operator's own iteration).
     pub fn take(&self, iteration: u64) -> Batch {
         let mut s = self.lock();
-        let k = s
-            .staged
-            .iter()
-            .position(|(it, _)| *it == iteration)
-            .expect("the executor stages every feed before the iteration runs");
+        let k = s.staged.iter().position(|(it, _)| *it == iteration).expect("the executor stages every feed before the iteration runs");
         s.staged.remove(k).expect("position is in range").1
     }
 
@@ -213,9 +193,6 @@ impl Feed {
     }
 
     fn location(&self) -> crate::error::Location {
-        crate::error::Location {
-            operator: format!("{} '{}'", self.display_name, self.name),
-            ..Default::default()
-        }
+        crate::error::Location { operator: format!("{} '{}'", self.display_name, self.name), ..Default::default() }
     }
 }

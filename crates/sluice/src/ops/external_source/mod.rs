@@ -16,10 +16,7 @@ use std::sync::Arc;
 
 pub use self::feed::Feed;
 use crate::error::{Error, Result};
-use crate::ops::{
-    arg, ArgDefault as D, ArgType as T, Device, GpuOperator, GpuWorkspace, OpContext, OpDef,
-    OpSchema, Operator, Workspace,
-};
+use crate::ops::{arg, ArgDefault as D, ArgType as T, Device, GpuOperator, GpuWorkspace, OpContext, OpDef, OpSchema, Operator, Workspace};
 use crate::tensor::{Batch, BatchMeta, DType, Layout, TensorList, TensorListGpu};
 
 /// Schema and backends.
@@ -86,32 +83,14 @@ impl Source {
             }
         }
         let ndim = ndim.or(layout.as_ref().filter(|l| !l.is_empty()).map(|l| l.ndim()));
-        let feed = Arc::new(Feed::new(
-            &ctx.instance_name,
-            op,
-            ctx.max_batch_size,
-            a.bool("blocking"),
-            a.bool("repeat_last"),
-            a.bool("_any_batch_size"),
-        ));
-        Ok(Source {
-            ctx: ctx.clone(),
-            feed,
-            dtype,
-            ndim,
-            layout,
-            seen: None,
-        })
+        let feed = Arc::new(Feed::new(&ctx.instance_name, op, ctx.max_batch_size, a.bool("blocking"), a.bool("repeat_last"), a.bool("_any_batch_size")));
+        Ok(Source { ctx: ctx.clone(), feed, dtype, ndim, layout, seen: None })
     }
 
     /// Checks a batch as DALI does (type, then dimensions, then layout; each against the
     /// arguments, else against the batches before) and returns the layout it carries out.
     fn check(&mut self, meta: &BatchMeta, iteration: u64) -> Result<Layout> {
-        let at = || crate::error::Location {
-            operator: format!("{} '{}'", self.ctx.display_name, self.ctx.instance_name),
-            iteration: Some(iteration),
-            ..Default::default()
-        };
+        let at = || crate::error::Location { operator: format!("{} '{}'", self.ctx.display_name, self.ctx.instance_name), iteration: Some(iteration), ..Default::default() };
         let fail = |message: String| Err(Error::data(at(), message));
         let (dtype, ndim) = (meta.dtype(), meta.ndim());
         let given = meta.layout().clone();
@@ -139,9 +118,7 @@ impl Source {
             _ => given,
         };
         if !layout.is_empty() && layout.ndim() != ndim {
-            return fail(format!(
-                "the layout \"{layout}\" cannot describe {ndim}-dimensional data"
-            ));
+            return fail(format!("the layout \"{layout}\" cannot describe {ndim}-dimensional data"));
         }
         self.seen = Some((dtype, ndim, layout.clone()));
         Ok(layout)
@@ -153,10 +130,7 @@ struct ExternalSourceCpu(Source);
 impl Operator for ExternalSourceCpu {
     fn run(&mut self, ws: &Workspace<'_>) -> Result<Vec<TensorList>> {
         let Batch::Cpu(mut batch) = self.0.feed.take(ws.iteration) else {
-            return Err(Error::Unsupported(format!(
-                "{}: a GPU batch was fed to a cpu external source",
-                self.0.ctx.display_name
-            )));
+            return Err(Error::Unsupported(format!("{}: a GPU batch was fed to a cpu external source", self.0.ctx.display_name)));
         };
         let layout = self.0.check(batch.meta(), ws.iteration)?;
         batch.set_layout(layout);

@@ -17,11 +17,7 @@ pub(super) struct FlipGpu {
 
 impl FlipGpu {
     pub(super) fn new(ctx: &OpContext) -> FlipGpu {
-        FlipGpu {
-            flip: Flip::new(ctx),
-            copy: StridedCopy::default(),
-            gathers: Vec::new(),
-        }
+        FlipGpu { flip: Flip::new(ctx), copy: StridedCopy::default(), gathers: Vec::new() }
     }
 }
 
@@ -35,16 +31,11 @@ impl GpuOperator for FlipGpu {
             let shape = input.shape(i);
             let flip: [bool; MAX_NDIM] = axes.flags(shape.len(), h, v, d);
             // find_axes caps inputs at MAX_NDIM (8) dimensions, all of which a gather holds.
-            let g = Gather::flip(shape, &flip[..shape.len()]).ok_or_else(|| {
-                Error::Unsupported(format!(
-                    "{}: too many dimensions for the GPU",
-                    self.flip.ctx.display_name
-                ))
-            })?;
+            let g = Gather::flip(shape, &flip[..shape.len()])
+                .ok_or_else(|| Error::Unsupported(format!("{}: too many dimensions for the GPU", self.flip.ctx.display_name)))?;
             self.gathers.push(g);
         }
-        self.copy
-            .run(ws, &self.flip.ctx.display_name, input, &out, &self.gathers)?;
+        self.copy.run(ws, &self.flip.ctx.display_name, input, &out, &self.gathers)?;
         Ok(vec![out])
     }
 }

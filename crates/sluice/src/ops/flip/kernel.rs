@@ -11,16 +11,9 @@ pub const MAX_NDIM: usize = 8;
 /// along every axis `a` with `flip[a]`. `dst` and `src` must both hold the whole tensor.
 pub fn flip_bytes(dst: &mut [u8], src: &[u8], shape: &[usize], flip: &[bool], elem: usize) {
     let ndim = shape.len();
-    assert!(
-        ndim <= MAX_NDIM && flip.len() == ndim,
-        "flip: {ndim} dimensions, {} flags",
-        flip.len()
-    );
+    assert!(ndim <= MAX_NDIM && flip.len() == ndim, "flip: {ndim} dimensions, {} flags", flip.len());
     let total = shape.iter().product::<usize>() * elem;
-    assert!(
-        dst.len() == total && src.len() == total,
-        "flip: buffers do not match the shape"
-    );
+    assert!(dst.len() == total && src.len() == total, "flip: buffers do not match the shape");
     if total == 0 {
         return;
     }
@@ -40,10 +33,7 @@ pub fn flip_bytes(dst: &mut [u8], src: &[u8], shape: &[usize], flip: &[bool], el
     let rows = total / row;
     let mut idx = [0usize; MAX_NDIM];
     // Source offset of the current row: flipped outer axes count from their far end.
-    let mut src_off: usize = (0..k)
-        .filter(|&a| flip[a])
-        .map(|a| (shape[a] - 1) * stride[a])
-        .sum();
+    let mut src_off: usize = (0..k).filter(|&a| flip[a]).map(|a| (shape[a] - 1) * stride[a]).sum();
     for r in 0..rows {
         let d = &mut dst[r * row..(r + 1) * row];
         let s = &src[src_off..src_off + row];
@@ -52,20 +42,12 @@ pub fn flip_bytes(dst: &mut [u8], src: &[u8], shape: &[usize], flip: &[bool], el
         for a in (0..k).rev() {
             idx[a] += 1;
             if idx[a] < shape[a] {
-                if flip[a] {
-                    src_off -= stride[a]
-                } else {
-                    src_off += stride[a]
-                }
+                if flip[a] { src_off -= stride[a] } else { src_off += stride[a] }
                 break;
             }
             idx[a] = 0;
             let span = (shape[a] - 1) * stride[a];
-            if flip[a] {
-                src_off += span
-            } else {
-                src_off -= span
-            }
+            if flip[a] { src_off += span } else { src_off -= span }
         }
     }
 }
@@ -82,10 +64,7 @@ fn reverse_blocks(dst: &mut [u8], src: &[u8], block: usize) {
         12 => rev::<12>(dst, src),
         16 => rev::<16>(dst, src),
         _ => {
-            for (d, s) in dst
-                .chunks_exact_mut(block)
-                .zip(src.chunks_exact(block).rev())
-            {
+            for (d, s) in dst.chunks_exact_mut(block).zip(src.chunks_exact(block).rev()) {
                 d.copy_from_slice(s);
             }
         }
@@ -124,15 +103,10 @@ mod tests {
             }
             let mut src_lin = 0;
             for a in 0..shape.len() {
-                let i = if flip[a] {
-                    shape[a] - 1 - idx[a]
-                } else {
-                    idx[a]
-                };
+                let i = if flip[a] { shape[a] - 1 - idx[a] } else { idx[a] };
                 src_lin = src_lin * shape[a] + i;
             }
-            out[lin * elem..(lin + 1) * elem]
-                .copy_from_slice(&src[src_lin * elem..(src_lin + 1) * elem]);
+            out[lin * elem..(lin + 1) * elem].copy_from_slice(&src[src_lin * elem..(src_lin + 1) * elem]);
         }
         out
     }
@@ -160,12 +134,7 @@ mod tests {
 
     #[test]
     fn matches_the_naive_reference_for_every_axis_set_and_element_size() {
-        for shape in [
-            vec![3usize, 4, 5],
-            vec![2, 3, 4, 3],
-            vec![2, 1, 3, 5, 2],
-            vec![7],
-        ] {
+        for shape in [vec![3usize, 4, 5], vec![2, 3, 4, 3], vec![2, 1, 3, 5, 2], vec![7]] {
             for elem in [1usize, 2, 3, 4, 8, 5] {
                 let n: usize = shape.iter().product::<usize>() * elem;
                 let src: Vec<u8> = (0..n).map(|i| (i * 7 + 3) as u8).collect();
@@ -173,11 +142,7 @@ mod tests {
                     let flip: Vec<bool> = (0..shape.len()).map(|a| mask >> a & 1 == 1).collect();
                     let mut dst = vec![0; n];
                     flip_bytes(&mut dst, &src, &shape, &flip, elem);
-                    assert_eq!(
-                        dst,
-                        reference(&src, &shape, &flip, elem),
-                        "shape {shape:?} elem {elem} flip {flip:?}"
-                    );
+                    assert_eq!(dst, reference(&src, &shape, &flip, elem), "shape {shape:?} elem {elem} flip {flip:?}");
                 }
             }
         }

@@ -6,10 +6,7 @@ mod gpu;
 pub mod kernel;
 
 use crate::error::{Error, Result};
-use crate::ops::{
-    for_each_sample, tensor_arg, ArgDefault as D, ArgType as T, Device, OpContext, OpDef, OpSchema,
-    Operator, Workspace,
-};
+use crate::ops::{for_each_sample, tensor_arg, ArgDefault as D, ArgType as T, Device, OpContext, OpDef, OpSchema, Operator, Workspace};
 use crate::tensor::{BatchMeta, Layout, TensorList};
 
 /// Schema and backends.
@@ -46,10 +43,7 @@ struct Flip {
 
 impl Flip {
     fn new(ctx: &OpContext) -> Flip {
-        Flip {
-            ctx: ctx.clone(),
-            flags: Vec::new(),
-        }
+        Flip { ctx: ctx.clone(), flags: Vec::new() }
     }
 
     /// Checks a batch of `meta` and reads every sample's switches into `self.flags`: bad
@@ -64,11 +58,8 @@ impl Flip {
         let depthwise = ws.per_sample(&self.ctx, "depthwise");
         self.flags.clear();
         for i in 0..meta.len() {
-            let f = |p: &crate::ops::PerSample<'_>| -> Result<bool> {
-                Ok(p.get(name, i)?.unwrap_or(0.0) != 0.0)
-            };
-            self.flags
-                .push((f(&horizontal)?, f(&vertical)?, f(&depthwise)?));
+            let f = |p: &crate::ops::PerSample<'_>| -> Result<bool> { Ok(p.get(name, i)?.unwrap_or(0.0) != 0.0) };
+            self.flags.push((f(&horizontal)?, f(&vertical)?, f(&depthwise)?));
         }
         Ok(axes)
     }
@@ -84,13 +75,7 @@ pub struct Axes {
 
 impl Axes {
     /// Per-dimension flip flags for the given switches (`depthwise` is ignored without D).
-    pub fn flags(
-        &self,
-        ndim: usize,
-        horizontal: bool,
-        vertical: bool,
-        depthwise: bool,
-    ) -> [bool; kernel::MAX_NDIM] {
+    pub fn flags(&self, ndim: usize, horizontal: bool, vertical: bool, depthwise: bool) -> [bool; kernel::MAX_NDIM] {
         let mut flip = [false; kernel::MAX_NDIM];
         flip[self.w] = horizontal;
         flip[self.h] = vertical;
@@ -107,17 +92,10 @@ impl Axes {
 pub fn find_axes(layout: &Layout, ndim: usize) -> std::result::Result<Axes, String> {
     let layout = Layout::spatial(layout, ndim)?;
     if ndim > kernel::MAX_NDIM {
-        return Err(format!(
-            "inputs may have at most {} dimensions, got {ndim}",
-            kernel::MAX_NDIM
-        ));
+        return Err(format!("inputs may have at most {} dimensions, got {ndim}", kernel::MAX_NDIM));
     }
     let at = |c| layout.find(c).expect("Layout::spatial checked H and W");
-    Ok(Axes {
-        w: at('W'),
-        h: at('H'),
-        d: layout.find('D'),
-    })
+    Ok(Axes { w: at('W'), h: at('H'), d: layout.find('D') })
 }
 
 impl Operator for Flip {

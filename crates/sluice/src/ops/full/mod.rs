@@ -5,39 +5,16 @@
 //! value, converted to it with DALI's rounding and saturation). CPU only, as in DALI.
 
 use crate::error::{Error, Location, Result};
-use crate::ops::{
-    arg, for_each_sample, tensor_arg, ArgDefault as D, ArgSchema, ArgType as T, Device, OpContext,
-    OpDef, OpSchema, Operator, Workspace, MAX_LIST,
-};
+use crate::ops::{arg, for_each_sample, tensor_arg, ArgDefault as D, ArgSchema, ArgType as T, Device, OpContext, OpDef, OpSchema, Operator, Workspace, MAX_LIST};
 use crate::tensor::element::{load, store, Num};
 use crate::tensor::{BatchMeta, DType, Layout, TensorList};
 
 const SHAPE_ARGS: &[ArgSchema] = &[
-    tensor_arg(
-        "shape",
-        T::IntList,
-        D::Optional,
-        "Shape of the output data (a scalar when not given).",
-    ),
-    arg(
-        "layout",
-        T::Str,
-        D::Optional,
-        "Output layout; if set and not empty, it must match the dimensionality of the output.",
-    ),
+    tensor_arg("shape", T::IntList, D::Optional, "Shape of the output data (a scalar when not given)."),
+    arg("layout", T::Str, D::Optional, "Output layout; if set and not empty, it must match the dimensionality of the output."),
 ];
-const DTYPE_ARG: &[ArgSchema] = &[arg(
-    "dtype",
-    T::DType,
-    D::Int(DType::I32 as i64),
-    "Output data type.",
-)];
-const DTYPE_OVERRIDE: &[ArgSchema] = &[arg(
-    "dtype",
-    T::DType,
-    D::Optional,
-    "Overrides the output data type (the input's when not given).",
-)];
+const DTYPE_ARG: &[ArgSchema] = &[arg("dtype", T::DType, D::Int(DType::I32 as i64), "Output data type.")];
+const DTYPE_OVERRIDE: &[ArgSchema] = &[arg("dtype", T::DType, D::Optional, "Overrides the output data type (the input's when not given).")];
 
 /// What fills the output, and where its shape comes from.
 #[derive(Clone, Copy, PartialEq)]
@@ -83,38 +60,10 @@ macro_rules! fill_op {
 
 fill_op!(FULL, "Full", Kind::Full, 1, "Returns new data of the given shape, filled with the fill value (its input), broadcast NumPy-style; the type is the fill value's.", &[SHAPE_ARGS]);
 fill_op!(FULL_LIKE, "FullLike", Kind::FullLike, 2, "Returns new data with the shape, type and layout of `data_like` (input 0), filled with the fill value (input 1), broadcast NumPy-style.", &[]);
-fill_op!(
-    ZEROS,
-    "Zeros",
-    Kind::Zeros,
-    0,
-    "Returns new data of the given shape and type, filled with zeros.",
-    &[SHAPE_ARGS, DTYPE_ARG]
-);
-fill_op!(
-    ZEROS_LIKE,
-    "ZerosLike",
-    Kind::ZerosLike,
-    1,
-    "Returns new data with the shape, type and layout of `data_like`, filled with zeros.",
-    &[DTYPE_OVERRIDE]
-);
-fill_op!(
-    ONES,
-    "Ones",
-    Kind::Ones,
-    0,
-    "Returns new data of the given shape and type, filled with ones.",
-    &[SHAPE_ARGS, DTYPE_ARG]
-);
-fill_op!(
-    ONES_LIKE,
-    "OnesLike",
-    Kind::OnesLike,
-    1,
-    "Returns new data with the shape, type and layout of `data_like`, filled with ones.",
-    &[DTYPE_OVERRIDE]
-);
+fill_op!(ZEROS, "Zeros", Kind::Zeros, 0, "Returns new data of the given shape and type, filled with zeros.", &[SHAPE_ARGS, DTYPE_ARG]);
+fill_op!(ZEROS_LIKE, "ZerosLike", Kind::ZerosLike, 1, "Returns new data with the shape, type and layout of `data_like`, filled with zeros.", &[DTYPE_OVERRIDE]);
+fill_op!(ONES, "Ones", Kind::Ones, 0, "Returns new data of the given shape and type, filled with ones.", &[SHAPE_ARGS, DTYPE_ARG]);
+fill_op!(ONES_LIKE, "OnesLike", Kind::OnesLike, 1, "Returns new data with the shape, type and layout of `data_like`, filled with ones.", &[DTYPE_OVERRIDE]);
 
 struct Fill {
     ctx: OpContext,
@@ -125,16 +74,10 @@ struct Fill {
 impl Fill {
     fn new(ctx: &OpContext, kind: Kind) -> Result<Fill> {
         let layout = match ctx.args.has("layout").then(|| ctx.args.str("layout")) {
-            Some(l) => {
-                Some(Layout::new(l).map_err(|e| Error::arg(&ctx.display_name, "layout", e))?)
-            }
+            Some(l) => Some(Layout::new(l).map_err(|e| Error::arg(&ctx.display_name, "layout", e))?),
             None => None,
         };
-        Ok(Fill {
-            ctx: ctx.clone(),
-            kind,
-            layout,
-        })
+        Ok(Fill { ctx: ctx.clone(), kind, layout })
     }
 
     /// Output shapes: `data_like`'s, or the `shape` argument's (a scalar when not given).
@@ -144,11 +87,7 @@ impl Fill {
             let like = ws.inputs[0];
             return Ok((0..like.len()).map(|i| like.shape(i).to_vec()).collect());
         }
-        let n = if self.kind == Kind::Full {
-            ws.inputs[0].len()
-        } else {
-            ws.batch_size
-        };
+        let n = if self.kind == Kind::Full { ws.inputs[0].len() } else { ws.batch_size };
         let shape = ws.per_sample_list(&self.ctx, "shape");
         let mut buf = [0.0; MAX_LIST];
         (0..n)
@@ -169,12 +108,7 @@ impl Fill {
     }
 
     fn at(&self, ws: &Workspace<'_>, i: usize) -> Location {
-        Location {
-            operator: self.ctx.display_name.clone(),
-            sample: Some(i),
-            iteration: Some(ws.iteration),
-            source: None,
-        }
+        Location { operator: self.ctx.display_name.clone(), sample: Some(i), iteration: Some(ws.iteration), source: None }
     }
 }
 
@@ -188,14 +122,7 @@ impl Operator for Fill {
         };
         if let Some(f) = fill {
             if f.len() != shapes.len() {
-                return Err(Error::data(
-                    self.at(ws, 0),
-                    format!(
-                        "the fill value has {} samples but the batch has {}",
-                        f.len(),
-                        shapes.len()
-                    ),
-                ));
+                return Err(Error::data(self.at(ws, 0), format!("the fill value has {} samples but the batch has {}", f.len(), shapes.len())));
             }
         }
         let dtype = match self.kind {
@@ -206,24 +133,12 @@ impl Operator for Fill {
         };
         let ndim = shapes.first().map_or(0, |s| s.len());
         if let Some(i) = shapes.iter().position(|s| s.len() != ndim) {
-            return Err(Error::data(
-                self.at(ws, i),
-                format!("argument 'shape': every sample must have {ndim} dimensions, as sample 0"),
-            ));
+            return Err(Error::data(self.at(ws, i), format!("argument 'shape': every sample must have {ndim} dimensions, as sample 0")));
         }
-        let mut out =
-            TensorList::for_overwrite(BatchMeta::new(dtype, ndim, shapes.iter().map(|s| &s[..])));
-        let layout = if self.kind.like() {
-            ws.inputs[0].layout().clone()
-        } else {
-            self.layout.clone().unwrap_or_else(Layout::empty)
-        };
+        let mut out = TensorList::for_overwrite(BatchMeta::new(dtype, ndim, shapes.iter().map(|s| &s[..])));
+        let layout = if self.kind.like() { ws.inputs[0].layout().clone() } else { self.layout.clone().unwrap_or_else(Layout::empty) };
         if !layout.is_empty() && layout.ndim() != ndim {
-            return Err(Error::arg(
-                &self.ctx.display_name,
-                "layout",
-                format!("'{layout}' cannot describe {ndim}-dimensional output"),
-            ));
+            return Err(Error::arg(&self.ctx.display_name, "layout", format!("'{layout}' cannot describe {ndim}-dimensional output")));
         }
         out.set_layout(layout);
         let constant = match self.kind {
@@ -243,8 +158,7 @@ impl Operator for Fill {
             if fshape.iter().product::<usize>() == 0 {
                 return Err(Error::data(this.at(ws, i), "the fill value is empty"));
             }
-            let index =
-                broadcast_index(&shapes[i], fshape).map_err(|m| Error::data(this.at(ws, i), m))?;
+            let index = broadcast_index(&shapes[i], fshape).map_err(|m| Error::data(this.at(ws, i), m))?;
             for (k, src) in index.take(n).enumerate() {
                 store(dtype, bytes, k, load(fdtype, fbytes, src));
             }
@@ -257,10 +171,7 @@ impl Operator for Fill {
 /// For each element of an `out`-shaped array (row-major), the index of the fill value's
 /// element that goes there: dimensions compared from the innermost, a fill dimension of 1
 /// repeats; fill dimensions beyond the output's stay at 0. Errors when they do not match.
-fn broadcast_index<'a>(
-    out: &'a [usize],
-    fill: &'a [usize],
-) -> std::result::Result<impl Iterator<Item = usize> + 'a, String> {
+fn broadcast_index<'a>(out: &'a [usize], fill: &'a [usize]) -> std::result::Result<impl Iterator<Item = usize> + 'a, String> {
     let (no, nf) = (out.len(), fill.len());
     // The fill value's stride for each output dimension (0 where it broadcasts).
     let mut strides = vec![0usize; no];

@@ -13,15 +13,11 @@ use crate::ops::{crop, resize, OpContext, OpDef, Operator};
 pub fn build_cpu(parts: &[(&'static OpDef, OpContext)]) -> Result<Box<dyn Operator>> {
     match parts {
         [(r, resize), (c, cmn)] if r.is(&resize::RESIZE) && c.is(&crop::CROP_MIRROR_NORMALIZE) => {
-            Ok(Box::new(resize_crop_mirror_normalize::ResizeCmn::new(
-                resize, cmn,
-            )?))
+            Ok(Box::new(resize_crop_mirror_normalize::ResizeCmn::new(resize, cmn)?))
         }
         _ => {
             let names: Vec<&str> = parts.iter().map(|(d, _)| d.schema.name).collect();
-            Err(Error::Unsupported(format!(
-                "no fused operator for {names:?} (please report this)"
-            )))
+            Err(Error::Unsupported(format!("no fused operator for {names:?} (please report this)")))
         }
     }
 }

@@ -23,10 +23,7 @@ pub(crate) struct ResizeCmn {
 
 impl ResizeCmn {
     pub(crate) fn new(resize: &OpContext, cmn: &OpContext) -> Result<ResizeCmn> {
-        Ok(ResizeCmn {
-            resize: Resize::from_ctx(resize)?,
-            cmn: Cmn::from_ctx(cmn)?,
-        })
+        Ok(ResizeCmn { resize: Resize::from_ctx(resize)?, cmn: Cmn::from_ctx(cmn)? })
     }
 
     /// True when every sample of the planned batch can take the fused kernel.
@@ -35,17 +32,9 @@ impl ResizeCmn {
             && r.out_type == DType::U8
             && !c.seq
             && !self.cmn.pad()
-            && self
-                .resize
-                .plans()
-                .iter()
-                .zip(self.cmn.windows())
-                .all(|(p, (wh, ww, _))| {
-                    (p.filter[0].is_some() || p.filter[1].is_some())
-                        && p.c <= MAX_LUT_CHANNELS
-                        && wh.inside(p.out_h)
-                        && ww.inside(p.out_w)
-                })
+            && self.resize.plans().iter().zip(self.cmn.windows()).all(|(p, (wh, ww, _))| {
+                (p.filter[0].is_some() || p.filter[1].is_some()) && p.c <= MAX_LUT_CHANNELS && wh.inside(p.out_h) && ww.inside(p.out_w)
+            })
     }
 }
 
@@ -59,25 +48,14 @@ impl Operator for ResizeCmn {
             return Ok(vec![self.cmn.crop_batch(ws, &r, &b)?]);
         }
         let mut out = TensorList::for_overwrite(b.meta.clone()); // every element is written
-        let (plans, windows, chw, ctx) = (
-            self.resize.plans(),
-            self.cmn.windows(),
-            self.cmn.chw(),
-            self.resize.ctx(),
-        );
+        let (plans, windows, chw, ctx) = (self.resize.plans(), self.cmn.windows(), self.cmn.chw(), self.resize.ctx());
         let dtype = self.cmn.dtype();
         for_each_sample(ws.pool, &mut out, |i, dst| {
             let (p, &(wh, ww, mirror)) = (&plans[i], &windows[i]);
-            let win = Window {
-                rows: wh.anchor as usize..wh.anchor as usize + wh.len,
-                cols: ww.anchor as usize..ww.anchor as usize + ww.len,
-            };
+            let win = Window { rows: wh.anchor as usize..wh.anchor as usize + wh.len, cols: ww.anchor as usize..ww.anchor as usize + ww.len };
             let src = input.bytes(i);
             if src.len() != p.in_h * p.in_w * p.c {
-                return Err(Error::data(
-                    ctx.at(ws.iteration, i, input.source_info(i)),
-                    "input sample size does not match its shape",
-                ));
+                return Err(Error::data(ctx.at(ws.iteration, i, input.source_info(i)), "input sample size does not match its shape"));
             }
             match dtype {
                 DType::F32 => fused::<f32>(dst, src, p, &win, &b, chw, mirror),
@@ -93,15 +71,7 @@ impl Operator for ResizeCmn {
 
 /// One sample: resample the window, round each value to u8 as the resize's store does, then
 /// normalize, mirror and lay out as cmn does.
-fn fused<O: Out>(
-    dst: &mut [u8],
-    src: &[u8],
-    p: &Plan,
-    win: &Window,
-    b: &CmnBatch,
-    chw: bool,
-    mirror: bool,
-) {
+fn fused<O: Out>(dst: &mut [u8], src: &[u8], p: &Plan, win: &Window, b: &CmnBatch, chw: bool, mirror: bool) {
     let dst: &mut [O] = bytemuck::cast_slice_mut(dst);
     let lut = U8Lut::<O>::new(&b.mean, &b.mul, p.c);
     let oh = win.rows.len();

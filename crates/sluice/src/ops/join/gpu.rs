@@ -33,11 +33,7 @@ pub(super) struct JoinGpu {
 
 impl JoinGpu {
     pub(super) fn new(op: Join) -> JoinGpu {
-        JoinGpu {
-            op,
-            params: ParamUpload::default(),
-            pieces: Vec::new(),
-        }
+        JoinGpu { op, params: ParamUpload::default(), pieces: Vec::new() }
     }
 }
 
@@ -57,13 +53,7 @@ impl GpuOperator for JoinGpu {
                 let count = chunk * plan.outer[i];
                 if count > 0 {
                     let dst = out.sample_ptr(i) + (offset * size) as u64;
-                    self.pieces.push(JoinPiece {
-                        r#in: ws.gpu_inputs[t].sample_ptr(i),
-                        out: dst,
-                        count: count as i64,
-                        chunk: chunk as i64,
-                        out_stride: stride as i64,
-                    });
+                    self.pieces.push(JoinPiece { r#in: ws.gpu_inputs[t].sample_ptr(i), out: dst, count: count as i64, chunk: chunk as i64, out_stride: stride as i64 });
                 }
                 offset += chunk;
             }
@@ -76,39 +66,18 @@ impl GpuOperator for JoinGpu {
             2 => "join_2",
             4 => "join_4",
             8 => "join_8",
-            s => {
-                return Err(Error::Unsupported(format!(
-                    "{}: {s}-byte elements are not supported on the GPU",
-                    self.op.op()
-                )))
-            }
+            s => return Err(Error::Unsupported(format!("{}: {s}-byte elements are not supported on the GPU", self.op.op()))),
         };
-        let max_count = self
-            .pieces
-            .iter()
-            .map(|p| p.count as usize)
-            .max()
-            .unwrap_or(0);
+        let max_count = self.pieces.iter().map(|p| p.count as usize).max().unwrap_or(0);
         let pieces = self.params.upload(ws, bytemuck::cast_slice(&self.pieces))?;
-        let f = ws.device.kernels().function(
-            ws.device.context(),
-            ws.device.compute_capability(),
-            "join",
-            SRC,
-            kernel,
-        )?;
+        let f = ws.device.kernels().function(ws.device.context(), ws.device.compute_capability(), "join", SRC, kernel)?;
         let cfg = per_sample_launch(max_count, self.pieces.len().min(MAX_GRID_ROWS));
         let n = self.pieces.len() as i64;
         // SAFETY: every piece reads `count` elements of a live input sample and writes inside
         // its live output sample (the plan sized the output from the same shapes), all on
         // this stream.
         unsafe {
-            ws.stream
-                .launch_builder(&f)
-                .arg(&pieces)
-                .arg(&n)
-                .launch(cfg)
-                .map_err(sluice_cuda::CudaError::from)?;
+            ws.stream.launch_builder(&f).arg(&pieces).arg(&n).launch(cfg).map_err(sluice_cuda::CudaError::from)?;
         }
         Ok(vec![out])
     }
@@ -120,10 +89,6 @@ mod cuda_twins {
 
     #[test]
     fn the_kernel_source_compiles_and_its_parameter_struct_matches() {
-        crate::ops::gpu_params::check_cuda_source(
-            "join",
-            SRC,
-            &[("JoinPiece", &JoinPiece::LAYOUT)],
-        );
+        crate::ops::gpu_params::check_cuda_source("join", SRC, &[("JoinPiece", &JoinPiece::LAYOUT)]);
     }
 }

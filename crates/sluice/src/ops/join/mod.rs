@@ -15,10 +15,7 @@
 mod gpu;
 
 use crate::error::{Error, Result};
-use crate::ops::{
-    arg, for_each_sample, ArgDefault as D, ArgType as T, Device, OpContext, OpDef, OpSchema,
-    Operator, Workspace,
-};
+use crate::ops::{arg, for_each_sample, ArgDefault as D, ArgType as T, Device, OpContext, OpDef, OpSchema, Operator, Workspace};
 use crate::tensor::{BatchMeta, Layout, TensorList};
 
 /// DALI allows this many inputs.
@@ -34,10 +31,7 @@ macro_rules! join_schema {
             max_inputs: MAX_INPUTS,
             num_outputs: 1,
             host_inputs: &[],
-            args: &[&[
-                arg("axis", T::Int, D::Int(0), $axis_doc),
-                arg("axis_name", T::Str, D::Optional, $axis_name_doc),
-            ]],
+            args: &[&[arg("axis", T::Int, D::Int(0), $axis_doc), arg("axis_name", T::Str, D::Optional, $axis_name_doc)]],
             arg_aliases: &[],
             legacy_names: &[],
             is_reader: false,
@@ -93,10 +87,7 @@ struct Plan {
 
 impl Join {
     fn new(ctx: &OpContext, new_axis: bool) -> Join {
-        Join {
-            ctx: ctx.clone(),
-            new_axis,
-        }
+        Join { ctx: ctx.clone(), new_axis }
     }
 
     fn op(&self) -> &str {
@@ -120,18 +111,13 @@ impl Join {
                 ));
             }
             if m.len() != n {
-                return Err(Error::data(
-                    self.ctx.at(iteration, 0, ""),
-                    format!("input #{t} has {} samples, input #0 has {n}", m.len()),
-                ));
+                return Err(Error::data(self.ctx.at(iteration, 0, ""), format!("input #{t} has {} samples, input #0 has {n}", m.len())));
             }
         }
         let layout = first.layout();
         let axis = self.axis(ndim, layout, iteration)?;
         // `cat` leaves out inputs with no elements in the whole batch (all of them empty: the first).
-        let mut used: Vec<usize> = (0..inputs.len())
-            .filter(|&t| self.new_axis || (0..n).any(|i| inputs[t].numel(i) > 0))
-            .collect();
+        let mut used: Vec<usize> = (0..inputs.len()).filter(|&t| self.new_axis || (0..n).any(|i| inputs[t].numel(i) > 0)).collect();
         if used.is_empty() {
             used.push(0);
         }
@@ -154,10 +140,7 @@ impl Join {
                                 used[0]
                             )
                         };
-                        return Err(Error::data(
-                            self.ctx.at(iteration, i, inputs[t].source_info(i)),
-                            message,
-                        ));
+                        return Err(Error::data(self.ctx.at(iteration, i, inputs[t].source_info(i)), message));
                     }
                 }
                 let chunk: usize = s[axis.min(ndim)..].iter().product();
@@ -174,12 +157,7 @@ impl Join {
         if used.len() == 1 || self.new_axis {
             meta.inherit_source_info(first);
         }
-        Ok(Plan {
-            meta,
-            used,
-            outer,
-            chunks,
-        })
+        Ok(Plan { meta, used, outer, chunks })
     }
 
     /// The axis for inputs of `ndim` dimensions, counted from the front.
@@ -201,26 +179,14 @@ impl Join {
                 ),
             ));
         }
-        Ok(if axis < 0 {
-            (axis + max + 1) as usize
-        } else {
-            axis as usize
-        })
+        Ok(if axis < 0 { (axis + max + 1) as usize } else { axis as usize })
     }
 
-    fn output_layout(
-        &self,
-        layout: &Layout,
-        ndim: usize,
-        axis: usize,
-        iteration: u64,
-    ) -> Result<Layout> {
+    fn output_layout(&self, layout: &Layout, ndim: usize, axis: usize, iteration: u64) -> Result<Layout> {
         if !self.new_axis {
             return Ok(layout.clone());
         }
-        let Some(name) = self.ctx.args.opt_str("axis_name") else {
-            return Ok(Layout::empty());
-        };
+        let Some(name) = self.ctx.args.opt_str("axis_name") else { return Ok(Layout::empty()) };
         if layout.is_empty() && ndim > 0 {
             return Err(Error::data(
                 self.ctx.at(iteration, 0, ""),
@@ -228,12 +194,7 @@ impl Join {
             ));
         }
         let s = layout.as_str();
-        Layout::new(&format!(
-            "{}{name}{}",
-            &s[..axis.min(s.len())],
-            &s[axis.min(s.len())..]
-        ))
-        .map_err(|e| Error::arg(self.op(), "axis_name", e))
+        Layout::new(&format!("{}{name}{}", &s[..axis.min(s.len())], &s[axis.min(s.len())..])).map_err(|e| Error::arg(self.op(), "axis_name", e))
     }
 }
 
@@ -316,27 +277,14 @@ mod tests {
     }
 
     fn run(op: &mut Join, inputs: &[&TensorList]) -> Result<TensorList> {
-        let pool = rayon::ThreadPoolBuilder::new()
-            .num_threads(2)
-            .build()
-            .unwrap();
-        let ws = Workspace {
-            inputs: inputs.to_vec(),
-            arg_inputs: Default::default(),
-            iteration: 0,
-            batch_size: inputs[0].len(),
-            pool: &pool,
-        };
+        let pool = rayon::ThreadPoolBuilder::new().num_threads(2).build().unwrap();
+        let ws = Workspace { inputs: inputs.to_vec(), arg_inputs: Default::default(), iteration: 0, batch_size: inputs[0].len(), pool: &pool };
         Ok(op.run(&ws)?.remove(0))
     }
 
     fn batch(shape: &[usize], start: i32) -> TensorList {
         let n: usize = shape.iter().product();
-        TensorList::from_samples(
-            &[shape.to_vec()],
-            &[(start..start + n as i32).collect::<Vec<i32>>()],
-        )
-        .with_layout("HW")
+        TensorList::from_samples(&[shape.to_vec()], &[(start..start + n as i32).collect::<Vec<i32>>()]).with_layout("HW")
     }
 
     #[test]
@@ -345,18 +293,12 @@ mod tests {
         let b = batch(&[2, 2], 100);
         let out = run(&mut join(false, 1, None), &[&a, &b]).unwrap();
         assert_eq!(out.shape(0), &[2, 5]);
-        assert_eq!(
-            out.sample::<i32>(0),
-            &[0, 1, 2, 100, 101, 3, 4, 5, 102, 103]
-        );
+        assert_eq!(out.sample::<i32>(0), &[0, 1, 2, 100, 101, 3, 4, 5, 102, 103]);
         assert_eq!(out.layout().as_str(), "HW");
         let c = batch(&[2, 3], 100);
         let out = run(&mut join(true, -1, Some("C")), &[&a, &c]).unwrap();
         assert_eq!(out.shape(0), &[2, 3, 2]);
-        assert_eq!(
-            out.sample::<i32>(0),
-            &[0, 100, 1, 101, 2, 102, 3, 103, 4, 104, 5, 105]
-        );
+        assert_eq!(out.sample::<i32>(0), &[0, 100, 1, 101, 2, 102, 3, 103, 4, 104, 5, 105]);
         assert_eq!(out.layout().as_str(), "HWC");
         let out = run(&mut join(true, 0, None), &[&a, &c]).unwrap();
         assert_eq!(out.shape(0), &[2, 2, 3]);
@@ -370,22 +312,13 @@ mod tests {
         let out = run(&mut join(false, 1, Some("W")), &[&a, &empty, &a]).unwrap();
         assert_eq!(out.shape(0), &[2, 6]);
         let wrong = batch(&[3, 3], 0);
-        let e = run(&mut join(false, 1, None), &[&a, &wrong])
-            .unwrap_err()
-            .to_string();
+        let e = run(&mut join(false, 1, None), &[&a, &wrong]).unwrap_err().to_string();
         assert!(e.contains("Mismatch in axis 0"), "{e}");
-        let e = run(&mut join(true, 0, None), &[&a, &batch(&[2, 2], 0)])
-            .unwrap_err()
-            .to_string();
+        let e = run(&mut join(true, 0, None), &[&a, &batch(&[2, 2], 0)]).unwrap_err().to_string();
         assert!(e.contains("equal shape"), "{e}");
-        let e = run(&mut join(false, 2, None), &[&a, &a])
-            .unwrap_err()
-            .to_string();
+        let e = run(&mut join(false, 2, None), &[&a, &a]).unwrap_err().to_string();
         assert!(e.contains("Accepted range is [ -2, 1 ]"), "{e}");
         let f = TensorList::uniform(DType::F32, &[2, 3], 1);
-        assert!(run(&mut join(false, 0, None), &[&a, &f])
-            .unwrap_err()
-            .to_string()
-            .contains("same type"));
+        assert!(run(&mut join(false, 0, None), &[&a, &f]).unwrap_err().to_string().contains("same type"));
     }
 }

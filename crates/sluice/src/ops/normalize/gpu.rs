@@ -26,11 +26,7 @@ use crate::ops::{GpuOperator, GpuWorkspace, OpContext};
 use crate::tensor::{BatchMeta, TensorListGpu};
 
 /// cast.cu first: the kernels load and store through its conversions.
-pub(super) const SRC: &str = concat!(
-    include_str!("../element.cuh"),
-    include_str!("../cast/cast.cu"),
-    include_str!("normalize.cu")
-);
+pub(super) const SRC: &str = concat!(include_str!("../element.cuh"), include_str!("../cast/cast.cu"), include_str!("normalize.cu"));
 
 /// Elements a partial sum covers (at most): the chunks of a reduction follow from its size
 /// alone, so the summation order, hence the result, never depends on timing.
@@ -69,11 +65,7 @@ cuda_struct! {
 
 impl From<&Gather> for Axes {
     fn from(g: &Gather) -> Axes {
-        Axes {
-            ndim: g.ndim as i64,
-            extent: g.extent,
-            stride: g.stride,
-        }
+        Axes { ndim: g.ndim as i64, extent: g.extent, stride: g.stride }
     }
 }
 
@@ -113,48 +105,33 @@ enum Statistic {
 
 impl NormalizeGpu {
     pub(super) fn new(ctx: &OpContext) -> Result<NormalizeGpu> {
-        Ok(NormalizeGpu {
-            normalize: Normalize::new(ctx)?,
-            params: ParamUpload::default(),
-            block: Vec::new(),
-        })
+        Ok(NormalizeGpu { normalize: Normalize::new(ctx)?, params: ParamUpload::default(), block: Vec::new() })
     }
 
     /// Appends one `struct StatSample` per sample of `input` to the block.
     fn push_reductions(&mut self, input: &TensorListGpu, reduced: &[bool]) -> Result<Reductions> {
         let name = &self.normalize.ctx.display_name;
         let (offsets, counts) = (&self.normalize.offsets, &self.normalize.counts);
-        let mut r = Reductions {
-            descriptors_at: self.block.len(),
-            partials: 0,
-            max_items: 0,
-            max_slots: 0,
-        };
+        let mut r = Reductions { descriptors_at: self.block.len(), partials: 0, max_items: 0, max_slots: 0 };
         for i in 0..input.len() {
             let shape = input.shape(i);
             let (slot_axes, reduced_axes) = reduction_axes(shape, reduced).ok_or_else(|| {
                 Error::Unsupported(format!("{name}: sample {i} of shape {shape:?} needs more than {MAX_DIMS} dimensions on the GPU"))
             })?;
             let slots = offsets[i + 1] - offsets[i];
-            let elements: usize = (0..shape.len())
-                .filter(|&a| reduced[a])
-                .map(|a| shape[a])
-                .product();
+            let elements: usize = (0..shape.len()).filter(|&a| reduced[a]).map(|a| shape[a]).product();
             let chunks = chunks_for(elements);
-            push(
-                &mut self.block,
-                StatSample {
-                    r#in: input.sample_ptr(i),
-                    slots: slots as i64,
-                    slot_base: offsets[i] as i64,
-                    reduced: elements as i64,
-                    chunks: chunks as i64,
-                    partial_base: r.partials as i64,
-                    count: counts[i],
-                    slot_axes: Axes::from(&slot_axes),
-                    reduced_axes: Axes::from(&reduced_axes),
-                },
-            );
+            push(&mut self.block, StatSample {
+                r#in: input.sample_ptr(i),
+                slots: slots as i64,
+                slot_base: offsets[i] as i64,
+                reduced: elements as i64,
+                chunks: chunks as i64,
+                partial_base: r.partials as i64,
+                count: counts[i],
+                slot_axes: Axes::from(&slot_axes),
+                reduced_axes: Axes::from(&reduced_axes),
+            });
             r.partials += slots * chunks;
             r.max_items = r.max_items.max(slots * chunks);
             r.max_slots = r.max_slots.max(slots);
@@ -179,11 +156,7 @@ fn reduction_axes(shape: &[usize], reduced: &[bool]) -> Option<(Gather, Gather)>
         strides[a] = stride;
         stride *= shape[a] as i64;
     }
-    let axes = |keep_reduced: bool| {
-        (0..shape.len())
-            .filter(move |&a| reduced[a] == keep_reduced)
-            .map(move |a| (shape[a], strides[a]))
-    };
+    let axes = |keep_reduced: bool| (0..shape.len()).filter(move |&a| reduced[a] == keep_reduced).map(move |a| (shape[a], strides[a]));
     Some((Gather::new(0, axes(false))?, Gather::new(0, axes(true))?))
 }
 
@@ -191,42 +164,17 @@ fn reduction_axes(shape: &[usize], reduced: &[bool]) -> Option<(Gather, Gather)>
 /// per sample, or a single row with `batch=True`.
 fn finish_launch(max_slots: usize, rows: usize) -> LaunchConfig {
     let blocks_x = max_slots.clamp(1, MAX_FINISH_BLOCKS) as u32;
-    LaunchConfig {
-        grid_dim: (blocks_x, rows as u32, 1),
-        block_dim: (FINISH_THREADS, 1, 1),
-        shared_mem_bytes: 0,
-    }
+    LaunchConfig { grid_dim: (blocks_x, rows as u32, 1), block_dim: (FINISH_THREADS, 1, 1), shared_mem_bytes: 0 }
 }
 
 /// Queues pass 1 and pass 2 for `statistic`, writing it into its parameter array;
 /// `partials` is the scratch buffer's address.
-fn queue_passes(
-    ws: &GpuWorkspace<'_>,
-    input: &TensorListGpu,
-    plan: &Plan<'_>,
-    r: &Reductions,
-    ptrs: &BlockPtrs,
-    partials: u64,
-    statistic: Statistic,
-) -> Result<()> {
-    let kernel = |f: &str| {
-        ws.device.kernels().function(
-            ws.device.context(),
-            ws.device.compute_capability(),
-            "normalize",
-            SRC,
-            f,
-        )
-    };
+fn queue_passes(ws: &GpuWorkspace<'_>, input: &TensorListGpu, plan: &Plan<'_>, r: &Reductions, ptrs: &BlockPtrs, partials: u64, statistic: Statistic) -> Result<()> {
+    let kernel = |f: &str| ws.device.kernels().function(ws.device.context(), ws.device.compute_capability(), "normalize", SRC, f);
     let (partial_sums, finish) = (kernel("normalize_partials")?, kernel("normalize_finish")?);
     let squares = (statistic == Statistic::InvStddev) as i32;
-    let out = if statistic == Statistic::Mean {
-        ptrs.mean
-    } else {
-        ptrs.inv
-    };
-    let src_code =
-        type_code(input.dtype()).expect("normalize's input types are all known to cast.cu");
+    let out = if statistic == Statistic::Mean { ptrs.mean } else { ptrs.inv };
+    let src_code = type_code(input.dtype()).expect("normalize's input types are all known to cast.cu");
     let (n, batch) = (input.len(), plan.batch as i32);
     let (num_samples, rows) = (n as i32, if plan.batch { 1 } else { n });
     // SAFETY: the descriptors point into `input` (alive on this stream) and at slots and
@@ -262,39 +210,13 @@ fn queue_passes(
 /// Queues the passes of every computed statistic, the mean first. The scratch buffer holds
 /// one pass's partial sums (the passes run in stream order, so the stddev's reuse it);
 /// dropping it at the end frees it in stream order, after them.
-fn compute_statistics(
-    ws: &GpuWorkspace<'_>,
-    input: &TensorListGpu,
-    plan: &Plan<'_>,
-    r: &Reductions,
-    ptrs: &BlockPtrs,
-) -> Result<()> {
-    let scratch = DeviceBuffer::alloc(
-        ws.device,
-        ws.stream,
-        r.partials * std::mem::size_of::<f64>(),
-    )?;
+fn compute_statistics(ws: &GpuWorkspace<'_>, input: &TensorListGpu, plan: &Plan<'_>, r: &Reductions, ptrs: &BlockPtrs) -> Result<()> {
+    let scratch = DeviceBuffer::alloc(ws.device, ws.stream, r.partials * std::mem::size_of::<f64>())?;
     if matches!(plan.mean, Param::Computed) {
-        queue_passes(
-            ws,
-            input,
-            plan,
-            r,
-            ptrs,
-            scratch.device_ptr(),
-            Statistic::Mean,
-        )?;
+        queue_passes(ws, input, plan, r, ptrs, scratch.device_ptr(), Statistic::Mean)?;
     }
     if matches!(plan.stddev, Param::Computed) {
-        queue_passes(
-            ws,
-            input,
-            plan,
-            r,
-            ptrs,
-            scratch.device_ptr(),
-            Statistic::InvStddev,
-        )?;
+        queue_passes(ws, input, plan, r, ptrs, scratch.device_ptr(), Statistic::InvStddev)?;
     }
     Ok(())
 }
@@ -305,9 +227,7 @@ impl GpuOperator for NormalizeGpu {
         let name = self.normalize.ctx.display_name.clone();
         let plan = self.normalize.plan(&ws.host_view(), input.meta())?;
         let (ndim, n) = (input.ndim(), input.len());
-        let (Some(src_code), Some(dst_code)) =
-            (type_code(input.dtype()), type_code(self.normalize.dtype))
-        else {
+        let (Some(src_code), Some(dst_code)) = (type_code(input.dtype()), type_code(self.normalize.dtype)) else {
             unreachable!("normalize's input and output types are all known to cast.cu");
         };
         let mut meta = BatchMeta::new(self.normalize.dtype, ndim, (0..n).map(|i| input.shape(i)));
@@ -334,50 +254,24 @@ impl GpuOperator for NormalizeGpu {
             })?;
             let count = input.numel(i);
             max_count = max_count.max(count);
-            push(
-                &mut self.block,
-                g.descriptor(input.sample_ptr(i), out.sample_ptr(i), count),
-            );
+            push(&mut self.block, g.descriptor(input.sample_ptr(i), out.sample_ptr(i), count));
         }
         if max_count == 0 {
             return Ok(vec![out]);
         }
         let mean_at = self.block.len();
-        self.block
-            .extend_from_slice(bytemuck::cast_slice(&self.normalize.mean));
+        self.block.extend_from_slice(bytemuck::cast_slice(&self.normalize.mean));
         let inv_at = self.block.len();
-        self.block
-            .extend_from_slice(bytemuck::cast_slice(&self.normalize.inv));
-        let computed =
-            matches!(plan.mean, Param::Computed) || matches!(plan.stddev, Param::Computed);
-        let reductions = if computed {
-            Some(self.push_reductions(input, &plan.reduced[..ndim])?)
-        } else {
-            None
-        };
+        self.block.extend_from_slice(bytemuck::cast_slice(&self.normalize.inv));
+        let computed = matches!(plan.mean, Param::Computed) || matches!(plan.stddev, Param::Computed);
+        let reductions = if computed { Some(self.push_reductions(input, &plan.reduced[..ndim])?) } else { None };
         let params = self.params.upload(ws, &self.block)?;
         let at = |offset: usize| params + offset as u64;
         if let Some(r) = &reductions {
-            compute_statistics(
-                ws,
-                input,
-                &plan,
-                r,
-                &BlockPtrs {
-                    mean: at(mean_at),
-                    inv: at(inv_at),
-                    reductions: at(r.descriptors_at),
-                },
-            )?;
+            compute_statistics(ws, input, &plan, r, &BlockPtrs { mean: at(mean_at), inv: at(inv_at), reductions: at(r.descriptors_at) })?;
         }
         let (samples_ptr, mean_ptr, inv_ptr) = (params, at(mean_at), at(inv_at));
-        let f = ws.device.kernels().function(
-            ws.device.context(),
-            ws.device.compute_capability(),
-            "normalize",
-            SRC,
-            "normalize",
-        )?;
+        let f = ws.device.kernels().function(ws.device.context(), ws.device.compute_capability(), "normalize", SRC, "normalize")?;
         let cfg = per_sample_launch(max_count, n);
         let shift = plan.shift;
         // SAFETY: descriptors point into `input` and `out`, both alive on this stream; the
@@ -418,16 +312,9 @@ mod tests {
 
     /// What `normalize_partials` reads for a sample of `shape`: per slot, the elements of
     /// chunk 0, then chunk 1, ... Also counts the visits of every element.
-    fn kernel_reads(
-        shape: &[usize],
-        reduced: &[bool],
-        slots: usize,
-    ) -> (Vec<Vec<usize>>, Vec<u32>) {
+    fn kernel_reads(shape: &[usize], reduced: &[bool], slots: usize) -> (Vec<Vec<usize>>, Vec<u32>) {
         let (slot_axes, reduced_axes) = reduction_axes(shape, reduced).expect("fits");
-        let elements: usize = (0..shape.len())
-            .filter(|&a| reduced[a])
-            .map(|a| shape[a])
-            .product();
+        let elements: usize = (0..shape.len()).filter(|&a| reduced[a]).map(|a| shape[a]).product();
         let chunks = chunks_for(elements);
         let mut visits = vec![0u32; shape.iter().product()];
         let mut reads = vec![Vec::new(); slots];
@@ -444,16 +331,7 @@ mod tests {
 
     #[test]
     fn reductions_read_every_element_once_into_the_cpus_parameter_slot() {
-        let shapes: [&[usize]; 8] = [
-            &[4, 5, 3],
-            &[2, 3, 4, 5],
-            &[7],
-            &[1, 3, 1, 2],
-            &[],
-            &[3, 0, 2],
-            &[40, 30, 3],
-            &[130, 2],
-        ];
+        let shapes: [&[usize]; 8] = [&[4, 5, 3], &[2, 3, 4, 5], &[7], &[1, 3, 1, 2], &[], &[3, 0, 2], &[40, 30, 3], &[130, 2]];
         for shape in shapes {
             let ndim = shape.len();
             for mask in 0..(1u32 << ndim) {
@@ -463,10 +341,7 @@ mod tests {
                 let mut want = vec![Vec::new(); slots];
                 walk(shape, &strides, |k, p| want[p].push(k));
                 let (mut got, visits) = kernel_reads(shape, &reduced, slots);
-                assert!(
-                    visits.iter().all(|&v| v == 1),
-                    "{shape:?} {reduced:?}: visits {visits:?}"
-                );
+                assert!(visits.iter().all(|&v| v == 1), "{shape:?} {reduced:?}: visits {visits:?}");
                 got.iter_mut().for_each(|g| g.sort_unstable());
                 assert_eq!(got, want, "{shape:?} {reduced:?}");
             }
@@ -475,27 +350,13 @@ mod tests {
 
     #[test]
     fn reductions_are_cut_into_chunks_of_at_most_the_partial_size() {
-        assert_eq!(
-            [0, 1, 64, 65, 128, 150528].map(chunks_for),
-            [1, 1, 1, 2, 2, 2352]
-        );
+        assert_eq!([0, 1, 64, 65, 128, 150528].map(chunks_for), [1, 1, 1, 2, 2, 2352]);
         // HWC per channel: one slot axis (C) and the merged H*W axis; all axes: one axis.
         let (slots, reduced) = reduction_axes(&[224, 224, 3], &[true, true, false]).unwrap();
         assert_eq!((slots.ndim, slots.extent[0], slots.stride[0]), (1, 3, 1));
-        assert_eq!(
-            (reduced.ndim, reduced.extent[0], reduced.stride[0]),
-            (1, 224 * 224, 3)
-        );
+        assert_eq!((reduced.ndim, reduced.extent[0], reduced.stride[0]), (1, 224 * 224, 3));
         let (slots, reduced) = reduction_axes(&[224, 224, 3], &[true; 3]).unwrap();
-        assert_eq!(
-            (
-                slots.ndim,
-                reduced.ndim,
-                reduced.extent[0],
-                reduced.stride[0]
-            ),
-            (0, 1, 224 * 224 * 3, 1)
-        );
+        assert_eq!((slots.ndim, reduced.ndim, reduced.extent[0], reduced.stride[0]), (0, 1, 224 * 224 * 3, 1));
     }
 }
 
@@ -505,17 +366,6 @@ mod cuda_twins {
 
     #[test]
     fn the_kernel_source_compiles_and_its_parameter_structs_match() {
-        crate::ops::gpu_params::check_cuda_source(
-            "normalize",
-            SRC,
-            &[
-                (
-                    "NormSample",
-                    &crate::ops::strided_copy_gpu::CopySample::LAYOUT,
-                ),
-                ("StatSample", &StatSample::LAYOUT),
-                ("Axes", &Axes::LAYOUT),
-            ],
-        );
+        crate::ops::gpu_params::check_cuda_source("normalize", SRC, &[("NormSample", &crate::ops::strided_copy_gpu::CopySample::LAYOUT), ("StatSample", &StatSample::LAYOUT), ("Axes", &Axes::LAYOUT)]);
     }
 }

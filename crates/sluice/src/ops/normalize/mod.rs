@@ -11,11 +11,8 @@ use rayon::prelude::*;
 
 use crate::error::{Error, Result};
 use crate::ops::cast::require_dtype;
-use crate::ops::{
-    arg, for_each_sample, tensor_arg, ArgDefault as D, ArgType as T, Device, OpContext, OpDef,
-    OpSchema, Operator, Workspace,
-};
 use crate::tensor::element::{load_f64, store_f64};
+use crate::ops::{arg, for_each_sample, tensor_arg, ArgDefault as D, ArgType as T, Device, OpContext, OpDef, OpSchema, Operator, Workspace};
 use crate::tensor::{BatchMeta, DType, TensorList};
 
 /// Most dimensions a normalized tensor may have.
@@ -53,22 +50,8 @@ pub static NORMALIZE: OpDef = OpDef {
     gpu: Some(|ctx, _dev| Ok(Box::new(gpu::NormalizeGpu::new(ctx)?))),
 };
 
-const INPUT_TYPES: &[DType] = &[
-    DType::U8,
-    DType::I8,
-    DType::U16,
-    DType::I16,
-    DType::I32,
-    DType::F32,
-];
-const OUTPUT_TYPES: &[DType] = &[
-    DType::U8,
-    DType::I8,
-    DType::U16,
-    DType::I16,
-    DType::I32,
-    DType::F32,
-];
+const INPUT_TYPES: &[DType] = &[DType::U8, DType::I8, DType::U16, DType::I16, DType::I32, DType::F32];
+const OUTPUT_TYPES: &[DType] = &[DType::U8, DType::I8, DType::U16, DType::I16, DType::I32, DType::F32];
 
 struct Normalize {
     ctx: OpContext,
@@ -93,38 +76,19 @@ enum Param<'a> {
 impl Normalize {
     fn new(ctx: &OpContext) -> Result<Normalize> {
         let name = &ctx.display_name;
-        let dtype = if ctx.args.has("dtype") {
-            ctx.args.dtype("dtype")
-        } else {
-            DType::F32
-        };
+        let dtype = if ctx.args.has("dtype") { ctx.args.dtype("dtype") } else { DType::F32 };
         require_dtype(name, "dtype", dtype, OUTPUT_TYPES)?;
         if ctx.args.has("axes") && ctx.args.has("axis_names") {
-            return Err(Error::arg(
-                name,
-                "axis_names",
-                "`axes` and `axis_names` are mutually exclusive",
-            ));
+            return Err(Error::arg(name, "axis_names", "`axes` and `axis_names` are mutually exclusive"));
         }
         if ctx.args.bool("batch") {
             for a in ["mean", "stddev"] {
                 if ctx.arg_input_names.iter().any(|n| n == a) {
-                    return Err(Error::arg(
-                        name,
-                        a,
-                        "per-sample values cannot be used with batch=True; pass a scalar",
-                    ));
+                    return Err(Error::arg(name, a, "per-sample values cannot be used with batch=True; pass a scalar"));
                 }
             }
         }
-        Ok(Normalize {
-            ctx: ctx.clone(),
-            dtype,
-            mean: Vec::new(),
-            inv: Vec::new(),
-            offsets: Vec::new(),
-            counts: Vec::new(),
-        })
+        Ok(Normalize { ctx: ctx.clone(), dtype, mean: Vec::new(), inv: Vec::new(), offsets: Vec::new(), counts: Vec::new() })
     }
 
     fn param<'a>(&self, ws: &Workspace<'a>, name: &'static str) -> Param<'a> {
@@ -138,52 +102,26 @@ impl Normalize {
     }
 
     /// Reduced-axis mask for an input of `ndim` dimensions.
-    fn reduced(
-        &self,
-        ws: &Workspace<'_>,
-        input: &BatchMeta,
-        ndim: usize,
-        mean: Param<'_>,
-        stddev: Param<'_>,
-    ) -> Result<[bool; MAX_NDIM]> {
-        let err = |arg: &str, m: String| {
-            Error::data(
-                self.ctx.at(ws.iteration, 0, input.source_info(0)),
-                format!("argument '{arg}': {m}"),
-            )
-        };
+    fn reduced(&self, ws: &Workspace<'_>, input: &BatchMeta, ndim: usize, mean: Param<'_>, stddev: Param<'_>) -> Result<[bool; MAX_NDIM]> {
+        let err = |arg: &str, m: String| Error::data(self.ctx.at(ws.iteration, 0, input.source_info(0)), format!("argument '{arg}': {m}"));
         let mut mask = [false; MAX_NDIM];
         if let Some(names) = self.ctx.args.opt_str("axis_names") {
             let layout = input.layout().as_str();
             for c in names.chars() {
-                let a = layout.find(c).ok_or_else(|| {
-                    err(
-                        "axis_names",
-                        format!("axis '{c}' is not in the input layout '{layout}'"),
-                    )
-                })?;
+                let a = layout.find(c).ok_or_else(|| err("axis_names", format!("axis '{c}' is not in the input layout '{layout}'")))?;
                 mask[a] = true;
             }
         } else if self.ctx.args.has("axes") {
             for &a in self.ctx.args.ints("axes") {
                 let r = if a < 0 { a + ndim as i64 } else { a };
                 if r < 0 || r >= ndim as i64 {
-                    return Err(err(
-                        "axes",
-                        format!("axis {a} is out of range for a {ndim}-D input"),
-                    ));
+                    return Err(err("axes", format!("axis {a} is out of range for a {ndim}-D input")));
                 }
                 mask[r as usize] = true;
             }
         } else {
             // Inferred from a tensor parameter (extent 1 = reduced), else all axes.
-            match [mean, stddev].into_iter().find_map(|p| {
-                if let Param::Tensor(t) = p {
-                    Some(t)
-                } else {
-                    None
-                }
-            }) {
+            match [mean, stddev].into_iter().find_map(|p| if let Param::Tensor(t) = p { Some(t) } else { None }) {
                 Some(t) if t.len() > 0 && t.ndim() == ndim => {
                     for a in 0..ndim {
                         mask[a] = t.shape(0)[a] == 1;
@@ -197,11 +135,7 @@ impl Normalize {
 }
 
 /// Parameter-space strides (0 on reduced axes) of a sample of `shape`; returns the count.
-pub(crate) fn param_strides(
-    shape: &[usize],
-    reduced: &[bool],
-    strides: &mut [usize; MAX_NDIM],
-) -> usize {
+pub(crate) fn param_strides(shape: &[usize], reduced: &[bool], strides: &mut [usize; MAX_NDIM]) -> usize {
     let mut s = 1;
     for a in (0..shape.len()).rev() {
         if reduced[a] {
@@ -300,20 +234,13 @@ impl Normalize {
             return Err(Error::data(at(0), format!("unsupported input type {dtype}; supported: UINT8, INT8, UINT16, INT16, INT32, FLOAT")));
         }
         if ndim > MAX_NDIM {
-            return Err(Error::data(
-                at(0),
-                format!("at most {MAX_NDIM} dimensions are supported, got {ndim}"),
-            ));
+            return Err(Error::data(at(0), format!("at most {MAX_NDIM} dimensions are supported, got {ndim}")));
         }
         let mean_p = self.param(ws, "mean");
         let std_p = self.param(ws, "stddev");
         let reduced = self.reduced(ws, input, ndim, mean_p, std_p)?;
         let batch = self.ctx.args.bool("batch");
-        let (eps, scale, shift) = (
-            self.ctx.args.float("epsilon"),
-            self.ctx.args.float("scale"),
-            self.ctx.args.float("shift"),
-        );
+        let (eps, scale, shift) = (self.ctx.args.float("epsilon"), self.ctx.args.float("scale"), self.ctx.args.float("shift"));
         let ddof = self.ctx.args.int("ddof") as f64;
 
         // Parameter-space layout: one block per sample (plus one for the batch).
@@ -331,12 +258,7 @@ impl Normalize {
             let mut st = [0; MAX_NDIM];
             let pn = param_strides(s, &reduced[..ndim], &mut st);
             self.offsets.push(self.offsets[i] + pn);
-            self.counts.push(
-                (0..ndim)
-                    .filter(|&a| reduced[a])
-                    .map(|a| s[a] as f64)
-                    .product(),
-            );
+            self.counts.push((0..ndim).filter(|&a| reduced[a]).map(|a| s[a] as f64).product());
         }
         if batch {
             let total: f64 = self.counts.iter().sum();
@@ -359,25 +281,17 @@ impl Normalize {
             }
         }
         // Tensor parameters: check shapes, broadcast into parameter space.
-        for (pname, p, buf) in [
-            ("mean", mean_p, &mut self.mean),
-            ("stddev", std_p, &mut self.inv),
-        ] {
+        for (pname, p, buf) in [("mean", mean_p, &mut self.mean), ("stddev", std_p, &mut self.inv)] {
             if let Param::Tensor(t) = p {
                 if t.len() != n {
-                    return Err(Error::arg(
-                        &name,
-                        pname,
-                        format!("has {} samples, the input {n}", t.len()),
-                    ));
+                    return Err(Error::arg(&name, pname, format!("has {} samples, the input {n}", t.len())));
                 }
                 for i in 0..n {
                     let s = input.shape(i);
                     let ps = t.shape(i);
                     let scalar = t.numel(i) == 1 && (t.ndim() == 0 || t.ndim() != ndim);
                     if !scalar {
-                        let ok = t.ndim() == ndim
-                            && (0..ndim).all(|a| ps[a] == 1 || (!reduced[a] && ps[a] == s[a]));
+                        let ok = t.ndim() == ndim && (0..ndim).all(|a| ps[a] == 1 || (!reduced[a] && ps[a] == s[a]));
                         if !ok {
                             return Err(Error::arg(&name, pname, format!(
                                 "sample {i} has shape {ps:?}; each extent must be 1 or match the input {s:?} (1 on reduced axes)"
@@ -402,9 +316,7 @@ impl Normalize {
                     let dst = &mut buf[self.offsets[i]..self.offsets[i + 1]];
                     let src = t.bytes(i);
                     let td = t.dtype();
-                    walk(&pshape[..ndim], &tst, |k, tp| {
-                        dst[k] = load_f64(td, src, tp)
-                    });
+                    walk(&pshape[..ndim], &tst, |k, tp| dst[k] = load_f64(td, src, tp));
                 }
             }
         }
@@ -420,32 +332,14 @@ impl Normalize {
                 *v = scale / (*v * *v + eps).sqrt();
             }
         }
-        Ok(Plan {
-            reduced,
-            mean: mean_p,
-            stddev: std_p,
-            batch,
-            ddof,
-            epsilon: eps,
-            scale,
-            shift,
-        })
+        Ok(Plan { reduced, mean: mean_p, stddev: std_p, batch, ddof, epsilon: eps, scale, shift })
     }
 }
 
 impl Operator for Normalize {
     fn run(&mut self, ws: &Workspace<'_>) -> Result<Vec<TensorList>> {
         let input = ws.inputs[0];
-        let Plan {
-            reduced,
-            mean: mean_p,
-            stddev: std_p,
-            batch,
-            ddof,
-            epsilon,
-            scale,
-            shift,
-        } = self.plan(ws, input.meta())?;
+        let Plan { reduced, mean: mean_p, stddev: std_p, batch, ddof, epsilon, scale, shift } = self.plan(ws, input.meta())?;
         let (ndim, n, dtype) = (input.ndim(), input.len(), input.dtype());
         let (offsets, counts) = (&self.offsets, &self.counts);
         // Combines per-sample sums over the batch into every sample's block.
@@ -476,9 +370,7 @@ impl Operator for Normalize {
                 batch_combine(&mut self.mean);
             }
             for i in 0..n {
-                self.mean[offsets[i]..offsets[i + 1]]
-                    .iter_mut()
-                    .for_each(|m| *m /= counts[i]);
+                self.mean[offsets[i]..offsets[i + 1]].iter_mut().for_each(|m| *m /= counts[i]);
             }
         }
         if let Param::Computed = std_p {
@@ -514,10 +406,7 @@ impl Operator for Normalize {
             let mut st = [0; MAX_NDIM];
             param_strides(input.shape(i), &reduced[..ndim], &mut st);
             let src = input.bytes(i);
-            let (m, v) = (
-                &mean[offsets[i]..offsets[i + 1]],
-                &inv[offsets[i]..offsets[i + 1]],
-            );
+            let (m, v) = (&mean[offsets[i]..offsets[i + 1]], &inv[offsets[i]..offsets[i + 1]]);
             walk(input.shape(i), &st, |k, p| {
                 let x = load_f64(dtype, src, k);
                 let y = ((x - m[p]) * v[p] + shift) as f32;

@@ -4,10 +4,7 @@
 //! 2.4, including how the fill value is converted (C-style truncation, integers wrap).
 
 use crate::error::{Error, Result};
-use crate::ops::{
-    arg, for_each_sample, tensor_arg, ArgDefault as D, ArgType as T, Device, OpContext, OpDef,
-    OpSchema, Operator, Workspace, MAX_LIST,
-};
+use crate::ops::{arg, for_each_sample, tensor_arg, MAX_LIST, ArgDefault as D, ArgType as T, Device, OpContext, OpDef, OpSchema, Operator, Workspace};
 use crate::tensor::element::store_static_cast;
 use crate::tensor::TensorList;
 
@@ -51,45 +48,24 @@ impl Pad {
     fn new(ctx: &OpContext) -> Result<Pad> {
         let name = &ctx.display_name;
         if ctx.args.has("axes") && ctx.args.has("axis_names") {
-            return Err(Error::arg(
-                name,
-                "axis_names",
-                "`axes` and `axis_names` are mutually exclusive",
-            ));
+            return Err(Error::arg(name, "axis_names", "`axes` and `axis_names` are mutually exclusive"));
         }
         for (a, what) in [("shape", "-1 or >= 1"), ("align", ">= 1")] {
             if ctx.args.has(a) {
                 for &v in ctx.args.ints(a) {
                     if (a == "shape" && v != -1 && v < 1) || (a == "align" && v < 1) {
-                        return Err(Error::arg(
-                            name,
-                            a,
-                            format!("values must be {what}, got {v}"),
-                        ));
+                        return Err(Error::arg(name, a, format!("values must be {what}, got {v}")));
                     }
                 }
             }
         }
-        Ok(Pad {
-            ctx: ctx.clone(),
-            shapes: Vec::new(),
-        })
+        Ok(Pad { ctx: ctx.clone(), shapes: Vec::new() })
     }
 
     /// The padded axes for an input of `ndim` dimensions with `layout`.
-    fn axes(
-        &self,
-        ndim: usize,
-        layout: &str,
-        iteration: u64,
-    ) -> Result<([bool; MAX_NDIM], Vec<usize>)> {
+    fn axes(&self, ndim: usize, layout: &str, iteration: u64) -> Result<([bool; MAX_NDIM], Vec<usize>)> {
         let mut list = Vec::new();
-        if let Some(names) = self
-            .ctx
-            .args
-            .opt_str("axis_names")
-            .filter(|s| !s.is_empty())
-        {
+        if let Some(names) = self.ctx.args.opt_str("axis_names").filter(|s| !s.is_empty()) {
             for c in names.chars() {
                 let a = layout.find(c).ok_or_else(|| {
                     Error::data(self.ctx.at(iteration, 0, ""), format!("argument 'axis_names': axis '{c}' is not in the input layout '{layout}'"))
@@ -102,10 +78,7 @@ impl Pad {
                 if r < 0 || r >= ndim as i64 {
                     return Err(Error::data(
                         self.ctx.at(iteration, 0, ""),
-                        format!(
-                            "argument 'axes': axis {a} is out of range [-{ndim}, {}]",
-                            ndim as i64 - 1
-                        ),
+                        format!("argument 'axes': axis {a} is out of range [-{ndim}, {}]", ndim as i64 - 1),
                     ));
                 }
                 list.push(r as usize);
@@ -127,10 +100,7 @@ impl Operator for Pad {
         let ndim = input.ndim();
         let n = input.len();
         if ndim > MAX_NDIM {
-            return Err(Error::data(
-                self.ctx.at(ws.iteration, 0, ""),
-                format!("at most {MAX_NDIM} dimensions are supported, got {ndim}"),
-            ));
+            return Err(Error::data(self.ctx.at(ws.iteration, 0, ""), format!("at most {MAX_NDIM} dimensions are supported, got {ndim}")));
         }
         let (_, list) = self.axes(ndim, input.layout().as_str(), ws.iteration)?;
         // `shape` and `align` may differ per sample (argument inputs): read each sample's
@@ -156,34 +126,18 @@ impl Operator for Pad {
                 let al = align.map_or(1.0, |l| if l.len() == 1 { l[0] } else { l[j] });
                 // 0 keeps the sample's extent (as DALI does for per-sample shapes).
                 if w != -1.0 && !(w >= 0.0) {
-                    return Err(Error::arg(
-                        name,
-                        "shape",
-                        format!("values must be -1 or >= 0; sample {i} has {w}"),
-                    ));
+                    return Err(Error::arg(name, "shape", format!("values must be -1 or >= 0; sample {i} has {w}")));
                 }
                 if !(al >= 1.0) {
-                    return Err(Error::arg(
-                        name,
-                        "align",
-                        format!("values must be >= 1; sample {i} has {al}"),
-                    ));
+                    return Err(Error::arg(name, "align", format!("values must be >= 1; sample {i} has {al}")));
                 }
                 let ext = &mut self.shapes[i * ndim + a];
-                let target = if w < 0.0 {
-                    batch_max[a]
-                } else {
-                    (*ext).max(w as usize)
-                };
+                let target = if w < 0.0 { batch_max[a] } else { (*ext).max(w as usize) };
                 *ext = target.div_ceil(al as usize) * al as usize;
             }
         }
         let fill = ws.per_sample(&self.ctx, "fill_value");
-        let mut out = TensorList::new(
-            input.dtype(),
-            ndim,
-            (0..n).map(|i| &self.shapes[i * ndim..(i + 1) * ndim]),
-        );
+        let mut out = TensorList::new(input.dtype(), ndim, (0..n).map(|i| &self.shapes[i * ndim..(i + 1) * ndim]));
         out.set_layout(input.layout().clone());
         out.inherit_source_info(input);
         let dtype = input.dtype();
@@ -193,13 +147,7 @@ impl Operator for Pad {
             // The argument is a float in DALI, stored with a plain static_cast.
             let pattern = store_static_cast(dtype, v as f32);
             let out_shape = &self.shapes[i * ndim..(i + 1) * ndim];
-            pad_bytes(
-                dst,
-                input.bytes(i),
-                input.shape(i),
-                out_shape,
-                &pattern[..elem],
-            );
+            pad_bytes(dst, input.bytes(i), input.shape(i), out_shape, &pattern[..elem]);
             Ok(())
         })?;
         Ok(vec![out])

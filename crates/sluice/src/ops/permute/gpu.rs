@@ -16,11 +16,7 @@ pub(super) struct PermuteBatchGpu {
 
 impl PermuteBatchGpu {
     pub(super) fn new(op: PermuteBatch) -> PermuteBatchGpu {
-        PermuteBatchGpu {
-            op,
-            copy: StridedCopy::default(),
-            jobs: Vec::new(),
-        }
+        PermuteBatchGpu { op, copy: StridedCopy::default(), jobs: Vec::new() }
     }
 }
 
@@ -30,18 +26,8 @@ impl GpuOperator for PermuteBatchGpu {
         let picks = self.op.indices(&ws.arg_inputs, input.len(), ws.iteration)?;
         let out = TensorListGpu::alloc(input.meta().picked(&picks), ws.device, ws.stream)?;
         self.jobs.clear();
-        self.jobs.extend(
-            picks
-                .iter()
-                .enumerate()
-                .map(|(k, &i)| (input.sample_ptr(i), out.sample_ptr(k), input.numel(i))),
-        );
-        self.copy.copy_samples(
-            ws,
-            &self.op.ctx.display_name,
-            input.dtype().size(),
-            &self.jobs,
-        )?;
+        self.jobs.extend(picks.iter().enumerate().map(|(k, &i)| (input.sample_ptr(i), out.sample_ptr(k), input.numel(i))));
+        self.copy.copy_samples(ws, &self.op.ctx.display_name, input.dtype().size(), &self.jobs)?;
         Ok(vec![out])
     }
 }

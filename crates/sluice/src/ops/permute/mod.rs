@@ -8,10 +8,7 @@
 mod gpu;
 
 use crate::error::{Error, Result};
-use crate::ops::{
-    arg, gather_samples, tensor_arg, ArgDefault as D, ArgType as T, Device, OpContext, OpDef,
-    OpSchema, Operator, Workspace,
-};
+use crate::ops::{arg, gather_samples, tensor_arg, ArgDefault as D, ArgType as T, Device, OpContext, OpDef, OpSchema, Operator, Workspace};
 use crate::tensor::{DType, TensorList};
 
 /// `fn.permute_batch`.
@@ -69,21 +66,14 @@ struct PermuteBatch {
 
 impl PermuteBatch {
     /// The input sample of every output sample, checked against the input's size.
-    fn indices(
-        &self,
-        ws_args: &std::collections::HashMap<&str, &TensorList>,
-        len: usize,
-        iteration: u64,
-    ) -> Result<Vec<usize>> {
+    fn indices(&self, ws_args: &std::collections::HashMap<&str, &TensorList>, len: usize, iteration: u64) -> Result<Vec<usize>> {
         let op = &self.ctx.display_name;
         let raw: Vec<i64> = match ws_args.get("indices") {
             Some(b) => {
                 if b.ndim() != 0 {
                     return Err(Error::arg(op, "indices", format!("as an argument input it must be a scalar per sample, got {}-dimensional samples", b.ndim())));
                 }
-                (0..b.len())
-                    .map(|i| crate::ops::args::scalar_as_f64(b, i) as i64)
-                    .collect()
+                (0..b.len()).map(|i| crate::ops::args::scalar_as_f64(b, i) as i64).collect()
             }
             None => self.ctx.args.ints("indices").to_vec(),
         };
@@ -91,12 +81,7 @@ impl PermuteBatch {
             .enumerate()
             .map(|(k, &i)| {
                 usize::try_from(i).ok().filter(|&i| i < len).ok_or_else(|| {
-                    Error::data(
-                        self.ctx.at(iteration, k, ""),
-                        format!(
-                            "index {i} (indices[{k}]) is out of range for a batch of {len} samples"
-                        ),
-                    )
+                    Error::data(self.ctx.at(iteration, k, ""), format!("index {i} (indices[{k}]) is out of range for a batch of {len} samples"))
                 })
             })
             .collect()
@@ -119,25 +104,16 @@ struct BatchPermutation {
 
 impl BatchPermutation {
     fn new(ctx: &OpContext) -> Result<BatchPermutation> {
-        Ok(BatchPermutation {
-            ctx: ctx.clone(),
-            repetitions: ctx.args.bool("allow_repetitions"),
-            no_fixed_points: ctx.args.bool("no_fixed_points"),
-        })
+        Ok(BatchPermutation { ctx: ctx.clone(), repetitions: ctx.args.bool("allow_repetitions"), no_fixed_points: ctx.args.bool("no_fixed_points") })
     }
 
     /// The indices for a batch of `n`, drawn from the batch's own stream (keyed by the
     /// iteration, like every random stream: the same whatever the threads).
     fn draw(&self, n: usize, iteration: u64) -> Result<Vec<usize>> {
         if self.no_fixed_points && n == 1 {
-            return Err(Error::arg(
-                &self.ctx.display_name,
-                "no_fixed_points",
-                "a batch of one sample has no permutation without fixed points",
-            ));
+            return Err(Error::arg(&self.ctx.display_name, "no_fixed_points", "a batch of one sample has no permutation without fixed points"));
         }
-        let mut rng =
-            crate::rng::SampleRng::new(self.ctx.seed, self.ctx.op_id, iteration, u64::MAX);
+        let mut rng = crate::rng::SampleRng::new(self.ctx.seed, self.ctx.op_id, iteration, u64::MAX);
         if self.repetitions {
             return Ok((0..n)
                 .map(|i| loop {
@@ -182,13 +158,7 @@ mod tests {
 
     fn op(repetitions: bool, no_fixed_points: bool) -> BatchPermutation {
         let ctx = OpContext {
-            args: crate::ops::Args::check(
-                &BATCH_PERMUTATION.schema,
-                "batch_permutation",
-                vec![],
-                &[],
-            )
-            .unwrap(),
+            args: crate::ops::Args::check(&BATCH_PERMUTATION.schema, "batch_permutation", vec![], &[]).unwrap(),
             display_name: "batch_permutation".into(),
             instance_name: "p".into(),
             op_id: 3,
@@ -199,11 +169,7 @@ mod tests {
             arg_input_names: vec![],
             resume_samples: 0,
         };
-        BatchPermutation {
-            ctx,
-            repetitions,
-            no_fixed_points,
-        }
+        BatchPermutation { ctx, repetitions, no_fixed_points }
     }
 
     #[test]
@@ -217,17 +183,9 @@ mod tests {
             let mut s = d.clone();
             s.sort();
             assert_eq!(s, (0..9).collect::<Vec<_>>());
-            assert!(op(true, true)
-                .draw(5, it)
-                .unwrap()
-                .iter()
-                .enumerate()
-                .all(|(i, &j)| j < 5 && i != j));
+            assert!(op(true, true).draw(5, it).unwrap().iter().enumerate().all(|(i, &j)| j < 5 && i != j));
         }
-        assert_eq!(
-            op(false, false).draw(9, 7).unwrap(),
-            op(false, false).draw(9, 7).unwrap()
-        );
+        assert_eq!(op(false, false).draw(9, 7).unwrap(), op(false, false).draw(9, 7).unwrap());
         assert!(op(false, true).draw(1, 0).is_err());
     }
 }

@@ -16,10 +16,7 @@ use std::sync::{Arc, OnceLock};
 use crate::error::{Error, Location, Result};
 use sluice_cuda::{CudaStream, GpuDevice};
 
-use crate::ops::{
-    arg, ArgDefault as D, ArgType as T, Device, GpuOperator, GpuWorkspace, OpContext, OpDef,
-    OpSchema, Operator, Workspace,
-};
+use crate::ops::{arg, ArgDefault as D, ArgType as T, Device, GpuOperator, GpuWorkspace, OpContext, OpDef, OpSchema, Operator, Workspace};
 use crate::tensor::{BatchMeta, Layout, TensorList, TensorListGpu};
 
 /// The most inputs a Python function takes (DALI: 256).
@@ -71,19 +68,11 @@ pub struct FunctionCall<'a, T> {
 pub trait FunctionHost: Send + Sync {
     /// Runs the call; returns `num_outputs` batches, or the function's error as a message
     /// (its exception and traceback).
-    fn call(
-        &self,
-        call: &FunctionCall<'_, TensorList>,
-    ) -> std::result::Result<Vec<TensorList>, String>;
+    fn call(&self, call: &FunctionCall<'_, TensorList>) -> std::result::Result<Vec<TensorList>, String>;
 
     /// Runs the call on GPU batches: the inputs' work is queued on `stream` (or marked by
     /// their ready events); the outputs are new batches whose copies are queued on `stream`.
-    fn call_gpu(
-        &self,
-        call: &FunctionCall<'_, TensorListGpu>,
-        device: &Arc<GpuDevice>,
-        stream: &Arc<CudaStream>,
-    ) -> std::result::Result<Vec<TensorListGpu>, String>;
+    fn call_gpu(&self, call: &FunctionCall<'_, TensorListGpu>, device: &Arc<GpuDevice>, stream: &Arc<CudaStream>) -> std::result::Result<Vec<TensorListGpu>, String>;
 }
 
 static HOST: OnceLock<Arc<dyn FunctionHost>> = OnceLock::new();
@@ -105,26 +94,14 @@ struct PythonFunction {
 impl PythonFunction {
     fn new(ctx: &OpContext) -> Result<PythonFunction> {
         let op = &ctx.display_name;
-        let num_outputs = usize::try_from(ctx.args.int("num_outputs"))
-            .map_err(|_| Error::arg(op, "num_outputs", "must be >= 0"))?;
+        let num_outputs = usize::try_from(ctx.args.int("num_outputs")).map_err(|_| Error::arg(op, "num_outputs", "must be >= 0"))?;
         let layouts = if ctx.args.has("output_layouts") {
             let given = ctx.args.strs("output_layouts");
             if given.len() != 1 && given.len() != num_outputs {
-                return Err(Error::arg(
-                    op,
-                    "output_layouts",
-                    format!(
-                        "give one layout or {num_outputs} (one per output), got {}",
-                        given.len()
-                    ),
-                ));
+                return Err(Error::arg(op, "output_layouts", format!("give one layout or {num_outputs} (one per output), got {}", given.len())));
             }
             (0..num_outputs)
-                .map(|k| {
-                    Layout::new(&given[if given.len() == 1 { 0 } else { k }])
-                        .map(Some)
-                        .map_err(|e| Error::arg(op, "output_layouts", e))
-                })
+                .map(|k| Layout::new(&given[if given.len() == 1 { 0 } else { k }]).map(Some).map_err(|e| Error::arg(op, "output_layouts", e)))
                 .collect::<Result<_>>()?
         } else {
             vec![None; num_outputs]
@@ -133,34 +110,15 @@ impl PythonFunction {
         if !matches!(kind.as_str(), "numpy" | "torch" | "dlpack") {
             return Err(Error::arg(op, "_kind", format!("unknown kind '{kind}'")));
         }
-        Ok(PythonFunction {
-            ctx: ctx.clone(),
-            function_id: ctx.args.int("function_id"),
-            num_outputs,
-            batch_processing: ctx.args.bool("batch_processing"),
-            layouts,
-            kind,
-        })
+        Ok(PythonFunction { ctx: ctx.clone(), function_id: ctx.args.int("function_id"), num_outputs, batch_processing: ctx.args.bool("batch_processing"), layouts, kind })
     }
 }
 
 impl PythonFunction {
     /// The call for a batch of `inputs`, after checking they agree in size.
-    fn call<'a, T: std::ops::Deref<Target = BatchMeta>>(
-        &'a self,
-        inputs: &'a [&'a T],
-        batch_size: usize,
-        iteration: u64,
-    ) -> Result<FunctionCall<'a, T>> {
+    fn call<'a, T: std::ops::Deref<Target = BatchMeta>>(&'a self, inputs: &'a [&'a T], batch_size: usize, iteration: u64) -> Result<FunctionCall<'a, T>> {
         if let Some(k) = (1..inputs.len()).find(|&k| inputs[k].len() != inputs[0].len()) {
-            return Err(Error::data(
-                self.at(iteration),
-                format!(
-                    "input {k} has {} samples but input 0 has {}",
-                    inputs[k].len(),
-                    inputs[0].len()
-                ),
-            ));
+            return Err(Error::data(self.at(iteration), format!("input {k} has {} samples but input 0 has {}", inputs[k].len(), inputs[0].len())));
         }
         Ok(FunctionCall {
             function_id: self.function_id,
@@ -173,32 +131,14 @@ impl PythonFunction {
     }
 
     /// Checks what the function returned against the call and applies `output_layouts`.
-    fn finish<T: std::ops::DerefMut<Target = BatchMeta>>(
-        &self,
-        outs: std::result::Result<Vec<T>, String>,
-        batch_size: usize,
-        iteration: u64,
-    ) -> Result<Vec<T>> {
+    fn finish<T: std::ops::DerefMut<Target = BatchMeta>>(&self, outs: std::result::Result<Vec<T>, String>, batch_size: usize, iteration: u64) -> Result<Vec<T>> {
         let mut outs = outs.map_err(|m| Error::data(self.at(iteration), m))?;
         if outs.len() != self.num_outputs {
-            return Err(Error::data(
-                self.at(iteration),
-                format!(
-                    "the function gave {} outputs, num_outputs is {}",
-                    outs.len(),
-                    self.num_outputs
-                ),
-            ));
+            return Err(Error::data(self.at(iteration), format!("the function gave {} outputs, num_outputs is {}", outs.len(), self.num_outputs)));
         }
         for (k, (out, layout)) in outs.iter_mut().zip(&self.layouts).enumerate() {
             if out.len() != batch_size {
-                return Err(Error::data(
-                    self.at(iteration),
-                    format!(
-                        "output {k} has {} samples, the batch {batch_size}",
-                        out.len()
-                    ),
-                ));
+                return Err(Error::data(self.at(iteration), format!("output {k} has {} samples, the batch {batch_size}", out.len())));
             }
             if let Some(l) = layout {
                 if !l.is_empty() && l.ndim() != out.ndim() {
@@ -211,20 +151,11 @@ impl PythonFunction {
     }
 
     fn at(&self, iteration: u64) -> Location {
-        Location {
-            operator: self.ctx.display_name.clone(),
-            iteration: Some(iteration),
-            ..Default::default()
-        }
+        Location { operator: self.ctx.display_name.clone(), iteration: Some(iteration), ..Default::default() }
     }
 
     fn host(&self) -> Result<&'static Arc<dyn FunctionHost>> {
-        HOST.get().ok_or_else(|| {
-            Error::Unsupported(format!(
-                "{}: Python functions run only from Python",
-                self.ctx.display_name
-            ))
-        })
+        HOST.get().ok_or_else(|| Error::Unsupported(format!("{}: Python functions run only from Python", self.ctx.display_name)))
     }
 }
 
@@ -242,10 +173,6 @@ impl GpuOperator for PythonFunctionGpu {
     fn run(&mut self, ws: &GpuWorkspace<'_>) -> Result<Vec<TensorListGpu>> {
         let op = &self.0;
         let call = op.call(&ws.gpu_inputs, ws.batch_size, ws.iteration)?;
-        op.finish(
-            op.host()?.call_gpu(&call, ws.device, ws.stream),
-            call.batch_size,
-            ws.iteration,
-        )
+        op.finish(op.host()?.call_gpu(&call, ws.device, ws.stream), call.batch_size, ws.iteration)
     }
 }

@@ -8,10 +8,7 @@
 use super::sample_shape;
 use crate::error::{Error, Result};
 use crate::ops::args::scalar_as_f64;
-use crate::ops::{
-    arg, for_each_sample, tensor_arg, ArgDefault as D, ArgType as T, Device, OpContext, OpDef,
-    OpSchema, Operator, Workspace, MAX_LIST,
-};
+use crate::ops::{arg, for_each_sample, tensor_arg, MAX_LIST, ArgDefault as D, ArgType as T, Device, OpContext, OpDef, OpSchema, Operator, Workspace};
 use crate::tensor::{DType, Layout, TensorList};
 
 /// Schema and backends.
@@ -53,29 +50,14 @@ impl Choice {
     fn new(ctx: &OpContext) -> Result<Choice> {
         if ctx.args.has("p") {
             // Checked here too so a bad constant fails at build, not at the first run.
-            cdf_of(
-                &ctx.display_name,
-                ctx.args.floats("p"),
-                &mut Vec::new(),
-                None,
-            )?;
+            cdf_of(&ctx.display_name, ctx.args.floats("p"), &mut Vec::new(), None)?;
         }
-        Ok(Choice {
-            ctx: ctx.clone(),
-            shape: sample_shape(ctx)?,
-            cdf: Vec::new(),
-            cdf_at: Vec::new(),
-            shapes: Vec::new(),
-        })
+        Ok(Choice { ctx: ctx.clone(), shape: sample_shape(ctx)?, cdf: Vec::new(), cdf_at: Vec::new(), shapes: Vec::new() })
     }
 
     /// Index into `n` elements for sample `i`: uniform, or by its probabilities.
     fn pick(&self, rng: &mut crate::rng::SampleRng, i: usize, n: usize) -> usize {
-        let cdf = if self.cdf.is_empty() {
-            &[][..]
-        } else {
-            &self.cdf[self.cdf_at[i]..self.cdf_at[i + 1]]
-        };
+        let cdf = if self.cdf.is_empty() { &[][..] } else { &self.cdf[self.cdf_at[i]..self.cdf_at[i + 1]] };
         if cdf.is_empty() {
             rng.below(n as u64) as usize
         } else {
@@ -93,21 +75,13 @@ fn cdf_of(op: &str, p: &[f64], cdf: &mut Vec<f64>, sample: Option<usize>) -> Res
     let mut acc = 0.0;
     for &v in p {
         if !(v >= 0.0) {
-            return Err(Error::arg(
-                op,
-                "p",
-                format!("probabilities must be >= 0, got {v}{at}"),
-            ));
+            return Err(Error::arg(op, "p", format!("probabilities must be >= 0, got {v}{at}")));
         }
         acc += v;
         cdf.push(acc);
     }
     if (acc - 1.0).abs() > 1e-4 {
-        return Err(Error::arg(
-            op,
-            "p",
-            format!("probabilities must sum to 1, got {acc}{at}"),
-        ));
+        return Err(Error::arg(op, "p", format!("probabilities must sum to 1, got {acc}{at}")));
     }
     cdf[start..].iter_mut().for_each(|c| *c /= acc);
     Ok(())
@@ -123,15 +97,7 @@ impl Operator for Choice {
             (a.dtype(), 0, Layout::empty())
         } else {
             let l = a.layout().as_str();
-            (
-                a.dtype(),
-                a.ndim() - 1,
-                if l.is_empty() {
-                    Layout::empty()
-                } else {
-                    Layout::from(&l[1..])
-                },
-            )
+            (a.dtype(), a.ndim() - 1, if l.is_empty() { Layout::empty() } else { Layout::from(&l[1..]) })
         };
         let base_ndim = like.map_or(self.shape.len(), |l| l.ndim());
         let ndim = base_ndim + tail_ndim;
@@ -149,41 +115,22 @@ impl Operator for Choice {
         for i in 0..n_samples {
             let n = if a.ndim() == 0 {
                 if a.dtype().is_float() || a.dtype() == DType::Bool {
-                    return Err(Error::arg(
-                        &name,
-                        "a",
-                        format!(
-                            "a scalar `a` must be an integer, got {} in sample {i}",
-                            a.dtype()
-                        ),
-                    ));
+                    return Err(Error::arg(&name, "a", format!("a scalar `a` must be an integer, got {} in sample {i}", a.dtype())));
                 }
                 let v = scalar_as_f64(a, i);
                 if v < 1.0 {
-                    return Err(Error::arg(
-                        &name,
-                        "a",
-                        format!("a scalar `a` must be >= 1; sample {i} has {v}"),
-                    ));
+                    return Err(Error::arg(&name, "a", format!("a scalar `a` must be >= 1; sample {i} has {v}")));
                 }
                 v as usize
             } else {
                 a.shape(i)[0]
             };
             if n == 0 {
-                return Err(Error::arg(
-                    &name,
-                    "a",
-                    format!("sample {i} has nothing to choose from"),
-                ));
+                return Err(Error::arg(&name, "a", format!("sample {i} has nothing to choose from")));
             }
             counts.push(n);
         }
-        let mut out = TensorList::new(
-            dtype,
-            ndim,
-            (0..n_samples).map(|i| &self.shapes[i * ndim..(i + 1) * ndim]),
-        );
+        let mut out = TensorList::new(dtype, ndim, (0..n_samples).map(|i| &self.shapes[i * ndim..(i + 1) * ndim]));
         if !layout.is_empty() && layout.ndim() == ndim {
             out.set_layout(layout);
         }
@@ -199,14 +146,7 @@ impl Operator for Choice {
                 // A constant `p` is one list for every sample: its length must match each.
                 let pi = p.get(&name, "p", i, &[], &mut buf)?.unwrap_or_default();
                 if pi.len() != n {
-                    return Err(Error::arg(
-                        &name,
-                        "p",
-                        format!(
-                            "sample {i} has {} probabilities but `a` has {n} elements",
-                            pi.len()
-                        ),
-                    ));
+                    return Err(Error::arg(&name, "p", format!("sample {i} has {} probabilities but `a` has {n} elements", pi.len())));
                 }
                 cdf_of(&name, pi, &mut cdf, p.is_input().then_some(i))?;
             }

@@ -2,10 +2,7 @@
 
 use super::{alloc, dtype_or, sample_shape};
 use crate::error::{Error, Result};
-use crate::ops::{
-    arg, for_each_sample, tensor_arg, ArgDefault as D, ArgType as T, Device, OpContext, OpDef,
-    OpSchema, Operator, Workspace,
-};
+use crate::ops::{arg, for_each_sample, tensor_arg, ArgDefault as D, ArgType as T, Device, OpContext, OpDef, OpSchema, Operator, Workspace};
 use crate::tensor::element::store_f64;
 use crate::tensor::{DType, TensorList};
 
@@ -20,24 +17,9 @@ pub static COIN_FLIP: OpDef = OpDef {
         num_outputs: 1,
         host_inputs: &[],
         args: &[&[
-            tensor_arg(
-                "probability",
-                T::Float,
-                D::Float(0.5),
-                "Probability of a 1.",
-            ),
-            arg(
-                "shape",
-                T::IntList,
-                D::Optional,
-                "Shape of each output sample; a scalar when not given.",
-            ),
-            arg(
-                "dtype",
-                T::DType,
-                D::Optional,
-                "Output type; INT32 by default.",
-            ),
+            tensor_arg("probability", T::Float, D::Float(0.5), "Probability of a 1."),
+            arg("shape", T::IntList, D::Optional, "Shape of each output sample; a scalar when not given."),
+            arg("dtype", T::DType, D::Optional, "Output type; INT32 by default."),
         ]],
         arg_aliases: &[],
         legacy_names: &[("CoinFlip", None)],
@@ -57,11 +39,7 @@ struct CoinFlip {
 
 impl CoinFlip {
     fn new(ctx: &OpContext) -> Result<CoinFlip> {
-        Ok(CoinFlip {
-            ctx: ctx.clone(),
-            shape: sample_shape(ctx)?,
-            dtype: dtype_or(&ctx.args, DType::I32),
-        })
+        Ok(CoinFlip { ctx: ctx.clone(), shape: sample_shape(ctx)?, dtype: dtype_or(&ctx.args, DType::I32) })
     }
 }
 
@@ -73,11 +51,7 @@ impl Operator for CoinFlip {
         for_each_sample(ws.pool, &mut out, |i, bytes| {
             let p = probability.get(&self.ctx.display_name, i)?.unwrap_or(0.5);
             if !(0.0..=1.0).contains(&p) {
-                return Err(Error::arg(
-                    &self.ctx.display_name,
-                    "probability",
-                    format!("must be in [0, 1]; sample {i} has {p}"),
-                ));
+                return Err(Error::arg(&self.ctx.display_name, "probability", format!("must be in [0, 1]; sample {i} has {p}")));
             }
             let mut rng = ws.rng(&self.ctx, i);
             for k in 0..n {

@@ -24,15 +24,7 @@ pub(crate) fn sample_shape(ctx: &OpContext) -> Result<Vec<usize>> {
     ctx.args
         .ints("shape")
         .iter()
-        .map(|&d| {
-            usize::try_from(d).map_err(|_| {
-                Error::arg(
-                    &ctx.display_name,
-                    "shape",
-                    format!("extents must be >= 0, got {d}"),
-                )
-            })
-        })
+        .map(|&d| usize::try_from(d).map_err(|_| Error::arg(&ctx.display_name, "shape", format!("extents must be >= 0, got {d}"))))
         .collect()
 }
 
@@ -43,9 +35,5 @@ pub(crate) fn alloc(dtype: DType, shape: &[usize], batch_size: usize) -> TensorL
 
 /// The `dtype` argument, or `default` when not given.
 pub(crate) fn dtype_or(args: &Args, default: DType) -> DType {
-    if args.has("dtype") {
-        args.dtype("dtype")
-    } else {
-        default
-    }
+    if args.has("dtype") { args.dtype("dtype") } else { default }
 }

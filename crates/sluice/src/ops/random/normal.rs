@@ -4,11 +4,8 @@
 use super::sample_shape;
 use crate::error::{Error, Result};
 use crate::ops::cast::require_dtype;
-use crate::ops::{
-    arg, for_each_sample, tensor_arg, ArgDefault as D, ArgType as T, Device, OpContext, OpDef,
-    OpSchema, Operator, Workspace,
-};
 use crate::tensor::element::store_f64;
+use crate::ops::{arg, for_each_sample, tensor_arg, ArgDefault as D, ArgType as T, Device, OpContext, OpDef, OpSchema, Operator, Workspace};
 use crate::tensor::{DType, TensorList};
 
 /// Schema and backends.
@@ -46,29 +43,11 @@ struct Normal {
 impl Normal {
     fn new(ctx: &OpContext) -> Result<Normal> {
         let dtype = super::dtype_or(&ctx.args, DType::F32);
-        require_dtype(
-            &ctx.display_name,
-            "dtype",
-            dtype,
-            &[
-                DType::U8,
-                DType::I8,
-                DType::U16,
-                DType::I16,
-                DType::U32,
-                DType::I32,
-                DType::U64,
-                DType::I64,
-                DType::F16,
-                DType::F32,
-                DType::F64,
-            ],
-        )?;
-        Ok(Normal {
-            ctx: ctx.clone(),
-            shape: sample_shape(ctx)?,
-            dtype,
-        })
+        require_dtype(&ctx.display_name, "dtype", dtype, &[
+            DType::U8, DType::I8, DType::U16, DType::I16, DType::U32, DType::I32,
+            DType::U64, DType::I64, DType::F16, DType::F32, DType::F64,
+        ])?;
+        Ok(Normal { ctx: ctx.clone(), shape: sample_shape(ctx)?, dtype })
     }
 }
 
@@ -76,11 +55,7 @@ impl Operator for Normal {
     fn run(&mut self, ws: &Workspace<'_>) -> Result<Vec<TensorList>> {
         let mut out = match ws.inputs.first() {
             Some(like) if !self.ctx.args.has("shape") => {
-                let mut o = TensorList::new(
-                    self.dtype,
-                    like.ndim(),
-                    (0..like.len()).map(|i| like.shape(i)),
-                );
+                let mut o = TensorList::new(self.dtype, like.ndim(), (0..like.len()).map(|i| like.shape(i)));
                 o.inherit_source_info(like);
                 o
             }
@@ -94,11 +69,7 @@ impl Operator for Normal {
             let m = mean.get(name, i)?.unwrap_or(0.0);
             let s = stddev.get(name, i)?.unwrap_or(1.0);
             if !(s >= 0.0) {
-                return Err(Error::arg(
-                    name,
-                    "stddev",
-                    format!("must be >= 0; sample {i} has {s}"),
-                ));
+                return Err(Error::arg(name, "stddev", format!("must be >= 0; sample {i} has {s}")));
             }
             let mut rng = ws.rng(&self.ctx, i);
             for k in 0..bytes.len() / dtype.size() {

@@ -2,10 +2,7 @@
 
 use super::{alloc, dtype_or, sample_shape};
 use crate::error::{Error, Result};
-use crate::ops::{
-    arg, for_each_sample, tensor_arg, ArgDefault as D, ArgType as T, ArgValue, Device, OpContext,
-    OpDef, OpSchema, Operator, Workspace, MAX_LIST,
-};
+use crate::ops::{for_each_sample, ArgDefault as D, ArgType as T, ArgValue, Device, OpContext, OpDef, OpSchema, Operator, Workspace, arg, tensor_arg, MAX_LIST};
 use crate::tensor::element::store_f64;
 use crate::tensor::{DType, TensorList};
 
@@ -45,11 +42,7 @@ enum Source<'a> {
 fn check_range(op: &str, r: &[f64], sample: Option<usize>) -> Result<Source<'static>> {
     if r.len() != 2 || !(r[0] <= r[1]) {
         let at = sample.map_or(String::new(), |i| format!(" (sample {i})"));
-        return Err(Error::arg(
-            op,
-            "range",
-            format!("must be [min, max] with min <= max, got {r:?}{at}"),
-        ));
+        return Err(Error::arg(op, "range", format!("must be [min, max] with min <= max, got {r:?}{at}")));
     }
     Ok(Source::Range(r[0], r[1]))
 }
@@ -70,11 +63,7 @@ impl Uniform {
         if ctx.args.has("range") {
             check_range(op, ctx.args.floats("range"), None)?;
         }
-        Ok(Uniform {
-            ctx: ctx.clone(),
-            shape: sample_shape(ctx)?,
-            dtype: dtype_or(&ctx.args, DType::F32),
-        })
+        Ok(Uniform { ctx: ctx.clone(), shape: sample_shape(ctx)?, dtype: dtype_or(&ctx.args, DType::F32) })
     }
 }
 
@@ -83,40 +72,21 @@ impl Operator for Uniform {
         let mut out = alloc(self.dtype, &self.shape, ws.batch_size);
         let n: usize = self.shape.iter().product();
         let op = &self.ctx.display_name;
-        let (range, values) = (
-            ws.per_sample_list(&self.ctx, "range"),
-            ws.per_sample_list(&self.ctx, "values"),
-        );
+        let (range, values) = (ws.per_sample_list(&self.ctx, "range"), ws.per_sample_list(&self.ctx, "values"));
         // Constant `values` may be longer than a per-sample list buffer: borrow it as is.
-        let const_values = if values.is_input() {
-            None
-        } else {
-            self.ctx.args.value("values")
-        };
+        let const_values = if values.is_input() { None } else { self.ctx.args.value("values") };
         for_each_sample(ws.pool, &mut out, |i, bytes| {
             let mut buf = [0f64; MAX_LIST];
             let source = match const_values {
                 Some(ArgValue::FloatList(v)) => Source::Values(v),
                 _ if values.is_set() => {
-                    let v = values
-                        .get(op, "values", i, &[], &mut buf)?
-                        .unwrap_or_default();
+                    let v = values.get(op, "values", i, &[], &mut buf)?.unwrap_or_default();
                     if v.is_empty() {
-                        return Err(Error::arg(
-                            op,
-                            "values",
-                            format!("must not be empty; sample {i} has no values"),
-                        ));
+                        return Err(Error::arg(op, "values", format!("must not be empty; sample {i} has no values")));
                     }
                     Source::Values(v)
                 }
-                _ => check_range(
-                    op,
-                    range
-                        .get(op, "range", i, &[2], &mut buf)?
-                        .unwrap_or(&[-1.0, 1.0]),
-                    Some(i),
-                )?,
+                _ => check_range(op, range.get(op, "range", i, &[2], &mut buf)?.unwrap_or(&[-1.0, 1.0]), Some(i))?,
             };
             let mut rng = ws.rng(&self.ctx, i);
             for k in 0..n {

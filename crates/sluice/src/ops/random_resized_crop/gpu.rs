@@ -14,10 +14,7 @@ pub(super) struct RandomResizedCropGpu {
 
 impl RandomResizedCropGpu {
     pub(super) fn new(ctx: &OpContext) -> Result<RandomResizedCropGpu> {
-        Ok(RandomResizedCropGpu {
-            rrc: RandomResizedCrop::new(ctx)?,
-            resampler: GpuResampler::default(),
-        })
+        Ok(RandomResizedCropGpu { rrc: RandomResizedCrop::new(ctx)?, resampler: GpuResampler::default() })
     }
 }
 
@@ -27,16 +24,7 @@ impl GpuOperator for RandomResizedCropGpu {
         let (plans, out_type) = self.rrc.plan(&ws.host_view(), input.meta())?;
         let meta = RandomResizedCrop::output_meta(&plans, out_type, input.meta());
         // Random windows seldom repeat an origin, so the filter tables are not kept.
-        let out = self.resampler.run(
-            ws,
-            &self.rrc.ctx,
-            input,
-            &plans,
-            meta,
-            input.meta().dtype(),
-            out_type,
-            false,
-        )?;
+        let out = self.resampler.run(ws, &self.rrc.ctx, input, &plans, meta, input.meta().dtype(), out_type, false)?;
         Ok(vec![out])
     }
 }

@@ -10,10 +10,7 @@ mod gpu;
 use crate::error::{Error, Result};
 use crate::ops::decoders::random_crop_window::{CropWindow, RandomCropParams, RANDOM_CROP_ARGS};
 use crate::ops::resize::kernel::{axis_filter, FilterKind, Plan};
-use crate::ops::{
-    arg, for_each_sample, ArgDefault as D, ArgType as T, Device, OpContext, OpDef, OpSchema,
-    Operator, Workspace,
-};
+use crate::ops::{arg, for_each_sample, ArgDefault as D, ArgType as T, Device, OpContext, OpDef, OpSchema, Operator, Workspace};
 use crate::tensor::{BatchMeta, DType, TensorList};
 
 /// Schema and backends.
@@ -66,36 +63,18 @@ impl RandomResizedCrop {
         let size = match s.len() {
             1 => [s[0], s[0]],
             2 => [s[0], s[1]],
-            _ => {
-                return Err(Error::arg(
-                    op,
-                    "size",
-                    format!("must be [H, W] or one value, got {s:?}"),
-                ))
-            }
+            _ => return Err(Error::arg(op, "size", format!("must be [H, W] or one value, got {s:?}"))),
         };
         if size.iter().any(|v| !(v.is_finite() && v.round() >= 1.0)) {
-            return Err(Error::arg(
-                op,
-                "size",
-                format!("extents must be at least 1, got {s:?}"),
-            ));
+            return Err(Error::arg(op, "size", format!("extents must be at least 1, got {s:?}")));
         }
         let filter = |a: &str| -> Result<FilterKind> {
-            let id = ctx
-                .args
-                .opt_int(a)
-                .unwrap_or_else(|| ctx.args.int("interp_type"));
-            FilterKind::from_interp(id)
-                .ok_or_else(|| Error::arg(op, a, format!("unknown interpolation type {id}")))
+            let id = ctx.args.opt_int(a).unwrap_or_else(|| ctx.args.int("interp_type"));
+            FilterKind::from_interp(id).ok_or_else(|| Error::arg(op, a, format!("unknown interpolation type {id}")))
         };
         filter("interp_type")?;
         let (min, mag) = (filter("min_filter")?, filter("mag_filter")?);
-        let dtype = if ctx.args.has("dtype") {
-            Some(ctx.args.dtype("dtype"))
-        } else {
-            None
-        };
+        let dtype = if ctx.args.has("dtype") { Some(ctx.args.dtype("dtype")) } else { None };
         Ok(RandomResizedCrop {
             ctx: ctx.clone(),
             size: [size[0].round() as usize, size[1].round() as usize],
@@ -110,26 +89,8 @@ impl RandomResizedCrop {
 
 #[allow(clippy::too_many_arguments)]
 /// The resampling plan that maps window `w` of an `h` x `wd` x `c` image onto `size`.
-pub fn window_plan(
-    h: usize,
-    wd: usize,
-    c: usize,
-    w: CropWindow,
-    size: [usize; 2],
-    min: FilterKind,
-    mag: FilterKind,
-    antialias: bool,
-) -> Plan {
-    let mut p = Plan {
-        in_h: h,
-        in_w: wd,
-        c,
-        out_h: size[0],
-        out_w: size[1],
-        origin: [w.y as f32, w.x as f32],
-        scale: [0.0; 2],
-        filter: [None, None],
-    };
+pub fn window_plan(h: usize, wd: usize, c: usize, w: CropWindow, size: [usize; 2], min: FilterKind, mag: FilterKind, antialias: bool) -> Plan {
+    let mut p = Plan { in_h: h, in_w: wd, c, out_h: size[0], out_w: size[1], origin: [w.y as f32, w.x as f32], scale: [0.0; 2], filter: [None, None] };
     let len = [w.h as f32, w.w as f32];
     for d in 0..2 {
         p.scale[d] = len[d] / size[d] as f32;
@@ -143,37 +104,17 @@ impl RandomResizedCrop {
     /// output's type. Shared by both backends.
     fn plan(&self, ws: &Workspace<'_>, input: &BatchMeta) -> Result<(Vec<Plan>, DType)> {
         let ctx = &self.ctx;
-        if input.ndim() != 3 || !(input.layout().is_empty() || input.layout().to_string() == "HWC")
-        {
-            return Err(Error::data(
-                ctx.at(ws.iteration, 0, input.source_info(0)),
-                format!(
-                    "input must be HWC images, got {}-D layout '{}'",
-                    input.ndim(),
-                    input.layout()
-                ),
-            ));
+        if input.ndim() != 3 || !(input.layout().is_empty() || input.layout().to_string() == "HWC") {
+            return Err(Error::data(ctx.at(ws.iteration, 0, input.source_info(0)), format!("input must be HWC images, got {}-D layout '{}'", input.ndim(), input.layout())));
         }
         let mut plans = Vec::with_capacity(input.len());
         for i in 0..input.len() {
             let s = input.shape(i);
             if s[0] == 0 || s[1] == 0 {
-                return Err(Error::data(
-                    ctx.at(ws.iteration, i, input.source_info(i)),
-                    "empty image: nothing to crop",
-                ));
+                return Err(Error::data(ctx.at(ws.iteration, i, input.source_info(i)), "empty image: nothing to crop"));
             }
             let w = self.gen.window(&mut ws.rng(ctx, i), s[0], s[1]);
-            plans.push(window_plan(
-                s[0],
-                s[1],
-                s[2],
-                w,
-                self.size,
-                self.min,
-                self.mag,
-                self.antialias,
-            ));
+            plans.push(window_plan(s[0], s[1], s[2], w, self.size, self.min, self.mag, self.antialias));
         }
         Ok((plans, self.dtype.unwrap_or(input.dtype())))
     }
@@ -204,3 +145,4 @@ impl Operator for RandomResizedCrop {
         Ok(vec![out])
     }
 }
+

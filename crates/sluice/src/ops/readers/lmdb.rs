@@ -52,8 +52,7 @@ impl Lmdb {
     /// Opens the database at `path` (an LMDB directory holding `data.mdb`) and lists its
     /// entries. Errors say what LMDB found wrong.
     pub fn open(path: &Path) -> Result<Lmdb, String> {
-        let meta =
-            std::fs::metadata(path).map_err(|e| format!("cannot open the LMDB database: {e}"))?;
+        let meta = std::fs::metadata(path).map_err(|e| format!("cannot open the LMDB database: {e}"))?;
         if !meta.is_dir() {
             return Err("Not a directory: an LMDB database is a directory holding data.mdb".into());
         }
@@ -61,53 +60,24 @@ impl Lmdb {
             return Err("No such file or directory: the directory has no data.mdb, it is not an LMDB database".into());
         }
         let flags = ffi::MDB_RDONLY | ffi::MDB_NOLOCK | ffi::MDB_NOTLS;
-        let c_path = CString::new(path.as_os_str().as_encoded_bytes())
-            .map_err(|_| "the path holds a NUL byte".to_string())?;
-        let mut db = Lmdb {
-            env: ptr::null_mut(),
-            txn: ptr::null_mut(),
-            entries: Vec::new(),
-        };
+        let c_path = CString::new(path.as_os_str().as_encoded_bytes()).map_err(|_| "the path holds a NUL byte".to_string())?;
+        let mut db = Lmdb { env: ptr::null_mut(), txn: ptr::null_mut(), entries: Vec::new() };
         // SAFETY: the handles are created, used and (in Drop) freed in LMDB's documented
         // order; every returned code is checked before a handle is used.
         unsafe {
-            check(
-                ffi::mdb_env_create(&mut db.env),
-                "cannot create an LMDB environment",
-            )?;
-            check(
-                ffi::mdb_env_open(db.env, c_path.as_ptr(), flags, 0o664),
-                "not an LMDB database, or a damaged one",
-            )?;
-            check(
-                ffi::mdb_txn_begin(db.env, ptr::null_mut(), ffi::MDB_RDONLY, &mut db.txn),
-                "cannot begin a read transaction",
-            )?;
+            check(ffi::mdb_env_create(&mut db.env), "cannot create an LMDB environment")?;
+            check(ffi::mdb_env_open(db.env, c_path.as_ptr(), flags, 0o664), "not an LMDB database, or a damaged one")?;
+            check(ffi::mdb_txn_begin(db.env, ptr::null_mut(), ffi::MDB_RDONLY, &mut db.txn), "cannot begin a read transaction")?;
             let mut dbi: ffi::MDB_dbi = 0;
-            check(
-                ffi::mdb_dbi_open(db.txn, ptr::null(), 0, &mut dbi),
-                "cannot open the database",
-            )?;
+            check(ffi::mdb_dbi_open(db.txn, ptr::null(), 0, &mut dbi), "cannot open the database")?;
             let mut cursor = ptr::null_mut();
-            check(
-                ffi::mdb_cursor_open(db.txn, dbi, &mut cursor),
-                "cannot open a cursor",
-            )?;
-            let mut key = ffi::MDB_val {
-                mv_size: 0,
-                mv_data: ptr::null_mut(),
-            };
-            let mut value = ffi::MDB_val {
-                mv_size: 0,
-                mv_data: ptr::null_mut(),
-            };
+            check(ffi::mdb_cursor_open(db.txn, dbi, &mut cursor), "cannot open a cursor")?;
+            let mut key = ffi::MDB_val { mv_size: 0, mv_data: ptr::null_mut() };
+            let mut value = ffi::MDB_val { mv_size: 0, mv_data: ptr::null_mut() };
             let mut op = ffi::MDB_FIRST;
             let walked = loop {
                 match ffi::mdb_cursor_get(cursor, &mut key, &mut value, op) {
-                    0 => db.entries.push([
-                        (key.mv_data as *const u8, key.mv_size),
-                        (value.mv_data as *const u8, value.mv_size),
-                    ]),
+                    0 => db.entries.push([(key.mv_data as *const u8, key.mv_size), (value.mv_data as *const u8, value.mv_size)]),
                     ffi::MDB_NOTFOUND => break Ok(()),
                     rc => break check(rc, "the database is damaged"),
                 }
@@ -170,14 +140,8 @@ pub(crate) mod tests {
             let mut dbi = 0;
             assert_eq!(ffi::mdb_dbi_open(txn, ptr::null(), 0, &mut dbi), 0);
             for (k, v) in entries {
-                let mut key = ffi::MDB_val {
-                    mv_size: k.len(),
-                    mv_data: k.as_ptr() as *mut _,
-                };
-                let mut val = ffi::MDB_val {
-                    mv_size: v.len(),
-                    mv_data: v.as_ptr() as *mut _,
-                };
+                let mut key = ffi::MDB_val { mv_size: k.len(), mv_data: k.as_ptr() as *mut _ };
+                let mut val = ffi::MDB_val { mv_size: v.len(), mv_data: v.as_ptr() as *mut _ };
                 assert_eq!(ffi::mdb_put(txn, dbi, &mut key, &mut val, 0), 0);
             }
             assert_eq!(ffi::mdb_txn_commit(txn), 0);
@@ -201,21 +165,15 @@ pub(crate) mod tests {
         })
         .join()
         .unwrap();
-        assert!(Lmdb::open(&dir.path().join("data.mdb"))
-            .unwrap_err()
-            .contains("Not a directory"));
+        assert!(Lmdb::open(&dir.path().join("data.mdb")).unwrap_err().contains("Not a directory"));
     }
 
     #[test]
     fn what_is_not_a_database_is_an_error() {
         let dir = tempfile::tempdir().unwrap();
-        assert!(Lmdb::open(&dir.path().join("missing"))
-            .unwrap_err()
-            .contains("cannot open"));
+        assert!(Lmdb::open(&dir.path().join("missing")).unwrap_err().contains("cannot open"));
         assert!(Lmdb::open(dir.path()).unwrap_err().contains("no data.mdb"));
         std::fs::write(dir.path().join("data.mdb"), vec![0x5au8; 8192]).unwrap();
-        assert!(Lmdb::open(dir.path())
-            .unwrap_err()
-            .contains("not an LMDB database"));
+        assert!(Lmdb::open(dir.path()).unwrap_err().contains("not an LMDB database"));
     }
 }

@@ -17,13 +17,11 @@ use std::path::PathBuf;
 use std::sync::atomic::AtomicBool;
 use std::sync::Arc;
 
-use super::core::{
-    lazily, read_ahead_spans, read_in_parallel, read_spans, BatchSource, ReaderCore,
-};
+use super::core::{lazily, read_ahead_spans, read_in_parallel, read_spans, BatchSource, ReaderCore};
 use super::{READER_ARGS, SHUFFLE_AFTER_EPOCH_ARGS};
+use crate::storage::{self, Source};
 use crate::error::{Error, Location, Result};
 use crate::ops::{arg, ArgDefault as D, ArgType as T, Device, OpContext, OpDef, OpSchema};
-use crate::storage::{self, Source};
 use crate::tensor::{BatchMeta, DType, TensorList};
 
 const OWN_ARGS: &[crate::ops::ArgSchema] = &[
@@ -66,21 +64,12 @@ fn read_index(ctx: &OpContext, opts: &storage::Options) -> Result<Index> {
     let paths: Vec<PathBuf> = ctx.args.strs("path").iter().map(PathBuf::from).collect();
     let indexes = ctx.args.strs("index_path");
     if indexes.len() != 1 {
-        return Err(Error::arg(
-            op,
-            "index_path",
-            "RecordIOReader supports only a single index file",
-        ));
+        return Err(Error::arg(op, "index_path", "RecordIOReader supports only a single index file"));
     }
     if paths.is_empty() {
         return Err(Error::arg(op, "path", "no RecordIO files given"));
     }
-    let sizes = paths
-        .iter()
-        .map(|p| {
-            storage::size(&p.to_string_lossy(), &opts).map_err(|e| Error::io(op, p.display(), e))
-        })
-        .collect::<Result<Vec<_>>>()?;
+    let sizes = paths.iter().map(|p| storage::size(&p.to_string_lossy(), &opts).map_err(|e| Error::io(op, p.display(), e))).collect::<Result<Vec<_>>>()?;
     let text = storage::read(&indexes[0], &opts).map_err(|e| Error::io(op, &indexes[0], e))?;
     let text = String::from_utf8_lossy(&text);
     // `key offset` pairs, up to the first pair that is not two numbers (as DALI reads them).
@@ -93,14 +82,7 @@ fn read_index(ctx: &OpContext, opts: &storage::Options) -> Result<Index> {
         }
     }
     if offsets.is_empty() {
-        return Err(Error::io(
-            op,
-            &indexes[0],
-            format!(
-                "RecordIO index file doesn't contain any indices. Provided path: \"{}\"",
-                indexes[0]
-            ),
-        ));
+        return Err(Error::io(op, &indexes[0], format!("RecordIO index file doesn't contain any indices. Provided path: \"{}\"", indexes[0])));
     }
     offsets.sort_unstable();
     offsets.dedup();
@@ -112,47 +94,26 @@ fn read_index(ctx: &OpContext, opts: &storage::Options) -> Result<Index> {
             files.join(", ")
         )));
     }
-    let starts: Vec<u64> = sizes
-        .iter()
-        .scan(0, |at, &n| {
-            let s = *at;
-            *at += n;
-            Some(s)
-        })
-        .collect();
+    let starts: Vec<u64> = sizes.iter().scan(0, |at, &n| { let s = *at; *at += n; Some(s) }).collect();
     let mut spans = Vec::with_capacity(offsets.len());
     let mut f = 0;
     for (i, &off) in offsets.iter().enumerate() {
         while off >= starts[f] + sizes[f] {
             f += 1;
         }
-        let end = offsets
-            .get(i + 1)
-            .copied()
-            .unwrap_or(total)
-            .min(starts[f] + sizes[f]);
+        let end = offsets.get(i + 1).copied().unwrap_or(total).min(starts[f] + sizes[f]);
         spans.push((f as u32, off - starts[f], end - off));
     }
     Ok(Index { paths, spans })
 }
 
 /// The payload of the first record of `span` (its parts joined), or what is wrong with it.
-pub(super) fn record_payload<'a>(
-    span: &'a [u8],
-    joined: &'a mut Vec<u8>,
-) -> std::result::Result<&'a [u8], String> {
+pub(super) fn record_payload<'a>(span: &'a [u8], joined: &'a mut Vec<u8>) -> std::result::Result<&'a [u8], String> {
     let mut at = 0;
     let mut parts: Vec<(usize, usize)> = Vec::new();
     loop {
         let need = |what: &str, n: usize, at: usize| {
-            if at + n > span.len() {
-                Err(format!(
-                    "{what} requires {n} bytes, but only {} bytes are available",
-                    span.len().saturating_sub(at)
-                ))
-            } else {
-                Ok(())
-            }
+            if at + n > span.len() { Err(format!("{what} requires {n} bytes, but only {} bytes are available", span.len().saturating_sub(at))) } else { Ok(()) }
         };
         need("segment magic number", 4, at)?;
         let magic = u32::from_le_bytes(span[at..at + 4].try_into().expect("4 bytes"));
@@ -170,9 +131,7 @@ pub(super) fn record_payload<'a>(
             break;
         }
         if at >= span.len() {
-            return Err(
-                "segment magic number requires 4 bytes, but only 0 bytes are available".into(),
-            );
+            return Err("segment magic number requires 4 bytes, but only 0 bytes are available".into());
         }
     }
     if parts.len() == 1 {
@@ -190,39 +149,18 @@ pub(super) fn record_payload<'a>(
 }
 
 /// Splits a payload into its labels and its data.
-pub(super) fn split_payload(
-    payload: &[u8],
-) -> std::result::Result<(Vec<f32>, std::ops::Range<usize>), String> {
+pub(super) fn split_payload(payload: &[u8]) -> std::result::Result<(Vec<f32>, std::ops::Range<usize>), String> {
     if payload.len() < HEADER {
-        return Err(format!(
-            "record payload length: {} bytes, minimum is {HEADER} bytes",
-            payload.len()
-        ));
+        return Err(format!("record payload length: {} bytes, minimum is {HEADER} bytes", payload.len()));
     }
     let flag = u32::from_le_bytes(payload[..4].try_into().expect("4 bytes")) as usize;
     if flag == 0 {
-        return Ok((
-            vec![f32::from_le_bytes(
-                payload[4..8].try_into().expect("4 bytes"),
-            )],
-            HEADER..payload.len(),
-        ));
+        return Ok((vec![f32::from_le_bytes(payload[4..8].try_into().expect("4 bytes"))], HEADER..payload.len()));
     }
-    let end = flag
-        .checked_mul(4)
-        .and_then(|n| n.checked_add(HEADER))
-        .filter(|&e| e <= payload.len())
-        .ok_or_else(|| {
-            format!(
-                "label size: {} bytes, available data: {} bytes",
-                flag.saturating_mul(4),
-                payload.len() - HEADER
-            )
-        })?;
-    let labels = payload[HEADER..end]
-        .chunks_exact(4)
-        .map(|c| f32::from_le_bytes(c.try_into().expect("4 bytes")))
-        .collect();
+    let end = flag.checked_mul(4).and_then(|n| n.checked_add(HEADER)).filter(|&e| e <= payload.len()).ok_or_else(|| {
+        format!("label size: {} bytes, available data: {} bytes", flag.saturating_mul(4), payload.len() - HEADER)
+    })?;
+    let labels = payload[HEADER..end].chunks_exact(4).map(|c| f32::from_le_bytes(c.try_into().expect("4 bytes"))).collect();
     Ok((labels, end..payload.len()))
 }
 
@@ -241,10 +179,7 @@ impl RecSource {
             operator: self.op.clone(),
             sample: Some(i),
             iteration: Some(batch_no),
-            source: Some(format!(
-                "{} at index {off}",
-                self.index.paths[f as usize].display()
-            )),
+            source: Some(format!("{} at index {off}", self.index.paths[f as usize].display())),
         }
     }
 }
@@ -261,44 +196,24 @@ impl BatchSource for RecSource {
         let mut scratch = std::mem::take(&mut self.scratch);
         let result = (|| {
             let loc = |i, k, m| Error::data(self.loc(batch_no, i, k), m);
-            let read = read_spans(
-                &self.files,
-                idx,
-                |k| self.index.spans[k],
-                &mut scratch,
-                self.read_threads,
-                stop,
-                loc,
-                |_| Ok(()),
-            )?;
+            let read = read_spans(&self.files, idx, |k| self.index.spans[k], &mut scratch, self.read_threads, stop, loc, |_| Ok(()))?;
             let starts: Vec<usize> = read.into_iter().map(|(at, ())| at).collect();
             // Each sample's labels and data: a range of the records read, or (for the rare
             // record of several parts) of its joined copy.
             let mut joined = Vec::new();
-            let (mut labels, mut data_shapes, mut data) = (
-                Vec::new(),
-                Vec::with_capacity(idx.len()),
-                Vec::with_capacity(idx.len()),
-            );
+            let (mut labels, mut data_shapes, mut data) = (Vec::new(), Vec::with_capacity(idx.len()), Vec::with_capacity(idx.len()));
             let mut owned: Vec<Vec<u8>> = Vec::new();
             let mut label_shapes = Vec::with_capacity(idx.len());
             for (i, &k) in idx.iter().enumerate() {
                 let span = &scratch[starts[i]..starts[i] + self.index.spans[k].2 as usize];
-                let bad = |m: String| {
-                    Error::data(
-                        self.loc(batch_no, i, k),
-                        format!("Invalid RecordIO file ({m})"),
-                    )
-                };
+                let bad = |m: String| Error::data(self.loc(batch_no, i, k), format!("Invalid RecordIO file ({m})"));
                 let payload = record_payload(span, &mut joined).map_err(bad)?;
                 let (l, range) = split_payload(payload).map_err(bad)?;
                 label_shapes.push(l.len());
                 labels.extend(l);
                 data_shapes.push(range.len());
                 let base = payload.as_ptr() as usize;
-                if (scratch.as_ptr() as usize..scratch.as_ptr() as usize + scratch.len())
-                    .contains(&base)
-                {
+                if (scratch.as_ptr() as usize..scratch.as_ptr() as usize + scratch.len()).contains(&base) {
                     let at = base - scratch.as_ptr() as usize;
                     data.push((usize::MAX, at + range.start..at + range.end));
                 } else {
@@ -306,8 +221,7 @@ impl BatchSource for RecSource {
                     data.push((owned.len() - 1, 0..range.len()));
                 }
             }
-            let mut label_out =
-                TensorList::for_overwrite(BatchMeta::new(DType::F32, 1, label_shapes.chunks(1)));
+            let mut label_out = TensorList::for_overwrite(BatchMeta::new(DType::F32, 1, label_shapes.chunks(1)));
             let mut at = 0;
             for dst in label_out.samples_mut() {
                 for (d, v) in dst.chunks_exact_mut(4).zip(&labels[at..]) {
@@ -315,36 +229,17 @@ impl BatchSource for RecSource {
                 }
                 at += dst.len() / 4;
             }
-            let mut data_out =
-                TensorList::for_overwrite(BatchMeta::new(DType::U8, 1, data_shapes.chunks(1)));
-            let mut copies: Vec<(&mut [u8], &(usize, std::ops::Range<usize>))> =
-                data_out.samples_mut().into_iter().zip(&data).collect();
-            read_in_parallel(
-                &mut copies,
-                self.read_threads,
-                total,
-                |c| c.0.len(),
-                |(dst, (from, range))| {
-                    let src = if *from == usize::MAX {
-                        &scratch[range.clone()]
-                    } else {
-                        &owned[*from][range.clone()]
-                    };
-                    dst.copy_from_slice(src);
-                    Ok(())
-                },
-            )?;
-            data_out.set_source_info(
-                idx.iter()
-                    .map(|&k| {
-                        let (f, off, _) = self.index.spans[k];
-                        Arc::from(
-                            format!("{} at index {off}", self.index.paths[f as usize].display())
-                                .as_str(),
-                        )
-                    })
-                    .collect(),
-            );
+            let mut data_out = TensorList::for_overwrite(BatchMeta::new(DType::U8, 1, data_shapes.chunks(1)));
+            let mut copies: Vec<(&mut [u8], &(usize, std::ops::Range<usize>))> = data_out.samples_mut().into_iter().zip(&data).collect();
+            read_in_parallel(&mut copies, self.read_threads, total, |c| c.0.len(), |(dst, (from, range))| {
+                let src = if *from == usize::MAX { &scratch[range.clone()] } else { &owned[*from][range.clone()] };
+                dst.copy_from_slice(src);
+                Ok(())
+            })?;
+            data_out.set_source_info(idx.iter().map(|&k| {
+                let (f, off, _) = self.index.spans[k];
+                Arc::from(format!("{} at index {off}", self.index.paths[f as usize].display()).as_str())
+            }).collect());
             Ok(vec![data_out, label_out])
         })();
         self.scratch = scratch;
@@ -357,21 +252,9 @@ fn mxnet_reader(ctx: &OpContext) -> Result<ReaderCore<Vec<TensorList>>> {
     let op = ctx.display_name.as_str();
     let opts = super::file::storage_options(ctx)?;
     let index = read_index(ctx, &opts)?;
-    let files = index
-        .paths
-        .iter()
-        .map(|p| {
-            Source::open(&p.to_string_lossy(), &opts).map_err(|e| Error::io(op, p.display(), e))
-        })
-        .collect::<Result<Vec<_>>>()?;
+    let files = index.paths.iter().map(|p| Source::open(&p.to_string_lossy(), &opts).map_err(|e| Error::io(op, p.display(), e))).collect::<Result<Vec<_>>>()?;
     let n = index.spans.len();
-    let source = RecSource {
-        op: op.to_string(),
-        index,
-        files,
-        read_threads: ctx.num_threads,
-        scratch: Vec::new(),
-    };
+    let source = RecSource { op: op.to_string(), index, files, read_threads: ctx.num_threads, scratch: Vec::new() };
     ReaderCore::start(ctx, n, source)
 }
 
@@ -406,14 +289,8 @@ mod tests {
         assert_eq!(got, [a, &MAGIC.to_le_bytes()[..], b].concat());
         let mut bad = one.clone();
         bad[0] ^= 1;
-        assert!(record_payload(&bad, &mut joined)
-            .unwrap_err()
-            .contains("magic"));
-        assert!(record_payload(&one[..20], &mut joined)
-            .unwrap_err()
-            .contains("requires"));
-        assert!(split_payload(&payload[..10])
-            .unwrap_err()
-            .contains("minimum is 24"));
+        assert!(record_payload(&bad, &mut joined).unwrap_err().contains("magic"));
+        assert!(record_payload(&one[..20], &mut joined).unwrap_err().contains("requires"));
+        assert!(split_payload(&payload[..10]).unwrap_err().contains("minimum is 24"));
     }
 }

@@ -31,10 +31,7 @@ pub struct Fields<'a> {
 
 impl<'a> Fields<'a> {
     pub fn new(b: &'a [u8]) -> Fields<'a> {
-        Fields {
-            rest: b,
-            failed: false,
-        }
+        Fields { rest: b, failed: false }
     }
 
     fn next_field(&mut self) -> Result<(u32, u8, &'a [u8]), String> {
@@ -50,8 +47,7 @@ impl<'a> Fields<'a> {
             LEN => {
                 let (len, n) = varint(self.rest)?;
                 self.rest = &self.rest[n..];
-                usize::try_from(len)
-                    .map_err(|_| "corrupted record: a length is too large".to_string())?
+                usize::try_from(len).map_err(|_| "corrupted record: a length is too large".to_string())?
             }
             I32 => 4,
             START_GROUP => {
@@ -66,9 +62,7 @@ impl<'a> Fields<'a> {
                     let (key, n) = varint(inner.rest)?;
                     if key & 7 == u64::from(END_GROUP) {
                         if key >> 3 != u64::from(num) {
-                            return Err(
-                                "corrupted record: a group ends with another group's tag".into()
-                            );
+                            return Err("corrupted record: a group ends with another group's tag".into());
                         }
                         let len = body.len() - before;
                         self.rest = &body[len + n..];
@@ -80,10 +74,7 @@ impl<'a> Fields<'a> {
             w => return Err(format!("corrupted record: unknown wire type {w}")),
         };
         if len > self.rest.len() {
-            return Err(format!(
-                "corrupted record: a field of {len} bytes runs past the end ({} left)",
-                self.rest.len()
-            ));
+            return Err(format!("corrupted record: a field of {len} bytes runs past the end ({} left)", self.rest.len()));
         }
         let (payload, rest) = self.rest.split_at(len);
         self.rest = rest;
@@ -103,6 +94,7 @@ impl<'a> Iterator for Fields<'a> {
         Some(r)
     }
 }
+
 
 /// Calls `value` with each value of a repeated varint field's payload `b` (packed: `wire ==
 /// LEN`, or one value).
@@ -124,9 +116,6 @@ pub fn floats(b: &[u8], out: &mut Vec<f32>) -> Result<(), String> {
     if b.len() % 4 != 0 {
         return Err("corrupted record: a float list is not a whole number of floats".into());
     }
-    out.extend(
-        b.chunks_exact(4)
-            .map(|c| f32::from_le_bytes(c.try_into().expect("4 bytes"))),
-    );
+    out.extend(b.chunks_exact(4).map(|c| f32::from_le_bytes(c.try_into().expect("4 bytes"))));
     Ok(())
 }

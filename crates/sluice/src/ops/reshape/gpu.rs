@@ -12,11 +12,7 @@ impl GpuOperator for ReshapeGpu {
     fn run(&mut self, ws: &GpuWorkspace<'_>) -> Result<Vec<TensorListGpu>> {
         let input = ws.gpu_inputs[0];
         // A shape given as the second input lives on the host (a cpu operator's output).
-        let meta = self.0.output_meta(
-            input.meta(),
-            ws.cpu_inputs.first().copied(),
-            &ws.host_view(),
-        )?;
+        let meta = self.0.output_meta(input.meta(), ws.cpu_inputs.first().copied(), &ws.host_view())?;
         Ok(vec![input.reinterpreted(meta)])
     }
 }

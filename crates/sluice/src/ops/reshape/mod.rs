@@ -19,10 +19,7 @@
 mod gpu;
 
 use crate::error::{Error, Result};
-use crate::ops::{
-    arg, tensor_arg, ArgDefault as D, ArgType as T, Device, OpContext, OpDef, OpSchema, Operator,
-    PerSampleList, Workspace, MAX_LIST,
-};
+use crate::ops::{arg, tensor_arg, ArgDefault as D, ArgType as T, Device, OpContext, OpDef, OpSchema, Operator, PerSampleList, Workspace, MAX_LIST};
 use crate::tensor::{BatchMeta, Layout, TensorList};
 
 /// Schema and backends.
@@ -60,49 +57,23 @@ struct Reshape {
 impl Reshape {
     fn new(ctx: &OpContext) -> Result<Reshape> {
         let op = &ctx.display_name;
-        let given =
-            |name: &str| ctx.args.has(name) || ctx.arg_input_names.iter().any(|a| a == name);
+        let given = |name: &str| ctx.args.has(name) || ctx.arg_input_names.iter().any(|a| a == name);
         if given("shape") && given("rel_shape") {
-            return Err(Error::arg(
-                op,
-                "rel_shape",
-                "`shape` and `rel_shape` are mutually exclusive",
-            ));
+            return Err(Error::arg(op, "rel_shape", "`shape` and `rel_shape` are mutually exclusive"));
         }
-        let layout = ctx
-            .args
-            .opt_str("layout")
-            .map(|l| Layout::new(l).map_err(|e| Error::arg(op, "layout", e)))
-            .transpose()?;
-        Ok(Reshape {
-            ctx: ctx.clone(),
-            layout,
-        })
+        let layout = ctx.args.opt_str("layout").map(|l| Layout::new(l).map_err(|e| Error::arg(op, "layout", e))).transpose()?;
+        Ok(Reshape { ctx: ctx.clone(), layout })
     }
 
     /// The output metadata of `input` for this batch. `shape_input` is the optional second
     /// positional input; `ws` holds the argument inputs.
-    fn output_meta(
-        &self,
-        input: &BatchMeta,
-        shape_input: Option<&TensorList>,
-        ws: &Workspace<'_>,
-    ) -> Result<BatchMeta> {
+    fn output_meta(&self, input: &BatchMeta, shape_input: Option<&TensorList>, ws: &Workspace<'_>) -> Result<BatchMeta> {
         let op = self.ctx.display_name.as_str();
-        if shape_input.is_some()
-            && (self.ctx.args.has("shape") || ws.arg_inputs.contains_key("shape"))
-        {
-            return Err(Error::arg(
-                op,
-                "shape",
-                "given both as an argument and as the second input",
-            ));
+        if shape_input.is_some() && (self.ctx.args.has("shape") || ws.arg_inputs.contains_key("shape")) {
+            return Err(Error::arg(op, "shape", "given both as an argument and as the second input"));
         }
         let shape = match shape_input {
-            Some(batch) => PerSampleList::Input {
-                name: "shape",
-                batch,
-            },
+            Some(batch) => PerSampleList::Input { name: "shape", batch },
             None => ws.per_sample_list(&self.ctx, "shape"),
         };
         let rel_shape = ws.per_sample_list(&self.ctx, "rel_shape");
@@ -124,37 +95,16 @@ impl Reshape {
             if *ndim.get_or_insert(out_ndim) != out_ndim {
                 return Err(Error::arg(op, "shape", format!("sample {i} has {out_ndim} dimensions, earlier samples {}; every sample needs the same number", ndim.unwrap_or(0))));
             }
-            let (have, want) = (
-                in_shape.iter().product::<usize>(),
-                shapes[start..].iter().product::<usize>(),
-            );
+            let (have, want) = (in_shape.iter().product::<usize>(), shapes[start..].iter().product::<usize>());
             if have != want {
-                return Err(Error::arg(
-                    op,
-                    "shape",
-                    format!(
-                        "sample {i}: {:?} holds {want} elements, the input {in_shape:?} {have}",
-                        &shapes[start..]
-                    ),
-                ));
+                return Err(Error::arg(op, "shape", format!("sample {i}: {:?} holds {want} elements, the input {in_shape:?} {have}", &shapes[start..])));
             }
         }
         let ndim = ndim.unwrap_or(input.ndim());
-        let mut meta = BatchMeta::new(
-            input.dtype(),
-            ndim,
-            shapes
-                .chunks(ndim.max(1))
-                .take(input.len())
-                .map(|s| &s[..ndim]),
-        );
+        let mut meta = BatchMeta::new(input.dtype(), ndim, shapes.chunks(ndim.max(1)).take(input.len()).map(|s| &s[..ndim]));
         let layout = match &self.layout {
             Some(l) if !l.is_empty() && l.ndim() != ndim => {
-                return Err(Error::arg(
-                    op,
-                    "layout",
-                    format!("'{l}' has {} dimensions, the output {ndim}", l.ndim()),
-                ));
+                return Err(Error::arg(op, "layout", format!("'{l}' has {} dimensions, the output {ndim}", l.ndim())));
             }
             Some(l) => l.clone(),
             None if input.ndim() == ndim => input.layout().clone(),
@@ -167,33 +117,17 @@ impl Reshape {
 }
 
 /// `shape` for one sample: extents as given, one negative extent inferred from the volume.
-fn explicit_shape(
-    op: &str,
-    i: usize,
-    shape: &[f64],
-    in_shape: &[usize],
-    out: &mut Vec<usize>,
-) -> Result<()> {
+fn explicit_shape(op: &str, i: usize, shape: &[f64], in_shape: &[usize], out: &mut Vec<usize>) -> Result<()> {
     let start = out.len();
     let mut infer = None;
     for (k, &v) in shape.iter().enumerate() {
         if v < 0.0 {
             if infer.replace(k).is_some() {
-                return Err(Error::arg(
-                    op,
-                    "shape",
-                    format!(
-                        "sample {i}: only one extent may be negative (inferred), got {shape:?}"
-                    ),
-                ));
+                return Err(Error::arg(op, "shape", format!("sample {i}: only one extent may be negative (inferred), got {shape:?}")));
             }
             out.push(1);
         } else if v == 0.0 {
-            return Err(Error::arg(
-                op,
-                "shape",
-                format!("sample {i}: an extent of 0 is not allowed, got {shape:?}"),
-            ));
+            return Err(Error::arg(op, "shape", format!("sample {i}: an extent of 0 is not allowed, got {shape:?}")));
         } else {
             out.push(v as usize);
         }
@@ -202,45 +136,22 @@ fn explicit_shape(
 }
 
 /// `rel_shape` and/or `src_dims` for one sample (with neither, the input's shape).
-fn relative_shape(
-    op: &str,
-    i: usize,
-    rel: Option<&[f64]>,
-    src: Option<&[f64]>,
-    in_shape: &[usize],
-    out: &mut Vec<usize>,
-) -> Result<()> {
+fn relative_shape(op: &str, i: usize, rel: Option<&[f64]>, src: Option<&[f64]>, in_shape: &[usize], out: &mut Vec<usize>) -> Result<()> {
     let start = out.len();
     let ndim = in_shape.len();
     if let Some(src) = src {
         if rel.is_some_and(|r| r.len() != src.len()) {
-            return Err(Error::arg(
-                op,
-                "rel_shape",
-                format!(
-                    "sample {i}: {} values, but `src_dims` has {}",
-                    rel.map_or(0, |r| r.len()),
-                    src.len()
-                ),
-            ));
+            return Err(Error::arg(op, "rel_shape", format!("sample {i}: {} values, but `src_dims` has {}", rel.map_or(0, |r| r.len()), src.len())));
         }
         for &d in src {
             if d != -1.0 && !(d >= 0.0 && (d as usize) < ndim) {
-                return Err(Error::arg(
-                    op,
-                    "src_dims",
-                    format!("sample {i}: {d} is not a dimension of the {ndim}-D input (or -1)"),
-                ));
+                return Err(Error::arg(op, "src_dims", format!("sample {i}: {d} is not a dimension of the {ndim}-D input (or -1)")));
             }
         }
     } else if let Some(rel) = rel {
         let extra = rel.last().is_some_and(|&r| r < 0.0) as usize;
         if rel.len() > ndim + extra {
-            return Err(Error::arg(
-                op,
-                "rel_shape",
-                format!("sample {i}: {} values for a {ndim}-D input", rel.len()),
-            ));
+            return Err(Error::arg(op, "rel_shape", format!("sample {i}: {} values for a {ndim}-D input", rel.len())));
         }
     }
     let len = src.map_or(rel.map_or(ndim, |r| r.len()), |s| s.len());
@@ -254,11 +165,7 @@ fn relative_shape(
         match rel.map(|r| r[k]) {
             Some(r) if r < 0.0 => {
                 if infer.replace(k).is_some() {
-                    return Err(Error::arg(
-                        op,
-                        "rel_shape",
-                        format!("sample {i}: only one extent may be negative (inferred)"),
-                    ));
+                    return Err(Error::arg(op, "rel_shape", format!("sample {i}: only one extent may be negative (inferred)")));
                 }
                 out.push(1);
             }
@@ -272,22 +179,10 @@ fn relative_shape(
 
 /// Sets the extent at `at` of one sample's `out` (when one is to be inferred) so the
 /// volumes match.
-fn infer_extent(
-    op: &str,
-    arg: &str,
-    i: usize,
-    at: Option<usize>,
-    in_shape: &[usize],
-    out: &mut [usize],
-) -> Result<()> {
+fn infer_extent(op: &str, arg: &str, i: usize, at: Option<usize>, in_shape: &[usize], out: &mut [usize]) -> Result<()> {
     let Some(at) = at else { return Ok(()) };
     let volume: usize = in_shape.iter().product();
-    let rest: usize = out
-        .iter()
-        .enumerate()
-        .filter(|&(k, _)| k != at)
-        .map(|(_, &e)| e)
-        .product();
+    let rest: usize = out.iter().enumerate().filter(|&(k, _)| k != at).map(|(_, &e)| e).product();
     if rest == 0 || volume % rest != 0 {
         return Err(Error::arg(op, arg, format!("sample {i}: the input's {volume} elements do not divide into the other extents' {rest}")));
     }

@@ -43,10 +43,7 @@ pub(super) struct ResizeGpu {
 
 impl ResizeGpu {
     pub(super) fn new(ctx: &OpContext, _device: &Arc<GpuDevice>) -> Result<ResizeGpu> {
-        Ok(ResizeGpu {
-            resize: Resize::from_ctx(ctx)?,
-            resampler: GpuResampler::default(),
-        })
+        Ok(ResizeGpu { resize: Resize::from_ctx(ctx)?, resampler: GpuResampler::default() })
     }
 }
 
@@ -70,19 +67,8 @@ struct TableKey {
 
 impl TableKey {
     fn new(out: usize, origin: f32, scale: f32, filter: Option<&Filter>) -> TableKey {
-        let filter = filter.map(|f| {
-            (
-                f.table.as_ptr() as usize,
-                f.anchor.to_bits(),
-                f.scale.to_bits(),
-            )
-        });
-        TableKey {
-            out,
-            origin: origin.to_bits(),
-            scale: scale.to_bits(),
-            filter,
-        }
+        let filter = filter.map(|f| (f.table.as_ptr() as usize, f.anchor.to_bits(), f.scale.to_bits()));
+        TableKey { out, origin: origin.to_bits(), scale: scale.to_bits(), filter }
     }
 }
 
@@ -135,11 +121,7 @@ impl TableCache {
         let mut pending: HashMap<TableKey, usize> = HashMap::new();
         let mut out = Vec::with_capacity(plans.len());
         // The next fresh table (recycled from earlier batches), recorded under `key`.
-        fn take(
-            fresh: &mut Vec<Taps>,
-            fresh_keys: &mut Vec<Option<TableKey>>,
-            key: Option<TableKey>,
-        ) -> usize {
+        fn take(fresh: &mut Vec<Taps>, fresh_keys: &mut Vec<Option<TableKey>>, key: Option<TableKey>) -> usize {
             let k = fresh_keys.len();
             if fresh.len() == k {
                 fresh.push(Taps::default());
@@ -166,14 +148,7 @@ impl TableCache {
                 out.push(pair);
                 continue;
             }
-            let axis = |a: usize| {
-                (
-                    if a == 0 { p.out_h } else { p.out_w },
-                    p.origin[a],
-                    p.scale[a],
-                    p.filter[a].as_ref(),
-                )
-            };
+            let axis = |a: usize| (if a == 0 { p.out_h } else { p.out_w }, p.origin[a], p.scale[a], p.filter[a].as_ref());
             let mut pair = [Table::Fresh(0); 2];
             for (a, slot) in pair.iter_mut().enumerate() {
                 let (len, origin, scale, filter) = axis(a);
@@ -198,8 +173,7 @@ impl TableCache {
     fn room(&mut self, ws: &GpuWorkspace<'_>, len: usize) -> Result<(usize, usize)> {
         if self.chunks.last().is_none_or(|c| c.len() - self.used < len) {
             let size = len.max(TABLE_CHUNK);
-            self.chunks
-                .push(DeviceBuffer::alloc(ws.device, ws.stream, size)?);
+            self.chunks.push(DeviceBuffer::alloc(ws.device, ws.stream, size)?);
             self.bytes += size;
             self.used = 0;
         }
@@ -219,21 +193,8 @@ impl TableCache {
 impl GpuOperator for ResizeGpu {
     fn run(&mut self, ws: &GpuWorkspace<'_>) -> Result<Vec<TensorListGpu>> {
         let input = ws.gpu_inputs[0];
-        let ResizeBatch {
-            meta,
-            in_type,
-            out_type,
-        } = self.resize.plan_batch(&ws.host_view(), input.meta())?;
-        let out = self.resampler.run(
-            ws,
-            self.resize.ctx(),
-            input,
-            self.resize.plans(),
-            meta,
-            in_type,
-            out_type,
-            true,
-        )?;
+        let ResizeBatch { meta, in_type, out_type } = self.resize.plan_batch(&ws.host_view(), input.meta())?;
+        let out = self.resampler.run(ws, self.resize.ctx(), input, self.resize.plans(), meta, in_type, out_type, true)?;
         Ok(vec![out])
     }
 }
@@ -260,22 +221,11 @@ impl GpuResampler {
             (DType::U8, DType::U8) => "resize_u8_u8",
             (DType::U8, DType::F32) => "resize_u8_f32",
             (DType::F32, DType::F32) => "resize_f32_f32",
-            (i, o) => {
-                return Err(Error::Unsupported(format!(
-                    "{}: {i} -> {o} is not supported on the GPU yet; use UINT8 or FLOAT",
-                    ctx.display_name
-                )))
-            }
+            (i, o) => return Err(Error::Unsupported(format!("{}: {i} -> {o} is not supported on the GPU yet; use UINT8 or FLOAT", ctx.display_name))),
         };
         if let Some((i, p)) = plans.iter().enumerate().find(|(_, p)| p.c > 4) {
             let at = ctx.at(ws.iteration, i, input.source_info(i));
-            return Err(Error::data(
-                at,
-                format!(
-                    "{} channels: the GPU {} handles up to 4",
-                    p.c, ctx.display_name
-                ),
-            ));
+            return Err(Error::data(at, format!("{} channels: the GPU {} handles up to 4", p.c, ctx.display_name)));
         }
         let out = TensorListGpu::alloc(meta, ws.device, ws.stream)?;
         let n = input.len();
@@ -301,31 +251,14 @@ impl GpuResampler {
             at = align(weights + 4 * t.weights.len());
         }
         let fresh_len = at - head;
-        let (chunk, chunk_at) = if fresh_len > 0 && keep_tables {
-            cache.room(ws, fresh_len)?
-        } else {
-            (0, 0)
-        };
+        let (chunk, chunk_at) = if fresh_len > 0 && keep_tables { cache.room(ws, fresh_len)? } else { (0, 0) };
         // Where the fresh tables are read from: the cache's chunk, or the upload block.
         let block = self.params.reserve(ws, at)? + head as u64;
-        let dest = |off: usize| {
-            if keep_tables {
-                cache
-                    .chunks
-                    .get(chunk)
-                    .map_or(0, |c| c.device_ptr() + (chunk_at + off) as u64)
-            } else {
-                block + off as u64
-            }
-        };
+        let dest = |off: usize| if keep_tables { cache.chunks.get(chunk).map_or(0, |c| c.device_ptr() + (chunk_at + off) as u64) } else { block + off as u64 };
         let fresh_tables: Vec<TableAt> = fresh_at
             .iter()
             .zip(&cache.fresh)
-            .map(|(&(first, weights), t)| TableAt {
-                first: dest(first),
-                weights: dest(weights),
-                support: t.support,
-            })
+            .map(|(&(first, weights), t)| TableAt { first: dest(first), weights: dest(weights), support: t.support })
             .collect();
         let resolve = |t: Table| match t {
             Table::Cached(at) => at,
@@ -361,50 +294,29 @@ impl GpuResampler {
                 let first_bytes: &[u8] = bytemuck::cast_slice(&t.first);
                 let weight_bytes: &[u8] = bytemuck::cast_slice(&t.weights);
                 block[head + first..head + first + first_bytes.len()].copy_from_slice(first_bytes);
-                block[head + weights..head + weights + weight_bytes.len()]
-                    .copy_from_slice(weight_bytes);
+                block[head + weights..head + weights + weight_bytes.len()].copy_from_slice(weight_bytes);
             }
             Ok(())
         })?;
-        debug_assert_eq!(
-            base + head as u64,
-            block,
-            "reserve and upload_with use the same slot"
-        );
+        debug_assert_eq!(base + head as u64, block, "reserve and upload_with use the same slot");
         if fresh_len > 0 && keep_tables {
             // SAFETY: the upload block was copied in on this stream just before, and lives
             // until a later batch reuses its slot (ordered after this copy on the stream).
-            unsafe {
-                cache.chunks[chunk].copy_from_device_async(
-                    chunk_at,
-                    base + head as u64,
-                    fresh_len,
-                )?
-            };
+            unsafe { cache.chunks[chunk].copy_from_device_async(chunk_at, base + head as u64, fresh_len)? };
             for (key, table) in fresh_keys.iter().zip(&fresh_tables) {
                 if let Some(key) = key {
                     cache.index.insert(*key, *table);
                 }
             }
         }
-        let f = ws.device.kernels().function(
-            ws.device.context(),
-            ws.device.compute_capability(),
-            "resize",
-            SRC,
-            kernel,
-        )?;
+        let f = ws.device.kernels().function(ws.device.context(), ws.device.compute_capability(), "resize", SRC, kernel)?;
         let cfg = per_sample_launch(max_pix, n);
         // SAFETY: descriptors point into `input`, `out` and the tables (cached, or in the
         // upload block), all alive and ordered on this stream (the tables' copy above, a
         // dropped chunk's free after this launch); each thread writes inside its sample's
         // output.
         unsafe {
-            ws.stream
-                .launch_builder(&f)
-                .arg(&base)
-                .launch(cfg)
-                .map_err(sluice_cuda::CudaError::from)?;
+            ws.stream.launch_builder(&f).arg(&base).launch(cfg).map_err(sluice_cuda::CudaError::from)?;
         }
         Ok(out)
     }
@@ -416,10 +328,6 @@ mod cuda_twins {
 
     #[test]
     fn the_kernel_source_compiles_and_its_parameter_structs_match() {
-        crate::ops::gpu_params::check_cuda_source(
-            "resize",
-            SRC,
-            &[("Sample", &ResizeSample::LAYOUT)],
-        );
+        crate::ops::gpu_params::check_cuda_source("resize", SRC, &[("Sample", &ResizeSample::LAYOUT)]);
     }
 }

@@ -99,24 +99,12 @@ fn tables() -> &'static Tables {
     static T: OnceLock<Tables> = OnceLock::new();
     T.get_or_init(|| {
         let gen = |n: usize, f: &dyn Fn(f32) -> f32, span: f32| -> Vec<f32> {
-            (0..n)
-                .map(|i| f(span * (i as f32 - (n - 1) as f32 * 0.5) / (n - 1) as f32))
-                .collect()
+            (0..n).map(|i| f(span * (i as f32 - (n - 1) as f32 * 0.5) / (n - 1) as f32)).collect()
         };
         Tables {
             tri: vec![0.0, 1.0, 0.0],
             gauss: gen(65, &|x| (-x * x).exp(), 4.0),
-            lanczos: gen(
-                193,
-                &|x| {
-                    if x.abs() >= 3.0 {
-                        0.0
-                    } else {
-                        sinc(x) * sinc(x / 3.0)
-                    }
-                },
-                6.0,
-            ),
+            lanczos: gen(193, &|x| if x.abs() >= 3.0 { 0.0 } else { sinc(x) * sinc(x / 3.0) }, 6.0),
             cubic: gen(129, &cubic_window, 4.0),
         }
     })
@@ -124,11 +112,7 @@ fn tables() -> &'static Tables {
 
 impl Filter {
     fn base(table: &'static [f32]) -> Filter {
-        Filter {
-            table,
-            anchor: 1.0,
-            scale: (table.len() - 1) as f32 * 0.5,
-        }
+        Filter { table, anchor: 1.0, scale: (table.len() - 1) as f32 * 0.5 }
     }
 
     /// `ResamplingFilter::rescale`.
@@ -159,11 +143,7 @@ impl Filter {
         let x1 = x0 + 1;
         let d = x - x0 as f32;
         let f0 = if x0 < 0 { 0.0 } else { self.table[x0 as usize] };
-        let f1 = if x1 as usize >= n {
-            0.0
-        } else {
-            self.table[x1 as usize]
-        };
+        let f1 = if x1 as usize >= n { 0.0 } else { self.table[x1 as usize] };
         f0 + d * (f1 - f0)
     }
 
@@ -176,15 +156,10 @@ impl Filter {
             FilterKind::Triangular => Filter::base(&t.tri).rescale((2.0 * radius).max(1.0)),
             FilterKind::Gaussian => {
                 let sigma = ((radius * 0.5) as f64 / std::f64::consts::SQRT_2) as f32;
-                Filter::base(&t.gauss)
-                    .rescale(((4.0 * std::f64::consts::SQRT_2) as f32 * sigma).max(1.0))
+                Filter::base(&t.gauss).rescale(((4.0 * std::f64::consts::SQRT_2) as f32 * sigma).max(1.0))
             }
-            FilterKind::Cubic => Filter::base(&t.cubic)
-                .rescale(4.0)
-                .rescale(2.0 * radius.max(2.0)),
-            FilterKind::Lanczos3 => Filter::base(&t.lanczos)
-                .rescale(6.0)
-                .rescale(2.0 * radius.max(3.0)),
+            FilterKind::Cubic => Filter::base(&t.cubic).rescale(4.0).rescale(2.0 * radius.max(2.0)),
+            FilterKind::Lanczos3 => Filter::base(&t.lanczos).rescale(6.0).rescale(2.0 * radius.max(3.0)),
         })
     }
 }
@@ -193,48 +168,20 @@ impl Filter {
 pub fn default_radius(kind: FilterKind, antialias: bool, in_size: f32, out_size: f32) -> f32 {
     let aa = antialias && in_size > out_size;
     match kind {
-        FilterKind::Triangular | FilterKind::Gaussian | FilterKind::Linear => {
-            if aa {
-                in_size / out_size
-            } else {
-                1.0
-            }
-        }
-        FilterKind::Cubic => {
-            if aa {
-                2.0 * in_size / out_size
-            } else {
-                2.0
-            }
-        }
-        FilterKind::Lanczos3 => {
-            if aa {
-                3.0 * in_size / out_size
-            } else {
-                3.0
-            }
-        }
+        FilterKind::Triangular | FilterKind::Gaussian | FilterKind::Linear => if aa { in_size / out_size } else { 1.0 },
+        FilterKind::Cubic => if aa { 2.0 * in_size / out_size } else { 2.0 },
+        FilterKind::Lanczos3 => if aa { 3.0 * in_size / out_size } else { 3.0 },
         FilterKind::Nearest => 1.0,
     }
 }
 
 /// The filter of one axis: linear with antialiasing on a downscale becomes a triangle whose
 /// radius is the scale ratio.
-pub fn axis_filter(
-    min: FilterKind,
-    mag: FilterKind,
-    antialias: bool,
-    in_size: f32,
-    out_size: usize,
-) -> Option<Filter> {
+pub fn axis_filter(min: FilterKind, mag: FilterKind, antialias: bool, in_size: f32, out_size: usize) -> Option<Filter> {
     let out = out_size as f32;
     let kind = if out < in_size { min } else { mag };
     let radius = default_radius(kind, antialias, in_size, out);
-    let kind = if kind == FilterKind::Linear && antialias && in_size > out {
-        FilterKind::Triangular
-    } else {
-        kind
-    };
+    let kind = if kind == FilterKind::Linear && antialias && in_size > out { FilterKind::Triangular } else { kind };
     Filter::new(kind, radius)
 }
 
@@ -253,20 +200,12 @@ pub struct Taps {
 
 impl Taps {
     /// `InitializeResamplingFilter`; a `None` filter gives one-tap nearest-neighbour taps.
-    pub fn compute(
-        &mut self,
-        in_size: usize,
-        out_size: usize,
-        origin: f32,
-        scale: f32,
-        filter: Option<&Filter>,
-    ) {
+    pub fn compute(&mut self, in_size: usize, out_size: usize, origin: f32, scale: f32, filter: Option<&Filter>) {
         self.first.clear();
         self.weights.clear();
         self.fill(out_size, origin, scale, filter);
         // `first` is monotonic (either direction), so the in-range outputs are contiguous.
-        let ok =
-            |x: &usize| self.first[*x] >= 0 && self.first[*x] as usize + self.support <= in_size;
+        let ok = |x: &usize| self.first[*x] >= 0 && self.first[*x] as usize + self.support <= in_size;
         let start = (0..out_size).find(ok).unwrap_or(out_size);
         let end = (start..out_size).rev().find(ok).map_or(start, |x| x + 1);
         self.regular = start..end;
@@ -284,13 +223,7 @@ impl Taps {
     /// Only `first` and `weights` (what the GPU kernel reads), without the CPU kernels'
     /// `regular` range and vector layout. They depend on nothing but the arguments (not on
     /// the input's size), which lets the GPU backend keep them between batches.
-    pub fn compute_tables(
-        &mut self,
-        out_size: usize,
-        origin: f32,
-        scale: f32,
-        filter: Option<&Filter>,
-    ) {
+    pub fn compute_tables(&mut self, out_size: usize, origin: f32, scale: f32, filter: Option<&Filter>) {
         self.first.clear();
         self.weights.clear();
         self.fill(out_size, origin, scale, filter);
@@ -300,8 +233,7 @@ impl Taps {
         let Some(f) = filter else {
             self.support = 1;
             for x in 0..out_size {
-                self.first
-                    .push((origin + (x as f32 + 0.5) * scale).floor() as i32);
+                self.first.push((origin + (x as f32 + 0.5) * scale).floor() as i32);
                 self.weights.push(1.0);
             }
             return;
@@ -355,13 +287,8 @@ impl Plan {
             let anchor = self.filter[axis].map_or(0.0, |f| f.anchor);
             let s = sup(&self.filter[axis]) as f32;
             let start = self.origin[axis];
-            let end =
-                start + self.scale[axis] * if axis == 0 { self.out_h } else { self.out_w } as f32;
-            let (a, b) = if start <= end {
-                (start, end)
-            } else {
-                (end, start)
-            };
+            let end = start + self.scale[axis] * if axis == 0 { self.out_h } else { self.out_w } as f32;
+            let (a, b) = if start <= end { (start, end) } else { (end, start) };
             let clampf = |v: f32| (v.floor() as i64).clamp(0, n as i64);
             clampf(b - anchor + s) - clampf(a - anchor)
         };
@@ -378,14 +305,7 @@ impl Plan {
 
 #[derive(Default)]
 struct Scratch {
-    key: Option<(
-        usize,
-        usize,
-        usize,
-        usize,
-        [u32; 4],
-        [Option<(usize, u32, u32)>; 2],
-    )>,
+    key: Option<(usize, usize, usize, usize, [u32; 4], [Option<(usize, u32, u32)>; 2])>,
     ty: Taps,
     tx: Taps,
     ring: Vec<f32>,
@@ -423,20 +343,10 @@ fn has_avx2() -> bool {
 /// (or the row's padding) and lands where the next output pixel (or the padding) is written
 /// afterwards. The kept lanes are computed exactly as with `L == C`.
 #[inline(always)]
-fn horz_px<const C: usize, const L: usize, const CLAMP: bool>(
-    o: &mut [f32; L],
-    row: &[f32],
-    w: usize,
-    x0: i32,
-    wts: &[f32],
-) {
+fn horz_px<const C: usize, const L: usize, const CLAMP: bool>(o: &mut [f32; L], row: &[f32], w: usize, x0: i32, wts: &[f32]) {
     let mut acc = [0f32; L];
     for (k, &wk) in wts.iter().enumerate() {
-        let px = if CLAMP {
-            clampi(x0 + k as i32, w)
-        } else {
-            x0 as usize + k
-        };
+        let px = if CLAMP { clampi(x0 + k as i32, w) } else { x0 as usize + k };
         let p: &[f32; L] = row[px * C..][..L].try_into().unwrap();
         for l in 0..L {
             acc[l] += wk * p[l];
@@ -447,14 +357,7 @@ fn horz_px<const C: usize, const L: usize, const CLAMP: bool>(
 
 /// Horizontal pass of output pixel `x` of `cols` into `out` (which starts at `cols.start`).
 #[inline(always)]
-fn horz_one<const C: usize, const L: usize>(
-    out: &mut [f32],
-    row: &[f32],
-    w: usize,
-    t: &Taps,
-    x: usize,
-    x_out: usize,
-) {
+fn horz_one<const C: usize, const L: usize>(out: &mut [f32], row: &[f32], w: usize, t: &Taps, x: usize, x_out: usize) {
     let s = t.support;
     let o: &mut [f32; L] = (&mut out[x_out * C..][..L]).try_into().unwrap();
     let wts = &t.weights[x * s..(x + 1) * s];
@@ -466,13 +369,7 @@ fn horz_one<const C: usize, const L: usize>(
 }
 
 /// Horizontal pass of one row with `C` channels summed in `L` lanes (see [`horz_px`]).
-fn horz_row_c<const C: usize, const L: usize>(
-    out: &mut [f32],
-    row: &[f32],
-    w: usize,
-    t: &Taps,
-    cols: &Range<usize>,
-) {
+fn horz_row_c<const C: usize, const L: usize>(out: &mut [f32], row: &[f32], w: usize, t: &Taps, cols: &Range<usize>) {
     for x in cols.clone() {
         horz_one::<C, L>(out, row, w, t, x, x - cols.start);
     }
@@ -485,11 +382,7 @@ const ROW_PAD: usize = 1;
 /// `out[(x - cols.start)*c + ch] = sum_k w[x,k] * row[clamp(first[x]+k)*c + ch]`. `row` holds
 /// `w * c` values and `out` `cols.len() * c`, each followed by [`ROW_PAD`].
 fn horz_row(out: &mut [f32], row: &[f32], w: usize, c: usize, t: &Taps, cols: &Range<usize>) {
-    assert!(
-        row.len() >= w * c + ROW_PAD
-            && out.len() >= cols.len() * c + ROW_PAD
-            && cols.end <= t.first.len()
-    );
+    assert!(row.len() >= w * c + ROW_PAD && out.len() >= cols.len() * c + ROW_PAD && cols.end <= t.first.len());
     match c {
         1 => horz_row_c::<1, 1>(out, row, w, t, cols),
         2 => horz_row_c::<2, 2>(out, row, w, t, cols),
@@ -533,11 +426,7 @@ unsafe fn horz_row3_avx2(out: &mut [f32], row: &[f32], w: usize, t: &Taps, cols:
     let lo = cols.start.max(t.regular.start);
     let hi = cols.end.min(t.regular.end);
     let mut block_lo = (lo + 1) & !1;
-    let blocks = if hi > block_lo {
-        (hi - block_lo) / 4
-    } else {
-        0
-    };
+    let blocks = if hi > block_lo { (hi - block_lo) / 4 } else { 0 };
     if blocks == 0 {
         block_lo = cols.start; // no block: every pixel goes through the tail loop
     }
@@ -547,34 +436,17 @@ unsafe fn horz_row3_avx2(out: &mut [f32], row: &[f32], w: usize, t: &Taps, cols:
         horz_one::<3, 4>(out, row, w, t, x, x - cols.start);
         x += 1;
     }
-    let (rp, op, wp, first) = (
-        row.as_ptr(),
-        out.as_mut_ptr(),
-        t.pair_weights.as_ptr(),
-        t.first.as_ptr(),
-    );
+    let (rp, op, wp, first) = (row.as_ptr(), out.as_mut_ptr(), t.pair_weights.as_ptr(), t.first.as_ptr());
     while x < block_hi {
         // In the regular range every tap reads `first + k < w`: 4 lanes from `(first+k)*3`
         // end at most at `3w`, the row's padding lane.
-        let f = [
-            *first.add(x),
-            *first.add(x + 1),
-            *first.add(x + 2),
-            *first.add(x + 3),
-        ]
-        .map(|v| rp.add(v as usize * 3));
+        let f = [*first.add(x), *first.add(x + 1), *first.add(x + 2), *first.add(x + 3)].map(|v| rp.add(v as usize * 3));
         let (wa, wb) = (wp.add((x / 2) * s * 8), wp.add((x / 2 + 1) * s * 8));
         let mut a = _mm256_setzero_ps();
         let mut b = _mm256_setzero_ps();
         for k in 0..s {
-            let da = _mm256_insertf128_ps::<1>(
-                _mm256_castps128_ps256(_mm_loadu_ps(f[0].add(k * 3))),
-                _mm_loadu_ps(f[1].add(k * 3)),
-            );
-            let db = _mm256_insertf128_ps::<1>(
-                _mm256_castps128_ps256(_mm_loadu_ps(f[2].add(k * 3))),
-                _mm_loadu_ps(f[3].add(k * 3)),
-            );
+            let da = _mm256_insertf128_ps::<1>(_mm256_castps128_ps256(_mm_loadu_ps(f[0].add(k * 3))), _mm_loadu_ps(f[1].add(k * 3)));
+            let db = _mm256_insertf128_ps::<1>(_mm256_castps128_ps256(_mm_loadu_ps(f[2].add(k * 3))), _mm_loadu_ps(f[3].add(k * 3)));
             a = _mm256_add_ps(a, _mm256_mul_ps(_mm256_loadu_ps(wa.add(k * 8)), da));
             b = _mm256_add_ps(b, _mm256_mul_ps(_mm256_loadu_ps(wb.add(k * 8)), db));
         }
@@ -635,10 +507,7 @@ unsafe fn blend_rows_avx2(acc: &mut [f32], ring: &[f32], offsets: &[usize], weig
     while i + 8 <= n {
         let mut s = _mm256_setzero_ps();
         for (&off, &wk) in offsets.iter().zip(weights) {
-            s = _mm256_add_ps(
-                s,
-                _mm256_mul_ps(_mm256_set1_ps(wk), _mm256_loadu_ps(rp.add(off + i))),
-            );
+            s = _mm256_add_ps(s, _mm256_mul_ps(_mm256_set1_ps(wk), _mm256_loadu_ps(rp.add(off + i))));
         }
         _mm256_storeu_ps(ap.add(i), s);
         i += 8;
@@ -655,18 +524,8 @@ unsafe fn blend_rows_avx2(acc: &mut [f32], ring: &[f32], offsets: &[usize], weig
 /// `acc[i] = sum_k w[k] * src_row(r_k)[i]` for the input values `lo..hi` of a row (rows of
 /// `row_len` values), each sum starting at 0 and adding in tap order; u8 input with AVX2
 /// converts 8 values at a time and keeps 32 sums in registers across the taps.
-fn blend_input_rows<I: Channel>(
-    acc: &mut [f32],
-    src: &[I],
-    row_len: usize,
-    rows: &[usize],
-    weights: &[f32],
-    lo: usize,
-    hi: usize,
-) {
-    assert!(
-        hi <= acc.len() && hi <= row_len && rows.iter().all(|&r| (r + 1) * row_len <= src.len())
-    );
+fn blend_input_rows<I: Channel>(acc: &mut [f32], src: &[I], row_len: usize, rows: &[usize], weights: &[f32], lo: usize, hi: usize) {
+    assert!(hi <= acc.len() && hi <= row_len && rows.iter().all(|&r| (r + 1) * row_len <= src.len()));
     #[cfg(target_arch = "x86_64")]
     if TypeId::of::<I>() == TypeId::of::<u8>() && has_avx2() {
         let src: &[u8] = bytemuck::cast_slice(src);
@@ -675,10 +534,7 @@ fn blend_input_rows<I: Channel>(
     }
     acc[lo..hi].fill(0.0);
     for (&r, &wk) in rows.iter().zip(weights) {
-        for (a, v) in acc[lo..hi]
-            .iter_mut()
-            .zip(&src[r * row_len + lo..r * row_len + hi])
-        {
+        for (a, v) in acc[lo..hi].iter_mut().zip(&src[r * row_len + lo..r * row_len + hi]) {
             *a += wk * v.to_f32();
         }
     }
@@ -686,20 +542,10 @@ fn blend_input_rows<I: Channel>(
 
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx2")]
-unsafe fn blend_u8_rows_avx2(
-    acc: &mut [f32],
-    src: &[u8],
-    row_len: usize,
-    rows: &[usize],
-    weights: &[f32],
-    lo: usize,
-    hi: usize,
-) {
+unsafe fn blend_u8_rows_avx2(acc: &mut [f32], src: &[u8], row_len: usize, rows: &[usize], weights: &[f32], lo: usize, hi: usize) {
     use std::arch::x86_64::*;
     let (sp, ap) = (src.as_ptr(), acc.as_mut_ptr());
-    let load8 = |p: *const u8| {
-        _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(_mm_loadl_epi64(p as *const __m128i)))
-    };
+    let load8 = |p: *const u8| _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(_mm_loadl_epi64(p as *const __m128i)));
     let mut i = lo;
     while i + 32 <= hi {
         let mut s = [_mm256_setzero_ps(); 4];
@@ -717,10 +563,7 @@ unsafe fn blend_u8_rows_avx2(
     while i + 8 <= hi {
         let mut s = _mm256_setzero_ps();
         for (&r, &wk) in rows.iter().zip(weights) {
-            s = _mm256_add_ps(
-                s,
-                _mm256_mul_ps(_mm256_set1_ps(wk), load8(sp.add(r * row_len + i))),
-            );
+            s = _mm256_add_ps(s, _mm256_mul_ps(_mm256_set1_ps(wk), load8(sp.add(r * row_len + i))));
         }
         _mm256_storeu_ps(ap.add(i), s);
         i += 8;
@@ -766,27 +609,15 @@ unsafe fn round_row_to_u8_avx2(dst: &mut [u8], src: &[f32]) {
     use std::arch::x86_64::*;
     let n = dst.len();
     let (sp, dp) = (src.as_ptr(), dst.as_mut_ptr());
-    let (zero, top, half) = (
-        _mm256_setzero_ps(),
-        _mm256_set1_ps(255.0),
-        _mm256_set1_ps(0.49999997),
-    );
-    let int = |p: *const f32| {
-        _mm256_cvttps_epi32(_mm256_add_ps(
-            _mm256_min_ps(_mm256_max_ps(_mm256_loadu_ps(p), zero), top),
-            half,
-        ))
-    };
+    let (zero, top, half) = (_mm256_setzero_ps(), _mm256_set1_ps(255.0), _mm256_set1_ps(0.49999997));
+    let int = |p: *const f32| _mm256_cvttps_epi32(_mm256_add_ps(_mm256_min_ps(_mm256_max_ps(_mm256_loadu_ps(p), zero), top), half));
     let mut i = 0;
     while i + 32 <= n {
         let p = sp.add(i);
         // The packs work within 128-bit lanes; the permute puts the four groups back in order.
         let ab = _mm256_packs_epi32(int(p), int(p.add(8)));
         let cd = _mm256_packs_epi32(int(p.add(16)), int(p.add(24)));
-        let bytes = _mm256_permutevar8x32_epi32(
-            _mm256_packus_epi16(ab, cd),
-            _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7),
-        );
+        let bytes = _mm256_permutevar8x32_epi32(_mm256_packus_epi16(ab, cd), _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7));
         _mm256_storeu_si256(dp.add(i) as *mut __m256i, bytes);
         i += 32;
     }
@@ -816,13 +647,8 @@ pub fn resample<I: Channel, O: Channel>(dst: &mut [O], src: &[I], p: &Plan) {
         return resample_nn(dst, src, p);
     }
     let out_row = p.out_w * p.c;
-    let all = Window {
-        rows: 0..p.out_h,
-        cols: 0..p.out_w,
-    };
-    resample_window(src, p, &all, |y, row| {
-        store_row(&mut dst[y * out_row..(y + 1) * out_row], row)
-    });
+    let all = Window { rows: 0..p.out_h, cols: 0..p.out_w };
+    resample_window(src, p, &all, |y, row| store_row(&mut dst[y * out_row..(y + 1) * out_row], row));
 }
 
 /// The part of a resized image to compute: output rows and columns.
@@ -838,53 +664,27 @@ pub struct Window {
 /// a full-size resample (the same taps, sums and pass order); only pixels outside the window
 /// and the input they alone need are skipped. At least one axis must have a filter (two
 /// nearest-neighbour axes go through `resample_nn`).
-pub fn resample_window<I: Channel>(
-    src: &[I],
-    p: &Plan,
-    win: &Window,
-    mut sink: impl FnMut(usize, &[f32]),
-) {
+pub fn resample_window<I: Channel>(src: &[I], p: &Plan, win: &Window, mut sink: impl FnMut(usize, &[f32])) {
     let (c, in_w, in_h) = (p.c, p.in_w, p.in_h);
     assert!(win.rows.end <= p.out_h && win.cols.end <= p.out_w && src.len() >= in_h * in_w * c);
-    assert!(
-        p.filter[0].is_some() || p.filter[1].is_some(),
-        "nearest neighbour on both axes goes through resample_nn"
-    );
+    assert!(p.filter[0].is_some() || p.filter[1].is_some(), "nearest neighbour on both axes goes through resample_nn");
     if win.rows.is_empty() || win.cols.is_empty() || c == 0 {
         return;
     }
     SCRATCH.with(|s| {
         let s = &mut *s.borrow_mut();
-        let fk =
-            |f: &Option<Filter>| f.map(|f| (f.table.len(), f.anchor.to_bits(), f.scale.to_bits()));
+        let fk = |f: &Option<Filter>| f.map(|f| (f.table.len(), f.anchor.to_bits(), f.scale.to_bits()));
         let key = (
             p.in_h,
             p.in_w,
             p.out_h,
             p.out_w,
-            [
-                p.origin[0].to_bits(),
-                p.origin[1].to_bits(),
-                p.scale[0].to_bits(),
-                p.scale[1].to_bits(),
-            ],
+            [p.origin[0].to_bits(), p.origin[1].to_bits(), p.scale[0].to_bits(), p.scale[1].to_bits()],
             [fk(&p.filter[0]), fk(&p.filter[1])],
         );
         if s.key != Some(key) {
-            s.ty.compute(
-                p.in_h,
-                p.out_h,
-                p.origin[0],
-                p.scale[0],
-                p.filter[0].as_ref(),
-            );
-            s.tx.compute(
-                p.in_w,
-                p.out_w,
-                p.origin[1],
-                p.scale[1],
-                p.filter[1].as_ref(),
-            );
+            s.ty.compute(p.in_h, p.out_h, p.origin[0], p.scale[0], p.filter[0].as_ref());
+            s.tx.compute(p.in_w, p.out_w, p.origin[1], p.scale[1], p.filter[1].as_ref());
             s.key = Some(key);
         }
         let (ty, tx) = (&s.ty, &s.tx);
@@ -905,17 +705,8 @@ pub fn resample_window<I: Channel>(
             s.ring_rows.clear();
             for y in win.rows.clone() {
                 s.ring_rows.clear();
-                s.ring_rows
-                    .extend((0..sy).map(|k| clampi(ty.first[y] + k as i32, in_h)));
-                blend_input_rows(
-                    &mut s.acc,
-                    src,
-                    in_row,
-                    &s.ring_rows,
-                    &ty.weights[y * sy..(y + 1) * sy],
-                    lo,
-                    hi,
-                );
+                s.ring_rows.extend((0..sy).map(|k| clampi(ty.first[y] + k as i32, in_h)));
+                blend_input_rows(&mut s.acc, src, in_row, &s.ring_rows, &ty.weights[y * sy..(y + 1) * sy], lo, hi);
                 horz_row(&mut s.row, &s.acc, in_w, c, tx, cols);
                 sink(y - win.rows.start, &s.row[..out_row]);
             }
@@ -937,10 +728,7 @@ pub fn resample_window<I: Channel>(
                     let ring_row = &mut s.ring[slot * stride..(slot + 1) * stride];
                     if s.tags[slot] != r as i64 {
                         // Convert the row once (vectorized): each source pixel feeds several taps.
-                        for (d, v) in s.row[lo..hi]
-                            .iter_mut()
-                            .zip(&src[r * in_row + lo..r * in_row + hi])
-                        {
+                        for (d, v) in s.row[lo..hi].iter_mut().zip(&src[r * in_row + lo..r * in_row + hi]) {
                             *d = v.to_f32();
                         }
                         horz_row(ring_row, &s.row, in_w, c, tx, cols);
@@ -948,12 +736,7 @@ pub fn resample_window<I: Channel>(
                     }
                     s.ring_rows.push(slot * stride);
                 }
-                blend_rows(
-                    &mut s.acc[..out_row],
-                    &s.ring,
-                    &s.ring_rows,
-                    &ty.weights[y * sy..(y + 1) * sy],
-                );
+                blend_rows(&mut s.acc[..out_row], &s.ring, &s.ring_rows, &ty.weights[y * sy..(y + 1) * sy]);
                 sink(y - win.rows.start, &s.acc[..out_row]);
             }
         }
@@ -968,13 +751,9 @@ pub fn nn_indices(p: &Plan) -> (Vec<usize>, Vec<usize>) {
     let [scy, scx] = p.scale;
     let cols: Vec<usize> = if scx == 1.0 {
         let sx0 = (ox + 0.5).floor() as i64;
-        (0..p.out_w)
-            .map(|x| (sx0 + x as i64).clamp(0, p.in_w as i64 - 1) as usize)
-            .collect()
+        (0..p.out_w).map(|x| (sx0 + x as i64).clamp(0, p.in_w as i64 - 1) as usize).collect()
     } else {
-        (0..p.out_w)
-            .map(|x| clampi((ox + (x as f32 + 0.5) * scx).floor() as i32, p.in_w))
-            .collect()
+        (0..p.out_w).map(|x| clampi((ox + (x as f32 + 0.5) * scx).floor() as i32, p.in_w)).collect()
     };
     let mut sy = oy + 0.5 * scy;
     let rows = (0..p.out_h)
@@ -1013,20 +792,13 @@ mod tests {
             (7, 3, FilterKind::Cubic, false),
             (3, 1, FilterKind::Gaussian, true),
         ] {
-            for (origin, scale) in [
-                (0.0, in_size as f32 / out_size as f32),
-                (in_size as f32, -(in_size as f32) / out_size as f32),
-            ] {
+            for (origin, scale) in [(0.0, in_size as f32 / out_size as f32), (in_size as f32, -(in_size as f32) / out_size as f32)] {
                 let f = axis_filter(kind, kind, aa, in_size as f32, out_size);
                 let mut t = Taps::default();
                 t.compute(in_size, out_size, origin, scale, f.as_ref());
                 for x in 0..out_size {
                     let inside = t.first[x] >= 0 && t.first[x] as usize + t.support <= in_size;
-                    assert_eq!(
-                        t.regular.contains(&x),
-                        inside,
-                        "{kind:?} {in_size}->{out_size} scale {scale}, x {x}"
-                    );
+                    assert_eq!(t.regular.contains(&x), inside, "{kind:?} {in_size}->{out_size} scale {scale}, x {x}");
                     let sum: f32 = t.weights[x * t.support..(x + 1) * t.support].iter().sum();
                     assert!((sum - 1.0).abs() < 1e-5, "weights of x {x} sum to {sum}");
                 }
@@ -1041,16 +813,7 @@ mod tests {
             let src: Vec<u8> = (0..h * w * c).map(|i| (i * 97 % 251) as u8).collect();
             let f = axis_filter(FilterKind::Triangular, FilterKind::Linear, true, 6.0, 6);
             let g = axis_filter(FilterKind::Triangular, FilterKind::Linear, true, 9.0, 9);
-            let p = Plan {
-                in_h: h,
-                in_w: w,
-                c,
-                out_h: h,
-                out_w: w,
-                origin: [0.0; 2],
-                scale: [1.0; 2],
-                filter: [f, g],
-            };
+            let p = Plan { in_h: h, in_w: w, c, out_h: h, out_w: w, origin: [0.0; 2], scale: [1.0; 2], filter: [f, g] };
             let mut dst = vec![0u8; src.len()];
             resample(&mut dst, &src, &p);
             assert_eq!(dst, src, "{c} channels");
@@ -1073,46 +836,20 @@ mod tests {
     #[test]
     #[cfg(target_arch = "x86_64")]
     fn avx2_kernels_match_the_portable_ones_bit_for_bit() {
-        assert!(
-            has_avx2(),
-            "this test needs an AVX2 machine to compare the two kernels"
-        );
-        for (in_w, out_w, kind, flip) in [
-            (500, 224, FilterKind::Linear, false),
-            (75, 224, FilterKind::Lanczos3, false),
-            (341, 256, FilterKind::Cubic, true),
-            (9, 5, FilterKind::Linear, false),
-        ] {
+        assert!(has_avx2(), "this test needs an AVX2 machine to compare the two kernels");
+        for (in_w, out_w, kind, flip) in [(500, 224, FilterKind::Linear, false), (75, 224, FilterKind::Lanczos3, false), (341, 256, FilterKind::Cubic, true), (9, 5, FilterKind::Linear, false)] {
             let f = axis_filter(kind, kind, true, in_w as f32, out_w);
             let mut t = Taps::default();
-            let (origin, scale) = if flip {
-                (in_w as f32, -(in_w as f32) / out_w as f32)
-            } else {
-                (0.0, in_w as f32 / out_w as f32)
-            };
+            let (origin, scale) = if flip { (in_w as f32, -(in_w as f32) / out_w as f32) } else { (0.0, in_w as f32 / out_w as f32) };
             t.compute(in_w, out_w, origin, scale, f.as_ref());
             let row = noise(in_w * 3 + ROW_PAD, in_w as u64);
-            for cols in [
-                0..out_w,
-                1..out_w - 1,
-                3..out_w / 2 + 1,
-                out_w / 3..out_w / 3 + 1,
-            ] {
+            for cols in [0..out_w, 1..out_w - 1, 3..out_w / 2 + 1, out_w / 3..out_w / 3 + 1] {
                 let mut want = vec![0f32; cols.len() * 3 + ROW_PAD];
                 let mut got = want.clone();
                 horz_row_c::<3, 4>(&mut want, &row, in_w, &t, &cols);
                 unsafe { horz_row3_avx2(&mut got, &row, in_w, &t, &cols) };
-                let bits = |v: &[f32]| {
-                    v[..cols.len() * 3]
-                        .iter()
-                        .map(|x| x.to_bits())
-                        .collect::<Vec<_>>()
-                };
-                assert_eq!(
-                    bits(&got),
-                    bits(&want),
-                    "{kind:?} {in_w}->{out_w} cols {cols:?}"
-                );
+                let bits = |v: &[f32]| v[..cols.len() * 3].iter().map(|x| x.to_bits()).collect::<Vec<_>>();
+                assert_eq!(bits(&got), bits(&want), "{kind:?} {in_w}->{out_w} cols {cols:?}");
             }
         }
         for n in [5, 37, 200, 672] {
@@ -1127,11 +864,7 @@ mod tests {
             }
             let mut got = vec![f32::NAN; n];
             unsafe { blend_rows_avx2(&mut got, &ring, &offsets, &weights) };
-            assert_eq!(
-                got.iter().map(|x| x.to_bits()).collect::<Vec<_>>(),
-                want.iter().map(|x| x.to_bits()).collect::<Vec<_>>(),
-                "blend of {n}"
-            );
+            assert_eq!(got.iter().map(|x| x.to_bits()).collect::<Vec<_>>(), want.iter().map(|x| x.to_bits()).collect::<Vec<_>>(), "blend of {n}");
             let src: Vec<u8> = ring.iter().map(|&v| v as u8).collect();
             let rows = [3usize, 0, 1];
             let (lo, hi) = (1, n - 1);
@@ -1143,11 +876,7 @@ mod tests {
             }
             let mut got = vec![0f32; n];
             unsafe { blend_u8_rows_avx2(&mut got, &src, n, &rows, &weights[..3], lo, hi) };
-            assert_eq!(
-                got.iter().map(|x| x.to_bits()).collect::<Vec<_>>(),
-                want.iter().map(|x| x.to_bits()).collect::<Vec<_>>(),
-                "u8 blend of {n}"
-            );
+            assert_eq!(got.iter().map(|x| x.to_bits()).collect::<Vec<_>>(), want.iter().map(|x| x.to_bits()).collect::<Vec<_>>(), "u8 blend of {n}");
         }
     }
 
@@ -1155,20 +884,7 @@ mod tests {
     fn rounding_to_u8_matches_the_scalar_conversion() {
         let mut v: Vec<f32> = noise(200, 3).iter().map(|x| x * 1.2 - 20.0).collect();
         // Ties, the extremes, NaN and infinities, signed zero.
-        v.extend([
-            0.5,
-            1.5,
-            254.5,
-            255.5,
-            -0.5,
-            -0.0,
-            0.49999997,
-            f32::NAN,
-            f32::INFINITY,
-            f32::NEG_INFINITY,
-            1e9,
-            -1e9,
-        ]);
+        v.extend([0.5, 1.5, 254.5, 255.5, -0.5, -0.0, 0.49999997, f32::NAN, f32::INFINITY, f32::NEG_INFINITY, 1e9, -1e9]);
         v.extend((0..64).map(|i| i as f32 * 4.0 + 0.5));
         let want: Vec<u8> = v.iter().map(|&x| round_to_u8(x)).collect();
         let mut got = vec![0u8; v.len()];
@@ -1184,60 +900,19 @@ mod tests {
         // Downscale and upscale on each axis: both pass orders get exercised.
         let mut orders = [false; 2];
         for (out_h, out_w) in [(40, 29), (29, 40), (97, 120), (120, 97), (61, 50)] {
-            let fy = axis_filter(
-                FilterKind::Triangular,
-                FilterKind::Linear,
-                true,
-                h as f32,
-                out_h,
-            );
-            let fx = axis_filter(
-                FilterKind::Triangular,
-                FilterKind::Cubic,
-                true,
-                w as f32,
-                out_w,
-            );
-            let p = Plan {
-                in_h: h,
-                in_w: w,
-                c,
-                out_h,
-                out_w,
-                origin: [0.0; 2],
-                scale: [h as f32 / out_h as f32, w as f32 / out_w as f32],
-                filter: [fy, fx],
-            };
+            let fy = axis_filter(FilterKind::Triangular, FilterKind::Linear, true, h as f32, out_h);
+            let fx = axis_filter(FilterKind::Triangular, FilterKind::Cubic, true, w as f32, out_w);
+            let p = Plan { in_h: h, in_w: w, c, out_h, out_w, origin: [0.0; 2], scale: [h as f32 / out_h as f32, w as f32 / out_w as f32], filter: [fy, fx] };
             orders[p.vertical_first() as usize] = true;
             let mut full = vec![0f32; out_h * out_w * c];
             resample(&mut full, &src, &p);
-            for win in [
-                Window {
-                    rows: 0..out_h,
-                    cols: 0..out_w,
-                },
-                Window {
-                    rows: 3..out_h - 5,
-                    cols: 1..out_w - 2,
-                },
-                Window {
-                    rows: out_h - 1..out_h,
-                    cols: 0..1,
-                },
-            ] {
+            for win in [Window { rows: 0..out_h, cols: 0..out_w }, Window { rows: 3..out_h - 5, cols: 1..out_w - 2 }, Window { rows: out_h - 1..out_h, cols: 0..1 }] {
                 let mut rows_seen = 0;
                 resample_window(&src, &p, &win, |y, vals| {
                     let r = win.rows.start + y;
-                    let want =
-                        &full[(r * out_w + win.cols.start) * c..(r * out_w + win.cols.end) * c];
+                    let want = &full[(r * out_w + win.cols.start) * c..(r * out_w + win.cols.end) * c];
                     assert_eq!(vals.len(), want.len());
-                    assert!(
-                        vals.iter()
-                            .zip(want)
-                            .all(|(a, b)| a.to_bits() == b.to_bits()),
-                        "{out_h}x{out_w} window {win:?} row {r} (vertical first: {})",
-                        p.vertical_first()
-                    );
+                    assert!(vals.iter().zip(want).all(|(a, b)| a.to_bits() == b.to_bits()), "{out_h}x{out_w} window {win:?} row {r} (vertical first: {})", p.vertical_first());
                     rows_seen += 1;
                 });
                 assert_eq!(rows_seen, win.rows.len());

@@ -16,10 +16,7 @@ pub(crate) use gpu::GpuResampler;
 use kernel::{axis_filter, FilterKind, Plan};
 
 use crate::error::{Error, Result};
-use crate::ops::{
-    arg, for_each_sample, removed_arg, tensor_arg, ArgDefault as D, ArgType as T, Device,
-    OpContext, OpDef, OpSchema, Operator, PerSampleList, Workspace, MAX_LIST,
-};
+use crate::ops::{arg, removed_arg, for_each_sample, tensor_arg, ArgDefault as D, ArgType as T, Device, OpContext, OpDef, OpSchema, Operator, PerSampleList, Workspace, MAX_LIST};
 use crate::tensor::{BatchMeta, DType, Layout, TensorList};
 
 /// Schema and backends.
@@ -91,12 +88,7 @@ pub struct Sizing {
 
 /// Output extents and source ROI of one sample: `(out [H, W], src_lo, src_hi)` where a
 /// flipped axis has `src_lo > src_hi` (DALI's `CalculateSampleParams`).
-pub fn sample_params(
-    s: &Sizing,
-    requested: [f32; 2],
-    in_lo: [f32; 2],
-    in_hi: [f32; 2],
-) -> ([usize; 2], [f32; 2], [f32; 2]) {
+pub fn sample_params(s: &Sizing, requested: [f32; 2], in_lo: [f32; 2], in_hi: [f32; 2]) -> ([usize; 2], [f32; 2], [f32; 2]) {
     let (mut req, mut lo, mut hi) = (requested, in_lo, in_hi);
     let mut in_size = [0f32; 2];
     for d in 0..2 {
@@ -134,11 +126,7 @@ fn adjust_output_size(s: &Sizing, out: &mut [f32; 2], in_size: &[f32; 2]) {
     let mut provided = 0;
     for d in 0..2 {
         mask[d] = out[d] != 0.0 && in_size[d] != 0.0;
-        scale[d] = if in_size[d] != 0.0 {
-            (out[d] / in_size[d]) as f64
-        } else {
-            1.0
-        };
+        scale[d] = if in_size[d] != 0.0 { (out[d] / in_size[d]) as f64 } else { 1.0 };
         provided += mask[d] as usize;
     }
     if provided == 0 {
@@ -185,10 +173,7 @@ fn adjust_output_size(s: &Sizing, out: &mut [f32; 2], in_size: &[f32; 2]) {
             for d in 0..2 {
                 if mask[d] {
                     let sc = scale[d].abs() as f32 as f64;
-                    if first
-                        || (s.mode == Mode::NotSmaller && sc > fin)
-                        || (s.mode == Mode::NotLarger && sc < fin)
-                    {
+                    if first || (s.mode == Mode::NotSmaller && sc > fin) || (s.mode == Mode::NotLarger && sc < fin) {
                         fin = sc;
                     }
                     first = false;
@@ -237,30 +222,16 @@ impl Resize {
         let name = ctx.display_name.as_str();
         let given = |n: &str| ctx.args.has(n) || ctx.arg_input_names.iter().any(|a| a == n);
         let separate = given("resize_x") || given("resize_y");
-        let count = separate as usize
-            + given("size") as usize
-            + given("resize_shorter") as usize
-            + given("resize_longer") as usize;
+        let count = separate as usize + given("size") as usize + given("resize_shorter") as usize + given("resize_longer") as usize;
         if count != 1 {
-            let what = if count == 0 {
-                "no output size given"
-            } else {
-                "more than one way of giving the output size"
-            };
-            let arg = ["resize_shorter", "resize_longer", "size", "resize_x"]
-                .into_iter()
-                .find(|a| given(a))
-                .unwrap_or("size");
+            let what = if count == 0 { "no output size given" } else { "more than one way of giving the output size" };
+            let arg = ["resize_shorter", "resize_longer", "size", "resize_x"].into_iter().find(|a| given(a)).unwrap_or("size");
             return Err(Error::arg(name, arg, format!(
                 "{what}: use exactly one of resize_x/resize_y, size, resize_shorter or resize_longer"
             )));
         }
         if given("mode") && (given("resize_shorter") || given("resize_longer")) {
-            let a = if given("resize_shorter") {
-                "resize_shorter"
-            } else {
-                "resize_longer"
-            };
+            let a = if given("resize_shorter") { "resize_shorter" } else { "resize_longer" };
             return Err(Error::arg(name, a, "is mutually exclusive with 'mode'"));
         }
         let method = if separate {
@@ -291,13 +262,7 @@ impl Resize {
             let p = match v {
                 [x] => [*x as f32, *x as f32],
                 [y, x] => [*y as f32, *x as f32],
-                _ => {
-                    return Err(Error::arg(
-                        name,
-                        a,
-                        format!("must have 1 or 2 values ([H, W]), got {v:?}"),
-                    ))
-                }
+                _ => return Err(Error::arg(name, a, format!("must have 1 or 2 values ([H, W]), got {v:?}"))),
             };
             if p.iter().any(|x| !x.is_finite()) {
                 return Err(Error::arg(name, a, format!("must be finite, got {v:?}")));
@@ -310,58 +275,34 @@ impl Resize {
         let max_size = pair("max_size")?;
         if let Some(m) = max_size {
             if m.iter().any(|&v| v < 0.0) {
-                return Err(Error::arg(
-                    name,
-                    "max_size",
-                    format!("must not be negative, got {m:?}"),
-                ));
+                return Err(Error::arg(name, "max_size", format!("must not be negative, got {m:?}")));
             }
         }
         pair("roi_start")?;
         pair("roi_end")?;
         let roi = given("roi_start");
         if roi != given("roi_end") {
-            return Err(Error::arg(
-                name,
-                "roi_start",
-                "roi_start and roi_end must be given together",
-            ));
+            return Err(Error::arg(name, "roi_start", "roi_start and roi_end must be given together"));
         }
         let interp = |a: &str| -> Result<Option<FilterKind>> {
             match ctx.args.opt_int(a) {
                 None => Ok(None),
-                Some(id) => FilterKind::from_interp(id)
-                    .map(Some)
-                    .ok_or_else(|| Error::arg(name, a, format!("unknown interpolation type {id}"))),
+                Some(id) => FilterKind::from_interp(id).map(Some).ok_or_else(|| Error::arg(name, a, format!("unknown interpolation type {id}"))),
             }
         };
         let it = interp("interp_type")?;
-        let min = interp("min_filter")?
-            .or(it)
-            .unwrap_or(FilterKind::Triangular);
+        let min = interp("min_filter")?.or(it).unwrap_or(FilterKind::Triangular);
         let mag = interp("mag_filter")?.or(it).unwrap_or(FilterKind::Linear);
-        let dtype = if ctx.args.has("dtype") {
-            Some(ctx.args.dtype("dtype"))
-        } else {
-            None
-        };
+        let dtype = if ctx.args.has("dtype") { Some(ctx.args.dtype("dtype")) } else { None };
         if let Some(d) = dtype {
             if !supported(d) {
-                return Err(Error::arg(
-                    name,
-                    "dtype",
-                    format!("must be UINT8, INT16, INT32 or FLOAT, got {d}"),
-                ));
+                return Err(Error::arg(name, "dtype", format!("must be UINT8, INT16, INT32 or FLOAT, got {d}")));
             }
         }
         Ok(Resize {
             ctx: ctx.clone(),
             method,
-            sizing: Sizing {
-                mode,
-                max_size,
-                subpixel_scale: ctx.args.bool("subpixel_scale"),
-            },
+            sizing: Sizing { mode, max_size, subpixel_scale: ctx.args.bool("subpixel_scale") },
             roi,
             roi_relative: ctx.args.bool("roi_relative"),
             min,
@@ -396,59 +337,36 @@ impl Resize {
     }
 
     /// Checks the input and computes every sample's output size, source window and filters.
-    pub(crate) fn plan_batch(
-        &mut self,
-        ws: &Workspace<'_>,
-        input: &BatchMeta,
-    ) -> Result<ResizeBatch> {
+    pub(crate) fn plan_batch(&mut self, ws: &Workspace<'_>, input: &BatchMeta) -> Result<ResizeBatch> {
         let name = self.ctx.display_name.clone();
         let n = input.len();
-        let batch_err =
-            |m: String| Error::data(self.ctx.at(ws.iteration, 0, input.source_info(0)), m);
+        let batch_err = |m: String| Error::data(self.ctx.at(ws.iteration, 0, input.source_info(0)), m);
         let layout = input.layout();
         match (layout.as_str(), input.ndim()) {
             ("", 3) | ("HWC", 3) => {}
-            ("", nd) => {
-                return Err(batch_err(format!(
-                    "expected an HWC image (3 dimensions), got {nd} dimensions"
-                )))
-            }
+            ("", nd) => return Err(batch_err(format!("expected an HWC image (3 dimensions), got {nd} dimensions"))),
             (l, _) => return Err(batch_err(format!("unsupported layout '{l}': expected HWC"))),
         }
         let in_type = input.dtype();
         let out_type = self.dtype.unwrap_or(in_type);
         if !supported(in_type) {
-            return Err(batch_err(format!(
-                "unsupported input type {in_type}: expected UINT8, INT16, INT32 or FLOAT"
-            )));
+            return Err(batch_err(format!("unsupported input type {in_type}: expected UINT8, INT16, INT32 or FLOAT")));
         }
         if out_type != in_type && out_type != DType::F32 {
-            return Err(batch_err(format!(
-                "cannot convert {in_type} to {out_type}: dtype must be the input type or FLOAT"
-            )));
+            return Err(batch_err(format!("cannot convert {in_type} to {out_type}: dtype must be the input type or FLOAT")));
         }
-        let (rx, ry) = (
-            ws.per_sample(&self.ctx, "resize_x"),
-            ws.per_sample(&self.ctx, "resize_y"),
-        );
+        let (rx, ry) = (ws.per_sample(&self.ctx, "resize_x"), ws.per_sample(&self.ctx, "resize_y"));
         let short = ws.per_sample(&self.ctx, "resize_shorter");
         let long = ws.per_sample(&self.ctx, "resize_longer");
         let size = ws.per_sample_list(&self.ctx, "size");
-        let (roi_start, roi_end) = (
-            ws.per_sample_list(&self.ctx, "roi_start"),
-            ws.per_sample_list(&self.ctx, "roi_end"),
-        );
+        let (roi_start, roi_end) = (ws.per_sample_list(&self.ctx, "roi_start"), ws.per_sample_list(&self.ctx, "roi_end"));
         // [H, W] of sample i from a list argument: two values, or one for both.
         let mut buf = [0f64; MAX_LIST];
         let mut hw = |arg: &PerSampleList, a: &str, i: usize| -> Result<[f64; 2]> {
             let v = arg.get(&name, a, i, &[1, 2], &mut buf)?.unwrap_or(&[0.0]);
             let p = [v[0], v[v.len() - 1]];
             if p.iter().any(|x| !x.is_finite()) {
-                return Err(Error::arg(
-                    &name,
-                    a,
-                    format!("must be finite; sample {i} has {v:?}"),
-                ));
+                return Err(Error::arg(&name, a, format!("must be finite; sample {i} has {v:?}")));
             }
             Ok(p)
         };
@@ -457,40 +375,22 @@ impl Resize {
             let shape = input.shape(i);
             let (h, w, c) = (shape[0], shape[1], shape[2]);
             let requested = match self.method {
-                Method::Separate => [
-                    ry.get(&name, i)?.unwrap_or(0.0) as f32,
-                    rx.get(&name, i)?.unwrap_or(0.0) as f32,
-                ],
+                Method::Separate => [ry.get(&name, i)?.unwrap_or(0.0) as f32, rx.get(&name, i)?.unwrap_or(0.0) as f32],
                 Method::Size => hw(&size, "size", i)?.map(|v| v as f32),
                 Method::Shorter | Method::Longer => {
-                    let (p, a) = if self.method == Method::Shorter {
-                        (&short, "resize_shorter")
-                    } else {
-                        (&long, "resize_longer")
-                    };
+                    let (p, a) = if self.method == Method::Shorter { (&short, "resize_shorter") } else { (&long, "resize_longer") };
                     let v = p.get(&name, i)?.unwrap_or(0.0) as f32;
                     if !v.is_finite() {
-                        return Err(Error::arg(
-                            &name,
-                            a,
-                            format!("must be finite; sample {i} has {v}"),
-                        ));
+                        return Err(Error::arg(&name, a, format!("must be finite; sample {i} has {v}")));
                     }
                     [v, v]
                 }
             };
             if requested.iter().any(|v| !v.is_finite()) {
-                return Err(Error::arg(
-                    &name,
-                    "resize_x",
-                    format!("sizes must be finite; sample {i} asks for {requested:?}"),
-                ));
+                return Err(Error::arg(&name, "resize_x", format!("sizes must be finite; sample {i} asks for {requested:?}")));
             }
             if h == 0 || w == 0 {
-                return Err(Error::data(
-                    self.ctx.at(ws.iteration, i, input.source_info(i)),
-                    format!("cannot resize an empty image of shape {shape:?}"),
-                ));
+                return Err(Error::data(self.ctx.at(ws.iteration, i, input.source_info(i)), format!("cannot resize an empty image of shape {shape:?}")));
             }
             let (mut lo, mut hi) = ([0f32; 2], [h as f32, w as f32]);
             if self.roi {
@@ -512,42 +412,19 @@ impl Resize {
                 }
             }
             let (out, slo, shi) = sample_params(&self.sizing, requested, lo, hi);
-            let mut plan = Plan {
-                in_h: h,
-                in_w: w,
-                c,
-                out_h: out[0],
-                out_w: out[1],
-                origin: [0.0; 2],
-                scale: [0.0; 2],
-                filter: [None, None],
-            };
+            let mut plan = Plan { in_h: h, in_w: w, c, out_h: out[0], out_w: out[1], origin: [0.0; 2], scale: [0.0; 2], filter: [None, None] };
             for d in 0..2 {
                 plan.origin[d] = slo[d];
                 plan.scale[d] = (shi[d] - slo[d]) / out[d] as f32;
-                plan.filter[d] = axis_filter(
-                    self.min,
-                    self.mag,
-                    self.antialias,
-                    (shi[d] - slo[d]).abs(),
-                    out[d],
-                );
+                plan.filter[d] = axis_filter(self.min, self.mag, self.antialias, (shi[d] - slo[d]).abs(), out[d]);
             }
             self.plans.push(plan);
         }
         let shapes: Vec<[usize; 3]> = self.plans.iter().map(|p| [p.out_h, p.out_w, p.c]).collect();
         let mut meta = BatchMeta::new(out_type, 3, shapes.iter().map(|s| &s[..]));
-        meta.set_layout(if layout.is_empty() {
-            Layout::empty()
-        } else {
-            layout.clone()
-        });
+        meta.set_layout(if layout.is_empty() { Layout::empty() } else { layout.clone() });
         meta.inherit_source_info(input);
-        Ok(ResizeBatch {
-            meta,
-            in_type,
-            out_type,
-        })
+        Ok(ResizeBatch { meta, in_type, out_type })
     }
 }
 
@@ -561,17 +438,8 @@ impl Operator for Resize {
 
 impl Resize {
     /// Runs a batch planned by [`Resize::plan_batch`] on `input`.
-    pub(crate) fn resample_batch(
-        &self,
-        ws: &Workspace<'_>,
-        input: &TensorList,
-        batch: ResizeBatch,
-    ) -> Result<TensorList> {
-        let ResizeBatch {
-            meta,
-            in_type,
-            out_type,
-        } = batch;
+    pub(crate) fn resample_batch(&self, ws: &Workspace<'_>, input: &TensorList, batch: ResizeBatch) -> Result<TensorList> {
+        let ResizeBatch { meta, in_type, out_type } = batch;
         let mut out = TensorList::for_overwrite(meta); // every output pixel is written
         let (plans, ctx) = (&self.plans, &self.ctx);
         for_each_sample(ws.pool, &mut out, |i, dst| {
@@ -586,13 +454,7 @@ impl Resize {
 
 /// Resamples one sample, dispatching on the (input, output) element types the operator
 /// supports. Shared with `random_resized_crop`.
-pub(crate) fn resample_sample(
-    in_type: DType,
-    out_type: DType,
-    dst: &mut [u8],
-    src: &[u8],
-    p: &Plan,
-) -> std::result::Result<(), String> {
+pub(crate) fn resample_sample(in_type: DType, out_type: DType, dst: &mut [u8], src: &[u8], p: &Plan) -> std::result::Result<(), String> {
     match (in_type, out_type) {
         (DType::U8, DType::U8) => run::<u8, u8>(dst, src, p),
         (DType::U8, DType::F32) => run::<u8, f32>(dst, src, p),
@@ -601,21 +463,13 @@ pub(crate) fn resample_sample(
         (DType::I32, DType::I32) => run::<i32, i32>(dst, src, p),
         (DType::I32, DType::F32) => run::<i32, f32>(dst, src, p),
         (DType::F32, DType::F32) => run::<f32, f32>(dst, src, p),
-        _ => Err(format!(
-            "argument 'dtype': cannot convert {in_type} to {out_type}; use the input type or FLOAT"
-        )),
+        _ => Err(format!("argument 'dtype': cannot convert {in_type} to {out_type}; use the input type or FLOAT")),
     }
 }
 
-fn run<I: kernel::Channel, O: kernel::Channel>(
-    dst: &mut [u8],
-    src: &[u8],
-    p: &Plan,
-) -> std::result::Result<(), String> {
-    let src: &[I] =
-        bytemuck::try_cast_slice(src).map_err(|e| format!("misaligned input sample: {e:?}"))?;
-    let dst: &mut [O] = bytemuck::try_cast_slice_mut(dst)
-        .map_err(|e| format!("misaligned output sample: {e:?}"))?;
+fn run<I: kernel::Channel, O: kernel::Channel>(dst: &mut [u8], src: &[u8], p: &Plan) -> std::result::Result<(), String> {
+    let src: &[I] = bytemuck::try_cast_slice(src).map_err(|e| format!("misaligned input sample: {e:?}"))?;
+    let dst: &mut [O] = bytemuck::try_cast_slice_mut(dst).map_err(|e| format!("misaligned output sample: {e:?}"))?;
     kernel::resample(dst, src, p);
     Ok(())
 }

@@ -40,10 +40,7 @@ pub(super) struct RotateGpu {
 
 impl RotateGpu {
     pub(super) fn new(ctx: &OpContext) -> Result<RotateGpu> {
-        Ok(RotateGpu {
-            rotate: Rotate::new(ctx)?,
-            params: ParamUpload::default(),
-        })
+        Ok(RotateGpu { rotate: Rotate::new(ctx)?, params: ParamUpload::default() })
     }
 }
 
@@ -67,30 +64,17 @@ fn kernel_name(i: DType, o: DType) -> Option<&'static str> {
 impl GpuOperator for RotateGpu {
     fn run(&mut self, ws: &GpuWorkspace<'_>) -> Result<Vec<TensorListGpu>> {
         let input = ws.gpu_inputs[0];
-        let RotateBatch {
-            meta,
-            in_type,
-            out_type,
-            sequence,
-        } = self.rotate.plan_batch(&ws.host_view(), input.meta())?;
-        let kernel = kernel_name(in_type, out_type).ok_or_else(|| {
-            Error::Unsupported(format!(
-                "{}: cannot convert {in_type} to {out_type}",
-                self.rotate.ctx.display_name
-            ))
-        })?;
+        let RotateBatch { meta, in_type, out_type, sequence } = self.rotate.plan_batch(&ws.host_view(), input.meta())?;
+        let kernel = kernel_name(in_type, out_type).ok_or_else(|| Error::Unsupported(format!("{}: cannot convert {in_type} to {out_type}", self.rotate.ctx.display_name)))?;
         let out = TensorListGpu::alloc(meta, ws.device, ws.stream)?;
         let n = input.len();
         if n == 0 {
             return Ok(vec![out]);
         }
-        let (linear, (clamp, fill)) = (
-            self.rotate.interp == Interp::Linear,
-            match self.rotate.border {
-                Border::Clamp => (true, 0.0f32),
-                Border::Fill(v) => (false, v),
-            },
-        );
+        let (linear, (clamp, fill)) = (self.rotate.interp == Interp::Linear, match self.rotate.border {
+            Border::Clamp => (true, 0.0f32),
+            Border::Fill(v) => (false, v),
+        });
         let mut desc = Vec::with_capacity(n);
         let mut max_pix = 1usize;
         for i in 0..n {
@@ -115,22 +99,12 @@ impl GpuOperator for RotateGpu {
             max_pix = max_pix.max(frames * p.out_h * p.out_w);
         }
         let base = self.params.upload(ws, bytemuck::cast_slice(&desc))?;
-        let f = ws.device.kernels().function(
-            ws.device.context(),
-            ws.device.compute_capability(),
-            "rotate",
-            SRC,
-            kernel,
-        )?;
+        let f = ws.device.kernels().function(ws.device.context(), ws.device.compute_capability(), "rotate", SRC, kernel)?;
         let cfg = per_sample_launch(max_pix, n);
         // SAFETY: each descriptor points into `input` and `out`, alive and ordered on this
         // stream; each thread writes inside its sample's output.
         unsafe {
-            ws.stream
-                .launch_builder(&f)
-                .arg(&base)
-                .launch(cfg)
-                .map_err(sluice_cuda::CudaError::from)?;
+            ws.stream.launch_builder(&f).arg(&base).launch(cfg).map_err(sluice_cuda::CudaError::from)?;
         }
         Ok(vec![out])
     }
@@ -142,10 +116,6 @@ mod cuda_twins {
 
     #[test]
     fn the_kernel_source_compiles_and_its_parameter_structs_match() {
-        crate::ops::gpu_params::check_cuda_source(
-            "rotate",
-            SRC,
-            &[("Sample", &RotateSample::LAYOUT)],
-        );
+        crate::ops::gpu_params::check_cuda_source("rotate", SRC, &[("Sample", &RotateSample::LAYOUT)]);
     }
 }

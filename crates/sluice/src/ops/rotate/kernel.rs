@@ -48,21 +48,13 @@ int_channel!(u8, i16, i32);
 
 impl Channel for f32 {
     #[inline(always)]
-    fn to_f32(self) -> f32 {
-        self
-    }
+    fn to_f32(self) -> f32 { self }
     #[inline(always)]
-    fn to_f64(self) -> f64 {
-        self as f64
-    }
+    fn to_f64(self) -> f64 { self as f64 }
     #[inline(always)]
-    fn sat_f32(v: f32) -> Self {
-        v
-    }
+    fn sat_f32(v: f32) -> Self { v }
     #[inline(always)]
-    fn sat_f64(v: f64) -> Self {
-        v as f32
-    }
+    fn sat_f64(v: f64) -> Self { v as f32 }
 }
 
 /// `v.round()` (half away from zero) without a libm call; saturates like `as` casts do.
@@ -83,11 +75,7 @@ pub fn round_half_away(v: f32) -> f32 {
 #[inline(always)]
 pub fn floor_i32(v: f32) -> i32 {
     let i = v as i32;
-    if (i as f32) > v {
-        i.saturating_sub(1)
-    } else {
-        i
-    }
+    if (i as f32) > v { i.saturating_sub(1) } else { i }
 }
 
 /// `ConvertSat<O>(v)` between channel types.
@@ -133,23 +121,13 @@ pub fn rotated_canvas_size(h: usize, w: usize, angle_deg: f32) -> (usize, usize)
     let (wf, hf) = (w as f64, h as f64);
     let w_out = (abs_cos * wf + abs_sin * hf - eps).ceil().max(0.0) as usize;
     let h_out = (abs_cos * hf + abs_sin * wf - eps).ceil().max(0.0) as usize;
-    let (pw, ph) = if abs_sin <= abs_cos {
-        (w % 2, h % 2)
-    } else {
-        (h % 2, w % 2)
-    };
+    let (pw, ph) = if abs_sin <= abs_cos { (w % 2, h % 2) } else { (h % 2, w % 2) };
     (h_out + ((h_out % 2) ^ ph), w_out + ((w_out % 2) ^ pw))
 }
 
 /// The destination-to-source affine map `[[m00, m01, m02], [m10, m11, m12]]` (x, y order)
 /// rotating an `in_h` x `in_w` image onto an `out_h` x `out_w` canvas, centres aligned.
-pub fn rotation_mapping(
-    in_h: usize,
-    in_w: usize,
-    out_h: usize,
-    out_w: usize,
-    angle_deg: f32,
-) -> [[f32; 3]; 2] {
+pub fn rotation_mapping(in_h: usize, in_w: usize, out_h: usize, out_w: usize, angle_deg: f32) -> [[f32; 3]; 2] {
     let a = deg2rad(angle_deg);
     let (c, s) = (a.cos(), a.sin());
     let (iw2, ih2) = (in_w as f32 * 0.5, in_h as f32 * 0.5);
@@ -178,29 +156,13 @@ pub fn warp_affine<I: Channel, O: Channel>(
     interp: Interp,
     border: Border,
 ) {
-    assert_eq!(
-        dst.len(),
-        out_h * out_w * channels,
-        "rotate: output buffer size"
-    );
-    assert_eq!(
-        src.len(),
-        in_h * in_w * channels,
-        "rotate: input buffer size"
-    );
-    assert!(
-        in_h > 0 && in_w > 0 && in_h <= i32::MAX as usize && in_w <= i32::MAX as usize,
-        "rotate: source extents"
-    );
+    assert_eq!(dst.len(), out_h * out_w * channels, "rotate: output buffer size");
+    assert_eq!(src.len(), in_h * in_w * channels, "rotate: input buffer size");
+    assert!(in_h > 0 && in_w > 0 && in_h <= i32::MAX as usize && in_w <= i32::MAX as usize, "rotate: source extents");
     if dst.is_empty() {
         return;
     }
-    let s = Surface {
-        data: src,
-        w: in_w as i32,
-        h: in_h as i32,
-        c: channels,
-    };
+    let s = Surface { data: src, w: in_w as i32, h: in_h as i32, c: channels };
     let (fill_out, fill_in): (O, I) = match border {
         Border::Clamp => (O::sat_f32(0.0), I::sat_f32(0.0)),
         Border::Fill(v) => {
@@ -295,31 +257,15 @@ impl<I: Channel> Surface<'_, I> {
         } else if clamp {
             let (cx0, cx1) = (x0.clamp(0, self.w - 1), x1.clamp(0, self.w - 1));
             let (cy0, cy1) = (y0.clamp(0, self.h - 1), y1.clamp(0, self.h - 1));
-            let (p00, p01, p10, p11) = (
-                self.at(cx0, cy0),
-                self.at(cx1, cy0),
-                self.at(cx0, cy1),
-                self.at(cx1, cy1),
-            );
+            let (p00, p01, p10, p11) = (self.at(cx0, cy0), self.at(cx1, cy0), self.at(cx0, cy1), self.at(cx1, cy1));
             let d = &self.data;
             for (k, o) in out.iter_mut().enumerate() {
                 *o = lerp(d[p00 + k], d[p01 + k], d[p10 + k], d[p11 + k]);
             }
         } else {
-            let get = |x: i32, y: i32, k: usize| {
-                if self.inside(x, y) {
-                    self.data[self.at(x, y) + k]
-                } else {
-                    fill
-                }
-            };
+            let get = |x: i32, y: i32, k: usize| if self.inside(x, y) { self.data[self.at(x, y) + k] } else { fill };
             for (k, o) in out.iter_mut().enumerate() {
-                *o = lerp(
-                    get(x0, y0, k),
-                    get(x1, y0, k),
-                    get(x0, y1, k),
-                    get(x1, y1, k),
-                );
+                *o = lerp(get(x0, y0, k), get(x1, y0, k), get(x0, y1, k), get(x1, y1, k));
             }
         }
     }
@@ -329,15 +275,7 @@ impl<I: Channel> Surface<'_, I> {
 mod tests {
     use super::*;
 
-    fn rotate_u8(
-        src: &[u8],
-        h: usize,
-        w: usize,
-        c: usize,
-        angle: f32,
-        interp: Interp,
-        border: Border,
-    ) -> (usize, usize, Vec<u8>) {
+    fn rotate_u8(src: &[u8], h: usize, w: usize, c: usize, angle: f32, interp: Interp, border: Border) -> (usize, usize, Vec<u8>) {
         let (oh, ow) = rotated_canvas_size(h, w, angle);
         let m = rotation_mapping(h, w, oh, ow, angle);
         let mut out = vec![0u8; oh * ow * c];
@@ -407,34 +345,10 @@ mod tests {
         assert_eq!(u8::sat_f32(-3.0), 0);
         assert_eq!(u8::sat_f32(300.0), 255);
         assert_eq!(i16::sat_f32(-2.5), -3);
-        for v in [
-            0.0f32,
-            0.49999997,
-            0.5,
-            1.5,
-            2.5,
-            -0.5,
-            -1.49999,
-            254.5,
-            1e7 + 0.5,
-            -3e9,
-            8388607.5,
-            f32::MAX,
-        ] {
+        for v in [0.0f32, 0.49999997, 0.5, 1.5, 2.5, -0.5, -1.49999, 254.5, 1e7 + 0.5, -3e9, 8388607.5, f32::MAX] {
             assert_eq!(round_half_away(v), v.round(), "{v}");
         }
-        for v in [
-            0.0f32,
-            -0.0,
-            0.5,
-            -0.5,
-            -1.0,
-            -1.000001,
-            3.99999,
-            -2147483648.0,
-            1e10,
-            -1e10,
-        ] {
+        for v in [0.0f32, -0.0, 0.5, -0.5, -1.0, -1.000001, 3.99999, -2147483648.0, 1e10, -1e10] {
             assert_eq!(floor_i32(v), v.floor() as i32, "{v}");
         }
     }
@@ -444,32 +358,10 @@ mod tests {
         let src = [0.25f32, 1.75, 300.0, -4.0];
         let m = rotation_mapping(2, 2, 2, 2, 0.0);
         let mut out = [0u8; 4];
-        warp_affine(
-            &mut out,
-            2,
-            2,
-            &src,
-            2,
-            2,
-            1,
-            &m,
-            Interp::Nearest,
-            Border::Clamp,
-        );
+        warp_affine(&mut out, 2, 2, &src, 2, 2, 1, &m, Interp::Nearest, Border::Clamp);
         assert_eq!(out, [0, 2, 255, 0]);
         let mut outf = [0f32; 4];
-        warp_affine(
-            &mut outf,
-            2,
-            2,
-            &src,
-            2,
-            2,
-            1,
-            &m,
-            Interp::Linear,
-            Border::Clamp,
-        );
+        warp_affine(&mut outf, 2, 2, &src, 2, 2, 1, &m, Interp::Linear, Border::Clamp);
         assert_eq!(outf, src);
     }
 }

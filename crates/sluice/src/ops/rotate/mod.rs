@@ -9,10 +9,7 @@ use kernel::{Border, Channel, Interp};
 
 use crate::error::{Error, Result};
 use crate::ops::args::element_as_f64;
-use crate::ops::{
-    arg, for_each_sample, tensor_arg, ArgDefault as D, ArgType as T, Device, OpContext, OpDef,
-    OpSchema, Operator, Workspace,
-};
+use crate::ops::{arg, for_each_sample, tensor_arg, ArgDefault as D, ArgType as T, Device, OpContext, OpDef, OpSchema, Operator, Workspace};
 use crate::tensor::{BatchMeta, DType, Layout, TensorList};
 
 /// Schema and backends.
@@ -95,75 +92,35 @@ impl Rotate {
                 [h, w] => {
                     let ok = |v: f64| v.is_finite() && v > 0.0;
                     if !ok(*h) || !ok(*w) {
-                        return Err(Error::arg(
-                            name,
-                            "size",
-                            format!("extents must be positive, got {s:?}"),
-                        ));
+                        return Err(Error::arg(name, "size", format!("extents must be positive, got {s:?}")));
                     }
                     // DALI: max(roundf(s), 1).
-                    Some((
-                        (*h as f32).round().max(1.0) as usize,
-                        (*w as f32).round().max(1.0) as usize,
-                    ))
+                    Some(((*h as f32).round().max(1.0) as usize, (*w as f32).round().max(1.0) as usize))
                 }
-                _ => {
-                    return Err(Error::arg(
-                        name,
-                        "size",
-                        format!("must be [H, W] (channels excluded), got {s:?}"),
-                    ))
-                }
+                _ => return Err(Error::arg(name, "size", format!("must be [H, W] (channels excluded), got {s:?}"))),
             }
         } else {
             None
         };
-        let dtype = if ctx.args.has("dtype") {
-            Some(ctx.args.dtype("dtype"))
-        } else {
-            None
-        };
+        let dtype = if ctx.args.has("dtype") { Some(ctx.args.dtype("dtype")) } else { None };
         if let Some(d) = dtype {
             if !supported(d) {
-                return Err(Error::arg(
-                    name,
-                    "dtype",
-                    format!("must be UINT8, INT16, INT32 or FLOAT, got {d}"),
-                ));
+                return Err(Error::arg(name, "dtype", format!("must be UINT8, INT16, INT32 or FLOAT, got {d}")));
             }
         }
-        Ok(Rotate {
-            ctx: ctx.clone(),
-            interp,
-            border,
-            keep_size: ctx.args.bool("keep_size"),
-            size,
-            dtype,
-            plan: Vec::new(),
-        })
+        Ok(Rotate { ctx: ctx.clone(), interp, border, keep_size: ctx.args.bool("keep_size"), size, dtype, plan: Vec::new() })
     }
 
     /// The per-sample `size` argument input, truncated to integers as DALI does.
     fn size_input(&self, batch: &TensorList, i: usize) -> Result<(usize, usize)> {
         let name = &self.ctx.display_name;
         if batch.numel(i) != 2 {
-            return Err(Error::arg(
-                name,
-                "size",
-                format!(
-                    "argument input must hold [H, W] per sample; sample {i} has shape {:?}",
-                    batch.shape(i)
-                ),
-            ));
+            return Err(Error::arg(name, "size", format!("argument input must hold [H, W] per sample; sample {i} has shape {:?}", batch.shape(i))));
         }
         let (h, w) = (element_as_f64(batch, i, 0), element_as_f64(batch, i, 1));
         let ok = |v: f64| v.is_finite() && v >= 0.0;
         if !ok(h) || !ok(w) {
-            return Err(Error::arg(
-                name,
-                "size",
-                format!("extents must be >= 0; sample {i} has [{h}, {w}]"),
-            ));
+            return Err(Error::arg(name, "size", format!("extents must be >= 0; sample {i} has [{h}, {w}]")));
         }
         Ok((h as usize, w as usize))
     }
@@ -184,8 +141,7 @@ impl Rotate {
     fn plan_batch(&mut self, ws: &Workspace<'_>, input: &BatchMeta) -> Result<RotateBatch> {
         let name = self.ctx.display_name.clone();
         let n = input.len();
-        let batch_err =
-            |m: String| Error::data(self.ctx.at(ws.iteration, 0, input.source_info(0)), m);
+        let batch_err = |m: String| Error::data(self.ctx.at(ws.iteration, 0, input.source_info(0)), m);
         let layout = input.layout();
         let sequence = match (layout.as_str(), input.ndim()) {
             ("", 3) | ("HWC", 3) => false,
@@ -199,9 +155,7 @@ impl Rotate {
         let in_type = input.dtype();
         let out_type = self.dtype.unwrap_or(in_type);
         if !supported(in_type) {
-            return Err(batch_err(format!(
-                "unsupported input type {in_type}: expected UINT8, INT16, INT32 or FLOAT"
-            )));
+            return Err(batch_err(format!("unsupported input type {in_type}: expected UINT8, INT16, INT32 or FLOAT")));
         }
         if out_type != in_type && in_type != DType::F32 && out_type != DType::F32 {
             return Err(batch_err(format!("cannot convert {in_type} to {out_type}: the output type must be the input type or FLOAT (or FLOAT to an integer type)")));
@@ -211,22 +165,13 @@ impl Rotate {
         let size_input = ws.arg_inputs.get("size").copied();
         self.plan.clear();
         for i in 0..n {
-            let a = angle
-                .get(&name, i)?
-                .ok_or_else(|| Error::arg(&name, "angle", "is required"))?;
+            let a = angle.get(&name, i)?.ok_or_else(|| Error::arg(&name, "angle", "is required"))?;
             if !a.is_finite() {
-                return Err(Error::arg(
-                    &name,
-                    "angle",
-                    format!("must be finite; sample {i} has {a}"),
-                ));
+                return Err(Error::arg(&name, "angle", format!("must be finite; sample {i} has {a}")));
             }
             let (_, h, w, _) = geometry(input.shape(i), sequence);
             if h == 0 || w == 0 || h > i32::MAX as usize || w > i32::MAX as usize {
-                return Err(Error::data(
-                    self.ctx.at(ws.iteration, i, input.source_info(i)),
-                    format!("cannot rotate an image of shape {:?}", input.shape(i)),
-                ));
+                return Err(Error::data(self.ctx.at(ws.iteration, i, input.source_info(i)), format!("cannot rotate an image of shape {:?}", input.shape(i))));
             }
             let a = a as f32;
             let (out_h, out_w) = if let Some(b) = size_input {
@@ -238,11 +183,7 @@ impl Rotate {
             } else {
                 kernel::rotated_canvas_size(h, w, a)
             };
-            self.plan.push(Plan {
-                angle: a,
-                out_h,
-                out_w,
-            });
+            self.plan.push(Plan { angle: a, out_h, out_w });
         }
 
         let shapes: Vec<[usize; 4]> = (0..n)
@@ -252,37 +193,17 @@ impl Rotate {
                 [f, p.out_h, p.out_w, c]
             })
             .collect();
-        let mut meta = BatchMeta::new(
-            out_type,
-            input.ndim(),
-            shapes
-                .iter()
-                .map(|s| if sequence { &s[..] } else { &s[1..] }),
-        );
-        meta.set_layout(if layout.is_empty() {
-            Layout::empty()
-        } else {
-            layout.clone()
-        });
+        let mut meta = BatchMeta::new(out_type, input.ndim(), shapes.iter().map(|s| if sequence { &s[..] } else { &s[1..] }));
+        meta.set_layout(if layout.is_empty() { Layout::empty() } else { layout.clone() });
         meta.inherit_source_info(input);
-        Ok(RotateBatch {
-            meta,
-            in_type,
-            out_type,
-            sequence,
-        })
+        Ok(RotateBatch { meta, in_type, out_type, sequence })
     }
 }
 
 impl Operator for Rotate {
     fn run(&mut self, ws: &Workspace<'_>) -> Result<Vec<TensorList>> {
         let input = ws.inputs[0];
-        let RotateBatch {
-            meta,
-            in_type,
-            out_type,
-            sequence,
-        } = self.plan_batch(ws, input.meta())?;
+        let RotateBatch { meta, in_type, out_type, sequence } = self.plan_batch(ws, input.meta())?;
         let mut out = TensorList::from_meta(meta);
 
         let (plan, interp, border, ctx) = (&self.plan, self.interp, self.border, &self.ctx);
@@ -290,19 +211,7 @@ impl Operator for Rotate {
             let (frames, h, w, c) = geometry(input.shape(i), sequence);
             let p = plan[i];
             let m = kernel::rotation_mapping(h, w, p.out_h, p.out_w, p.angle);
-            let job = Job {
-                dst,
-                src: input.bytes(i),
-                frames,
-                h,
-                w,
-                c,
-                out_h: p.out_h,
-                out_w: p.out_w,
-                m,
-                interp,
-                border,
-            };
+            let job = Job { dst, src: input.bytes(i), frames, h, w, c, out_h: p.out_h, out_w: p.out_w, m, interp, border };
             let res = match (in_type, out_type) {
                 (DType::U8, DType::U8) => job.run::<u8, u8>(),
                 (DType::U8, DType::F32) => job.run::<u8, f32>(),
@@ -339,10 +248,8 @@ struct Job<'a> {
 
 impl Job<'_> {
     fn run<I: Channel, O: Channel>(self) -> std::result::Result<(), String> {
-        let src: &[I] = bytemuck::try_cast_slice(self.src)
-            .map_err(|e| format!("misaligned input sample: {e:?}"))?;
-        let dst: &mut [O] = bytemuck::try_cast_slice_mut(self.dst)
-            .map_err(|e| format!("misaligned output sample: {e:?}"))?;
+        let src: &[I] = bytemuck::try_cast_slice(self.src).map_err(|e| format!("misaligned input sample: {e:?}"))?;
+        let dst: &mut [O] = bytemuck::try_cast_slice_mut(self.dst).map_err(|e| format!("misaligned output sample: {e:?}"))?;
         let (in_frame, out_frame) = (self.h * self.w * self.c, self.out_h * self.out_w * self.c);
         for f in 0..self.frames {
             kernel::warp_affine(

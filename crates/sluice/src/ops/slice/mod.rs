@@ -7,10 +7,7 @@
 use crate::error::{Error, Result};
 use crate::ops::crop::crop::crop_nd;
 use crate::ops::crop::window::{fill_per_channel, OobPolicy, Span};
-use crate::ops::{
-    arg, for_each_sample, removed_arg, ArgDefault as D, ArgType as T, Device, OpContext, OpDef,
-    OpSchema, Operator, Workspace,
-};
+use crate::ops::{arg, removed_arg, for_each_sample, ArgDefault as D, ArgType as T, Device, OpContext, OpDef, OpSchema, Operator, Workspace};
 use crate::tensor::element::{load_f64, store_f64};
 use crate::tensor::TensorList;
 
@@ -55,53 +52,25 @@ impl Operator for Slice {
         let (data, anchors, shapes) = (ws.inputs[0], ws.inputs[1], ws.inputs[2]);
         let nd = data.ndim();
         let layout = data.layout().to_string();
-        let axes: Vec<usize> =
-            if ctx.args.has("axes") || (layout.is_empty() && !ctx.args.has("axis_names")) {
-                let list = if ctx.args.has("axes") {
-                    ctx.args.ints("axes").to_vec()
-                } else {
-                    vec![1, 0]
-                };
-                list.iter()
-                    .map(|&a| {
-                        let r = if a < 0 { a + nd as i64 } else { a };
-                        if r < 0 || r >= nd as i64 {
-                            Err(Error::arg(
-                                op,
-                                "axes",
-                                format!("axis {a} is out of range for {nd}-D input"),
-                            ))
-                        } else {
-                            Ok(r as usize)
-                        }
-                    })
-                    .collect::<Result<_>>()?
-            } else {
-                let names = ctx.args.opt_str("axis_names").unwrap_or("WH");
-                names
-                    .chars()
-                    .map(|c| {
-                        layout.find(c).ok_or_else(|| {
-                            Error::arg(
-                                op,
-                                "axis_names",
-                                format!("'{c}' is not in the input layout '{layout}'"),
-                            )
-                        })
-                    })
-                    .collect::<Result<_>>()?
-            };
-        let policy = OobPolicy::parse(op, ctx.args.str("out_of_bounds_policy"))?;
-        let (na, ns) = (
-            ctx.args.bool("normalized_anchor"),
-            ctx.args.bool("normalized_shape"),
-        );
-        let it = data.dtype();
-        let ot = if ctx.args.has("dtype") {
-            ctx.args.dtype("dtype")
+        let axes: Vec<usize> = if ctx.args.has("axes") || (layout.is_empty() && !ctx.args.has("axis_names")) {
+            let list = if ctx.args.has("axes") { ctx.args.ints("axes").to_vec() } else { vec![1, 0] };
+            list.iter()
+                .map(|&a| {
+                    let r = if a < 0 { a + nd as i64 } else { a };
+                    if r < 0 || r >= nd as i64 { Err(Error::arg(op, "axes", format!("axis {a} is out of range for {nd}-D input"))) } else { Ok(r as usize) }
+                })
+                .collect::<Result<_>>()?
         } else {
-            it
+            let names = ctx.args.opt_str("axis_names").unwrap_or("WH");
+            names
+                .chars()
+                .map(|c| layout.find(c).ok_or_else(|| Error::arg(op, "axis_names", format!("'{c}' is not in the input layout '{layout}'"))))
+                .collect::<Result<_>>()?
         };
+        let policy = OobPolicy::parse(op, ctx.args.str("out_of_bounds_policy"))?;
+        let (na, ns) = (ctx.args.bool("normalized_anchor"), ctx.args.bool("normalized_shape"));
+        let it = data.dtype();
+        let ot = if ctx.args.has("dtype") { ctx.args.dtype("dtype") } else { it };
         let n = data.len();
         let mut spans: Vec<Span> = Vec::with_capacity(n * nd);
         for i in 0..n {
@@ -111,9 +80,7 @@ impl Operator for Slice {
                 if t.numel(i) != axes.len() {
                     return Err(Error::data(at(), format!("input '{name}' must hold {} values (one per sliced axis {axes:?}), got shape {:?}", axes.len(), t.shape(i))));
                 }
-                Ok((0..axes.len())
-                    .map(|k| load_f64(t.dtype(), t.bytes(i), k))
-                    .collect())
+                Ok((0..axes.len()).map(|k| load_f64(t.dtype(), t.bytes(i), k)).collect())
             };
             let (a, s) = (read(anchors, "anchor")?, read(shapes, "shape")?);
             let mut sp: Vec<Span> = sh.iter().map(|&e| Span::full(e)).collect();
@@ -123,15 +90,9 @@ impl Operator for Slice {
                 let s0 = if ns { s[k] * e as f64 } else { s[k] };
                 let (start, end) = (a0.round() as i64, (a0 + s0).round() as i64);
                 if end < start {
-                    return Err(Error::data(
-                        at(),
-                        format!("input 'shape' is negative for axis {ax}: {}", s[k]),
-                    ));
+                    return Err(Error::data(at(), format!("input 'shape' is negative for axis {ax}: {}", s[k])));
                 }
-                let mut span = Span {
-                    anchor: start,
-                    len: (end - start) as usize,
-                };
+                let mut span = Span { anchor: start, len: (end - start) as usize };
                 if !span.inside(e) {
                     match policy {
                         OobPolicy::Error => {
@@ -152,37 +113,16 @@ impl Operator for Slice {
             }
             spans.extend(sp);
         }
-        let out_shapes: Vec<Vec<usize>> = (0..n)
-            .map(|i| spans[i * nd..(i + 1) * nd].iter().map(|s| s.len).collect())
-            .collect();
+        let out_shapes: Vec<Vec<usize>> = (0..n).map(|i| spans[i * nd..(i + 1) * nd].iter().map(|s| s.len).collect()).collect();
         let ca = layout.find('C');
-        let channels = ca
-            .filter(|_| !data.is_empty())
-            .map_or(1, |c| data.shape(0).get(c).copied().unwrap_or(1))
-            .max(1);
+        let channels = ca.filter(|_| !data.is_empty()).map_or(1, |c| data.shape(0).get(c).copied().unwrap_or(1)).max(1);
         let fill = fill_per_channel(op, ctx.args.floats("fill_values"), channels)?;
-        let fill: Vec<Vec<u8>> = fill
-            .iter()
-            .map(|&v| {
-                let mut e = vec![0u8; ot.size()];
-                store_f64(ot, &mut e, 0, v);
-                e
-            })
-            .collect();
+        let fill: Vec<Vec<u8>> = fill.iter().map(|&v| { let mut e = vec![0u8; ot.size()]; store_f64(ot, &mut e, 0, v); e }).collect();
         let mut out = TensorList::new(ot, nd, out_shapes.iter().map(|s| s.as_slice()));
         out.set_layout(data.layout().clone());
         out.inherit_source_info(data);
         for_each_sample(ws.pool, &mut out, |i, dst| {
-            crop_nd(
-                dst,
-                data.bytes(i),
-                data.shape(i),
-                &spans[i * nd..(i + 1) * nd],
-                it,
-                ot,
-                &fill,
-                ca,
-            );
+            crop_nd(dst, data.bytes(i), data.shape(i), &spans[i * nd..(i + 1) * nd], it, ot, &fill, ca);
             Ok(())
         })?;
         Ok(vec![out])

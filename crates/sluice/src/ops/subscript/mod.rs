@@ -3,10 +3,7 @@
 //! bounds, negative steps). Indices may be per-sample argument inputs. Matches DALI 2.4.
 
 use crate::error::{Error, Result};
-use crate::ops::{
-    arg, for_each_sample, tensor_arg, ArgDefault as D, ArgSchema, ArgType as T, Device, OpContext,
-    OpDef, OpSchema, Operator, Workspace,
-};
+use crate::ops::{arg, for_each_sample, tensor_arg, ArgDefault as D, ArgSchema, ArgType as T, Device, OpContext, OpDef, OpSchema, Operator, Workspace};
 use crate::tensor::{Layout, TensorList};
 
 /// Most subscripts one `[...]` may have.
@@ -25,34 +22,23 @@ macro_rules! sub_args {
 
 const SUB_ARGS: &[ArgSchema] = sub_args!(0, 1, 2, 3, 4, 5, 6, 7);
 const NAMES: [[&str; 4]; MAX_SUBSCRIPTS] = [
-    ["at_0", "lo_0", "hi_0", "step_0"],
-    ["at_1", "lo_1", "hi_1", "step_1"],
-    ["at_2", "lo_2", "hi_2", "step_2"],
-    ["at_3", "lo_3", "hi_3", "step_3"],
-    ["at_4", "lo_4", "hi_4", "step_4"],
-    ["at_5", "lo_5", "hi_5", "step_5"],
-    ["at_6", "lo_6", "hi_6", "step_6"],
-    ["at_7", "lo_7", "hi_7", "step_7"],
+    ["at_0", "lo_0", "hi_0", "step_0"], ["at_1", "lo_1", "hi_1", "step_1"], ["at_2", "lo_2", "hi_2", "step_2"],
+    ["at_3", "lo_3", "hi_3", "step_3"], ["at_4", "lo_4", "hi_4", "step_4"], ["at_5", "lo_5", "hi_5", "step_5"],
+    ["at_6", "lo_6", "hi_6", "step_6"], ["at_7", "lo_7", "hi_7", "step_7"],
 ];
 
 /// Schema and backends. Hidden from `fn`; Python builds it from `DataNode.__getitem__`.
 pub static TENSOR_SUBSCRIPT: OpDef = OpDef {
     schema: OpSchema {
         name: "_TensorSubscript",
-        doc:
-            "Indexes and slices each sample (`node[1:3, :, 0]`). Created by `DataNode.__getitem__`.",
+        doc: "Indexes and slices each sample (`node[1:3, :, 0]`). Created by `DataNode.__getitem__`.",
         devices: &[Device::Cpu],
         min_inputs: 1,
         max_inputs: 1,
         num_outputs: 1,
         host_inputs: &[],
         args: &[
-            &[arg(
-                "num_subscripts",
-                T::Int,
-                D::Int(0),
-                "Number of subscripts given; further axes are kept whole.",
-            )],
+            &[arg("num_subscripts", T::Int, D::Int(0), "Number of subscripts given; further axes are kept whole.")],
             SUB_ARGS,
         ],
         arg_aliases: &[],
@@ -74,16 +60,9 @@ impl Subscript {
     fn new(ctx: &OpContext) -> Result<Subscript> {
         let num = ctx.args.int("num_subscripts");
         if !(0..=MAX_SUBSCRIPTS as i64).contains(&num) {
-            return Err(Error::arg(
-                &ctx.display_name,
-                "num_subscripts",
-                format!("must be 0 to {MAX_SUBSCRIPTS}, got {num}"),
-            ));
+            return Err(Error::arg(&ctx.display_name, "num_subscripts", format!("must be 0 to {MAX_SUBSCRIPTS}, got {num}")));
         }
-        Ok(Subscript {
-            ctx: ctx.clone(),
-            num: num as usize,
-        })
+        Ok(Subscript { ctx: ctx.clone(), num: num as usize })
     }
 }
 
@@ -102,22 +81,12 @@ pub fn resolve_slice(lo: Option<i64>, hi: Option<i64>, step: i64, len: usize) ->
     let clamp = |v: i64, lo_b: i64, hi_b: i64| v.max(lo_b).min(hi_b);
     let norm = |v: i64| if v < 0 { v + n } else { v };
     let (start, stop) = if step > 0 {
-        (
-            lo.map_or(0, |v| clamp(norm(v), 0, n)),
-            hi.map_or(n, |v| clamp(norm(v), 0, n)),
-        )
+        (lo.map_or(0, |v| clamp(norm(v), 0, n)), hi.map_or(n, |v| clamp(norm(v), 0, n)))
     } else {
-        (
-            lo.map_or(n - 1, |v| clamp(norm(v), -1, n - 1)),
-            hi.map_or(-1, |v| clamp(norm(v), -1, n - 1)),
-        )
+        (lo.map_or(n - 1, |v| clamp(norm(v), -1, n - 1)), hi.map_or(-1, |v| clamp(norm(v), -1, n - 1)))
     };
     let count = if step > 0 {
-        if stop > start {
-            (stop - start + step - 1) / step
-        } else {
-            0
-        }
+        if stop > start { (stop - start + step - 1) / step } else { 0 }
     } else if start > stop {
         (start - stop + (-step) - 1) / (-step)
     } else {
@@ -133,10 +102,7 @@ impl Operator for Subscript {
         let n = input.len();
         let ndim = input.ndim();
         if self.num > ndim {
-            return Err(Error::data(
-                self.ctx.at(ws.iteration, 0, input.source_info(0)),
-                format!("too many indices ({}) for a {ndim}D tensor", self.num),
-            ));
+            return Err(Error::data(self.ctx.at(ws.iteration, 0, input.source_info(0)), format!("too many indices ({}) for a {ndim}D tensor", self.num)));
         }
         // Which axes are indexed (removed) is the same for every sample.
         let mut removed = [false; MAX_SUBSCRIPTS];
@@ -155,10 +121,7 @@ impl Operator for Subscript {
                     if a >= self.num {
                         return Ok(None);
                     }
-                    Ok(ws
-                        .per_sample(&self.ctx, NAMES[a][k])
-                        .get(name, i)?
-                        .map(|v| v as i64))
+                    Ok(ws.per_sample(&self.ctx, NAMES[a][k]).get(name, i)?.map(|v| v as i64))
                 };
                 let sel = if removed[a] {
                     let at = get(0)?.expect("present");
@@ -170,10 +133,7 @@ impl Operator for Subscript {
                 } else {
                     let step = get(3)?.unwrap_or(1);
                     if step == 0 {
-                        return Err(Error::data(
-                            loc(),
-                            format!("step cannot be zero (axis {a})"),
-                        ));
+                        return Err(Error::data(loc(), format!("step cannot be zero (axis {a})")));
                     }
                     let (start, count) = resolve_slice(get(1)?, get(2)?, step, len);
                     shapes.push(count);
@@ -182,20 +142,10 @@ impl Operator for Subscript {
                 sels.push(sel);
             }
         }
-        let mut out = TensorList::new(
-            input.dtype(),
-            out_ndim,
-            (0..n).map(|i| &shapes[i * out_ndim..(i + 1) * out_ndim]),
-        );
+        let mut out = TensorList::new(input.dtype(), out_ndim, (0..n).map(|i| &shapes[i * out_ndim..(i + 1) * out_ndim]));
         let layout = input.layout();
         if !layout.is_empty() {
-            let kept: String = layout
-                .as_str()
-                .chars()
-                .enumerate()
-                .filter(|(a, _)| !(*a < MAX_SUBSCRIPTS && removed[*a]))
-                .map(|(_, c)| c)
-                .collect();
+            let kept: String = layout.as_str().chars().enumerate().filter(|(a, _)| !(*a < MAX_SUBSCRIPTS && removed[*a])).map(|(_, c)| c).collect();
             out.set_layout(Layout::new(&kept).expect("subset of a valid layout"));
         }
         out.inherit_source_info(input);
@@ -241,11 +191,7 @@ pub fn gather(dst: &mut [u8], src: &[u8], shape: &[usize], sel: &[AxisSel], elem
         }
     }
     // The innermost walked axis with unit step on the last source axis is a contiguous run.
-    let (run, outer) = if m > 0 && steps[m - 1] == 1 {
-        (counts[m - 1], m - 1)
-    } else {
-        (1, m)
-    };
+    let (run, outer) = if m > 0 && steps[m - 1] == 1 { (counts[m - 1], m - 1) } else { (1, m) };
     let run_bytes = run * elem;
     let mut idx = [0usize; MAXD];
     let mut off = base;
@@ -294,47 +240,11 @@ mod tests {
         let src: Vec<u8> = (0..24).collect(); // shape [2, 4, 3]
         let mut dst = vec![0u8; 6];
         // [:, -1] -> [[9,10,11],[21,22,23]]
-        gather(
-            &mut dst,
-            &src,
-            &[2, 4, 3],
-            &[
-                AxisSel::Range {
-                    start: 0,
-                    count: 2,
-                    step: 1,
-                },
-                AxisSel::At(3),
-                AxisSel::Range {
-                    start: 0,
-                    count: 3,
-                    step: 1,
-                },
-            ],
-            1,
-        );
+        gather(&mut dst, &src, &[2, 4, 3], &[AxisSel::Range { start: 0, count: 2, step: 1 }, AxisSel::At(3), AxisSel::Range { start: 0, count: 3, step: 1 }], 1);
         assert_eq!(dst, [9, 10, 11, 21, 22, 23]);
         let mut dst = vec![0u8; 4];
         // [1, ::-2, 0]... -> at 1, rows 3,1, column 0 reversed step
-        gather(
-            &mut dst,
-            &src,
-            &[2, 4, 3],
-            &[
-                AxisSel::At(1),
-                AxisSel::Range {
-                    start: 3,
-                    count: 2,
-                    step: -2,
-                },
-                AxisSel::Range {
-                    start: 2,
-                    count: 2,
-                    step: -2,
-                },
-            ],
-            1,
-        );
+        gather(&mut dst, &src, &[2, 4, 3], &[AxisSel::At(1), AxisSel::Range { start: 3, count: 2, step: -2 }, AxisSel::Range { start: 2, count: 2, step: -2 }], 1);
         assert_eq!(dst, [23, 21, 17, 15]);
     }
 }

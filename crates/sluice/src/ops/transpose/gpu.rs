@@ -16,11 +16,7 @@ pub(super) struct TransposeGpu {
 
 impl TransposeGpu {
     pub(super) fn new(ctx: &OpContext) -> Result<TransposeGpu> {
-        Ok(TransposeGpu {
-            transpose: Transpose::new(ctx)?,
-            copy: StridedCopy::default(),
-            gathers: Vec::new(),
-        })
+        Ok(TransposeGpu { transpose: Transpose::new(ctx)?, copy: StridedCopy::default(), gathers: Vec::new() })
     }
 }
 

@@ -5,10 +5,7 @@
 mod gpu;
 
 use crate::error::{Error, Result};
-use crate::ops::{
-    arg, for_each_sample, ArgDefault as D, ArgType as T, Device, OpContext, OpDef, OpSchema,
-    Operator, Workspace,
-};
+use crate::ops::{arg, for_each_sample, ArgDefault as D, ArgType as T, Device, OpContext, OpDef, OpSchema, Operator, Workspace};
 use crate::tensor::{BatchMeta, Layout, TensorList};
 
 /// Most dimensions a transposed tensor may have.
@@ -56,21 +53,13 @@ impl Transpose {
         for &p in raw {
             let ok = p >= 0 && (p as usize) < n && !seen[p as usize];
             if !ok {
-                return Err(Error::arg(
-                    name,
-                    "perm",
-                    format!("{raw:?} is not a permutation of [0, ..., {}]", n as i64 - 1),
-                ));
+                return Err(Error::arg(name, "perm", format!("{raw:?} is not a permutation of [0, ..., {}]", n as i64 - 1)));
             }
             seen[p as usize] = true;
             perm.push(p as usize);
         }
         if n > MAX_NDIM {
-            return Err(Error::arg(
-                name,
-                "perm",
-                format!("at most {MAX_NDIM} dimensions are supported, got {n}"),
-            ));
+            return Err(Error::arg(name, "perm", format!("at most {MAX_NDIM} dimensions are supported, got {n}")));
         }
         let output_layout = match ctx.args.opt_str("output_layout") {
             Some(s) => Some(Layout::new(s).map_err(|m| Error::arg(name, "output_layout", m))?),
@@ -78,18 +67,10 @@ impl Transpose {
         };
         if let Some(l) = &output_layout {
             if !l.is_empty() && l.ndim() != n {
-                return Err(Error::arg(
-                    name,
-                    "output_layout",
-                    format!("'{l}' does not have {n} dimensions"),
-                ));
+                return Err(Error::arg(name, "output_layout", format!("'{l}' does not have {n} dimensions")));
             }
         }
-        Ok(Transpose {
-            ctx: ctx.clone(),
-            perm,
-            output_layout,
-        })
+        Ok(Transpose { ctx: ctx.clone(), perm, output_layout })
     }
 }
 
@@ -102,10 +83,7 @@ impl Transpose {
         if ndim != perm.len() {
             return Err(Error::data(
                 self.ctx.at(ws.iteration, 0, input.source_info(0)),
-                format!(
-                    "argument 'perm' {perm:?} has {} entries but the input has {ndim} dimensions",
-                    perm.len()
-                ),
+                format!("argument 'perm' {perm:?} has {} entries but the input has {ndim} dimensions", perm.len()),
             ));
         }
         let n = input.len();
@@ -116,11 +94,7 @@ impl Transpose {
                 shapes[i * ndim + d] = s[p];
             }
         }
-        let mut meta = BatchMeta::new(
-            input.dtype(),
-            ndim,
-            (0..n).map(|i| &shapes[i * ndim..(i + 1) * ndim]),
-        );
+        let mut meta = BatchMeta::new(input.dtype(), ndim, (0..n).map(|i| &shapes[i * ndim..(i + 1) * ndim]));
         let layout = match &self.output_layout {
             Some(l) => l.clone(),
             None if self.ctx.args.bool("transpose_layout") && !input.layout().is_empty() => {
@@ -152,10 +126,7 @@ impl Operator for Transpose {
 /// Writes `src` (dense, `shape`, `elem`-byte elements) transposed by `perm` to `dst`.
 pub fn transpose_bytes(dst: &mut [u8], src: &[u8], shape: &[usize], perm: &[usize], elem: usize) {
     let ndim = shape.len();
-    assert!(
-        ndim == perm.len() && ndim <= MAX_NDIM,
-        "transpose: bad permutation"
-    );
+    assert!(ndim == perm.len() && ndim <= MAX_NDIM, "transpose: bad permutation");
     assert_eq!(dst.len(), src.len());
     assert_eq!(src.len(), shape.iter().product::<usize>() * elem);
     if src.is_empty() {
@@ -296,13 +267,7 @@ pub(crate) mod tests {
 
     #[test]
     fn every_permutation_matches_the_reference() {
-        for shape in [
-            vec![2usize, 3, 4],
-            vec![3, 1, 2, 5],
-            vec![2, 3, 2, 2],
-            vec![4, 5],
-            vec![1, 3, 1],
-        ] {
+        for shape in [vec![2usize, 3, 4], vec![3, 1, 2, 5], vec![2, 3, 2, 2], vec![4, 5], vec![1, 3, 1]] {
             let n: usize = shape.iter().product();
             let src: Vec<u8> = (0..n).map(|i| i as u8).collect();
             for perm in perms(shape.len()) {

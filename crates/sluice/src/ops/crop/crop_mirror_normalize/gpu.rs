@@ -11,10 +11,7 @@ use crate::ops::gpu_params::{cuda_struct, per_sample_launch, push, ParamUpload};
 use crate::ops::{GpuOperator, GpuWorkspace, OpContext};
 use crate::tensor::{DType, TensorListGpu};
 
-pub(super) const SRC: &str = concat!(
-    include_str!("../../element.cuh"),
-    include_str!("crop_mirror_normalize.cu")
-);
+pub(super) const SRC: &str = concat!(include_str!("../../element.cuh"), include_str!("crop_mirror_normalize.cu"));
 
 cuda_struct! {
     /// One sample's window (`struct Sample` in crop_mirror_normalize.cu).
@@ -50,10 +47,7 @@ pub(super) struct CmnGpu {
 
 impl CmnGpu {
     pub(super) fn new(ctx: &OpContext, _device: &Arc<GpuDevice>) -> Result<CmnGpu> {
-        Ok(CmnGpu {
-            cmn: Cmn::from_ctx(ctx)?,
-            params: ParamUpload::default(),
-        })
+        Ok(CmnGpu { cmn: Cmn::from_ctx(ctx)?, params: ParamUpload::default() })
     }
 }
 
@@ -62,10 +56,7 @@ impl GpuOperator for CmnGpu {
         let input = ws.gpu_inputs[0];
         let b = self.cmn.plan_batch(&ws.host_view(), input.meta())?;
         if b.seq {
-            return Err(Error::Unsupported(format!(
-                "{}: sequences (FHWC) are not supported on the GPU yet",
-                ws_name(&self.cmn)
-            )));
+            return Err(Error::Unsupported(format!("{}: sequences (FHWC) are not supported on the GPU yet", ws_name(&self.cmn))));
         }
         let kernel = match (b.input_dtype, self.cmn.dtype()) {
             (DType::U8, DType::F32) => "cmn_u8_f32",
@@ -77,10 +68,7 @@ impl GpuOperator for CmnGpu {
             (DType::F32, DType::U8) => "cmn_f32_u8",
             (DType::F32, DType::I8) => "cmn_f32_i8",
             (i, o) => {
-                return Err(Error::Unsupported(format!(
-                    "{}: {i} -> {o} is not supported on the GPU; use UINT8 or FLOAT input",
-                    ws_name(&self.cmn)
-                )))
+                return Err(Error::Unsupported(format!("{}: {i} -> {o} is not supported on the GPU; use UINT8 or FLOAT input", ws_name(&self.cmn))))
             }
         };
         let out = TensorListGpu::alloc(b.meta.clone(), ws.device, ws.stream)?;
@@ -89,30 +77,26 @@ impl GpuOperator for CmnGpu {
             return Ok(vec![out]);
         }
         // Parameter block: n sample descriptors, then the per-channel constants.
-        let mut block =
-            Vec::with_capacity((n + 1) * (size_of::<CmnSample>() + size_of::<CmnConsts>()));
+        let mut block = Vec::with_capacity((n + 1) * (size_of::<CmnSample>() + size_of::<CmnConsts>()));
         let mut max_pix = 1usize;
         for (i, &(wh, ww, mirror)) in self.cmn.windows().iter().enumerate() {
             let sh = input.shape(i);
             let c = sh[2];
             let oc = if self.cmn.pad() { c.max(4) } else { c };
-            push(
-                &mut block,
-                CmnSample {
-                    r#in: input.sample_ptr(i),
-                    out: out.sample_ptr(i),
-                    h: sh[0] as i32,
-                    w: sh[1] as i32,
-                    c: c as i32,
-                    y0: wh.anchor as i32,
-                    x0: ww.anchor as i32,
-                    oh: wh.len as i32,
-                    ow: ww.len as i32,
-                    oc: oc as i32,
-                    mirror: mirror as i32,
-                    pad: self.cmn.pad() as i32,
-                },
-            );
+            push(&mut block, CmnSample {
+                r#in: input.sample_ptr(i),
+                out: out.sample_ptr(i),
+                h: sh[0] as i32,
+                w: sh[1] as i32,
+                c: c as i32,
+                y0: wh.anchor as i32,
+                x0: ww.anchor as i32,
+                oh: wh.len as i32,
+                ow: ww.len as i32,
+                oc: oc as i32,
+                mirror: mirror as i32,
+                pad: self.cmn.pad() as i32,
+            });
             max_pix = max_pix.max(wh.len * ww.len);
         }
         // One `Consts` block for the batch, or one per sample when `mean` / `std` came
@@ -122,37 +106,17 @@ impl GpuOperator for CmnGpu {
         for i in 0..if b.stride > 0 { n } else { 1 } {
             let (mean, mul) = b.consts(i);
             let sixteen = |arr: &[f32]| std::array::from_fn(|k| arr[k.min(arr.len() - 1)]);
-            push(
-                &mut block,
-                CmnConsts {
-                    mean: sixteen(mean),
-                    mul: sixteen(mul),
-                    fill: sixteen(&b.fill),
-                },
-            );
+            push(&mut block, CmnConsts { mean: sixteen(mean), mul: sixteen(mul), fill: sixteen(&b.fill) });
         }
         let params = self.params.upload(ws, &block)?;
         let (samples_ptr, consts_ptr) = (params, params + consts_at as u64);
-        let f = ws.device.kernels().function(
-            ws.device.context(),
-            ws.device.compute_capability(),
-            "crop_mirror_normalize",
-            SRC,
-            kernel,
-        )?;
+        let f = ws.device.kernels().function(ws.device.context(), ws.device.compute_capability(), "crop_mirror_normalize", SRC, kernel)?;
         let chw = self.cmn.chw() as i32;
         let cfg = per_sample_launch(max_pix, n);
         // SAFETY: descriptors point into `input` and `out`, both alive on this stream; the
         // kernel writes exactly each sample's output extent.
         unsafe {
-            ws.stream
-                .launch_builder(&f)
-                .arg(&samples_ptr)
-                .arg(&consts_ptr)
-                .arg(&chw)
-                .arg(&per_sample)
-                .launch(cfg)
-                .map_err(sluice_cuda::CudaError::from)?;
+            ws.stream.launch_builder(&f).arg(&samples_ptr).arg(&consts_ptr).arg(&chw).arg(&per_sample).launch(cfg).map_err(sluice_cuda::CudaError::from)?;
         }
         Ok(vec![out])
     }
@@ -168,13 +132,6 @@ mod cuda_twins {
 
     #[test]
     fn the_kernel_source_compiles_and_its_parameter_structs_match() {
-        crate::ops::gpu_params::check_cuda_source(
-            "crop_mirror_normalize",
-            SRC,
-            &[
-                ("Sample", &CmnSample::LAYOUT),
-                ("Consts", &CmnConsts::LAYOUT),
-            ],
-        );
+        crate::ops::gpu_params::check_cuda_source("crop_mirror_normalize", SRC, &[("Sample", &CmnSample::LAYOUT), ("Consts", &CmnConsts::LAYOUT)]);
     }
 }

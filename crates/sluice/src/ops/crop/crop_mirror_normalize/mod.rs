@@ -13,12 +13,9 @@ mod gpu;
 
 use std::any::TypeId;
 
-use crate::error::{Error, Result};
 use crate::ops::crop::window::{fill_per_channel, CropSpec, OobPolicy, Span, CROP_ARGS};
-use crate::ops::{
-    arg, for_each_sample, removed_arg, tensor_arg, ArgDefault as D, ArgType as T, Device,
-    OpContext, OpDef, OpSchema, Operator, Workspace, MAX_LIST,
-};
+use crate::error::{Error, Result};
+use crate::ops::{arg, removed_arg, for_each_sample, tensor_arg, MAX_LIST, ArgDefault as D, ArgType as T, Device, OpContext, OpDef, OpSchema, Operator, Workspace};
 use crate::tensor::{BatchMeta, DType, Layout, TensorList};
 
 /// Schema and backends.
@@ -68,22 +65,12 @@ impl Cmn {
         let op = &ctx.display_name;
         let dtype = ctx.args.dtype("dtype");
         if !matches!(dtype, DType::F32 | DType::F16 | DType::U8 | DType::I8) {
-            return Err(Error::arg(
-                op,
-                "dtype",
-                format!("must be FLOAT, FLOAT16, UINT8 or INT8, got {dtype}"),
-            ));
+            return Err(Error::arg(op, "dtype", format!("must be FLOAT, FLOAT16, UINT8 or INT8, got {dtype}")));
         }
         let chw = match ctx.args.str("output_layout") {
             "CHW" | "FCHW" => true,
             "HWC" | "FHWC" => false,
-            s => {
-                return Err(Error::arg(
-                    op,
-                    "output_layout",
-                    format!("must be \"CHW\" or \"HWC\", got \"{s}\""),
-                ))
-            }
+            s => return Err(Error::arg(op, "output_layout", format!("must be \"CHW\" or \"HWC\", got \"{s}\""))),
         };
         // Constant lists are checked here; per-sample ones (argument inputs) per batch.
         for a in ["mean", "std"] {
@@ -109,66 +96,30 @@ pub(crate) trait Out: Copy + bytemuck::Pod + Send + Sync {
 }
 impl Out for f32 {
     #[inline(always)]
-    fn conv(v: f32) -> f32 {
-        v
-    }
+    fn conv(v: f32) -> f32 { v }
 }
 impl Out for u16 {
     // FLOAT16 bits.
     #[inline(always)]
-    fn conv(v: f32) -> u16 {
-        crate::tensor::element::f64_to_f16(v as f64)
-    }
+    fn conv(v: f32) -> u16 { crate::tensor::element::f64_to_f16(v as f64) }
 }
 impl Out for u8 {
     #[inline(always)]
-    fn conv(v: f32) -> u8 {
-        if v.is_nan() {
-            0
-        } else {
-            v.round().clamp(0.0, 255.0) as u8
-        }
-    }
+    fn conv(v: f32) -> u8 { if v.is_nan() { 0 } else { v.round().clamp(0.0, 255.0) as u8 } }
 }
 impl Out for i8 {
     #[inline(always)]
-    fn conv(v: f32) -> i8 {
-        if v.is_nan() {
-            0
-        } else {
-            v.round().clamp(-128.0, 127.0) as i8
-        }
-    }
+    fn conv(v: f32) -> i8 { if v.is_nan() { 0 } else { v.round().clamp(-128.0, 127.0) as i8 } }
 }
 
 /// Input element types.
 trait In: Copy + bytemuck::Pod + Send + Sync {
     fn f(self) -> f32;
 }
-impl In for u8 {
-    #[inline(always)]
-    fn f(self) -> f32 {
-        self as f32
-    }
-}
-impl In for u16 {
-    #[inline(always)]
-    fn f(self) -> f32 {
-        self as f32
-    }
-}
-impl In for i16 {
-    #[inline(always)]
-    fn f(self) -> f32 {
-        self as f32
-    }
-}
-impl In for f32 {
-    #[inline(always)]
-    fn f(self) -> f32 {
-        self
-    }
-}
+impl In for u8 { #[inline(always)] fn f(self) -> f32 { self as f32 } }
+impl In for u16 { #[inline(always)] fn f(self) -> f32 { self as f32 } }
+impl In for i16 { #[inline(always)] fn f(self) -> f32 { self as f32 } }
+impl In for f32 { #[inline(always)] fn f(self) -> f32 { self } }
 
 /// Per-sample parameters of the fused kernel.
 pub struct Plan<'a> {
@@ -195,11 +146,7 @@ fn frame<I: In, O: Out>(dst: &mut [O], src: &[I], p: &Plan<'_>) {
     for y in 0..oh {
         let sy = p.win_h.anchor + y as i64;
         let row_ok = sy >= 0 && (sy as usize) < p.h;
-        let srow = if row_ok {
-            &src[sy as usize * p.w * c..(sy as usize + 1) * p.w * c]
-        } else {
-            &src[..0]
-        };
+        let srow = if row_ok { &src[sy as usize * p.w * c..(sy as usize + 1) * p.w * c] } else { &src[..0] };
         for x in 0..ow {
             let xx = if p.mirror { ow - 1 - x } else { x };
             let sx = p.win_w.anchor + xx as i64;
@@ -210,11 +157,7 @@ fn frame<I: In, O: Out>(dst: &mut [O], src: &[I], p: &Plan<'_>) {
                 } else {
                     fillc[k.min(15)]
                 };
-                let o = if p.chw {
-                    (k * oh + y) * ow + x
-                } else {
-                    (y * ow + x) * oc + k
-                };
+                let o = if p.chw { (k * oh + y) * ow + x } else { (y * ow + x) * oc + k };
                 dst[o] = v;
             }
         }
@@ -225,12 +168,7 @@ fn run_typed<I: In, O: Out>(dst: &mut [u8], src: &[u8], frames: usize, p: &Plan<
     let dst: &mut [O] = bytemuck::cast_slice_mut(dst);
     let src: &[I] = bytemuck::cast_slice(src);
     let (fo, fi) = (p.win_h.len * p.win_w.len * p.oc, p.h * p.w * p.c);
-    if TypeId::of::<I>() == TypeId::of::<u8>()
-        && p.oc == p.c
-        && p.c <= MAX_LUT_CHANNELS
-        && p.win_h.inside(p.h)
-        && p.win_w.inside(p.w)
-    {
+    if TypeId::of::<I>() == TypeId::of::<u8>() && p.oc == p.c && p.c <= MAX_LUT_CHANNELS && p.win_h.inside(p.h) && p.win_w.inside(p.w) {
         let src: &[u8] = bytemuck::cast_slice(src);
         let lut = U8Lut::<O>::new(p.mean, p.mul, p.c);
         let (x0, row) = (p.win_w.anchor as usize * p.c, p.w * p.c);
@@ -245,11 +183,7 @@ fn run_typed<I: In, O: Out>(dst: &mut [u8], src: &[u8], frames: usize, p: &Plan<
         return;
     }
     for f in 0..frames {
-        frame::<I, O>(
-            &mut dst[f * fo..(f + 1) * fo],
-            &src[f * fi..(f + 1) * fi],
-            p,
-        );
+        frame::<I, O>(&mut dst[f * fo..(f + 1) * fo], &src[f * fi..(f + 1) * fi], p);
     }
 }
 
@@ -270,40 +204,16 @@ pub(crate) struct U8Lut<O> {
 
 impl<O: Out> U8Lut<O> {
     pub(crate) fn new(mean: &[f32], mul: &[f32], c: usize) -> U8Lut<O> {
-        let table = std::array::from_fn(|k| {
-            std::array::from_fn(|v| {
-                if k < c {
-                    O::conv((v as f32 - mean[k]) * mul[k])
-                } else {
-                    O::conv(0.0)
-                }
-            })
-        });
-        let (mean, mul) = (
-            std::array::from_fn(|k| if k < c { mean[k] } else { 0.0 }),
-            std::array::from_fn(|k| if k < c { mul[k] } else { 0.0 }),
-        );
-        U8Lut {
-            table,
-            c,
-            mean,
-            mul,
-        }
+        let table = std::array::from_fn(|k| std::array::from_fn(|v| if k < c { O::conv((v as f32 - mean[k]) * mul[k]) } else { O::conv(0.0) }));
+        let (mean, mul) = (std::array::from_fn(|k| if k < c { mean[k] } else { 0.0 }), std::array::from_fn(|k| if k < c { mul[k] } else { 0.0 }));
+        U8Lut { table, c, mean, mul }
     }
 
     /// Writes output row `y` of a frame (`oh` rows of `px.len() / c` pixels) from the window's
     /// u8 pixels `px` (HWC, left to right), reversed when `mirror`, into CHW planes or an
     /// HWC row.
     #[inline]
-    pub(crate) fn write_row(
-        &self,
-        dst: &mut [O],
-        px: &[u8],
-        y: usize,
-        oh: usize,
-        chw: bool,
-        mirror: bool,
-    ) {
+    pub(crate) fn write_row(&self, dst: &mut [O], px: &[u8], y: usize, oh: usize, chw: bool, mirror: bool) {
         match self.c {
             1 => self.write_row_c::<1>(dst, px, y, oh, chw, mirror),
             2 => self.write_row_c::<2>(dst, px, y, oh, chw, mirror),
@@ -313,52 +223,23 @@ impl<O: Out> U8Lut<O> {
     }
 
     #[inline(always)]
-    fn write_row_c<const C: usize>(
-        &self,
-        dst: &mut [O],
-        px: &[u8],
-        y: usize,
-        oh: usize,
-        chw: bool,
-        mirror: bool,
-    ) {
+    fn write_row_c<const C: usize>(&self, dst: &mut [O], px: &[u8], y: usize, oh: usize, chw: bool, mirror: bool) {
         let ow = px.len() / C;
         // Where pixel x, channel k lands; one pass over the pixels writes every channel.
-        let (plane, row, step) = if chw {
-            (oh * ow, y * ow, 1)
-        } else {
-            (1, y * ow * C, C)
-        };
+        let (plane, row, step) = if chw { (oh * ow, y * ow, 1) } else { (1, y * ow * C, C) };
         let last = (C - 1) * plane + row + (ow - 1) * step;
         assert!(px.len() == ow * C && ow > 0 && last < dst.len() && self.c == C);
         let mut done = 0;
         #[cfg(target_arch = "x86_64")]
-        if C == 3
-            && chw
-            && TypeId::of::<O>() == TypeId::of::<f32>()
-            && std::arch::is_x86_feature_detected!("avx2")
-        {
+        if C == 3 && chw && TypeId::of::<O>() == TypeId::of::<f32>() && std::arch::is_x86_feature_detected!("avx2") {
             // SAFETY: AVX2 is present; `dst` holds the three plane rows (checked above).
-            done = unsafe {
-                Self::write_chw3_f32_avx2(
-                    &self.mean,
-                    &self.mul,
-                    bytemuck::cast_slice_mut(dst),
-                    px,
-                    plane,
-                    row,
-                    mirror,
-                )
-            };
+            done = unsafe { Self::write_chw3_f32_avx2(&self.mean, &self.mul, bytemuck::cast_slice_mut(dst), px, plane, row, mirror) };
         }
         for (x, p) in px.chunks_exact(C).enumerate().skip(done) {
             let xo = if mirror { ow - 1 - x } else { x };
             for k in 0..C {
                 // SAFETY: k < C and xo < ow, so the index is at most `last`, checked above.
-                unsafe {
-                    *dst.get_unchecked_mut(k * plane + row + xo * step) =
-                        self.table[k][p[k] as usize]
-                };
+                unsafe { *dst.get_unchecked_mut(k * plane + row + xo * step) = self.table[k][p[k] as usize] };
             }
         }
     }
@@ -369,15 +250,7 @@ impl<O: Out> U8Lut<O> {
     /// multiple of 8); the caller does the rest.
     #[cfg(target_arch = "x86_64")]
     #[target_feature(enable = "avx2")]
-    unsafe fn write_chw3_f32_avx2(
-        mean: &[f32],
-        mul: &[f32],
-        dst: &mut [f32],
-        px: &[u8],
-        plane: usize,
-        row: usize,
-        mirror: bool,
-    ) -> usize {
+    unsafe fn write_chw3_f32_avx2(mean: &[f32], mul: &[f32], dst: &mut [f32], px: &[u8], plane: usize, row: usize, mirror: bool) -> usize {
         use std::arch::x86_64::*;
         let ow = px.len() / 3;
         // Byte j of channel k is at 3j + k: in the first 16 bytes, or the next 8.
@@ -403,10 +276,7 @@ impl<O: Out> U8Lut<O> {
             for (k, &(ml, mh)) in masks.iter().enumerate() {
                 let bytes = _mm_or_si128(_mm_shuffle_epi8(lo, ml), _mm_shuffle_epi8(hi, mh));
                 let v = _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(bytes));
-                let mut o = _mm256_mul_ps(
-                    _mm256_sub_ps(v, _mm256_set1_ps(mean[k])),
-                    _mm256_set1_ps(mul[k]),
-                );
+                let mut o = _mm256_mul_ps(_mm256_sub_ps(v, _mm256_set1_ps(mean[k])), _mm256_set1_ps(mul[k]));
                 if mirror {
                     o = _mm256_permutevar8x32_ps(o, reverse);
                 }
@@ -437,11 +307,7 @@ impl CmnBatch {
     /// The (shifted mean, multiplier) channel constants of sample `i`.
     pub fn consts(&self, i: usize) -> (&[f32], &[f32]) {
         let at = i * self.stride;
-        let len = if self.stride == 0 {
-            self.mean.len()
-        } else {
-            self.stride
-        };
+        let len = if self.stride == 0 { self.mean.len() } else { self.stride };
         (&self.mean[at..at + len], &self.mul[at..at + len])
     }
 }
@@ -478,26 +344,15 @@ impl Cmn {
         let op = &ctx.display_name;
         let n = input.len();
         let loc0 = || ctx.at(ws.iteration, 0, input.source_info(0));
-        let layout =
-            Layout::spatial(input.layout(), input.ndim()).map_err(|m| Error::data(loc0(), m))?;
+        let layout = Layout::spatial(input.layout(), input.ndim()).map_err(|m| Error::data(loc0(), m))?;
         let seq = match layout.as_str() {
             "HWC" => false,
             "FHWC" => true,
-            l => {
-                return Err(Error::data(
-                    loc0(),
-                    format!(
-                        "input layout '{l}' is not supported; expected HWC or FHWC (channels last)"
-                    ),
-                ))
-            }
+            l => return Err(Error::data(loc0(), format!("input layout '{l}' is not supported; expected HWC or FHWC (channels last)"))),
         };
         let it = input.dtype();
         if !matches!(it, DType::U8 | DType::U16 | DType::I16 | DType::F32) {
-            return Err(Error::data(
-                loc0(),
-                format!("input type {it} is not supported; expected UINT8, UINT16, INT16 or FLOAT"),
-            ));
+            return Err(Error::data(loc0(), format!("input type {it} is not supported; expected UINT8, UINT16, INT16 or FLOAT")));
         }
         let spec = CropSpec::new(ctx, ws, false)?;
         let mirror = ws.per_sample(ctx, "mirror");
@@ -505,16 +360,8 @@ impl Cmn {
         let mean_arg = ws.per_sample_list(ctx, "mean");
         let std_arg = ws.per_sample_list(ctx, "std");
         // Channel constants are per sample only when an argument input gives them.
-        let maxc = (0..n)
-            .map(|i| input.shape(i)[off + 2])
-            .max()
-            .unwrap_or(0)
-            .max(4);
-        let stride = if mean_arg.is_input() || std_arg.is_input() {
-            maxc
-        } else {
-            0
-        };
+        let maxc = (0..n).map(|i| input.shape(i)[off + 2]).max().unwrap_or(0).max(4);
+        let stride = if mean_arg.is_input() || std_arg.is_input() { maxc } else { 0 };
         let blocks = if stride == 0 { 1 } else { n };
         let mut mean = vec![0f32; maxc * blocks];
         let mut mul = vec![0f32; maxc * blocks];
@@ -528,12 +375,8 @@ impl Cmn {
             // into (mean', mul) in f32 and computes (in - mean') * mul, with
             // mul = scale / std and mean' = mean - shift / mul; this reproduces its float
             // results bit for bit (checked on random data).
-            let m = mean_arg
-                .get(op, "mean", i, &[1, c], &mut mbuf)?
-                .unwrap_or(&[0.0]);
-            let sd = std_arg
-                .get(op, "std", i, &[1, c], &mut sbuf)?
-                .unwrap_or(&[1.0]);
+            let m = mean_arg.get(op, "mean", i, &[1, c], &mut mbuf)?.unwrap_or(&[0.0]);
+            let sd = std_arg.get(op, "std", i, &[1, c], &mut sbuf)?.unwrap_or(&[1.0]);
             if stride > 0 || i == 0 {
                 let at = i * stride;
                 for k in 0..maxc {
@@ -546,48 +389,16 @@ impl Cmn {
             self.plan.push((win.h, win.w, m));
             let oc = if self.pad { c.max(4) } else { c };
             let (oh, ow) = (win.h.len, win.w.len);
-            shapes.push(if self.chw {
-                [sh[0], oc, oh, ow]
-            } else {
-                [sh[0], oh, ow, oc]
-            });
+            shapes.push(if self.chw { [sh[0], oc, oh, ow] } else { [sh[0], oh, ow, oc] });
         }
         let nd = input.ndim();
         let mut meta = BatchMeta::new(self.dtype, nd, shapes.iter().map(|s| &s[4 - nd..]));
-        let ol = match (seq, self.chw) {
-            (false, true) => "CHW",
-            (false, false) => "HWC",
-            (true, true) => "FCHW",
-            (true, false) => "FHWC",
-        };
+        let ol = match (seq, self.chw) { (false, true) => "CHW", (false, false) => "HWC", (true, true) => "FCHW", (true, false) => "FHWC" };
         meta.set_layout(Layout::from(ol));
         meta.inherit_source_info(input);
-        let fill_raw: Vec<f64> = if spec.policy == OobPolicy::Pad {
-            ctx.args.floats("fill_values").to_vec()
-        } else {
-            vec![0.0]
-        };
-        let fill: Vec<f32> = fill_per_channel(
-            op,
-            &fill_raw,
-            if fill_raw.len() > 1 {
-                fill_raw.len().min(16)
-            } else {
-                1
-            },
-        )?
-        .iter()
-        .map(|&v| v as f32)
-        .collect();
-        Ok(CmnBatch {
-            meta,
-            seq,
-            input_dtype: it,
-            mean,
-            mul,
-            stride,
-            fill,
-        })
+        let fill_raw: Vec<f64> = if spec.policy == OobPolicy::Pad { ctx.args.floats("fill_values").to_vec() } else { vec![0.0] };
+        let fill: Vec<f32> = fill_per_channel(op, &fill_raw, if fill_raw.len() > 1 { fill_raw.len().min(16) } else { 1 })?.iter().map(|&v| v as f32).collect();
+        Ok(CmnBatch { meta, seq, input_dtype: it, mean, mul, stride, fill })
     }
 }
 
@@ -601,12 +412,7 @@ impl Operator for Cmn {
 
 impl Cmn {
     /// Runs a batch planned by [`Cmn::plan_batch`] on `input`.
-    pub(crate) fn crop_batch(
-        &self,
-        ws: &Workspace<'_>,
-        input: &TensorList,
-        b: &CmnBatch,
-    ) -> Result<TensorList> {
+    pub(crate) fn crop_batch(&self, ws: &Workspace<'_>, input: &TensorList, b: &CmnBatch) -> Result<TensorList> {
         let (seq, off, it) = (b.seq, b.seq as usize, b.input_dtype);
         let mut out = TensorList::for_overwrite(b.meta.clone()); // every element is written
         let (b, fill) = (&b, &b.fill);
@@ -617,19 +423,7 @@ impl Cmn {
             let frames = if seq { sh[0] } else { 1 };
             let (win_h, win_w, mirror) = plan[i];
             let (mean, mul) = b.consts(i);
-            let p = Plan {
-                h,
-                w,
-                c,
-                win_h,
-                win_w,
-                mirror,
-                oc: if pad { c.max(4) } else { c },
-                chw,
-                mean,
-                mul,
-                fill,
-            };
+            let p = Plan { h, w, c, win_h, win_w, mirror, oc: if pad { c.max(4) } else { c }, chw, mean, mul, fill };
             let src = input.bytes(i);
             macro_rules! go {
                 ($i:ty) => {
@@ -666,19 +460,7 @@ mod tests {
             let src: Vec<u8> = (0..2 * h * w * c).map(|i| (i * 73 % 256) as u8).collect();
             for (mirror, chw) in [(false, false), (true, false), (false, true), (true, true)] {
                 let (win_h, win_w) = (Span { anchor: 2, len: 9 }, Span { anchor: 5, len: 21 });
-                let p = Plan {
-                    h,
-                    w,
-                    c,
-                    win_h,
-                    win_w,
-                    mirror,
-                    oc: c,
-                    chw,
-                    mean: &mean,
-                    mul: &mul,
-                    fill: &[0.0],
-                };
+                let p = Plan { h, w, c, win_h, win_w, mirror, oc: c, chw, mean: &mean, mul: &mul, fill: &[0.0] };
                 let n = 2 * win_h.len * win_w.len * c * std::mem::size_of::<O>();
                 let mut fast = vec![0xAAu8; n];
                 run_typed::<u8, O>(&mut fast, &src, 2, &p);
@@ -688,12 +470,7 @@ mod tests {
                 for k in 0..2 {
                     frame::<u8, O>(&mut s[k * fo..(k + 1) * fo], &src[k * f..(k + 1) * f], &p);
                 }
-                assert_eq!(
-                    fast,
-                    slow,
-                    "{c} channels, mirror {mirror}, chw {chw}, {}",
-                    std::any::type_name::<O>()
-                );
+                assert_eq!(fast, slow, "{c} channels, mirror {mirror}, chw {chw}, {}", std::any::type_name::<O>());
             }
         }
     }

@@ -88,20 +88,7 @@ impl CpuShare {
     ) -> Arc<CpuShare> {
         let results = samples.iter().map(|_| Mutex::new(None)).collect();
         let left = Mutex::new(samples.len());
-        Arc::new(CpuShare {
-            iteration,
-            input,
-            infos,
-            routes,
-            params,
-            ctx,
-            staging: StagingPtr(staging),
-            samples,
-            gpu,
-            results,
-            left,
-            done: Condvar::new(),
-        })
+        Arc::new(CpuShare { iteration, input, infos, routes, params, ctx, staging: StagingPtr(staging), samples, gpu, results, left, done: Condvar::new() })
     }
 
     /// The GPU-Huffman decodes of this share, when it has any (to join after `wait`).
@@ -125,10 +112,7 @@ impl CpuShare {
     /// Per sample, in staging order: what it left in its staging, or its error. Call after
     /// [`wait`](Self::wait).
     pub(super) fn results(&self) -> Vec<Result<Staged>> {
-        self.results
-            .iter()
-            .map(|r| lock(r).take().expect("every sample was decoded"))
-            .collect()
+        self.results.iter().map(|r| lock(r).take().expect("every sample was decoded")).collect()
     }
 
     /// Decodes sample `k` (of `samples`) and records the outcome. A panic is a bug, reported
@@ -149,28 +133,18 @@ impl CpuShare {
     }
 
     fn decode(&self, k: usize) -> Result<Staged> {
-        let ShareSample {
-            index: i,
-            staged_at,
-            staged_len,
-            out_len,
-        } = self.samples[k];
+        let ShareSample { index: i, staged_at, staged_len, out_len } = self.samples[k];
         // SAFETY: see `StagingPtr`: this range belongs to sample k alone, and only this
         // thread decodes sample k.
-        let dst =
-            unsafe { std::slice::from_raw_parts_mut(self.staging.0.add(staged_at), staged_len) };
+        let dst = unsafe { std::slice::from_raw_parts_mut(self.staging.0.add(staged_at), staged_len) };
         let (bytes, info) = (self.input.bytes(i), &self.infos[i]);
         let at = || self.ctx.at(self.iteration, i, self.input.source_info(i));
         // A whole decode of `window` (None: the image) into memory of its own, for a sample
         // its route could not take after all.
         let fallback = |window: Option<Roi>| -> Result<Staged> {
             let mut px = vec![0u8; out_len];
-            let p = DecodeParams {
-                roi: window,
-                ..self.params
-            };
-            sluice_codecs::decode_into(bytes, info, &p, &mut px)
-                .map_err(|e| Error::data(at(), e.to_string()))?;
+            let p = DecodeParams { roi: window, ..self.params };
+            sluice_codecs::decode_into(bytes, info, &p, &mut px).map_err(|e| Error::data(at(), e.to_string()))?;
             Ok(Staged::Fallback(px))
         };
         let (window, denom) = match self.routes[i] {
@@ -189,23 +163,15 @@ impl CpuShare {
                 let (head, data) = dst.split_at_mut(gpu_entropy::HEADER_BYTES);
                 if let Some(scan) = sluice_codecs::scan::prepare_scan(bytes, data) {
                     head.copy_from_slice(scan.header.as_bytes());
-                    let (data_bytes, total_blocks) =
-                        (scan.header.data_bytes, scan.header.total_blocks());
-                    return Ok(Staged::Scan {
-                        quant: scan.quant,
-                        data_bytes,
-                        total_blocks,
-                    });
+                    let (data_bytes, total_blocks) = (scan.header.data_bytes, scan.header.total_blocks());
+                    return Ok(Staged::Scan { quant: scan.quant, data_bytes, total_blocks });
                 }
                 // Several scans, damage: libjpeg-turbo decodes it (rare in the files the
                 // engine's vetting passes), or names the error.
                 return fallback(Some(window));
             }
             Route::GpuHuffman { window, out } => {
-                let gpu = self
-                    .gpu
-                    .as_ref()
-                    .expect("a share with GPU-Huffman samples has a GpuShare");
+                let gpu = self.gpu.as_ref().expect("a share with GPU-Huffman samples has a GpuShare");
                 let pitch = window.map_or(info.width, |r| r.width) * 3;
                 // SAFETY: `out` is this sample's slot of the batch's output (allocated before
                 // `gpu.ready`, sized for the window), which lives until the batch is joined.
@@ -215,17 +181,10 @@ impl CpuShare {
                 // Refused or failed on the GPU: libjpeg-turbo decodes it, or names the error.
                 return fallback(window);
             }
-            Route::Hw { .. } | Route::HwWindow { .. } => {
-                unreachable!("engine samples are not in the CPU share")
-            }
+            Route::Hw { .. } | Route::HwWindow { .. } => unreachable!("engine samples are not in the CPU share"),
         };
-        let p = DecodeParams {
-            roi: window,
-            scale_denom: denom,
-            ..self.params
-        };
-        sluice_codecs::decode_into(bytes, info, &p, dst)
-            .map_err(|e| Error::data(at(), e.to_string()))?;
+        let p = DecodeParams { roi: window, scale_denom: denom, ..self.params };
+        sluice_codecs::decode_into(bytes, info, &p, dst).map_err(|e| Error::data(at(), e.to_string()))?;
         Ok(Staged::Pixels)
     }
 }
@@ -238,12 +197,7 @@ pub(super) struct ShareQueue {
 
 impl ShareQueue {
     /// Queues `share`'s samples in `order` and has every worker of `pool` take them.
-    pub(super) fn start(
-        self: &Arc<Self>,
-        share: &Arc<CpuShare>,
-        order: &[usize],
-        pool: &rayon::ThreadPool,
-    ) {
+    pub(super) fn start(self: &Arc<Self>, share: &Arc<CpuShare>, order: &[usize], pool: &rayon::ThreadPool) {
         lock(&self.items).extend(order.iter().map(|&k| (share.clone(), k)));
         let queue = self.clone();
         pool.spawn_broadcast(move |_| queue.drain(None));
@@ -261,9 +215,7 @@ impl ShareQueue {
             let next = {
                 let mut items = lock(&self.items);
                 match items.front() {
-                    Some((share, _)) if up_to.is_none_or(|it| share.iteration <= it) => {
-                        items.pop_front()
-                    }
+                    Some((share, _)) if up_to.is_none_or(|it| share.iteration <= it) => items.pop_front(),
                     _ => None,
                 }
             };

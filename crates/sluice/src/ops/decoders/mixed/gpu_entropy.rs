@@ -148,15 +148,7 @@ impl GpuEntropy {
         // One coefficient buffer (and DC scratch) for the largest group, reused by each.
         let sizes: Vec<(usize, usize)> = groups
             .iter()
-            .map(|r| {
-                (
-                    scans[r.clone()].iter().map(|s| s.layout.coefficients).sum(),
-                    scans[r.clone()]
-                        .iter()
-                        .map(|s| s.total_blocks as usize)
-                        .sum(),
-                )
-            })
+            .map(|r| (scans[r.clone()].iter().map(|s| s.layout.coefficients).sum(), scans[r.clone()].iter().map(|s| s.total_blocks as usize).sum()))
             .collect();
         let coef_room = sizes.iter().map(|s| s.0).max().unwrap_or(0);
         let dc_room = sizes.iter().map(|s| s.1).max().unwrap_or(0);
@@ -179,18 +171,8 @@ impl GpuEntropy {
                 let at = decoded.device_ptr() + coef_at * 2;
                 let win = std::array::from_fn(|c| {
                     let g = &s.layout.comp[c.min(s.layout.components - 1)];
-                    let offset = if c < s.layout.components {
-                        g.offset as i64
-                    } else {
-                        0
-                    };
-                    Window {
-                        bx0: g.bx0 as i32,
-                        by0: g.by0 as i32,
-                        bw: g.bw as i32,
-                        bh: g.bh as i32,
-                        offset,
-                    }
+                    let offset = if c < s.layout.components { g.offset as i64 } else { 0 };
+                    Window { bx0: g.bx0 as i32, by0: g.by0 as i32, bw: g.bw as i32, bh: g.bh as i32, offset }
                 });
                 self.jobs.push(Job {
                     header,
@@ -202,59 +184,26 @@ impl GpuEntropy {
                     components: s.layout.components as i32,
                     win,
                 });
-                coefs.push(CoefSample {
-                    index: s.index,
-                    window: s.window,
-                    layout: s.layout,
-                    coefs: at,
-                    quant: s.quant,
-                });
+                coefs.push(CoefSample { index: s.index, window: s.window, layout: s.layout, coefs: at, quant: s.quant });
                 coef_at += s.layout.coefficients as u64;
                 dc_at += s.total_blocks;
             }
-            idct_groups.push(if gi == 0 {
-                0..coefs.len()
-            } else {
-                first..coefs.len()
-            });
+            idct_groups.push(if gi == 0 { 0..coefs.len() } else { first..coefs.len() });
             most_chunks.push(most);
         }
-        let jobs = if scans.is_empty() {
-            0
-        } else {
-            self.params.upload(ws, bytemuck::cast_slice(&self.jobs))?
-        };
-        let planes_room = idct_groups
-            .iter()
-            .map(|r| {
-                coefs[r.clone()]
-                    .iter()
-                    .map(|s| plane_bytes(&s.layout))
-                    .sum::<usize>()
-            })
-            .max()
-            .unwrap_or(0);
+        let jobs = if scans.is_empty() { 0 } else { self.params.upload(ws, bytemuck::cast_slice(&self.jobs))? };
+        let planes_room = idct_groups.iter().map(|r| coefs[r.clone()].iter().map(|s| plane_bytes(&s.layout)).sum::<usize>()).max().unwrap_or(0);
         let planes = DeviceBuffer::alloc(ws.device, ws.stream, planes_room)?;
         let plan = idct.prepare(ws, &coefs, &idct_groups, planes.device_ptr(), out)?;
 
         let kernels = ws.device.kernels();
-        let decode = kernels.function(
-            ws.device.context(),
-            ws.device.compute_capability(),
-            "jpeg_entropy",
-            SRC,
-            "entropy_decode",
-        )?;
+        let decode = kernels.function(ws.device.context(), ws.device.compute_capability(), "jpeg_entropy", SRC, "entropy_decode")?;
         let mut job_at = 0u64;
         for ((range, g), most) in groups.iter().zip(&plan).zip(most_chunks) {
             if !range.is_empty() {
                 decoded.zero_async()?;
                 let threads = (most as u32).next_power_of_two().clamp(32, THREADS);
-                let cfg = sluice_cuda::LaunchConfig {
-                    grid_dim: (range.len() as u32, 1, 1),
-                    block_dim: (threads, 1, 1),
-                    shared_mem_bytes: 0,
-                };
+                let cfg = sluice_cuda::LaunchConfig { grid_dim: (range.len() as u32, 1, 1), block_dim: (threads, 1, 1), shared_mem_bytes: 0 };
                 let group_jobs = jobs + job_at * JOB_BYTES;
                 // SAFETY: each job points at its staged scan (the contract), its run of
                 // `decoded` and its part of the DC scratch after them, sized from its layout
@@ -262,11 +211,7 @@ impl GpuEntropy {
                 // DC slots below the scan's block count. The previous group's IDCT, which
                 // read `decoded`, is queued before on the same stream.
                 unsafe {
-                    ws.stream
-                        .launch_builder(&decode)
-                        .arg(&group_jobs)
-                        .launch(cfg)
-                        .map_err(sluice_cuda::CudaError::from)?;
+                    ws.stream.launch_builder(&decode).arg(&group_jobs).launch(cfg).map_err(sluice_cuda::CudaError::from)?;
                 }
                 job_at += range.len() as u64;
             }
@@ -286,10 +231,6 @@ mod cuda_twins {
 
     #[test]
     fn the_kernel_source_compiles_and_its_parameter_structs_match() {
-        crate::ops::gpu_params::check_cuda_source(
-            "jpeg_entropy",
-            SRC,
-            &[("Job", &Job::LAYOUT), ("Window", &Window::LAYOUT)],
-        );
+        crate::ops::gpu_params::check_cuda_source("jpeg_entropy", SRC, &[("Job", &Job::LAYOUT), ("Window", &Window::LAYOUT)]);
     }
 }

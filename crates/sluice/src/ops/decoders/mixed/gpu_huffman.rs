@@ -54,19 +54,9 @@ impl HuffmanPool {
     pub(super) fn new(device: &Arc<GpuDevice>) -> CudaResult<Arc<HuffmanPool>> {
         let decoder = GpuHuffman::new(&NvJpeg::hybrid(device)?)?;
         let joined = (0..MAX_STATES)
-            .map(|_| {
-                Ok([
-                    GpuEvent::new(device)?,
-                    GpuEvent::new(device)?,
-                    GpuEvent::new(device)?,
-                ])
-            })
+            .map(|_| Ok([GpuEvent::new(device)?, GpuEvent::new(device)?, GpuEvent::new(device)?]))
             .collect::<CudaResult<Vec<_>>>()?;
-        Ok(Arc::new(HuffmanPool {
-            decoder,
-            states: (0..MAX_STATES).map(|_| Mutex::new(None)).collect(),
-            joined,
-        }))
+        Ok(Arc::new(HuffmanPool { decoder, states: (0..MAX_STATES).map(|_| Mutex::new(None)).collect(), joined }))
     }
 }
 
@@ -78,12 +68,7 @@ impl GpuShare {
     /// `out` must be the sample's slot of the batch's output, allocated before `ready` was
     /// recorded, large enough for the window at that pitch, and kept alive until the
     /// pipeline stream has waited on [`join`](Self::join).
-    pub(super) unsafe fn decode(
-        &self,
-        data: &[u8],
-        window: Option<Roi>,
-        out: (u64, usize),
-    ) -> CudaResult<bool> {
+    pub(super) unsafe fn decode(&self, data: &[u8], window: Option<Roi>, out: (u64, usize)) -> CudaResult<bool> {
         // A free state (there are more than threads); all busy cannot happen, but would
         // only mean waiting for the first.
         let pool = &self.pool;
@@ -97,12 +82,7 @@ impl GpuShare {
             *guard = Some(GpuHuffmanState::new(&pool.decoder)?);
         }
         let state = guard.as_mut().expect("made above");
-        let window = window.map(|r| HwWindow {
-            x: r.x,
-            y: r.y,
-            width: r.width,
-            height: r.height,
-        });
+        let window = window.map(|r| HwWindow { x: r.x, y: r.y, width: r.width, height: r.height });
         // SAFETY: per this function's contract.
         let took = unsafe { state.decode(data, window, out, &self.ready)? };
         if took {
@@ -125,8 +105,6 @@ impl GpuShare {
     /// `f` on this batch's event of every state it used.
     fn each_used(&self, f: impl Fn(&GpuEvent) -> CudaResult<()>) -> CudaResult<()> {
         let used = self.used.load(Ordering::Relaxed);
-        (0..MAX_STATES)
-            .filter(|j| used & (1 << j) != 0)
-            .try_for_each(|j| f(&self.pool.joined[j][self.slot]))
+        (0..MAX_STATES).filter(|j| used & (1 << j) != 0).try_for_each(|j| f(&self.pool.joined[j][self.slot]))
     }
 }

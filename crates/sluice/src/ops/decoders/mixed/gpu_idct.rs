@@ -27,20 +27,9 @@ pub(super) fn enabled() -> bool {
 /// The layout for finishing `window` of sample `info` on the GPU, when it qualifies: a JPEG
 /// the coefficient path reproduces (see `coefficient_layout`), decoded to RGB with the
 /// accurate IDCT at full scale, stored upright (or orientation ignored).
-pub(super) fn plan(
-    bytes: &[u8],
-    info: &ImageInfo,
-    params: &DecodeParams,
-    window: Roi,
-    denom: u32,
-) -> Option<CoefLayout> {
+pub(super) fn plan(bytes: &[u8], info: &ImageInfo, params: &DecodeParams, window: Roi, denom: u32) -> Option<CoefLayout> {
     let upright = !params.adjust_orientation || info.orientation.to_exif() == 1;
-    if info.format != ImageFormat::Jpeg
-        || params.color != sluice_codecs::ColorSpace::Rgb
-        || params.fast_idct
-        || denom != 1
-        || !upright
-    {
+    if info.format != ImageFormat::Jpeg || params.color != sluice_codecs::ColorSpace::Rgb || params.fast_idct || denom != 1 || !upright {
         return None;
     }
     sluice_codecs::coefficient_layout(bytes, info, window)
@@ -128,14 +117,7 @@ impl GpuIdct {
     /// Builds and uploads the descriptors of every group (`groups`: ranges of `samples`),
     /// all groups' planes at `planes` (room for the largest group: groups run one after the
     /// other on `ws.stream`). Returns each group's launch, to pass to [`launch`](Self::launch).
-    pub(super) fn prepare(
-        &mut self,
-        ws: &GpuWorkspace<'_>,
-        samples: &[CoefSample],
-        groups: &[std::ops::Range<usize>],
-        planes: u64,
-        out: &TensorListGpu,
-    ) -> Result<Vec<IdctGroup>> {
+    pub(super) fn prepare(&mut self, ws: &GpuWorkspace<'_>, samples: &[CoefSample], groups: &[std::ops::Range<usize>], planes: u64, out: &TensorListGpu) -> Result<Vec<IdctGroup>> {
         // Descriptors: per group, every component's plane (struct Plane), then every sample
         // (struct Sample).
         self.block.clear();
@@ -143,24 +125,20 @@ impl GpuIdct {
         for range in groups {
             let group = &samples[range.clone()];
             let planes_at = self.block.len() as u64;
-            let (mut plane_at, mut n_planes, mut max_blocks, mut max_pixels) =
-                (0usize, 0usize, 0usize, 0usize);
+            let (mut plane_at, mut n_planes, mut max_blocks, mut max_pixels) = (0usize, 0usize, 0usize, 0usize);
             let mut plane_ptrs = Vec::with_capacity(group.len() * 3);
             for s in group {
                 for c in 0..s.layout.components {
                     let g = &s.layout.comp[c];
                     let blocks = g.bw * g.bh;
-                    push(
-                        &mut self.block,
-                        Plane {
-                            coefs: s.coefs + (g.offset * 2) as u64,
-                            out: planes + plane_at as u64,
-                            blocks: blocks as i64,
-                            bw: g.bw as i32,
-                            pad: 0,
-                            quant: s.quant[c],
-                        },
-                    );
+                    push(&mut self.block, Plane {
+                        coefs: s.coefs + (g.offset * 2) as u64,
+                        out: planes + plane_at as u64,
+                        blocks: blocks as i64,
+                        bw: g.bw as i32,
+                        pad: 0,
+                        quant: s.quant[c],
+                    });
                     plane_ptrs.push(planes + plane_at as u64);
                     plane_at += blocks * 64;
                     n_planes += 1;
@@ -186,30 +164,20 @@ impl GpuIdct {
                         pad: 0,
                     }
                 });
-                push(
-                    &mut self.block,
-                    IdctSample {
-                        dst: out.sample_ptr(s.index),
-                        x: w.x as i32,
-                        y: w.y as i32,
-                        w: w.width as i32,
-                        h: w.height as i32,
-                        ncomp: s.layout.components as i32,
-                        pad: 0,
-                        comp,
-                    },
-                );
+                push(&mut self.block, IdctSample {
+                    dst: out.sample_ptr(s.index),
+                    x: w.x as i32,
+                    y: w.y as i32,
+                    w: w.width as i32,
+                    h: w.height as i32,
+                    ncomp: s.layout.components as i32,
+                    pad: 0,
+                    comp,
+                });
                 k += s.layout.components;
                 max_pixels = max_pixels.max(w.width * w.height);
             }
-            plan.push(IdctGroup {
-                planes_at,
-                n_planes,
-                max_blocks,
-                samples_at,
-                n_samples: group.len(),
-                max_pixels,
-            });
+            plan.push(IdctGroup { planes_at, n_planes, max_blocks, samples_at, n_samples: group.len(), max_pixels });
         }
         let base = self.params.upload(ws, &self.block)?;
         for g in &mut plan {
@@ -232,29 +200,13 @@ impl GpuIdct {
             return Ok(());
         }
         let kernels = ws.device.kernels();
-        let idct = kernels.function(
-            ws.device.context(),
-            ws.device.compute_capability(),
-            "jpeg_idct",
-            SRC,
-            "idct_islow",
-        )?;
-        let color = kernels.function(
-            ws.device.context(),
-            ws.device.compute_capability(),
-            "jpeg_idct",
-            SRC,
-            "ycc_to_rgb",
-        )?;
+        let idct = kernels.function(ws.device.context(), ws.device.compute_capability(), "jpeg_idct", SRC, "idct_islow")?;
+        let color = kernels.function(ws.device.context(), ws.device.compute_capability(), "jpeg_idct", SRC, "ycc_to_rgb")?;
         // SAFETY: every descriptor points into a sample's coefficients, the planes or the
         // output (see the contract), with the sizes the layouts give; the kernels stay
         // inside them.
         unsafe {
-            ws.stream
-                .launch_builder(&idct)
-                .arg(&g.planes_at)
-                .launch(per_sample_launch(g.max_blocks, g.n_planes))
-                .map_err(sluice_cuda::CudaError::from)?;
+            ws.stream.launch_builder(&idct).arg(&g.planes_at).launch(per_sample_launch(g.max_blocks, g.n_planes)).map_err(sluice_cuda::CudaError::from)?;
             ws.stream
                 .launch_builder(&color)
                 .arg(&g.samples_at)
@@ -271,14 +223,6 @@ mod cuda_twins {
 
     #[test]
     fn the_kernel_source_compiles_and_its_parameter_structs_match() {
-        crate::ops::gpu_params::check_cuda_source(
-            "jpeg_idct",
-            SRC,
-            &[
-                ("Plane", &Plane::LAYOUT),
-                ("Comp", &Comp::LAYOUT),
-                ("Sample", &IdctSample::LAYOUT),
-            ],
-        );
+        crate::ops::gpu_params::check_cuda_source("jpeg_idct", SRC, &[("Plane", &Plane::LAYOUT), ("Comp", &Comp::LAYOUT), ("Sample", &IdctSample::LAYOUT)]);
     }
 }

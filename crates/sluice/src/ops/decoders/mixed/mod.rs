@@ -79,11 +79,7 @@ fn trace() -> bool {
 /// With tracing on, how long reading the headers (and placing windows) took.
 pub(super) fn trace_headers(ctx: &OpContext, iteration: u64, since: std::time::Instant) {
     if trace() {
-        eprintln!(
-            "[{}] it {iteration} headers {:.2} ms",
-            ctx.display_name,
-            since.elapsed().as_secs_f64() * 1e3
-        );
+        eprintln!("[{}] it {iteration} headers {:.2} ms", ctx.display_name, since.elapsed().as_secs_f64() * 1e3);
     }
 }
 
@@ -133,11 +129,7 @@ struct EngineWork {
 /// What the engine thread reports: the lent decoder and input buffer, how long the
 /// submission took and which samples it had to decode on the CPU (or the first one it could
 /// not decode at all).
-type EngineOutcome = (
-    HwBatchDecoder,
-    Option<PinnedBuffer>,
-    Result<(std::time::Instant, std::time::Duration, Vec<usize>)>,
-);
+type EngineOutcome = (HwBatchDecoder, Option<PinnedBuffer>, Result<(std::time::Instant, std::time::Duration, Vec<usize>)>);
 
 /// The engine's two threads: one copies each batch's input to page-locked memory, then
 /// hands the batch to the other, which submits it (nvJPEG's batched call blocks while the
@@ -168,18 +160,11 @@ impl EngineWork {
     /// short), so nvJPEG moves them by DMA; from ordinary memory the driver stages them on
     /// the engine's thread. Where page-locked memory is not to be had, the work keeps
     /// reading ordinary memory.
-    fn pin(
-        &mut self,
-        dec: &HwBatchDecoder,
-        buf: Option<PinnedBuffer>,
-        device: &Arc<GpuDevice>,
-    ) -> Result<()> {
+    fn pin(&mut self, dec: &HwBatchDecoder, buf: Option<PinnedBuffer>, device: &Arc<GpuDevice>) -> Result<()> {
         // The GPU may still be reading the slot's previous batch from this buffer.
         dec.wait_idle()?;
         let total: usize = self.idx.iter().map(|&i| self.input.bytes(i).len()).sum();
-        let buf = buf
-            .filter(|b| b.len() >= total)
-            .or_else(|| PinnedBuffer::alloc(device, total + total / 4).ok());
+        let buf = buf.filter(|b| b.len() >= total).or_else(|| PinnedBuffer::alloc(device, total + total / 4).ok());
         let Some(mut buf) = buf else { return Ok(()) };
         let dst = buf.as_mut_slice();
         let mut at = 0;
@@ -194,12 +179,7 @@ impl EngineWork {
     }
 
     /// Hands the work to the submitting thread `feed`, which reports on `tx`.
-    fn submit_on(
-        self,
-        feed: &rayon::ThreadPool,
-        mut dec: HwBatchDecoder,
-        tx: Sender<EngineOutcome>,
-    ) {
+    fn submit_on(self, feed: &rayon::ThreadPool, mut dec: HwBatchDecoder, tx: Sender<EngineOutcome>) {
         feed.spawn(move || {
             let result = self.run(&mut dec);
             let _ = tx.send((dec, self.encoded, result));
@@ -209,17 +189,10 @@ impl EngineWork {
     /// Submits the batch on `dec` (blocks while the engine takes it); if the engine refuses
     /// it, decodes the samples on this thread and copies them into place on the decoder's
     /// stream.
-    fn run(
-        &self,
-        dec: &mut HwBatchDecoder,
-    ) -> Result<(std::time::Instant, std::time::Duration, Vec<usize>)> {
+    fn run(&self, dec: &mut HwBatchDecoder) -> Result<(std::time::Instant, std::time::Duration, Vec<usize>)> {
         let t = std::time::Instant::now();
         let images: Vec<&[u8]> = match &self.encoded {
-            Some(buf) => self
-                .spans
-                .iter()
-                .map(|&(at, len)| &buf.as_slice()[at..at + len])
-                .collect(),
+            Some(buf) => self.spans.iter().map(|&(at, len)| &buf.as_slice()[at..at + len]).collect(),
             None => self.idx.iter().map(|&i| self.input.bytes(i)).collect(),
         };
         // SAFETY: every target is a slot of `out` (allocated on the pipeline stream before
@@ -232,9 +205,7 @@ impl EngineWork {
         let busy = t.elapsed();
         match submitted {
             Ok(()) => Ok((t, busy, Vec::new())),
-            Err(_) => self
-                .decode_on_cpu(dec)
-                .map(|()| (t, busy, self.idx.clone())),
+            Err(_) => self.decode_on_cpu(dec).map(|()| (t, busy, self.idx.clone())),
         }
     }
 
@@ -244,17 +215,11 @@ impl EngineWork {
         let mut px = Vec::new();
         for (k, &i) in self.idx.iter().enumerate() {
             let at = || self.ctx.at(self.iteration, i, self.input.source_info(i));
-            let p = DecodeParams {
-                roi: self.windows[k],
-                ..self.params
-            };
+            let p = DecodeParams { roi: self.windows[k], ..self.params };
             let (h, w, c) = self.infos[k].output_shape(&p);
             px.resize(h * w * c, 0);
-            sluice_codecs::decode_into(self.input.bytes(i), &self.infos[k], &p, &mut px)
-                .map_err(|e| Error::data(at(), e.to_string()))?;
-            self.out
-                .copy_from_host_on(self.offsets[k], &px, dec.stream())
-                .map_err(|e| Error::data(at(), e.to_string()))?;
+            sluice_codecs::decode_into(self.input.bytes(i), &self.infos[k], &p, &mut px).map_err(|e| Error::data(at(), e.to_string()))?;
+            self.out.copy_from_host_on(self.offsets[k], &px, dec.stream()).map_err(|e| Error::data(at(), e.to_string()))?;
         }
         Ok(())
     }
@@ -319,51 +284,27 @@ impl MixedDecoder {
         let op = &ctx.display_name;
         let color = color_space(op, ctx.args.int("output_type"))?;
         if ctx.args.dtype("dtype") != DType::U8 {
-            return Err(Error::arg(
-                op,
-                "dtype",
-                "the mixed decoder outputs UINT8; cast on the GPU afterwards",
-            ));
+            return Err(Error::arg(op, "dtype", "the mixed decoder outputs UINT8; cast on the GPU afterwards"));
         }
         let hw_load = ctx.args.float("hw_decoder_load");
         if !(0.0..=1.0).contains(&hw_load) {
-            return Err(Error::arg(
-                op,
-                "hw_decoder_load",
-                format!("must be in [0, 1], got {hw_load}"),
-            ));
+            return Err(Error::arg(op, "hw_decoder_load", format!("must be in [0, 1], got {hw_load}")));
         }
         // The hardware engine is optional: GPUs without one (and machines without nvJPEG)
         // decode everything on the CPU path. Only the first slot is made now: the second
         // waits for the second batch, so the first batch is not held up by it.
-        let nv = if hw_load > 0.0 && nvjpeg::library_present() {
-            NvJpeg::hardware(device).ok()
-        } else {
-            None
-        };
-        let first = nv
-            .as_ref()
-            .and_then(|nv| new_slot(nv, ctx.max_batch_size).ok());
+        let nv = if hw_load > 0.0 && nvjpeg::library_present() { NvJpeg::hardware(device).ok() } else { None };
+        let first = nv.as_ref().and_then(|nv| new_slot(nv, ctx.max_batch_size).ok());
         let nv = nv.filter(|_| first.is_some());
         let slots: Vec<EngineSlot> = first.into_iter().collect();
         let engine_threads = if slots.is_empty() {
             None
         } else {
             let thread = |name: &'static str| {
-                let pool = rayon::ThreadPoolBuilder::new()
-                    .num_threads(1)
-                    .thread_name(move |_| name.into())
-                    .build();
-                pool.map_err(|e| {
-                    Error::Unsupported(format!(
-                        "{op}: cannot start the hardware decoder's thread: {e}"
-                    ))
-                })
+                let pool = rayon::ThreadPoolBuilder::new().num_threads(1).thread_name(move |_| name.into()).build();
+                pool.map_err(|e| Error::Unsupported(format!("{op}: cannot start the hardware decoder's thread: {e}")))
             };
-            Some(EngineThreads {
-                input: thread("sluice-nvjpeg-in")?,
-                feed: Arc::new(thread("sluice-nvjpeg")?),
-            })
+            Some(EngineThreads { input: thread("sluice-nvjpeg-in")?, feed: Arc::new(thread("sluice-nvjpeg")?) })
         };
         let params = DecodeParams {
             color,
@@ -371,11 +312,7 @@ impl MixedDecoder {
             fast_idct: ctx.args.bool("use_fast_idct"),
             ..DecodeParams::default()
         };
-        let staging = std::array::from_fn(|_| Staging {
-            buf: None,
-            done: None,
-            ready: None,
-        });
+        let staging = std::array::from_fn(|_| Staging { buf: None, done: None, ready: None });
         let huffman_threshold = ctx.args.int("hybrid_huffman_threshold").max(0) as usize;
         Ok(MixedDecoder {
             ctx: ctx.clone(),
@@ -409,18 +346,11 @@ impl MixedDecoder {
                 self.slots[job.slot].encoded = encoded;
                 if let (true, Ok((from, busy, _))) = (trace(), &result) {
                     let from = trace_clock(*from);
-                    eprintln!(
-                        "[{op}] it {} engine submit {:.2} ms (at {from:.2} to {:.2})",
-                        job.iteration,
-                        busy.as_secs_f64() * 1e3,
-                        from + busy.as_secs_f64() * 1e3
-                    );
+                    eprintln!("[{op}] it {} engine submit {:.2} ms (at {from:.2} to {:.2})", job.iteration, busy.as_secs_f64() * 1e3, from + busy.as_secs_f64() * 1e3);
                 }
                 result
             }
-            Err(_) => Err(Error::Unsupported(format!(
-                "{op}: the hardware decoder's thread stopped"
-            ))),
+            Err(_) => Err(Error::Unsupported(format!("{op}: the hardware decoder's thread stopped"))),
         });
     }
 
@@ -432,11 +362,7 @@ impl MixedDecoder {
         let want = self.next_slot;
         self.next_slot ^= 1;
         if want == 1 && self.slots.len() == 1 {
-            match self
-                .nv
-                .as_ref()
-                .map(|nv| new_slot(nv, self.ctx.max_batch_size))
-            {
+            match self.nv.as_ref().map(|nv| new_slot(nv, self.ctx.max_batch_size)) {
                 Some(Ok(slot)) => self.slots.push(slot),
                 _ => return 0,
             }
@@ -464,41 +390,19 @@ impl MixedDecoder {
             && upright
             && info.width * info.height > self.huffman_threshold
             && sluice_codecs::jpeg_suits_hardware_decoder(data)
-            && self
-                .huffman
-                .get_or_init(|| {
-                    nvjpeg::library_present()
-                        .then(|| HuffmanPool::new(device).ok())
-                        .flatten()
-                })
-                .is_some()
+            && self.huffman.get_or_init(|| nvjpeg::library_present().then(|| HuffmanPool::new(device).ok()).flatten()).is_some()
     }
 
     /// The full-scale window and coefficient layout for decoding sample `data` on the GPU
     /// from its scan (gpu_entropy), when the path is on and the file qualifies.
-    fn scan_layout(
-        &self,
-        data: &[u8],
-        info: &ImageInfo,
-        window: Option<Roi>,
-    ) -> Option<(Roi, CoefLayout)> {
-        if !gpu_entropy::enabled()
-            || !gpu_idct::enabled()
-            || data.len() > gpu_entropy::MAX_FILE_BYTES
-        {
+    fn scan_layout(&self, data: &[u8], info: &ImageInfo, window: Option<Roi>) -> Option<(Roi, CoefLayout)> {
+        if !gpu_entropy::enabled() || !gpu_idct::enabled() || data.len() > gpu_entropy::MAX_FILE_BYTES {
             return None;
         }
-        let window = window.unwrap_or(Roi {
-            x: 0,
-            y: 0,
-            width: info.width,
-            height: info.height,
-        });
+        let window = window.unwrap_or(Roi { x: 0, y: 0, width: info.width, height: info.height });
         // Restart intervals are refused by the scan's preparation: such files take the
         // coefficient path instead (a second scan, rarer, is found only by the worker).
-        if !sluice_codecs::jpeg_suits_hardware_decoder(data)
-            || sluice_codecs::scan::has_restart_interval(data)
-        {
+        if !sluice_codecs::jpeg_suits_hardware_decoder(data) || sluice_codecs::scan::has_restart_interval(data) {
             return None;
         }
         gpu_idct::plan(data, info, &self.params, window, 1).map(|layout| (window, layout))
@@ -551,12 +455,7 @@ impl MixedDecoder {
     ) -> Result<()> {
         // At most the previous batch is still waiting for `finish` (the executor runs one
         // iteration ahead); anything older belongs to an iteration that failed elsewhere.
-        while self
-            .started
-            .front()
-            .is_some_and(|s| s.iteration + 1 < ws.iteration || s.iteration >= ws.iteration)
-            || self.started.len() > 1
-        {
+        while self.started.front().is_some_and(|s| s.iteration + 1 < ws.iteration || s.iteration >= ws.iteration) || self.started.len() > 1 {
             let stale = self.started.pop_front().expect("checked non-empty");
             self.abandon(stale);
         }
@@ -572,59 +471,30 @@ impl MixedDecoder {
         let mut routes = Vec::with_capacity(n);
         let mut shapes: Vec<[usize; 3]> = Vec::with_capacity(n);
         let mut scratch_len = 0usize;
-        let engine_windows = self
-            .slots
-            .first()
-            .and_then(|s| s.dec.as_ref())
-            .is_some_and(|d| d.decodes_windows());
+        let engine_windows = self.slots.first().and_then(|s| s.dec.as_ref()).is_some_and(|d| d.decodes_windows());
         for i in 0..n {
             let (h, w, c) = infos[i].output_shape(&self.params);
             let window = windows.map(|w| w[i]);
-            let scan = if on_hw[i] {
-                None
-            } else {
-                self.scan_layout(data[i], &infos[i], window)
-            };
+            let scan = if on_hw[i] { None } else { self.scan_layout(data[i], &infos[i], window) };
             let (route, (oh, ow)) = match (on_hw[i], window) {
                 (true, None) => (Route::Hw { window: None }, (h, w)),
-                (true, Some(r)) if engine_windows => {
-                    (Route::Hw { window: Some(r) }, (r.height, r.width))
-                }
+                (true, Some(r)) if engine_windows => (Route::Hw { window: Some(r) }, (r.height, r.width)),
                 (true, Some(r)) => {
-                    let route = Route::HwWindow {
-                        scratch: scratch_len,
-                        window: r,
-                    };
+                    let route = Route::HwWindow { scratch: scratch_len, window: r };
                     scratch_len += h * w * 3;
                     (route, (r.height, r.width))
                 }
-                (false, window) if self.suits_gpu_huffman(ws.device, data[i], &infos[i]) => (
-                    Route::GpuHuffman { window, out: 0 },
-                    window.map_or((h, w), |r| (r.height, r.width)),
-                ),
+                (false, window) if self.suits_gpu_huffman(ws.device, data[i], &infos[i]) => {
+                    (Route::GpuHuffman { window, out: 0 }, window.map_or((h, w), |r| (r.height, r.width)))
+                }
                 (false, _) if scan.is_some() => {
                     let (window, layout) = scan.expect("checked");
-                    (
-                        Route::Scan { window, layout },
-                        (window.height, window.width),
-                    )
+                    (Route::Scan { window, layout }, (window.height, window.width))
                 }
-                (false, None) => (
-                    Route::Cpu {
-                        window: None,
-                        denom: 1,
-                    },
-                    (h, w),
-                ),
+                (false, None) => (Route::Cpu { window: None, denom: 1 }, (h, w)),
                 (false, Some(r)) => {
                     let (r, denom) = scaled_window(&infos[i], &self.params, r, downscale_to);
-                    (
-                        Route::Cpu {
-                            window: Some(r),
-                            denom,
-                        },
-                        (r.height, r.width),
-                    )
+                    (Route::Cpu { window: Some(r), denom }, (r.height, r.width))
                 }
             };
             routes.push(route);
@@ -639,16 +509,8 @@ impl MixedDecoder {
         let on_gpu_huffman = routes.iter().any(|r| matches!(r, Route::GpuHuffman { .. }));
         let early = on_gpu_huffman || on_hw.iter().any(|&h| h);
         let out_meta = meta.clone();
-        let out = if early {
-            Some(TensorListGpu::alloc(meta, ws.device, ws.stream)?)
-        } else {
-            None
-        };
-        let scratch = if scratch_len > 0 {
-            Some(DeviceBuffer::alloc(ws.device, ws.stream, scratch_len)?)
-        } else {
-            None
-        };
+        let out = if early { Some(TensorListGpu::alloc(meta, ws.device, ws.stream)?) } else { None };
+        let scratch = if scratch_len > 0 { Some(DeviceBuffer::alloc(ws.device, ws.stream, scratch_len)?) } else { None };
         if let (true, Some(out)) = (on_gpu_huffman, &out) {
             for (i, route) in routes.iter_mut().enumerate() {
                 if let Route::GpuHuffman { out: ptr, .. } = route {
@@ -695,16 +557,8 @@ impl MixedDecoder {
             for &i in &hw_idx {
                 let width = infos[i].width;
                 let (target, window) = match routes[i] {
-                    Route::HwWindow {
-                        scratch: off,
-                        window,
-                    } => (
-                        HwTarget {
-                            ptr: scratch.as_ref().expect("sized above").device_ptr() + off as u64,
-                            pitch: width * 3,
-                            width,
-                            window: None,
-                        },
+                    Route::HwWindow { scratch: off, window } => (
+                        HwTarget { ptr: scratch.as_ref().expect("sized above").device_ptr() + off as u64, pitch: width * 3, width, window: None },
                         Some(window),
                     ),
                     Route::Hw { window } => (
@@ -712,19 +566,11 @@ impl MixedDecoder {
                             ptr: out.sample_ptr(i),
                             pitch: window.map_or(width, |r| r.width) * 3,
                             width,
-                            window: window.map(|r| HwWindow {
-                                x: r.x,
-                                y: r.y,
-                                width: r.width,
-                                height: r.height,
-                            }),
+                            window: window.map(|r| HwWindow { x: r.x, y: r.y, width: r.width, height: r.height }),
                         },
                         window,
                     ),
-                    Route::Cpu { .. }
-                    | Route::Coef { .. }
-                    | Route::Scan { .. }
-                    | Route::GpuHuffman { .. } => {
+                    Route::Cpu { .. } | Route::Coef { .. } | Route::Scan { .. } | Route::GpuHuffman { .. } => {
                         unreachable!("only engine-routed samples have targets")
                     }
                 };
@@ -732,15 +578,9 @@ impl MixedDecoder {
                 work.offsets.push(out.offset(i));
                 work.windows.push(window);
             }
-            let dec = s
-                .dec
-                .take()
-                .expect("a slot's decoder is home between batches");
+            let dec = s.dec.take().expect("a slot's decoder is home between batches");
             let (tx, done) = bounded(1);
-            let threads = self
-                .engine_threads
-                .as_ref()
-                .expect("present with engine slots");
+            let threads = self.engine_threads.as_ref().expect("present with engine slots");
             if pinned_engine_input() {
                 // The copy to page-locked memory runs on a thread of its own, while the
                 // engine still works on the previous batch: neither this thread nor the
@@ -757,12 +597,7 @@ impl MixedDecoder {
             } else {
                 work.submit_on(&threads.feed, dec, tx);
             }
-            Some(EngineJob {
-                slot,
-                iteration: ws.iteration,
-                done,
-                outcome: None,
-            })
+            Some(EngineJob { slot, iteration: ws.iteration, done, outcome: None })
         };
 
         // The CPU share: JPEGs that `gpu_idct` reproduces are only entropy-decoded there.
@@ -770,18 +605,9 @@ impl MixedDecoder {
         // (A header walk per sample, on this thread: see `plan_hw`.)
         if gpu_idct::enabled() {
             for &i in &cpu_idx {
-                let Route::Cpu { window, denom } = routes[i] else {
-                    continue;
-                };
-                let window = window.unwrap_or(Roi {
-                    x: 0,
-                    y: 0,
-                    width: infos[i].width,
-                    height: infos[i].height,
-                });
-                if let Some(layout) =
-                    gpu_idct::plan(data[i], &infos[i], &self.params, window, denom)
-                {
+                let Route::Cpu { window, denom } = routes[i] else { continue };
+                let window = window.unwrap_or(Roi { x: 0, y: 0, width: infos[i].width, height: infos[i].height });
+                if let Some(layout) = gpu_idct::plan(data[i], &infos[i], &self.params, window, denom) {
                     routes[i] = Route::Coef { window, layout };
                 }
             }
@@ -804,12 +630,7 @@ impl MixedDecoder {
                 Route::GpuHuffman { .. } => 0,
                 _ => out_len,
             };
-            samples.push(ShareSample {
-                index: i,
-                staged_at: total,
-                staged_len,
-                out_len,
-            });
+            samples.push(ShareSample { index: i, staged_at: total, staged_len, out_len });
             total += staged_len;
         }
         let staging_slot = self.turn;
@@ -825,12 +646,7 @@ impl MixedDecoder {
                 slot.buf = None;
                 slot.buf = Some(PinnedBuffer::alloc(ws.device, total + total / 4)?);
             }
-            let base = slot
-                .buf
-                .as_mut()
-                .expect("allocated above")
-                .as_mut_slice()
-                .as_mut_ptr();
+            let base = slot.buf.as_mut().expect("allocated above").as_mut_slice().as_mut_ptr();
             let gpu = match (on_gpu_huffman, self.huffman.get()) {
                 (true, Some(Some(pool))) => {
                     let ready = match slot.ready.take() {
@@ -840,21 +656,14 @@ impl MixedDecoder {
                     // Reused three batches on, when this batch's decodes are all queued.
                     ready.record(ws.stream)?;
                     slot.ready = Some(ready.clone());
-                    Some(GpuShare {
-                        pool: pool.clone(),
-                        ready,
-                        slot: staging_slot,
-                        used: Default::default(),
-                    })
+                    Some(GpuShare { pool: pool.clone(), ready, slot: staging_slot, used: Default::default() })
                 }
                 _ => None,
             };
             // Cost: the bytes libjpeg must entropy-decode (a cropped decode stops below its
             // window).
             let cost = |i: usize| match routes[i] {
-                Route::Cpu {
-                    window: Some(r), ..
-                } => data[i].len() * (r.y + r.height) / infos[i].height.max(1),
+                Route::Cpu { window: Some(r), .. } => data[i].len() * (r.y + r.height) / infos[i].height.max(1),
                 _ => data[i].len(),
             };
             let mut order: Vec<usize> = (0..samples.len()).collect();
@@ -864,37 +673,11 @@ impl MixedDecoder {
             // SAFETY: the staging slot holds `total` bytes; nothing else touches it, nor
             // frees it, until `finish` or `abandon` has waited for the share (the ring of
             // STAGING_DEPTH > 2 slots is not reused while two batches are in flight).
-            let share = unsafe {
-                CpuShare::new(
-                    ws.iteration,
-                    input.clone(),
-                    infos.clone(),
-                    routes.clone(),
-                    self.params,
-                    self.ctx.clone(),
-                    base,
-                    samples,
-                    gpu,
-                )
-            };
+            let share = unsafe { CpuShare::new(ws.iteration, input.clone(), infos.clone(), routes.clone(), self.params, self.ctx.clone(), base, samples, gpu) };
             self.share_queue.start(&share, &order, ws.pool);
             Some(share)
         };
-        self.started.push_back(Started {
-            iteration: ws.iteration,
-            infos,
-            routes,
-            hw_idx,
-            out,
-            out_meta,
-            scratch,
-            engine,
-            share,
-            staging_slot,
-            t_plan,
-            t_begin: t0.elapsed(),
-            began: t0,
-        });
+        self.started.push_back(Started { iteration: ws.iteration, infos, routes, hw_idx, out, out_meta, scratch, engine, share, staging_slot, t_plan, t_begin: t0.elapsed(), began: t0 });
         Ok(())
     }
 
@@ -930,26 +713,10 @@ impl MixedDecoder {
         while let Some(stale) = self.started.pop_front_if(|s| s.iteration < ws.iteration) {
             self.abandon(stale);
         }
-        let Some(Started {
-            infos,
-            routes,
-            hw_idx,
-            out,
-            out_meta,
-            scratch,
-            engine,
-            share,
-            staging_slot,
-            t_plan,
-            t_begin,
-            began,
-            ..
-        }) = self.started.pop_front_if(|s| s.iteration == ws.iteration)
+        let Some(Started { infos, routes, hw_idx, out, out_meta, scratch, engine, share, staging_slot, t_plan, t_begin, began, .. }) =
+            self.started.pop_front_if(|s| s.iteration == ws.iteration)
         else {
-            return Err(Error::Unsupported(format!(
-                "internal error in {}: iteration {} was not started",
-                self.ctx.display_name, ws.iteration
-            )));
+            return Err(Error::Unsupported(format!("internal error in {}: iteration {} was not started", self.ctx.display_name, ws.iteration)));
         };
         let out = match out {
             Some(out) => out,
@@ -959,11 +726,7 @@ impl MixedDecoder {
         let n = out.len();
         let samples = share.as_ref().map_or(&[][..], |s| s.samples());
         // The coefficient samples and the scans come first in the staging and go up in one copy.
-        let up_bytes: usize = samples
-            .iter()
-            .take_while(|s| matches!(routes[s.index], Route::Coef { .. } | Route::Scan { .. }))
-            .map(|s| s.staged_len)
-            .sum();
+        let up_bytes: usize = samples.iter().take_while(|s| matches!(routes[s.index], Route::Coef { .. } | Route::Scan { .. })).map(|s| s.staged_len).sum();
         // This thread helps with what is left of the share, then waits for the workers.
         let t_setup = t0.elapsed();
         let cpu_results = share.as_ref().map_or_else(Vec::new, |share| {
@@ -990,44 +753,14 @@ impl MixedDecoder {
             let mut coef_samples = Vec::with_capacity(samples.len());
             let mut scan_samples = Vec::new();
             let mut fallbacks = false;
-            for (
-                &ShareSample {
-                    index: i,
-                    staged_at,
-                    staged_len,
-                    ..
-                },
-                st,
-            ) in samples.iter().zip(staged)
-            {
+            for (&ShareSample { index: i, staged_at, staged_len, .. }, st) in samples.iter().zip(staged) {
                 match (st, routes[i]) {
                     (Staged::OnGpu, _) => {}
                     (Staged::Coefficients(quant), Route::Coef { window, layout }) => {
-                        coef_samples.push(CoefSample {
-                            index: i,
-                            window,
-                            layout,
-                            coefs: up.device_ptr() + staged_at as u64,
-                            quant: *quant,
-                        });
+                        coef_samples.push(CoefSample { index: i, window, layout, coefs: up.device_ptr() + staged_at as u64, quant: *quant });
                     }
-                    (
-                        &Staged::Scan {
-                            quant,
-                            data_bytes,
-                            total_blocks,
-                        },
-                        Route::Scan { window, layout },
-                    ) => {
-                        scan_samples.push(ScanSample {
-                            index: i,
-                            window,
-                            layout,
-                            staged_at,
-                            quant,
-                            data_bytes,
-                            total_blocks,
-                        });
+                    (&Staged::Scan { quant, data_bytes, total_blocks }, Route::Scan { window, layout }) => {
+                        scan_samples.push(ScanSample { index: i, window, layout, staged_at, quant, data_bytes, total_blocks });
                     }
                     (Staged::Fallback(px), _) => {
                         // SAFETY: `px` lives in `staged` until the synchronize below.
@@ -1036,32 +769,16 @@ impl MixedDecoder {
                     }
                     // SAFETY: the staging buffer is not touched again until `done` (recorded
                     // below, after these copies) has completed.
-                    _ => unsafe {
-                        out.buffer().copy_from_host_async(
-                            out.offset(i),
-                            &staging.as_slice()[staged_at..staged_at + staged_len],
-                        )?
-                    },
+                    _ => unsafe { out.buffer().copy_from_host_async(out.offset(i), &staging.as_slice()[staged_at..staged_at + staged_len])? },
                 }
             }
             // SAFETY: the scans and coefficients are in `up` (copied above, on this stream),
             // which is freed in this stream's order after the launches that read it.
-            unsafe {
-                self.entropy.finish(
-                    ws,
-                    &mut self.idct,
-                    up.device_ptr(),
-                    &scan_samples,
-                    coef_samples,
-                    &out,
-                )?
-            };
+            unsafe { self.entropy.finish(ws, &mut self.idct, up.device_ptr(), &scan_samples, coef_samples, &out)? };
             drop(up);
             slot.done = Some(ReadyEvent::record(ws.device, ws.stream)?);
             if fallbacks {
-                ws.stream
-                    .synchronize()
-                    .map_err(sluice_cuda::CudaError::from)?;
+                ws.stream.synchronize().map_err(sluice_cuda::CudaError::from)?;
             }
         }
         let cpu_ok = staged.map(|_| ());
@@ -1077,24 +794,12 @@ impl MixedDecoder {
             // on the CPU instead are in place already).
             if let Some(scratch) = &scratch {
                 for &i in &hw_idx {
-                    if let Route::HwWindow {
-                        scratch: off,
-                        window: r,
-                    } = routes[i]
-                    {
+                    if let Route::HwWindow { scratch: off, window: r } = routes[i] {
                         if fell_back.contains(&i) {
                             continue;
                         }
                         let pitch = infos[i].width * 3;
-                        out.buffer().copy_rect_from(
-                            out.offset(i),
-                            r.width * 3,
-                            scratch,
-                            off + r.y * pitch + r.x * 3,
-                            pitch,
-                            r.width * 3,
-                            r.height,
-                        )?;
+                        out.buffer().copy_rect_from(out.offset(i), r.width * 3, scratch, off + r.y * pitch + r.x * 3, pitch, r.width * 3, r.height)?;
                     }
                 }
             }
@@ -1133,11 +838,7 @@ impl Drop for MixedDecoder {
 /// An engine slot: a hardware decoder for batches of up to `batch_size` and its start event.
 fn new_slot(nv: &NvJpeg, batch_size: usize) -> sluice_cuda::CudaResult<EngineSlot> {
     let dec = HwBatchDecoder::new(nv, batch_size.max(1))?;
-    Ok(EngineSlot {
-        dec: Some(dec),
-        encoded: None,
-        start: Arc::new(GpuEvent::blocking(nv.device())?),
-    })
+    Ok(EngineSlot { dec: Some(dec), encoded: None, start: Arc::new(GpuEvent::blocking(nv.device())?) })
 }
 
 /// `decoders.image` with device="mixed".
@@ -1147,9 +848,7 @@ pub(super) struct ImageDecoderMixed {
 
 impl ImageDecoderMixed {
     pub(super) fn new(ctx: &OpContext, device: &Arc<GpuDevice>) -> Result<ImageDecoderMixed> {
-        Ok(ImageDecoderMixed {
-            dec: MixedDecoder::new(ctx, device)?,
-        })
+        Ok(ImageDecoderMixed { dec: MixedDecoder::new(ctx, device)? })
     }
 }
 

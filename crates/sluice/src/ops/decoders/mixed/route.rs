@@ -39,11 +39,8 @@ pub(crate) enum Staged {
     Coefficients([[u16; 64]; 3]),
     /// A scan for the GPU's entropy decoder: its quantization tables, data length (stuffing
     /// removed) and block count.
-    Scan {
-        quant: [[u16; 64]; 3],
-        data_bytes: u32,
-        total_blocks: u64,
-    },
+    Scan { quant: [[u16; 64]; 3], data_bytes: u32, total_blocks: u64 },
     /// The coefficient read failed, and a full decode produced these pixels (rare).
     Fallback(Vec<u8>),
 }
+

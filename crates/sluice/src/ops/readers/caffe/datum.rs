@@ -24,17 +24,11 @@ impl Outputs {
     /// Every output (the fuzz target's layout).
     #[cfg(feature = "fuzzing")]
     pub fn all() -> Outputs {
-        Outputs {
-            image: true,
-            label: true,
-        }
+        Outputs { image: true, label: true }
     }
 
     pub fn from_args(args: &Args) -> Outputs {
-        Outputs {
-            image: args.bool("image_available"),
-            label: args.bool("label_available"),
-        }
+        Outputs { image: args.bool("image_available"), label: args.bool("label_available") }
     }
 
     pub fn count(&self) -> usize {
@@ -47,11 +41,7 @@ pub fn parse(value: &[u8], out: Outputs) -> Result<Vec<Piece<'_>>, String> {
     let (mut dims, mut data, mut label, mut encoded) = ([None::<i32>; 3], None, None, None);
     for field in Fields::new(value) {
         let (num, wire, payload) = field.map_err(|e| format!("parse: {e}"))?;
-        let int = || {
-            varint(payload)
-                .map(|(v, _)| v as u32 as i32)
-                .map_err(|e| format!("parse: {e}"))
-        };
+        let int = || varint(payload).map(|(v, _)| v as u32 as i32).map_err(|e| format!("parse: {e}"));
         match (num, wire) {
             (1..=3, VARINT) => dims[num as usize - 1] = Some(int()?),
             (4, LEN) => data = Some(payload),
@@ -66,9 +56,7 @@ pub fn parse(value: &[u8], out: Outputs) -> Result<Vec<Piece<'_>>, String> {
         if encoded == Some(false) {
             let [c, h, w] = dims.map(|d| d.unwrap_or(0));
             if c < 0 || h < 0 || w < 0 {
-                return Err(format!(
-                    "negative dimensions of a raw image: height {h}, width {w}, channels {c}"
-                ));
+                return Err(format!("negative dimensions of a raw image: height {h}, width {w}, channels {c}"));
             }
             let (h, w, c) = (h as usize, w as usize, c as usize);
             if h.checked_mul(w).and_then(|n| n.checked_mul(c)) != Some(data.len()) {

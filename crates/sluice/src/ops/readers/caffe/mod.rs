@@ -22,18 +22,13 @@ use super::core::{read_in_parallel, BatchSource, ReaderCore};
 use super::lmdb::Lmdb;
 use super::READER_ARGS;
 use crate::error::{Error, Location, Result};
-use crate::ops::{arg, ArgDefault as D, ArgType as T, Args, Device, OpContext, OpDef, OpSchema};
+use crate::ops::{arg, Args, ArgDefault as D, ArgType as T, Device, OpContext, OpDef, OpSchema};
 use crate::tensor::{BatchMeta, DType, TensorList};
 
 pub use tensor_protos::num_outputs as caffe2_num_outputs;
 
 /// Both readers' databases.
-const PATH: crate::ops::ArgSchema = arg(
-    "path",
-    T::StrList,
-    D::Required,
-    "LMDB directories (each holding data.mdb), read in this order.",
-);
+const PATH: crate::ops::ArgSchema = arg("path", T::StrList, D::Required, "LMDB directories (each holding data.mdb), read in this order.");
 
 /// Schema and backend of `readers.caffe`.
 pub static CAFFE: OpDef = OpDef {
@@ -114,19 +109,11 @@ pub(crate) struct Piece<'a> {
 
 impl<'a> Piece<'a> {
     pub fn record(bytes: &'a [u8], shape: Vec<usize>) -> Piece<'a> {
-        Piece {
-            dtype: DType::U8,
-            shape,
-            bytes: Bytes::Record(bytes),
-        }
+        Piece { dtype: DType::U8, shape, bytes: Bytes::Record(bytes) }
     }
 
     pub fn values<V: bytemuck::Pod>(dtype: DType, values: &[V]) -> Piece<'a> {
-        Piece {
-            dtype,
-            shape: vec![values.len()],
-            bytes: Bytes::Made(bytemuck::cast_slice(values).to_vec()),
-        }
+        Piece { dtype, shape: vec![values.len()], bytes: Bytes::Made(bytemuck::cast_slice(values).to_vec()) }
     }
 
     fn bytes(&self) -> &[u8] {
@@ -189,25 +176,15 @@ impl Databases {
         let mut dbs = Vec::with_capacity(paths.len());
         let mut samples = Vec::new();
         for (d, p) in paths.iter().enumerate() {
-            let db = Lmdb::open(Path::new(p))
-                .map_err(|m| Error::io(op, p, format!("LMDB Error: {m}")))?;
-            let n =
-                u32::try_from(db.len()).map_err(|_| Error::io(op, p, "more than 2^32 records"))?;
+            let db = Lmdb::open(Path::new(p)).map_err(|m| Error::io(op, p, format!("LMDB Error: {m}")))?;
+            let n = u32::try_from(db.len()).map_err(|_| Error::io(op, p, "more than 2^32 records"))?;
             samples.extend((0..n).map(|k| (d as u32, k)));
             dbs.push(db);
         }
         if samples.is_empty() {
-            return Err(Error::io(
-                op,
-                paths.join(", "),
-                "no records: the LMDB databases are empty",
-            ));
+            return Err(Error::io(op, paths.join(", "), "no records: the LMDB databases are empty"));
         }
-        Ok(Databases {
-            paths,
-            dbs,
-            samples,
-        })
+        Ok(Databases { paths, dbs, samples })
     }
 
     fn value(&self, k: usize) -> &[u8] {
@@ -217,11 +194,7 @@ impl Databases {
 
     fn source(&self, k: usize) -> String {
         let (d, e) = self.samples[k];
-        format!(
-            "{} at key {}",
-            self.paths[d as usize],
-            String::from_utf8_lossy(self.dbs[d as usize].key(e as usize))
-        )
+        format!("{} at key {}", self.paths[d as usize], String::from_utf8_lossy(self.dbs[d as usize].key(e as usize)))
     }
 }
 
@@ -235,38 +208,19 @@ struct RecordSource {
 impl BatchSource for RecordSource {
     type Batch = Vec<TensorList>;
 
-    fn read(
-        &mut self,
-        idx: &[usize],
-        batch_no: u64,
-        _stop: &AtomicBool,
-    ) -> Result<Vec<TensorList>> {
+    fn read(&mut self, idx: &[usize], batch_no: u64, _stop: &AtomicBool) -> Result<Vec<TensorList>> {
         let dbs = &*self.dbs;
         let failed = |i: usize, k: usize, m: String| {
-            Error::data(
-                Location {
-                    operator: self.op.clone(),
-                    sample: Some(i),
-                    iteration: Some(batch_no),
-                    source: Some(dbs.source(k)),
-                },
-                m,
-            )
+            Error::data(Location { operator: self.op.clone(), sample: Some(i), iteration: Some(batch_no), source: Some(dbs.source(k)) }, m)
         };
         let n_out = self.format.count();
         // Each record parsed into its output samples (pointing into the database's map).
-        let mut per_output: Vec<Vec<Piece>> =
-            (0..n_out).map(|_| Vec::with_capacity(idx.len())).collect();
+        let mut per_output: Vec<Vec<Piece>> = (0..n_out).map(|_| Vec::with_capacity(idx.len())).collect();
         for (i, &k) in idx.iter().enumerate() {
             let value = dbs.value(k);
             let pieces = self.format.parse(value).map_err(|m| {
                 let m = match m.strip_prefix("parse: ") {
-                    Some(why) => format!(
-                        "Error while parsing {} file: {} (raw data length: {} bytes): {why}",
-                        self.format.name(),
-                        dbs.source(k),
-                        value.len()
-                    ),
+                    Some(why) => format!("Error while parsing {} file: {} (raw data length: {} bytes): {why}", self.format.name(), dbs.source(k), value.len()),
                     None => m,
                 };
                 failed(i, k, m)
@@ -279,47 +233,25 @@ impl BatchSource for RecordSource {
         let mut outs = Vec::with_capacity(n_out);
         for (o, pieces) in per_output.iter().enumerate() {
             let Some(first) = pieces.first() else {
-                outs.push(TensorList::for_overwrite(BatchMeta::new(
-                    DType::U8,
-                    1,
-                    std::iter::empty::<&[usize]>(),
-                )));
+                outs.push(TensorList::for_overwrite(BatchMeta::new(DType::U8, 1, std::iter::empty::<&[usize]>())));
                 continue;
             };
-            if let Some(i) = pieces
-                .iter()
-                .position(|p| p.dtype != first.dtype || p.shape.len() != first.shape.len())
-            {
+            if let Some(i) = pieces.iter().position(|p| p.dtype != first.dtype || p.shape.len() != first.shape.len()) {
                 return Err(failed(i, idx[i], format!(
                     "output {o} of this record is {}-D {}, of the batch's first record {}-D {}: the samples of a batch must agree",
                     pieces[i].shape.len(), pieces[i].dtype, first.shape.len(), first.dtype
                 )));
             }
-            let mut t = TensorList::for_overwrite(BatchMeta::new(
-                first.dtype,
-                first.shape.len(),
-                pieces.iter().map(|p| &p.shape[..]),
-            ));
+            let mut t = TensorList::for_overwrite(BatchMeta::new(first.dtype, first.shape.len(), pieces.iter().map(|p| &p.shape[..])));
             let total: usize = pieces.iter().map(|p| p.bytes().len()).sum();
-            let mut copies: Vec<(&mut [u8], &Piece)> =
-                t.samples_mut().into_iter().zip(pieces).collect();
+            let mut copies: Vec<(&mut [u8], &Piece)> = t.samples_mut().into_iter().zip(pieces).collect();
             // Record bytes live in the map: large batches fault their pages in on several threads.
-            read_in_parallel(
-                &mut copies,
-                self.read_threads,
-                total,
-                |c| c.0.len(),
-                |(dst, p)| {
-                    dst.copy_from_slice(p.bytes());
-                    Ok(())
-                },
-            )?;
+            read_in_parallel(&mut copies, self.read_threads, total, |c| c.0.len(), |(dst, p)| {
+                dst.copy_from_slice(p.bytes());
+                Ok(())
+            })?;
             if o == 0 && self.format.has_image() {
-                t.set_source_info(
-                    idx.iter()
-                        .map(|&k| Arc::from(dbs.source(k).as_str()))
-                        .collect(),
-                );
+                t.set_source_info(idx.iter().map(|&k| Arc::from(dbs.source(k).as_str())).collect());
             }
             outs.push(t);
         }
@@ -330,11 +262,6 @@ impl BatchSource for RecordSource {
 fn lmdb_reader(ctx: &OpContext, format: Format) -> Result<ReaderCore<Vec<TensorList>>> {
     let dbs = Arc::new(Databases::open(ctx)?);
     let n = dbs.samples.len();
-    let source = RecordSource {
-        op: ctx.display_name.clone(),
-        dbs,
-        format,
-        read_threads: ctx.num_threads,
-    };
+    let source = RecordSource { op: ctx.display_name.clone(), dbs, format, read_threads: ctx.num_threads };
     ReaderCore::start(ctx, n, source)
 }

@@ -20,8 +20,8 @@
 //! empty, this is an error naming the record.
 
 use super::Piece;
-use crate::ops::readers::c_int;
 use crate::ops::readers::protobuf::{self, varint, Fields, I32, I64, LEN, VARINT};
+use crate::ops::readers::c_int;
 use crate::ops::Args;
 use crate::tensor::DType;
 
@@ -46,13 +46,7 @@ impl Layout {
     /// inputs, box.
     #[cfg(feature = "fuzzing")]
     pub fn from_byte(b: u8) -> Layout {
-        Layout {
-            image: b & 1 != 0,
-            label_type: i64::from((b >> 1) % 5),
-            num_labels: i64::from((b >> 4) & 3) + 1,
-            additional: usize::from((b >> 6) & 1),
-            bbox: b & 0x80 != 0,
-        }
+        Layout { image: b & 1 != 0, label_type: i64::from((b >> 1) % 5), num_labels: i64::from((b >> 4) & 3) + 1, additional: usize::from((b >> 6) & 1), bbox: b & 0x80 != 0 }
     }
 
     pub fn from_args(args: &Args) -> Layout {
@@ -67,11 +61,7 @@ impl Layout {
 
     /// Outputs declared: image, label(s), additional tensors, box.
     pub fn count(&self) -> usize {
-        self.image as usize
-            + (self.label_type != 4) as usize
-            + matches!(self.label_type, 1 | 3) as usize
-            + self.additional
-            + self.bbox as usize
+        self.image as usize + (self.label_type != 4) as usize + matches!(self.label_type, 1 | 3) as usize + self.additional + self.bbox as usize
     }
 }
 
@@ -107,18 +97,13 @@ fn tensor(b: &[u8]) -> Result<Tensor<'_>, String> {
     for field in Fields::new(b) {
         let (num, wire, p) = field.map_err(parse_error)?;
         match (num, wire) {
-            (1, VARINT | LEN) => {
-                protobuf::varints(wire, p, |v| t.dims.push(v as i64)).map_err(parse_error)?
-            }
+            (1, VARINT | LEN) => protobuf::varints(wire, p, |v| t.dims.push(v as i64)).map_err(parse_error)?,
             (2, VARINT) => t.data_type = Some(varint(p).map_err(parse_error)?.0 as u32 as i32),
             (3, LEN | I32) => protobuf::floats(p, &mut t.floats).map_err(parse_error)?,
-            (4, VARINT | LEN) => protobuf::varints(wire, p, |v| t.int32s.push(v as u32 as i32))
-                .map_err(parse_error)?,
+            (4, VARINT | LEN) => protobuf::varints(wire, p, |v| t.int32s.push(v as u32 as i32)).map_err(parse_error)?,
             (5, LEN) => t.bytes = p,
             (6, LEN) => t.strings.push(p),
-            (10, VARINT | LEN) => {
-                protobuf::varints(wire, p, |v| t.int64s.push(v as i64)).map_err(parse_error)?
-            }
+            (10, VARINT | LEN) => protobuf::varints(wire, p, |v| t.int64s.push(v as i64)).map_err(parse_error)?,
             (11, LEN) => {
                 let (mut begin, mut end) = (false, false);
                 for f in Fields::new(p) {
@@ -129,9 +114,7 @@ fn tensor(b: &[u8]) -> Result<Tensor<'_>, String> {
                     }
                 }
                 if !(begin && end) {
-                    return Err(parse_error(
-                        "a segment misses its required begin or end".into(),
-                    ));
+                    return Err(parse_error("a segment misses its required begin or end".into()));
                 }
             }
             (9, LEN | I64) | (7, LEN) => {}
@@ -152,21 +135,14 @@ pub fn parse<'a>(value: &'a [u8], l: &Layout) -> Result<Vec<Piece<'a>>, String> 
         }
     }
     let n = protos.len();
-    let get = |i: usize, what: &str| {
-        protos
-            .get(i)
-            .ok_or_else(|| format!("the record has {n} tensors; the {what} would be tensor {i}"))
-    };
+    let get = |i: usize, what: &str| protos.get(i).ok_or_else(|| format!("the record has {n} tensors; the {what} would be tensor {i}"));
     let mut out: Vec<Option<Piece<'a>>> = (0..l.count()).map(|_| None).collect();
     let mut c = 0;
     if l.image {
         let t = get(0, "image")?;
         match t.data_type() {
             STRING => {
-                let s = t
-                    .strings
-                    .first()
-                    .ok_or("the image tensor (STRING) holds no string")?;
+                let s = t.strings.first().ok_or("the image tensor (STRING) holds no string")?;
                 out[0] = Some(Piece::record(s, vec![s.len()]));
             }
             BYTE => {
@@ -174,26 +150,14 @@ pub fn parse<'a>(value: &'a [u8], l: &Layout) -> Result<Vec<Piece<'a>>, String> 
                     return Err(format!("the image tensor (BYTE) has dims {:?}; (height, width[, channels]) expected", t.dims));
                 }
                 let (h, w) = (t.dims[0] as usize, t.dims[1] as usize);
-                let ch = if t.dims.len() == 3 {
-                    t.dims[2] as usize
-                } else {
-                    1
-                };
+                let ch = if t.dims.len() == 3 { t.dims[2] as usize } else { 1 };
                 let want = h.checked_mul(w).and_then(|v| v.checked_mul(ch));
                 if want != Some(t.bytes.len()) {
-                    return Err(format!(
-                        "Image data size mismatch: {} (expected: {})",
-                        t.bytes.len(),
-                        want.map_or("overflow".into(), |v| v.to_string())
-                    ));
+                    return Err(format!("Image data size mismatch: {} (expected: {})", t.bytes.len(), want.map_or("overflow".into(), |v| v.to_string())));
                 }
                 out[0] = Some(Piece::record(t.bytes, vec![h, w, ch]));
             }
-            other => {
-                return Err(format!(
-                "the image tensor has data type {other}; STRING (encoded) or BYTE (raw) expected"
-            ))
-            }
+            other => return Err(format!("the image tensor has data type {other}; STRING (encoded) or BYTE (raw) expected")),
         }
         c = 1;
     }
@@ -204,64 +168,30 @@ pub fn parse<'a>(value: &'a [u8], l: &Layout) -> Result<Vec<Piece<'a>>, String> 
             INT32 => false,
             _ => return Err("Unsupported label data type".into()),
         };
-        let count = if float {
-            t.floats.len()
-        } else {
-            t.int32s.len()
-        };
+        let count = if float { t.floats.len() } else { t.int32s.len() };
         let index = |k: usize| -> Result<usize, String> {
-            let i = if float {
-                c_int(f64::from(t.floats[k]))
-            } else {
-                t.int32s[k]
-            };
-            usize::try_from(i)
-                .ok()
-                .filter(|&i| (i as i64) < l.num_labels)
-                .ok_or_else(|| {
-                    format!(
-                        "Label index out of bounds: {i} (num_labels: {})",
-                        l.num_labels
-                    )
-                })
+            let i = if float { c_int(f64::from(t.floats[k])) } else { t.int32s[k] };
+            usize::try_from(i).ok().filter(|&i| (i as i64) < l.num_labels).ok_or_else(|| format!("Label index out of bounds: {i} (num_labels: {})", l.num_labels))
         };
         let zeros = || vec![0u8; l.num_labels.max(0) as usize * 4];
         let piece = match l.label_type {
             0 => {
                 if count != 1 {
-                    return Err(format!(
-                        "a single label must be one value, the label tensor holds {count}"
-                    ));
+                    return Err(format!("a single label must be one value, the label tensor holds {count}"));
                 }
-                if float {
-                    Piece::values(DType::F32, &t.floats)
-                } else {
-                    Piece::values(DType::I32, &t.int32s)
-                }
+                if float { Piece::values(DType::F32, &t.floats) } else { Piece::values(DType::I32, &t.int32s) }
             }
             1 => {
                 let mut v = zeros();
-                let one: [u8; 4] = if float {
-                    1f32.to_le_bytes()
-                } else {
-                    1i32.to_le_bytes()
-                };
+                let one: [u8; 4] = if float { 1f32.to_le_bytes() } else { 1i32.to_le_bytes() };
                 for k in 0..count {
                     let i = index(k)?;
                     v[4 * i..4 * i + 4].copy_from_slice(&one);
                 }
-                Piece {
-                    dtype: if float { DType::F32 } else { DType::I32 },
-                    shape: vec![l.num_labels as usize],
-                    bytes: super::Bytes::Made(v),
-                }
+                Piece { dtype: if float { DType::F32 } else { DType::I32 }, shape: vec![l.num_labels as usize], bytes: super::Bytes::Made(v) }
             }
             2 => {
-                if float {
-                    Piece::values(DType::F32, &t.floats)
-                } else {
-                    Piece::values(DType::I32, &t.int32s)
-                }
+                if float { Piece::values(DType::F32, &t.floats) } else { Piece::values(DType::I32, &t.int32s) }
             }
             3 => {
                 let weights = &get(c + 1, "label weights")?.floats;
@@ -273,11 +203,7 @@ pub fn parse<'a>(value: &'a [u8], l: &Layout) -> Result<Vec<Piece<'a>>, String> 
                     let i = index(k)?;
                     v[4 * i..4 * i + 4].copy_from_slice(&w.to_le_bytes());
                 }
-                Piece {
-                    dtype: DType::F32,
-                    shape: vec![l.num_labels as usize],
-                    bytes: super::Bytes::Made(v),
-                }
+                Piece { dtype: DType::F32, shape: vec![l.num_labels as usize], bytes: super::Bytes::Made(v) }
             }
             _ => return Err("Unsupported label type".into()),
         };

@@ -86,11 +86,7 @@ impl Annotations {
         self.file_names.len()
     }
 
-    fn range(
-        offset: &[impl Copy + Into<i64>],
-        count: &[impl Copy + Into<i64>],
-        k: usize,
-    ) -> std::ops::Range<usize> {
+    fn range(offset: &[impl Copy + Into<i64>], count: &[impl Copy + Into<i64>], k: usize) -> std::ops::Range<usize> {
         let (o, c) = (offset[k].into() as usize, count[k].into() as usize);
         o..o + c
     }
@@ -100,27 +96,15 @@ impl Annotations {
     }
 
     pub fn polygons_of(&self, k: usize) -> std::ops::Range<usize> {
-        if self.poly_offset.is_empty() {
-            0..0
-        } else {
-            Self::range(&self.poly_offset, &self.poly_count, k)
-        }
+        if self.poly_offset.is_empty() { 0..0 } else { Self::range(&self.poly_offset, &self.poly_count, k) }
     }
 
     pub fn vertices_of(&self, k: usize) -> std::ops::Range<usize> {
-        if self.vert_offset.is_empty() {
-            0..0
-        } else {
-            Self::range(&self.vert_offset, &self.vert_count, k)
-        }
+        if self.vert_offset.is_empty() { 0..0 } else { Self::range(&self.vert_offset, &self.vert_count, k) }
     }
 
     pub fn rles_of(&self, k: usize) -> std::ops::Range<usize> {
-        if self.rle_offset.is_empty() {
-            0..0
-        } else {
-            Self::range(&self.rle_offset, &self.rle_count, k)
-        }
+        if self.rle_offset.is_empty() { 0..0 } else { Self::range(&self.rle_offset, &self.rle_count, k) }
     }
 }
 
@@ -182,15 +166,11 @@ pub struct ParseError {
 }
 
 fn runtime(message: impl Into<String>) -> ParseError {
-    ParseError {
-        message: message.into(),
-        value_error: false,
-    }
+    ParseError { message: message.into(), value_error: false }
 }
 
 fn parsed<'a, T: Deserialize<'a>>(raw: &'a RawValue, what: &str) -> Result<T, ParseError> {
-    serde_json::from_str(raw.get())
-        .map_err(|e| runtime(format!("Error parsing JSON file: {what}: {e}")))
+    serde_json::from_str(raw.get()).map_err(|e| runtime(format!("Error parsing JSON file: {what}: {e}")))
 }
 
 fn json_type(v: &serde_json::Value) -> &'static str {
@@ -206,15 +186,8 @@ fn json_type(v: &serde_json::Value) -> &'static str {
 
 /// The four numbers of a `bbox`, as DALI 2.4 checks them.
 fn bbox(raw: Option<&RawValue>) -> Result<[f32; 4], ParseError> {
-    let bad = |got: String| ParseError {
-        message: format!(
-            "Invalid COCO annotation: `bbox` must contain exactly 4 values, got {got}."
-        ),
-        value_error: true,
-    };
-    let Some(raw) = raw else {
-        return Err(bad("0".into()));
-    };
+    let bad = |got: String| ParseError { message: format!("Invalid COCO annotation: `bbox` must contain exactly 4 values, got {got}."), value_error: true };
+    let Some(raw) = raw else { return Err(bad("0".into())) };
     let v: serde_json::Value = parsed(raw, "bbox")?;
     let items = match &v {
         serde_json::Value::Array(a) => a.as_slice(),
@@ -227,12 +200,7 @@ fn bbox(raw: Option<&RawValue>) -> Result<[f32; 4], ParseError> {
     if numbers.len() != 4 {
         return Err(bad(numbers.len().to_string()));
     }
-    Ok([
-        numbers[0] as f32,
-        numbers[1] as f32,
-        numbers[2] as f32,
-        numbers[3] as f32,
-    ])
+    Ok([numbers[0] as f32, numbers[1] as f32, numbers[2] as f32, numbers[3] as f32])
 }
 
 enum Segmentation {
@@ -242,84 +210,50 @@ enum Segmentation {
 }
 
 fn segmentation(raw: Option<&RawValue>, opts: &Options) -> Result<Segmentation, ParseError> {
-    let Some(raw) = raw else {
-        return Ok(Segmentation::None);
-    };
+    let Some(raw) = raw else { return Ok(Segmentation::None) };
     let text = raw.get().trim_start();
     if text.starts_with('[') {
         if !(opts.wanted.polygons || opts.wanted.pixelwise) {
             return Ok(Segmentation::None);
         }
-        let polys: Vec<Vec<serde_json::Value>> = serde_json::from_str(text).map_err(|e| {
-            runtime(format!(
-                "invalid polygon segmentation (a list of lists of numbers expected): {e}"
-            ))
-        })?;
+        let polys: Vec<Vec<serde_json::Value>> =
+            serde_json::from_str(text).map_err(|e| runtime(format!("invalid polygon segmentation (a list of lists of numbers expected): {e}")))?;
         let mut out = Vec::with_capacity(polys.len());
         for p in polys {
             if p.len() % 2 != 0 {
-                return Err(runtime(format!(
-                    "invalid polygon segmentation: {} coordinates, not (x, y) pairs",
-                    p.len()
-                )));
+                return Err(runtime(format!("invalid polygon segmentation: {} coordinates, not (x, y) pairs", p.len())));
             }
             let coords = p
                 .iter()
-                .map(|c| {
-                    c.as_f64().map(|v| v as f32).ok_or_else(|| {
-                        runtime(format!(
-                            "invalid polygon segmentation: the coordinate {c} is not a number"
-                        ))
-                    })
-                })
+                .map(|c| c.as_f64().map(|v| v as f32).ok_or_else(|| runtime(format!("invalid polygon segmentation: the coordinate {c} is not a number"))))
                 .collect::<Result<Vec<f32>, _>>()?;
             out.push(coords);
         }
         return Ok(Segmentation::Polygons(out));
     }
     if text.starts_with('{') && opts.wanted.pixelwise {
-        let rle: JRle = serde_json::from_str(text)
-            .map_err(|e| runtime(format!("Missing or invalid ``counts`` attribute. ({e})")))?;
-        let size = rle
-            .size
-            .filter(|s| s.len() == 2 && s[0] > 0 && s[1] > 0)
-            .ok_or_else(|| runtime("Invalid or missing mask sizes"))?;
+        let rle: JRle = serde_json::from_str(text).map_err(|e| runtime(format!("Missing or invalid ``counts`` attribute. ({e})")))?;
+        let size = rle.size.filter(|s| s.len() == 2 && s[0] > 0 && s[1] > 0).ok_or_else(|| runtime("Invalid or missing mask sizes"))?;
         let runs = match rle.counts {
             Some(Counts::Runs(r)) if !r.is_empty() => r,
             Some(Counts::Text(s)) if !s.is_empty() => rle_from_string(s.as_bytes()),
             _ => return Err(runtime("Missing or invalid ``counts`` attribute.")),
         };
-        return Ok(Segmentation::Rle(Rle {
-            h: size[0] as u64,
-            w: size[1] as u64,
-            runs,
-            mask_idx: 0,
-        }));
+        return Ok(Segmentation::Rle(Rle { h: size[0] as u64, w: size[1] as u64, runs, mask_idx: 0 }));
     }
     Ok(Segmentation::None)
 }
 
 /// Reads and filters the annotations file `path`.
-pub fn parse(
-    path: &Path,
-    storage: &crate::storage::Options,
-    opts: &Options,
-) -> Result<Annotations, ParseError> {
-    let text = crate::storage::read(&path.to_string_lossy(), storage).map_err(|e| {
-        runtime(format!(
-            "Could not open JSON annotations file: \"{}\" ({e})",
-            path.display()
-        ))
-    })?;
-    let doc: Json = serde_json::from_slice(&text)
-        .map_err(|e| runtime(format!("Error parsing JSON file. {}: {e}", path.display())))?;
+pub fn parse(path: &Path, storage: &crate::storage::Options, opts: &Options) -> Result<Annotations, ParseError> {
+    let text = crate::storage::read(&path.to_string_lossy(), storage).map_err(|e| runtime(format!("Could not open JSON annotations file: \"{}\" ({e})", path.display())))?;
+    let doc: Json = serde_json::from_slice(&text).map_err(|e| runtime(format!("Error parsing JSON file. {}: {e}", path.display())))?;
 
     // Category id -> 1-based position in the list (the first of a repeated id wins).
     let mut remap: HashMap<i32, i32> = HashMap::new();
     for (pos, raw) in doc.categories.unwrap_or_default().into_iter().enumerate() {
         let c: JCategory = parsed(raw, "categories")?;
-        let id =
-            c.id.ok_or_else(|| runtime("Missing category ID in the JSON annotations file"))?;
+        let id = c.id.ok_or_else(|| runtime("Missing category ID in the JSON annotations file"))?;
         remap.entry(id).or_insert(pos as i32 + 1);
     }
 
@@ -336,21 +270,10 @@ pub fn parse(
         let file_name = match name {
             serde_json::Value::String(s) => s,
             other => {
-                return Err(ParseError {
-                    message: format!(
-                        "Invalid COCO annotation: `file_name` must be a string, got {}.",
-                        json_type(&other)
-                    ),
-                    value_error: true,
-                })
+                return Err(ParseError { message: format!("Invalid COCO annotation: `file_name` must be a string, got {}.", json_type(&other)), value_error: true })
             }
         };
-        images.push(Image {
-            id: im.id,
-            width: im.width,
-            height: im.height,
-            file_name,
-        });
+        images.push(Image { id: im.id, width: im.width, height: im.height, file_name });
     }
 
     // Kept annotations of each image id, in file order.
@@ -373,17 +296,9 @@ pub fn parse(
             b[2] += b[0];
             b[3] += b[1];
         }
-        let label = if opts.avoid_class_remapping {
-            a.category_id
-        } else {
-            remap.get(&a.category_id).copied().unwrap_or(0)
-        };
+        let label = if opts.avoid_class_remapping { a.category_id } else { remap.get(&a.category_id).copied().unwrap_or(0) };
         let seg = segmentation(a.segmentation, opts)?;
-        by_image.entry(a.image_id).or_default().push(Kept {
-            label,
-            bbox: b,
-            seg,
-        });
+        by_image.entry(a.image_id).or_default().push(Kept { label, bbox: b, seg });
     }
 
     // The samples: images by id, or the names asked for.
@@ -394,14 +309,8 @@ pub fn parse(
             sorted
         }
         Some(names) => {
-            let by_name: HashMap<&str, &Image> = images
-                .iter()
-                .map(|im| (im.file_name.as_str(), im))
-                .collect();
-            names
-                .iter()
-                .filter_map(|n| by_name.get(n.as_str()).copied())
-                .collect()
+            let by_name: HashMap<&str, &Image> = images.iter().map(|im| (im.file_name.as_str(), im)).collect();
+            names.iter().filter_map(|n| by_name.get(n.as_str()).copied()).collect()
         }
     };
 
@@ -420,33 +329,18 @@ pub fn parse(
         let (poly0, vert0, rle0) = (out.polygons.len(), out.vertices.len(), out.rles.len());
         for (mask_idx, a) in anns.iter().enumerate() {
             out.labels.push(a.label);
-            out.boxes.push(if opts.ratio {
-                [a.bbox[0] / w, a.bbox[1] / h, a.bbox[2] / w, a.bbox[3] / h]
-            } else {
-                a.bbox
-            });
+            out.boxes.push(if opts.ratio { [a.bbox[0] / w, a.bbox[1] / h, a.bbox[2] / w, a.bbox[3] / h] } else { a.bbox });
             match &a.seg {
                 Segmentation::Polygons(polys) if masks => {
                     for p in polys {
                         let start = (out.vertices.len() - vert0) as i32;
                         for xy in p.chunks_exact(2) {
-                            out.vertices.push(if opts.ratio {
-                                [xy[0] / w, xy[1] / h]
-                            } else {
-                                [xy[0], xy[1]]
-                            });
+                            out.vertices.push(if opts.ratio { [xy[0] / w, xy[1] / h] } else { [xy[0], xy[1]] });
                         }
-                        out.polygons.push([
-                            mask_idx as i32,
-                            start,
-                            (out.vertices.len() - vert0) as i32,
-                        ]);
+                        out.polygons.push([mask_idx as i32, start, (out.vertices.len() - vert0) as i32]);
                     }
                 }
-                Segmentation::Rle(r) => out.rles.push(Rle {
-                    mask_idx: mask_idx as i32,
-                    ..r.clone()
-                }),
+                Segmentation::Rle(r) => out.rles.push(Rle { mask_idx: mask_idx as i32, ..r.clone() }),
                 _ => {}
             }
         }
@@ -473,12 +367,7 @@ pub fn parse(
 // Every file but filenames.dat is a vector: u32 count, then the elements, little-endian. An
 // empty vector's file is not written, and a missing file reads as empty (as DALI does).
 
-fn put_vec<T: Copy>(
-    dir: &Path,
-    name: &str,
-    items: &[T],
-    bytes: impl Fn(&T, &mut Vec<u8>),
-) -> Result<(), String> {
+fn put_vec<T: Copy>(dir: &Path, name: &str, items: &[T], bytes: impl Fn(&T, &mut Vec<u8>)) -> Result<(), String> {
     if items.is_empty() {
         return Ok(());
     }
@@ -488,12 +377,7 @@ fn put_vec<T: Copy>(
         bytes(it, &mut out);
     }
     let path = dir.join(name);
-    std::fs::write(&path, out).map_err(|e| {
-        format!(
-            "CocoReader meta file error while saving: {}: {e}",
-            path.display()
-        )
-    })
+    std::fs::write(&path, out).map_err(|e| format!("CocoReader meta file error while saving: {}: {e}", path.display()))
 }
 
 macro_rules! le {
@@ -510,33 +394,12 @@ pub fn save(a: &Annotations, dir: &Path) -> Result<(), String> {
     put_vec(dir, "labels.dat", &a.labels, le!(|x: &i32| *x))?;
     let names: String = a.file_names.iter().map(|n| format!("{n}\n")).collect();
     let path = dir.join("filenames.dat");
-    std::fs::write(&path, names).map_err(|e| {
-        format!(
-            "CocoReader meta file error while saving: {}: {e}",
-            path.display()
-        )
-    })?;
-    put_vec(
-        dir,
-        "polygon_data.dat",
-        &a.polygons,
-        le!(|x: &[i32; 3]| x[0], |x: &[i32; 3]| x[1], |x: &[i32; 3]| x
-            [2]),
-    )?;
+    std::fs::write(&path, names).map_err(|e| format!("CocoReader meta file error while saving: {}: {e}", path.display()))?;
+    put_vec(dir, "polygon_data.dat", &a.polygons, le!(|x: &[i32; 3]| x[0], |x: &[i32; 3]| x[1], |x: &[i32; 3]| x[2]))?;
     put_vec(dir, "polygon_offset.dat", &a.poly_offset, le!(|x: &i64| *x))?;
     put_vec(dir, "polygons_count.dat", &a.poly_count, le!(|x: &i64| *x))?;
-    put_vec(
-        dir,
-        "vertices.dat",
-        &a.vertices,
-        le!(|x: &[f32; 2]| x[0], |x: &[f32; 2]| x[1]),
-    )?;
-    put_vec(
-        dir,
-        "vertices_offset.dat",
-        &a.vert_offset,
-        le!(|x: &i64| *x),
-    )?;
+    put_vec(dir, "vertices.dat", &a.vertices, le!(|x: &[f32; 2]| x[0], |x: &[f32; 2]| x[1]))?;
+    put_vec(dir, "vertices_offset.dat", &a.vert_offset, le!(|x: &i64| *x))?;
     put_vec(dir, "vertices_count.dat", &a.vert_count, le!(|x: &i64| *x))?;
     if !a.rles.is_empty() {
         let mut out = (a.rles.len() as u32).to_le_bytes().to_vec();
@@ -549,12 +412,7 @@ pub fn save(a: &Annotations, dir: &Path) -> Result<(), String> {
             }
         }
         let path = dir.join("masks_rles.dat");
-        std::fs::write(&path, out).map_err(|e| {
-            format!(
-                "CocoReader meta file error while saving: {}: {e}",
-                path.display()
-            )
-        })?;
+        std::fs::write(&path, out).map_err(|e| format!("CocoReader meta file error while saving: {}: {e}", path.display()))?;
     }
     let idx: Vec<i32> = a.rles.iter().map(|r| r.mask_idx).collect();
     put_vec(dir, "masks_rles_idx.dat", &idx, le!(|x: &i32| *x))?;
@@ -574,35 +432,22 @@ fn get_vec(dir: &Path, name: &str, size: usize) -> Result<Option<Vec<u8>>, Strin
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
         Err(e) => return Err(format!("{}: {e}", path.display())),
     };
-    let n = bytes
-        .get(..4)
-        .map(|b| u32::from_le_bytes(b.try_into().expect("4 bytes")) as usize)
-        .ok_or_else(|| format!("{}: truncated file", path.display()))?;
+    let n = bytes.get(..4).map(|b| u32::from_le_bytes(b.try_into().expect("4 bytes")) as usize).ok_or_else(|| format!("{}: truncated file", path.display()))?;
     let body = &bytes[4..];
     if n.checked_mul(size) != Some(body.len()) {
-        return Err(format!(
-            "{}: the file announces {n} elements of {size} bytes, it holds {} bytes",
-            path.display(),
-            body.len()
-        ));
+        return Err(format!("{}: the file announces {n} elements of {size} bytes, it holds {} bytes", path.display(), body.len()));
     }
     Ok(Some(body.to_vec()))
 }
 
 fn i32s(b: &[u8]) -> Vec<i32> {
-    b.chunks_exact(4)
-        .map(|c| i32::from_le_bytes(c.try_into().expect("4 bytes")))
-        .collect()
+    b.chunks_exact(4).map(|c| i32::from_le_bytes(c.try_into().expect("4 bytes"))).collect()
 }
 fn i64s(b: &[u8]) -> Vec<i64> {
-    b.chunks_exact(8)
-        .map(|c| i64::from_le_bytes(c.try_into().expect("8 bytes")))
-        .collect()
+    b.chunks_exact(8).map(|c| i64::from_le_bytes(c.try_into().expect("8 bytes"))).collect()
 }
 fn f32s(b: &[u8]) -> Vec<f32> {
-    b.chunks_exact(4)
-        .map(|c| f32::from_le_bytes(c.try_into().expect("4 bytes")))
-        .collect()
+    b.chunks_exact(4).map(|c| f32::from_le_bytes(c.try_into().expect("4 bytes"))).collect()
 }
 
 /// Reads DALI's preprocessed-annotation files from `dir`. Files an output needs must be
@@ -620,19 +465,11 @@ pub fn load(dir: &Path, wanted: Wanted) -> Result<Annotations, String> {
     }
     let opt = |name: &str, size: usize| get_vec(dir, name, size).map(Option::unwrap_or_default);
     let required = |name: &str, size: usize| -> Result<Vec<u8>, String> {
-        get_vec(dir, name, size)?.ok_or_else(|| {
-            format!(
-                "{}: missing, and the outputs asked for need it",
-                dir.join(name).display()
-            )
-        })
+        get_vec(dir, name, size)?.ok_or_else(|| format!("{}: missing, and the outputs asked for need it", dir.join(name).display()))
     };
     let per_sample = |name: &str, len: usize| -> Result<(), String> {
         if len < n {
-            return Err(format!(
-                "{}: {len} entries for {n} samples",
-                dir.join(name).display()
-            ));
+            return Err(format!("{}: {len} entries for {n} samples", dir.join(name).display()));
         }
         Ok(())
     };
@@ -640,31 +477,17 @@ pub fn load(dir: &Path, wanted: Wanted) -> Result<Annotations, String> {
     a.ann_count = i32s(&opt("counts.dat", 4)?);
     per_sample("offsets.dat", a.ann_offset.len())?;
     per_sample("counts.dat", a.ann_count.len())?;
-    a.boxes = f32s(&opt("boxes.dat", 4)?)
-        .chunks_exact(4)
-        .map(|c| [c[0], c[1], c[2], c[3]])
-        .collect();
+    a.boxes = f32s(&opt("boxes.dat", 4)?).chunks_exact(4).map(|c| [c[0], c[1], c[2], c[3]]).collect();
     a.labels = i32s(&opt("labels.dat", 4)?);
     if wanted.polygons || wanted.pixelwise {
-        a.polygons = i32s(&opt("polygon_data.dat", 12)?)
-            .chunks_exact(3)
-            .map(|c| [c[0], c[1], c[2]])
-            .collect();
-        a.vertices = f32s(&opt("vertices.dat", 8)?)
-            .chunks_exact(2)
-            .map(|c| [c[0], c[1]])
-            .collect();
+        a.polygons = i32s(&opt("polygon_data.dat", 12)?).chunks_exact(3).map(|c| [c[0], c[1], c[2]]).collect();
+        a.vertices = f32s(&opt("vertices.dat", 8)?).chunks_exact(2).map(|c| [c[0], c[1]]).collect();
         a.poly_offset = i64s(&opt("polygon_offset.dat", 8)?);
         a.poly_count = i64s(&opt("polygons_count.dat", 8)?);
         a.vert_offset = i64s(&opt("vertices_offset.dat", 8)?);
         a.vert_count = i64s(&opt("vertices_count.dat", 8)?);
         // Absent polygon files (saved without masks) leave every sample without polygons.
-        for v in [
-            &mut a.poly_offset,
-            &mut a.poly_count,
-            &mut a.vert_offset,
-            &mut a.vert_count,
-        ] {
+        for v in [&mut a.poly_offset, &mut a.poly_count, &mut a.vert_offset, &mut a.vert_count] {
             if v.is_empty() {
                 v.resize(n, 0);
             }
@@ -689,27 +512,14 @@ pub fn load(dir: &Path, wanted: Wanted) -> Result<Annotations, String> {
                 *at += k;
                 Ok(s)
             };
-            let count =
-                u32::from_le_bytes(bytes.get(..4).ok_or_else(bad)?.try_into().expect("4 bytes"))
-                    as usize;
+            let count = u32::from_le_bytes(bytes.get(..4).ok_or_else(bad)?.try_into().expect("4 bytes")) as usize;
             for r in 0..count {
                 let h = u64::from_le_bytes(take(&mut at, 8)?.try_into().expect("8 bytes"));
                 let w = u64::from_le_bytes(take(&mut at, 8)?.try_into().expect("8 bytes"));
                 let m = u64::from_le_bytes(take(&mut at, 8)?.try_into().expect("8 bytes"));
-                let m = usize::try_from(m)
-                    .ok()
-                    .filter(|&m| m <= bytes.len() / 4)
-                    .ok_or_else(bad)?;
-                let runs = take(&mut at, 4 * m)?
-                    .chunks_exact(4)
-                    .map(|c| u32::from_le_bytes(c.try_into().expect("4 bytes")))
-                    .collect();
-                a.rles.push(Rle {
-                    h,
-                    w,
-                    runs,
-                    mask_idx: idx.get(r).copied().ok_or_else(bad)?,
-                });
+                let m = usize::try_from(m).ok().filter(|&m| m <= bytes.len() / 4).ok_or_else(bad)?;
+                let runs = take(&mut at, 4 * m)?.chunks_exact(4).map(|c| u32::from_le_bytes(c.try_into().expect("4 bytes"))).collect();
+                a.rles.push(Rle { h, w, runs, mask_idx: idx.get(r).copied().ok_or_else(bad)? });
             }
         }
         for v in [&mut a.rle_offset, &mut a.rle_count] {
@@ -732,33 +542,23 @@ impl Annotations {
         for k in 0..self.len() {
             let inside = |r: std::ops::Range<usize>, len: usize, what: &str| {
                 if r.start > r.end || r.end > len {
-                    Err(format!(
-                        "sample {k}'s {what} {r:?} lie outside the {len} stored"
-                    ))
+                    Err(format!("sample {k}'s {what} {r:?} lie outside the {len} stored"))
                 } else {
                     Ok(())
                 }
             };
             let (o, c) = (self.ann_offset[k], self.ann_count[k]);
             if o < 0 || c < 0 {
-                return Err(format!(
-                    "sample {k} has a negative annotation offset or count"
-                ));
+                return Err(format!("sample {k} has a negative annotation offset or count"));
             }
-            inside(
-                self.annotations_of(k),
-                self.labels.len().min(self.boxes.len()),
-                "annotations",
-            )?;
+            inside(self.annotations_of(k), self.labels.len().min(self.boxes.len()), "annotations")?;
             if !self.poly_offset.is_empty() {
                 inside(self.polygons_of(k), self.polygons.len(), "polygons")?;
                 let nv = self.vertices_of(k).len() as i32;
                 inside(self.vertices_of(k), self.vertices.len(), "vertices")?;
                 for p in &self.polygons[self.polygons_of(k)] {
                     if p[1] < 0 || p[1] > p[2] || p[2] > nv {
-                        return Err(format!(
-                            "sample {k} has a polygon {p:?} outside its {nv} vertices"
-                        ));
+                        return Err(format!("sample {k} has a polygon {p:?} outside its {nv} vertices"));
                     }
                 }
             }

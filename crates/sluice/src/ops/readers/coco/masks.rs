@@ -27,22 +27,12 @@ pub fn rle_from_polygon(xy: &[f64], h: usize, w: usize) -> Result<Vec<u32>, Stri
     let mut y: Vec<i32> = (0..k).map(|j| c_int(scale * xy[2 * j + 1] + 0.5)).collect();
     x.push(x[0]);
     y.push(y[0]);
-    let points: u64 = (0..k)
-        .map(|j| {
-            (x[j] as i64 - x[j + 1] as i64)
-                .unsigned_abs()
-                .max((y[j] as i64 - y[j + 1] as i64).unsigned_abs())
-                + 1
-        })
-        .sum();
+    let points: u64 = (0..k).map(|j| (x[j] as i64 - x[j + 1] as i64).unsigned_abs().max((y[j] as i64 - y[j + 1] as i64).unsigned_abs()) + 1).sum();
     if points > MAX_BOUNDARY_POINTS {
         return Err(format!("polygon too large: its outline spans {points} points at 5x scale, far outside its {w}x{h} image"));
     }
     // Upsampled boundary points, densely along every edge.
-    let (mut u, mut v) = (
-        Vec::with_capacity(points as usize),
-        Vec::with_capacity(points as usize),
-    );
+    let (mut u, mut v) = (Vec::with_capacity(points as usize), Vec::with_capacity(points as usize));
     for j in 0..k {
         let (mut xs, mut xe, mut ys, mut ye) = (x[j], x[j + 1], y[j], y[j + 1]);
         let dx = (xe as i64 - xs as i64).unsigned_abs() as i64;
@@ -74,13 +64,7 @@ pub fn rle_from_polygon(xy: &[f64], h: usize, w: usize) -> Result<Vec<u32>, Stri
         if u[j] == u[j - 1] {
             continue;
         }
-        let xd = (f64::from(if u[j] < u[j - 1] {
-            u[j]
-        } else {
-            u[j].wrapping_sub(1)
-        }) + 0.5)
-            / scale
-            - 0.5;
+        let xd = (f64::from(if u[j] < u[j - 1] { u[j] } else { u[j].wrapping_sub(1) }) + 0.5) / scale - 0.5;
         if xd.floor() != xd || xd < 0.0 || xd > w as f64 - 1.0 {
             continue;
         }
@@ -190,9 +174,7 @@ pub fn draw_labels(masks: &[LabelMask<'_>], h: usize, w: usize, out: &mut [i32])
     out.fill(0);
     let Some(first) = masks.first() else { return };
     let mut counts: Vec<u32> = first.runs.to_vec();
-    let mut values: Vec<i32> = (0..counts.len())
-        .map(|i| if i % 2 == 1 { first.label } else { 0 })
-        .collect();
+    let mut values: Vec<i32> = (0..counts.len()).map(|i| if i % 2 == 1 { first.label } else { 0 }).collect();
     let (mut next_counts, mut next_values) = (Vec::new(), Vec::new());
     for m in &masks[1..] {
         let b = m.runs;
@@ -219,11 +201,7 @@ pub fn draw_labels(masks: &[LabelMask<'_>], h: usize, w: usize, out: &mut [i32])
             }
             let value = if val_a != 0 && on_b {
                 // Overlap: the larger label, except in A's very last run (DALI's rule).
-                if cnt_a == 0 {
-                    val_a
-                } else {
-                    m.label
-                }
+                if cnt_a == 0 { val_a } else { m.label }
             } else if val_a != 0 {
                 val_a
             } else if on_b {
@@ -300,15 +278,7 @@ mod tests {
         // cocoapi's string form of [2, 5, 18] round-trips.
         assert_eq!(rle_from_string(b"25b0"), vec![2, 5, 18]);
         let mut out = vec![0i32; 25];
-        draw_labels(
-            &[
-                LabelMask { label: 1, runs: &a },
-                LabelMask { label: 7, runs: &b },
-            ],
-            5,
-            5,
-            &mut out,
-        );
+        draw_labels(&[LabelMask { label: 1, runs: &a }, LabelMask { label: 7, runs: &b }], 5, 5, &mut out);
         let column_major: Vec<i32> = (0..25).map(|p| out[(p % 5) * 5 + p / 5]).collect();
         assert_eq!(&column_major[..8], &[0, 0, 1, 1, 7, 7, 7, 0]);
     }

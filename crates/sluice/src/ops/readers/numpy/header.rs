@@ -36,16 +36,11 @@ pub fn header_extent(pre: &[u8]) -> Result<(usize, usize), String> {
     }
     let (start, len) = match pre[6] {
         1 => (10, u16::from_le_bytes([pre[8], pre[9]]) as usize),
-        2 | 3 if pre.len() >= 12 => (
-            12,
-            u32::from_le_bytes([pre[8], pre[9], pre[10], pre[11]]) as usize,
-        ),
+        2 | 3 if pre.len() >= 12 => (12, u32::from_le_bytes([pre[8], pre[9], pre[10], pre[11]]) as usize),
         v => return Err(format!("unsupported NPY format version {v}")),
     };
     if len > MAX_HEADER_LEN {
-        return Err(format!(
-            "Error extracting header length: {len} bytes is more than {MAX_HEADER_LEN}"
-        ));
+        return Err(format!("Error extracting header length: {len} bytes is more than {MAX_HEADER_LEN}"));
     }
     Ok((start, len))
 }
@@ -54,14 +49,8 @@ pub fn header_extent(pre: &[u8]) -> Result<(usize, usize), String> {
 pub fn parse(text: &[u8], start: usize) -> Result<Header, String> {
     let text = std::str::from_utf8(text).map_err(|_| "Header is corrupted.".to_string())?;
     let body = text.trim_end_matches(['\n', ' ', '\0']).trim();
-    let inner = body
-        .strip_prefix('{')
-        .and_then(|b| b.strip_suffix('}'))
-        .ok_or("Header is corrupted.")?;
-    let mut p = Parser {
-        s: inner.as_bytes(),
-        at: 0,
-    };
+    let inner = body.strip_prefix('{').and_then(|b| b.strip_suffix('}')).ok_or("Header is corrupted.")?;
+    let mut p = Parser { s: inner.as_bytes(), at: 0 };
     let (mut descr, mut fortran, mut shape) = (None, None, None);
     loop {
         p.skip_ws();
@@ -84,20 +73,9 @@ pub fn parse(text: &[u8], start: usize) -> Result<Header, String> {
     let dtype = descr.ok_or("Expected \"descr\" in the header")?;
     let fortran_order = fortran.ok_or("Failed to parse fortran_order field.")?;
     let shape = shape.ok_or("Expected \"shape\" in the header")?;
-    let volume = shape
-        .iter()
-        .try_fold(1usize, |v, &e| v.checked_mul(e))
-        .ok_or("the array's shape overflows")?;
-    let data_len = volume
-        .checked_mul(dtype.size())
-        .ok_or("the array's shape overflows")?;
-    Ok(Header {
-        dtype,
-        shape,
-        fortran_order,
-        data_offset: start + text.len(),
-        data_len,
-    })
+    let volume = shape.iter().try_fold(1usize, |v, &e| v.checked_mul(e)).ok_or("the array's shape overflows")?;
+    let data_len = volume.checked_mul(dtype.size()).ok_or("the array's shape overflows")?;
+    Ok(Header { dtype, shape, fortran_order, data_offset: start + text.len(), data_len })
 }
 
 struct Parser<'a> {
@@ -119,10 +97,7 @@ impl Parser<'_> {
     fn expect(&mut self, c: u8) -> Result<(), String> {
         self.skip_ws();
         if self.s.get(self.at) != Some(&c) {
-            return Err(format!(
-                "Header is corrupted: expected '{}' at byte {}",
-                c as char, self.at
-            ));
+            return Err(format!("Header is corrupted: expected '{}' at byte {}", c as char, self.at));
         }
         self.at += 1;
         Ok(())
@@ -135,10 +110,7 @@ impl Parser<'_> {
             return Err("Expected ''' (a quoted string) in the header".into());
         }
         let rest = &self.s[self.at + 1..];
-        let end = rest
-            .iter()
-            .position(|&c| c == q)
-            .ok_or("Header is corrupted: unterminated string")?;
+        let end = rest.iter().position(|&c| c == q).ok_or("Header is corrupted: unterminated string")?;
         self.at += end + 2;
         Ok(String::from_utf8_lossy(&rest[..end]).into_owned())
     }
@@ -201,20 +173,12 @@ impl Parser<'_> {
                         self.at += 1;
                     }
                     let digits = std::str::from_utf8(&self.s[start..self.at]).expect("digits");
-                    dims.push(
-                        digits
-                            .parse::<usize>()
-                            .map_err(|_| format!("dimension {digits} is too large"))?,
-                    );
+                    dims.push(digits.parse::<usize>().map_err(|_| format!("dimension {digits} is too large"))?);
                     self.skip_ws();
                     match self.s.get(self.at) {
                         Some(b',') => self.at += 1,
                         Some(b')') if dims.len() > 1 => {}
-                        _ => {
-                            return Err(
-                                "The first number in a tuple must be followed by a comma.".into()
-                            )
-                        }
+                        _ => return Err("The first number in a tuple must be followed by a comma.".into()),
                     }
                 }
                 _ => return Err("Header is corrupted: bad shape tuple".into()),
@@ -254,35 +218,13 @@ mod tests {
 
     #[test]
     fn numpys_headers_parse() {
-        let file = npy(
-            "{'descr': '<f4', 'fortran_order': False, 'shape': (3, 4), }",
-            1,
-        );
+        let file = npy("{'descr': '<f4', 'fortran_order': False, 'shape': (3, 4), }", 1);
         let h = read(&file).unwrap();
-        assert_eq!(
-            (
-                h.dtype,
-                h.shape.as_slice(),
-                h.fortran_order,
-                h.data_offset,
-                h.data_len
-            ),
-            (DType::F32, &[3, 4][..], false, file.len(), 48)
-        );
-        let file = npy(
-            "{'descr': '|u1', 'fortran_order': True, 'shape': (7,), }",
-            2,
-        );
+        assert_eq!((h.dtype, h.shape.as_slice(), h.fortran_order, h.data_offset, h.data_len), (DType::F32, &[3, 4][..], false, file.len(), 48));
+        let file = npy("{'descr': '|u1', 'fortran_order': True, 'shape': (7,), }", 2);
         let h = read(&file).unwrap();
-        assert_eq!(
-            (h.dtype, h.shape.as_slice(), h.fortran_order, h.data_offset),
-            (DType::U8, &[7][..], true, file.len())
-        );
-        let h = read(&npy(
-            "{'shape': (), 'fortran_order': False, 'descr': '<i8'}",
-            1,
-        ))
-        .unwrap();
+        assert_eq!((h.dtype, h.shape.as_slice(), h.fortran_order, h.data_offset), (DType::U8, &[7][..], true, file.len()));
+        let h = read(&npy("{'shape': (), 'fortran_order': False, 'descr': '<i8'}", 1)).unwrap();
         assert!(h.shape.is_empty() && h.data_len == 8);
     }
 
@@ -300,13 +242,9 @@ mod tests {
             let e = read(&npy(header, 1)).unwrap_err();
             assert!(e.contains(msg), "{header}: {e}");
         }
-        assert!(header_extent(b"GIF89a......")
-            .unwrap_err()
-            .contains("not a numpy file"));
+        assert!(header_extent(b"GIF89a......").unwrap_err().contains("not a numpy file"));
         let mut huge = npy("{}", 2);
         huge[8..12].copy_from_slice(&u32::MAX.to_le_bytes());
-        assert!(header_extent(&huge[..PREAMBLE])
-            .unwrap_err()
-            .contains("header length"));
+        assert!(header_extent(&huge[..PREAMBLE]).unwrap_err().contains("header length"));
     }
 }

@@ -18,10 +18,7 @@ pub fn masked_crc(data: &[u8]) -> u32 {
 /// The Example bytes of one framed record, its CRCs checked.
 pub fn record_payload(record: &[u8]) -> Result<&[u8], String> {
     if record.len() < 16 {
-        return Err(format!(
-            "truncated record: {} bytes, a record takes at least 16",
-            record.len()
-        ));
+        return Err(format!("truncated record: {} bytes, a record takes at least 16", record.len()));
     }
     let len = u64::from_le_bytes(record[..8].try_into().expect("8 bytes"));
     let len_crc = u32::from_le_bytes(record[8..12].try_into().expect("4 bytes"));
@@ -51,10 +48,7 @@ pub enum Values<'a> {
 }
 
 /// Calls `found(name, values)` for every feature of the Example `data`.
-pub fn for_each_feature<'a>(
-    data: &'a [u8],
-    mut found: impl FnMut(&'a [u8], Values<'a>),
-) -> Result<(), String> {
+pub fn for_each_feature<'a>(data: &'a [u8], mut found: impl FnMut(&'a [u8], Values<'a>)) -> Result<(), String> {
     for field in Fields::new(data) {
         let (num, wire, features) = field?;
         if num != 1 || wire != LEN {
@@ -195,20 +189,11 @@ pub(crate) mod tests {
             _ => panic!("unexpected feature"),
         })
         .unwrap();
-        assert_eq!(
-            (i, f, b),
-            (
-                vec![1, -2, 300],
-                vec![0.5, -1.25],
-                vec![b"abc".to_vec(), vec![]]
-            )
-        );
+        assert_eq!((i, f, b), (vec![1, -2, 300], vec![0.5, -1.25], vec![b"abc".to_vec(), vec![]]));
         let mut bad = rec.clone();
         bad[20] ^= 1;
         assert!(record_payload(&bad).unwrap_err().contains("CRC"));
-        assert!(record_payload(&rec[..rec.len() - 5])
-            .unwrap_err()
-            .contains("truncated"));
+        assert!(record_payload(&rec[..rec.len() - 5]).unwrap_err().contains("truncated"));
         // A length field claiming more than the message holds.
         let mut lying = ex.clone();
         lying[1] = 0x7f;

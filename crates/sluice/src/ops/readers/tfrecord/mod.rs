@@ -22,13 +22,11 @@ use std::sync::atomic::AtomicBool;
 use std::sync::Arc;
 
 use self::example::Values;
-use super::core::{
-    lazily, read_ahead_spans, read_in_parallel, read_spans, BatchSource, ReaderCore,
-};
+use super::core::{lazily, read_ahead_spans, read_in_parallel, read_spans, BatchSource, ReaderCore};
 use super::{READER_ARGS, SHUFFLE_AFTER_EPOCH_ARGS};
+use crate::storage::{self, Source};
 use crate::error::{Error, Location, Result};
 use crate::ops::{arg, ArgDefault as D, ArgType as T, Device, OpContext, OpDef, OpSchema};
-use crate::storage::{self, Source};
 use crate::tensor::{BatchMeta, DType, TensorList};
 
 const OWN_ARGS: &[crate::ops::ArgSchema] = &[
@@ -107,21 +105,12 @@ fn parse_features(ctx: &OpContext) -> Result<Vec<Feature>> {
     let op = ctx.display_name.as_str();
     let a = &ctx.args;
     let names = a.strs("_feature_names");
-    let lists = [
-        a.strs("_feature_kinds"),
-        a.strs("_feature_types"),
-        a.strs("_feature_shapes"),
-        a.strs("_feature_defaults"),
-    ];
+    let lists = [a.strs("_feature_kinds"), a.strs("_feature_types"), a.strs("_feature_shapes"), a.strs("_feature_defaults")];
     if names.is_empty() {
         return Err(Error::arg(op, "features", "No features provided"));
     }
     if lists.iter().any(|l| l.len() != names.len()) {
-        return Err(Error::arg(
-            op,
-            "features",
-            "Number of features needs to match number of feature names.",
-        ));
+        return Err(Error::arg(op, "features", "Number of features needs to match number of feature names."));
     }
     let mut out = Vec::with_capacity(names.len());
     for (i, name) in names.iter().enumerate() {
@@ -140,11 +129,7 @@ fn parse_features(ctx: &OpContext) -> Result<Vec<Feature>> {
         let shape = lists[2][i]
             .split(',')
             .filter(|s| !s.is_empty())
-            .map(|s| {
-                s.trim()
-                    .parse::<usize>()
-                    .map_err(|_| bad(format!("bad extent '{s}'")))
-            })
+            .map(|s| s.trim().parse::<usize>().map_err(|_| bad(format!("bad extent '{s}'"))))
             .collect::<Result<Vec<_>>>()?;
         if kind == Kind::String && (!fixed || shape.iter().product::<usize>() != 1) {
             return Err(bad("Tensors of strings are not supported.".into()));
@@ -154,24 +139,8 @@ fn parse_features(ctx: &OpContext) -> Result<Vec<Feature>> {
         let default = if let Some(d) = default {
             let volume: usize = shape.iter().product();
             let d = match kind {
-                Kind::Int64 => Default::Ints(
-                    d.split(',')
-                        .map(|v| {
-                            v.trim()
-                                .parse()
-                                .map_err(|_| bad(format!("default value '{v}' is not an integer")))
-                        })
-                        .collect::<Result<_>>()?,
-                ),
-                Kind::Float32 => Default::Floats(
-                    d.split(',')
-                        .map(|v| {
-                            v.trim()
-                                .parse()
-                                .map_err(|_| bad(format!("default value '{v}' is not a number")))
-                        })
-                        .collect::<Result<_>>()?,
-                ),
+                Kind::Int64 => Default::Ints(d.split(',').map(|v| v.trim().parse().map_err(|_| bad(format!("default value '{v}' is not an integer")))).collect::<Result<_>>()?),
+                Kind::Float32 => Default::Floats(d.split(',').map(|v| v.trim().parse().map_err(|_| bad(format!("default value '{v}' is not a number")))).collect::<Result<_>>()?),
                 Kind::String => Default::Bytes(d.as_bytes().to_vec()),
             };
             let count = match &d {
@@ -180,21 +149,13 @@ fn parse_features(ctx: &OpContext) -> Result<Vec<Feature>> {
                 Default::Bytes(_) => 1,
             };
             if fixed && count != 1 && count != volume {
-                return Err(bad(format!(
-                    "{count} default values for the shape {shape:?}: give one, or one per element"
-                )));
+                return Err(bad(format!("{count} default values for the shape {shape:?}: give one, or one per element")));
             }
             Some(d)
         } else {
             None
         };
-        out.push(Feature {
-            name: name.clone(),
-            kind,
-            shape,
-            fixed,
-            default,
-        });
+        out.push(Feature { name: name.clone(), kind, shape, fixed, default });
     }
     Ok(out)
 }
@@ -213,43 +174,20 @@ fn read_indexes(ctx: &OpContext, opts: &storage::Options) -> Result<Index> {
         return Err(Error::arg(op, "path", "no TFRecord files given"));
     }
     if indexes.len() != paths.len() {
-        return Err(Error::arg(
-            op,
-            "index_path",
-            format!(
-                "{} index files for {} TFRecord files: give one per file",
-                indexes.len(),
-                paths.len()
-            ),
-        ));
+        return Err(Error::arg(op, "index_path", format!("{} index files for {} TFRecord files: give one per file", indexes.len(), paths.len())));
     }
     let mut records = Vec::new();
     for (f, (path, index)) in paths.iter().zip(indexes).enumerate() {
-        let len = storage::size(&path.to_string_lossy(), &opts)
-            .map_err(|e| Error::io(op, path.display(), e))?;
+        let len = storage::size(&path.to_string_lossy(), &opts).map_err(|e| Error::io(op, path.display(), e))?;
         let text = storage::read(index, &opts).map_err(|e| Error::io(op, index, e))?;
         let text = String::from_utf8_lossy(&text);
         // Whitespace-separated `offset size` pairs (one a line as tfrecord2idx writes them;
         // DALI reads the numbers as a stream, so any spacing works).
         let mut numbers = text.split_whitespace();
         while let Some(off) = numbers.next() {
-            let parse = |s: &str| {
-                s.parse::<u64>().map_err(|_| {
-                    Error::io(
-                        op,
-                        index,
-                        format!("record {}: {s:?} is not a byte count", records.len() + 1),
-                    )
-                })
-            };
+            let parse = |s: &str| s.parse::<u64>().map_err(|_| Error::io(op, index, format!("record {}: {s:?} is not a byte count", records.len() + 1)));
             let off = parse(off)?;
-            let size = parse(numbers.next().ok_or_else(|| {
-                Error::io(
-                    op,
-                    index,
-                    format!("record {}: an offset without a size", records.len() + 1),
-                )
-            })?)?;
+            let size = parse(numbers.next().ok_or_else(|| Error::io(op, index, format!("record {}: an offset without a size", records.len() + 1)))?)?;
             if off.checked_add(size).is_none_or(|end| end > len) {
                 return Err(Error::io(op, index, format!(
                     "record at {off} of {size} bytes ends past the end of {} ({len} bytes): the index does not match the file",
@@ -260,11 +198,7 @@ fn read_indexes(ctx: &OpContext, opts: &storage::Options) -> Result<Index> {
         }
     }
     if records.is_empty() {
-        return Err(Error::io(
-            op,
-            indexes.join(", "),
-            "the index files list no records",
-        ));
+        return Err(Error::io(op, indexes.join(", "), "the index files list no records"));
     }
     Ok(Index { paths, records })
 }
@@ -298,10 +232,7 @@ impl TfSource {
             operator: self.op.clone(),
             sample: Some(i),
             iteration: Some(batch_no),
-            source: Some(format!(
-                "{} (record at byte {off})",
-                self.index.paths[f as usize].display()
-            )),
+            source: Some(format!("{} (record at byte {off})", self.index.paths[f as usize].display())),
         }
     }
 
@@ -313,9 +244,7 @@ impl TfSource {
         let (features, gathered) = (&self.features, &mut self.gathered);
         let mut failure = None;
         example::for_each_feature(payload, |name, values| {
-            let Some(j) = features.iter().position(|f| f.name.as_bytes() == name) else {
-                return;
-            };
+            let Some(j) = features.iter().position(|f| f.name.as_bytes() == name) else { return };
             let (f, g) = (&features[j], &mut gathered[j]);
             let r = match (f.kind, values) {
                 (Kind::Int64, Values::Ints(l)) => {
@@ -328,8 +257,7 @@ impl TfSource {
                 }
                 (Kind::String, Values::Bytes(l)) => match example::bytes_items(l).next() {
                     Some(Ok(b)) => {
-                        g.spans
-                            .push((b.as_ptr() as usize - records.as_ptr() as usize, b.len()));
+                        g.spans.push((b.as_ptr() as usize - records.as_ptr() as usize, b.len()));
                         Ok(b.len())
                     }
                     Some(Err(e)) => Err(e),
@@ -357,47 +285,20 @@ impl TfSource {
     fn output(&self, j: usize, idx: &[usize], batch_no: u64, records: &[u8]) -> Result<TensorList> {
         let (f, g) = (&self.features[j], &self.gathered[j]);
         let elem_shape: usize = f.shape.iter().product();
-        let ndim = if f.fixed {
-            if f.kind == Kind::String {
-                1
-            } else {
-                f.shape.len()
-            }
-        } else {
-            1 + f.shape.len()
-        };
+        let ndim = if f.fixed { if f.kind == Kind::String { 1 } else { f.shape.len() } } else { 1 + f.shape.len() };
         let mut shapes = Vec::with_capacity(idx.len() * ndim);
         for (i, count) in g.counts.iter().enumerate() {
-            let err = |m: String| {
-                Error::data(
-                    self.loc(batch_no, i, idx[i]),
-                    format!("feature '{}': {m}", f.name),
-                )
-            };
+            let err = |m: String| Error::data(self.loc(batch_no, i, idx[i]), format!("feature '{}': {m}", f.name));
             match (f.fixed, f.kind, count) {
                 (true, Kind::String, Some(n)) => shapes.push(*n),
                 (true, Kind::String, None) => match &f.default {
                     Some(Default::Bytes(b)) => shapes.push(b.len()),
-                    _ => {
-                        return Err(err(
-                            "the record does not hold this feature, which has no default value"
-                                .into(),
-                        ))
-                    }
+                    _ => return Err(err("the record does not hold this feature, which has no default value".into())),
                 },
                 (true, _, Some(n)) if *n == elem_shape => shapes.extend_from_slice(&f.shape),
-                (true, _, Some(n)) => {
-                    return Err(err(format!(
-                        "{n} values for a fixed-length feature of shape {:?} ({elem_shape} values)",
-                        f.shape
-                    )))
-                }
+                (true, _, Some(n)) => return Err(err(format!("{n} values for a fixed-length feature of shape {:?} ({elem_shape} values)", f.shape))),
                 (true, _, None) if f.default.is_some() => shapes.extend_from_slice(&f.shape),
-                (true, _, None) => {
-                    return Err(err(
-                        "the record does not hold this feature, which has no default value".into(),
-                    ))
-                }
+                (true, _, None) => return Err(err("the record does not hold this feature, which has no default value".into())),
                 (false, _, n) => {
                     let n = n.unwrap_or(0);
                     if elem_shape == 0 || n % elem_shape != 0 {
@@ -408,11 +309,7 @@ impl TfSource {
                 }
             }
         }
-        let mut out = TensorList::for_overwrite(BatchMeta::new(
-            f.dtype(),
-            ndim,
-            (0..idx.len()).map(|i| &shapes[i * ndim..(i + 1) * ndim]),
-        ));
+        let mut out = TensorList::for_overwrite(BatchMeta::new(f.dtype(), ndim, (0..idx.len()).map(|i| &shapes[i * ndim..(i + 1) * ndim])));
         let (mut vi, mut vf, mut vb) = (0usize, 0usize, 0usize); // next int, float, string span
         let mut strings = Vec::new();
         for (dst, count) in out.samples_mut().into_iter().zip(&g.counts) {
@@ -443,21 +340,11 @@ impl TfSource {
             }
         }
         let total = strings.iter().map(|(d, _)| d.len()).sum();
-        read_in_parallel(
-            &mut strings,
-            self.read_threads,
-            total,
-            |(d, _)| d.len(),
-            |(dst, range)| {
-                dst.copy_from_slice(&records[range.clone()]);
-                Ok(())
-            },
-        )?;
-        out.set_source_info(
-            idx.iter()
-                .map(|&k| Arc::from(self.source_info(k).as_str()))
-                .collect(),
-        );
+        read_in_parallel(&mut strings, self.read_threads, total, |(d, _)| d.len(), |(dst, range)| {
+            dst.copy_from_slice(&records[range.clone()]);
+            Ok(())
+        })?;
+        out.set_source_info(idx.iter().map(|&k| Arc::from(self.source_info(k).as_str())).collect());
         Ok(out)
     }
 
@@ -513,10 +400,7 @@ impl BatchSource for TfSource {
             },
         );
         let payloads: Vec<std::ops::Range<usize>> = match read {
-            Ok(found) => found
-                .into_iter()
-                .map(|(at, r)| at + r.start..at + r.end)
-                .collect(),
+            Ok(found) => found.into_iter().map(|(at, r)| at + r.start..at + r.end).collect(),
             Err(e) => {
                 self.scratch = scratch;
                 return Err(e);
@@ -530,12 +414,9 @@ impl BatchSource for TfSource {
         }
         let result = (|| {
             for (i, (&k, payload)) in idx.iter().zip(&payloads).enumerate() {
-                self.gather(&scratch, &scratch[payload.clone()])
-                    .map_err(|m| Error::data(self.loc(batch_no, i, k), m))?;
+                self.gather(&scratch, &scratch[payload.clone()]).map_err(|m| Error::data(self.loc(batch_no, i, k), m))?;
             }
-            (0..self.features.len())
-                .map(|j| self.output(j, idx, batch_no, &scratch))
-                .collect()
+            (0..self.features.len()).map(|j| self.output(j, idx, batch_no, &scratch)).collect()
         })();
         self.scratch = scratch;
         result
@@ -546,39 +427,17 @@ impl BatchSource for TfSource {
 fn tfrecord_reader(ctx: &OpContext) -> Result<ReaderCore<Vec<TensorList>>> {
     let op = ctx.display_name.as_str();
     if ctx.args.bool("use_o_direct") && !ctx.args.bool("dont_use_mmap") {
-        return Err(Error::arg(
-            op,
-            "use_o_direct",
-            "use_o_direct requires dont_use_mmap=True",
-        ));
+        return Err(Error::arg(op, "use_o_direct", "use_o_direct requires dont_use_mmap=True"));
     }
     if ctx.args.bool("skip_cached_images") {
-        return Err(Error::arg(
-            op,
-            "skip_cached_images",
-            "TFRecordReader doesn't support `skip_cached_images` option",
-        ));
+        return Err(Error::arg(op, "skip_cached_images", "TFRecordReader doesn't support `skip_cached_images` option"));
     }
     let features = parse_features(ctx)?;
     let opts = super::file::storage_options(ctx)?;
     let index = read_indexes(ctx, &opts)?;
-    let files = index
-        .paths
-        .iter()
-        .map(|p| {
-            Source::open(&p.to_string_lossy(), &opts).map_err(|e| Error::io(op, p.display(), e))
-        })
-        .collect::<Result<Vec<_>>>()?;
+    let files = index.paths.iter().map(|p| Source::open(&p.to_string_lossy(), &opts).map_err(|e| Error::io(op, p.display(), e))).collect::<Result<Vec<_>>>()?;
     let n = index.records.len();
     let gathered = features.iter().map(|_| Gathered::default()).collect();
-    let source = TfSource {
-        op: op.to_string(),
-        index,
-        files,
-        features,
-        read_threads: ctx.num_threads,
-        scratch: Vec::new(),
-        gathered,
-    };
+    let source = TfSource { op: op.to_string(), index, files, features, read_threads: ctx.num_threads, scratch: Vec::new(), gathered };
     ReaderCore::start(ctx, n, source)
 }

@@ -27,9 +27,9 @@ use std::sync::Arc;
 
 use super::core::{lazily, BatchSource, ReaderCore};
 use super::READER_ARGS;
+use crate::storage::{self, Source};
 use crate::error::{Error, Location, Result};
 use crate::ops::{arg, ArgDefault as D, ArgType as T, Device, OpContext, OpDef, OpSchema};
-use crate::storage::{self, Source};
 use crate::tensor::{BatchMeta, DType, TensorList};
 
 const OWN_ARGS: &[crate::ops::ArgSchema] = &[
@@ -99,33 +99,17 @@ struct Samples {
     origin: Vec<String>,
 }
 
-fn list_samples(
-    ctx: &OpContext,
-    opts: &storage::Options,
-    ext: &[Vec<String>],
-    sizes: &[usize],
-) -> Result<Samples> {
+fn list_samples(ctx: &OpContext, opts: &storage::Options, ext: &[Vec<String>], sizes: &[usize]) -> Result<Samples> {
     let op = ctx.display_name.as_str();
     let a = &ctx.args;
     let archives: Vec<PathBuf> = a.strs("paths").iter().map(PathBuf::from).collect();
     if archives.is_empty() {
         return Err(Error::arg(op, "paths", "No webdataset archives provided"));
     }
-    let indexes = a
-        .has("index_paths")
-        .then(|| a.strs("index_paths").to_vec())
-        .filter(|v| !v.is_empty());
+    let indexes = a.has("index_paths").then(|| a.strs("index_paths").to_vec()).filter(|v| !v.is_empty());
     if let Some(ix) = &indexes {
         if ix.len() != archives.len() {
-            return Err(Error::arg(
-                op,
-                "index_paths",
-                format!(
-                    "{} index files for {} archives: give one per archive",
-                    ix.len(),
-                    archives.len()
-                ),
-            ));
+            return Err(Error::arg(op, "index_paths", format!("{} index files for {} archives: give one per archive", ix.len(), archives.len())));
         }
     }
     let missing = match a.str("missing_component_behavior").to_ascii_lowercase().as_str() {
@@ -138,16 +122,9 @@ fn list_samples(
     };
     let case_sensitive = a.bool("case_sensitive_extensions");
     let outputs = ext.len();
-    let mut s = Samples {
-        archives: archives.clone(),
-        archive: Vec::new(),
-        slots: Vec::new(),
-        info: Vec::new(),
-        origin: Vec::new(),
-    };
+    let mut s = Samples { archives: archives.clone(), archive: Vec::new(), slots: Vec::new(), info: Vec::new(), origin: Vec::new() };
     for (k, path) in archives.iter().enumerate() {
-        let len = storage::size(&path.to_string_lossy(), opts)
-            .map_err(|e| Error::io(op, path.display(), e))?;
+        let len = storage::size(&path.to_string_lossy(), opts).map_err(|e| Error::io(op, path.display(), e))?;
         let listed = match &indexes {
             Some(ix) => tar::read_index(&ix[k], opts).map_err(|m| Error::io(op, &ix[k], m))?,
             None => tar::list_archive(path, opts).map_err(|m| Error::io(op, path.display(), m))?,
@@ -159,20 +136,14 @@ fn list_samples(
                 if m.offset.checked_add(m.size).is_none_or(|end| end > len) {
                     return Err(Error::io(op, path.display(), format!("{}: the component '{}' at {} ({} bytes) lies past the end of the archive", sample.origin, m.ext, m.offset, m.size)));
                 }
-                let e = if case_sensitive {
-                    m.ext.clone()
-                } else {
-                    m.ext.to_lowercase()
-                };
+                let e = if case_sensitive { m.ext.clone() } else { m.ext.to_lowercase() };
                 for (o, set) in ext.iter().enumerate() {
                     if slots[o].is_none() && set.iter().any(|x| *x == e) {
                         if m.size % sizes[o] as u64 != 0 {
                             return Err(Error::io(op, path.display(), format!("Error in index file at {} - component size and dtype incompatible", sample.origin)));
                         }
                         slots[o] = Some((m.offset, m.size));
-                        infos[o] = Arc::from(
-                            format!("{}:{}:{}", path.display(), m.offset, m.filename).as_str(),
-                        );
+                        infos[o] = Arc::from(format!("{}:{}:{}", path.display(), m.offset, m.filename).as_str());
                     }
                 }
             }
@@ -180,13 +151,7 @@ fn list_samples(
                 match missing {
                     Missing::Empty => {}
                     Missing::Skip => continue,
-                    Missing::Error => {
-                        return Err(Error::io(
-                            op,
-                            path.display(),
-                            format!("Underful sample detected at {}", sample.origin),
-                        ))
-                    }
+                    Missing::Error => return Err(Error::io(op, path.display(), format!("Underful sample detected at {}", sample.origin))),
                 }
             }
             s.archive.push(k as u32);
@@ -196,11 +161,7 @@ fn list_samples(
         }
     }
     if s.archive.is_empty() {
-        return Err(Error::io(
-            op,
-            archives[0].display(),
-            "the archives hold no samples with the requested components",
-        ));
+        return Err(Error::io(op, archives[0].display(), "the archives hold no samples with the requested components"));
     }
     Ok(s)
 }
@@ -255,17 +216,9 @@ impl BatchSource for WdsSource {
         let mut outs: Vec<TensorList> = (0..outputs)
             .map(|o| {
                 let size = self.dtypes[o].size();
-                let shapes: Vec<usize> = idx
-                    .iter()
-                    .map(|&k| self.component(k, o).map_or(0, |c| c.2 / size))
-                    .collect();
-                let mut t =
-                    TensorList::for_overwrite(BatchMeta::new(self.dtypes[o], 1, shapes.chunks(1)));
-                t.set_source_info(
-                    idx.iter()
-                        .map(|&k| self.samples.info[k * outputs + o].clone())
-                        .collect(),
-                );
+                let shapes: Vec<usize> = idx.iter().map(|&k| self.component(k, o).map_or(0, |c| c.2 / size)).collect();
+                let mut t = TensorList::for_overwrite(BatchMeta::new(self.dtypes[o], 1, shapes.chunks(1)));
+                t.set_source_info(idx.iter().map(|&k| self.samples.info[k * outputs + o].clone()).collect());
                 t
             })
             .collect();
@@ -293,13 +246,7 @@ impl BatchSource for WdsSource {
                 .collect();
             storage::read_many(&mut reads, self.read_threads, |j, m| {
                 let (i, k) = (who[j], idx[who[j]]);
-                Error::data(
-                    this.loc(batch_no, i, k),
-                    format!(
-                        "{m} (archive {})",
-                        this.samples.archives[this.samples.archive[k] as usize].display()
-                    ),
-                )
+                Error::data(this.loc(batch_no, i, k), format!("{m} (archive {})", this.samples.archives[this.samples.archive[k] as usize].display()))
             })?;
         }
         Ok(outs)
@@ -314,17 +261,7 @@ fn webdataset_reader(ctx: &OpContext) -> Result<ReaderCore<Vec<TensorList>>> {
     let ext: Vec<Vec<String>> = a
         .strs("ext")
         .iter()
-        .map(|set| {
-            set.split(';')
-                .map(|e| {
-                    if case_sensitive {
-                        e.to_string()
-                    } else {
-                        e.to_lowercase()
-                    }
-                })
-                .collect()
-        })
+        .map(|set| set.split(';').map(|e| if case_sensitive { e.to_string() } else { e.to_lowercase() }).collect())
         .collect();
     if ext.is_empty() {
         return Err(Error::arg(op, "ext", "give at least one extension set"));
@@ -334,32 +271,15 @@ fn webdataset_reader(ctx: &OpContext) -> Result<ReaderCore<Vec<TensorList>>> {
         if ids.len() != ext.len() {
             return Err(Error::arg(op, "dtypes", format!("Number of extensions does not match the number of provided types: {} extension sets, {} types", ext.len(), ids.len())));
         }
-        ids.iter()
-            .map(|&id| {
-                DType::from_id(id)
-                    .ok_or_else(|| Error::arg(op, "dtypes", format!("unsupported type id {id}")))
-            })
-            .collect::<Result<_>>()?
+        ids.iter().map(|&id| DType::from_id(id).ok_or_else(|| Error::arg(op, "dtypes", format!("unsupported type id {id}")))).collect::<Result<_>>()?
     } else {
         vec![DType::U8; ext.len()]
     };
     let sizes: Vec<usize> = dtypes.iter().map(|d| d.size()).collect();
     let opts = super::file::storage_options(ctx)?;
     let samples = list_samples(ctx, &opts, &ext, &sizes)?;
-    let files = samples
-        .archives
-        .iter()
-        .map(|p| {
-            Source::open(&p.to_string_lossy(), &opts).map_err(|e| Error::io(op, p.display(), e))
-        })
-        .collect::<Result<Vec<_>>>()?;
+    let files = samples.archives.iter().map(|p| Source::open(&p.to_string_lossy(), &opts).map_err(|e| Error::io(op, p.display(), e))).collect::<Result<Vec<_>>>()?;
     let n = samples.archive.len();
-    let source = WdsSource {
-        op: op.to_string(),
-        samples,
-        files,
-        dtypes,
-        read_threads: ctx.num_threads,
-    };
+    let source = WdsSource { op: op.to_string(), samples, files, dtypes, read_threads: ctx.num_threads };
     ReaderCore::start(ctx, n, source)
 }

@@ -25,97 +25,51 @@ pub fn read_index(path: &str, opts: &storage::Options) -> Result<Vec<Listed>, St
     let text = storage::read(path, opts).map_err(|e| format!("cannot read the index file: {e}"))?;
     let text = String::from_utf8_lossy(&text);
     let mut lines = text.lines();
-    let bad =
-        |line: usize, m: &str| format!("Malformed index file at \"{path}\" line {line} - {m}");
+    let bad = |line: usize, m: &str| format!("Malformed index file at \"{path}\" line {line} - {m}");
     let head = lines.next().unwrap_or("");
     let mut fields = head.split_whitespace();
-    let version = fields
-        .next()
-        .ok_or_else(|| bad(0, "no version signature found"))?;
+    let version = fields.next().ok_or_else(|| bad(0, "no version signature found"))?;
     let with_names = match version {
         "v1.1" => false,
         "v1.2" => true,
-        v => {
-            return Err(bad(
-                0,
-                &format!("Unsupported version of the index file ({v})."),
-            ))
-        }
+        v => return Err(bad(0, &format!("Unsupported version of the index file ({v})."))),
     };
-    let count: usize = fields
-        .next()
-        .and_then(|c| c.parse().ok())
-        .filter(|&c| c > 0)
-        .ok_or_else(|| bad(0, "no sample count found"))?;
+    let count: usize = fields.next().and_then(|c| c.parse().ok()).filter(|&c| c > 0).ok_or_else(|| bad(0, "no sample count found"))?;
     let mut samples = Vec::with_capacity(count);
     for line_no in 1..=count {
-        let line = lines.next().ok_or_else(|| {
-            bad(
-                line_no,
-                "the index lists fewer samples than its header says",
-            )
-        })?;
+        let line = lines.next().ok_or_else(|| bad(line_no, "the index lists fewer samples than its header says"))?;
         let mut it = line.split_whitespace();
         let mut members = Vec::new();
         while let Some(ext) = it.next() {
             let mut num = |what: &str| -> Result<u64, String> {
-                it.next().and_then(|v| v.parse().ok()).ok_or_else(|| {
-                    bad(
-                        line_no,
-                        &format!("Could not find all necessary component parameters ({what})"),
-                    )
-                })
+                it.next().and_then(|v| v.parse().ok()).ok_or_else(|| bad(line_no, &format!("Could not find all necessary component parameters ({what})")))
             };
             let (offset, size) = (num("offset")?, num("size")?);
-            let filename = if with_names {
-                it.next()
-                    .ok_or_else(|| {
-                        bad(
-                            line_no,
-                            "Could not find all necessary component parameters (filename)",
-                        )
-                    })?
-                    .to_string()
-            } else {
-                String::new()
-            };
+            let filename = if with_names { it.next().ok_or_else(|| bad(line_no, "Could not find all necessary component parameters (filename)"))?.to_string() } else { String::new() };
             if offset % BLOCK != 0 {
                 return Err(bad(line_no, "tar offset is not a multiple of tar block size (512), perhaps the size value is exported before offset?"));
             }
-            members.push(Member {
-                ext: ext.to_string(),
-                offset,
-                size,
-                filename,
-            });
+            members.push(Member { ext: ext.to_string(), offset, size, filename });
         }
         if members.is_empty() {
             return Err(bad(line_no, "no extensions provided for the sample"));
         }
-        samples.push(Listed {
-            members,
-            origin: format!("index file at \"{path}\" line {line_no}"),
-        });
+        samples.push(Listed { members, origin: format!("index file at \"{path}\" line {line_no}") });
     }
     Ok(samples)
 }
 
 /// The regular files of a tar archive: (name, data offset, size). Headers are read with
 /// positioned reads (ranged requests for an archive in object storage).
-pub fn tar_members(
-    path: &Path,
-    opts: &storage::Options,
-) -> Result<Vec<(String, u64, u64)>, String> {
-    let f = Source::open(&path.to_string_lossy(), opts)
-        .map_err(|e| format!("cannot open the archive: {e}"))?;
+pub fn tar_members(path: &Path, opts: &storage::Options) -> Result<Vec<(String, u64, u64)>, String> {
+    let f = Source::open(&path.to_string_lossy(), opts).map_err(|e| format!("cannot open the archive: {e}"))?;
     let len = f.len();
     let mut out = Vec::new();
     let mut at = 0u64;
     let mut long_name: Option<String> = None;
     let mut header = [0u8; BLOCK as usize];
     while at + BLOCK <= len {
-        f.read_exact_at(&mut header, at, "the tar header")
-            .map_err(|e| format!("cannot read the tar header at {at}: {e}"))?;
+        f.read_exact_at(&mut header, at, "the tar header").map_err(|e| format!("cannot read the tar header at {at}: {e}"))?;
         if header.iter().all(|&b| b == 0) {
             break; // the end-of-archive blocks
         }
@@ -124,9 +78,7 @@ pub fn tar_members(
             let end = raw.iter().position(|&b| b == 0).unwrap_or(n);
             String::from_utf8_lossy(&raw[..end]).into_owned()
         };
-        let size = octal(&header[124..136]).ok_or_else(|| {
-            format!("not a tar archive, or damaged at byte {at} (bad size field)")
-        })?;
+        let size = octal(&header[124..136]).ok_or_else(|| format!("not a tar archive, or damaged at byte {at} (bad size field)"))?;
         let typeflag = header[156];
         let data = at + BLOCK;
         if data.checked_add(size).is_none_or(|end| end > len) {
@@ -136,11 +88,7 @@ pub fn tar_members(
             b"ustar" => {
                 let prefix = field(345, 155);
                 let n = field(0, 100);
-                if prefix.is_empty() {
-                    n
-                } else {
-                    format!("{prefix}/{n}")
-                }
+                if prefix.is_empty() { n } else { format!("{prefix}/{n}") }
             }
             _ => field(0, 100),
         };
@@ -187,24 +135,12 @@ pub fn list_archive(path: &Path, opts: &storage::Options) -> Result<Vec<Listed>,
             continue;
         }
         let (key, ext) = split_name(&name);
-        let member = Member {
-            ext: ext.to_string(),
-            offset,
-            size,
-            filename: name.clone(),
-        };
+        let member = Member { ext: ext.to_string(), offset, size, filename: name.clone() };
         if last_key.as_deref() == Some(key) {
-            samples
-                .last_mut()
-                .expect("a sample was started")
-                .members
-                .push(member);
+            samples.last_mut().expect("a sample was started").members.push(member);
         } else {
             last_key = Some(key.to_string());
-            samples.push(Listed {
-                members: vec![member],
-                origin: format!("tar file at \"{}\"", path.display()),
-            });
+            samples.push(Listed { members: vec![member], origin: format!("tar file at \"{}\"", path.display()) });
         }
     }
     Ok(samples)
@@ -213,13 +149,9 @@ pub fn list_archive(path: &Path, opts: &storage::Options) -> Result<Vec<Listed>,
 /// A tar numeric field: octal digits (spaces and NULs around them), or GNU's base-256.
 fn octal(raw: &[u8]) -> Option<u64> {
     if raw[0] & 0x80 != 0 {
-        return raw[1..]
-            .iter()
-            .try_fold(0u64, |v, &b| v.checked_mul(256).map(|v| v + u64::from(b)));
+        return raw[1..].iter().try_fold(0u64, |v, &b| v.checked_mul(256).map(|v| v + u64::from(b)));
     }
-    let s = std::str::from_utf8(raw)
-        .ok()?
-        .trim_matches(|c: char| c == '\0' || c == ' ');
+    let s = std::str::from_utf8(raw).ok()?.trim_matches(|c: char| c == '\0' || c == ' ');
     if s.is_empty() {
         return Some(0);
     }
@@ -229,11 +161,7 @@ fn octal(raw: &[u8]) -> Option<u64> {
 /// The `path` record of a pax extended header.
 fn pax_path(buf: &[u8]) -> Option<String> {
     let text = String::from_utf8_lossy(buf);
-    text.lines().find_map(|l| {
-        l.split_once(' ')
-            .and_then(|(_, kv)| kv.strip_prefix("path="))
-            .map(str::to_string)
-    })
+    text.lines().find_map(|l| l.split_once(' ').and_then(|(_, kv)| kv.strip_prefix("path=")).map(str::to_string))
 }
 
 #[cfg(test)]
@@ -251,30 +179,14 @@ mod tests {
         let dir = std::env::temp_dir().join(format!("sluice-wds-index-{}", std::process::id()));
         std::fs::create_dir_all(&dir).unwrap();
         let p = dir.join("a.idx");
-        std::fs::write(
-            &p,
-            "v1.2 2\njpg 512 10 s0.jpg cls 1536 2 s0.cls\njpg 2560 7 s1.jpg\n",
-        )
-        .unwrap();
+        std::fs::write(&p, "v1.2 2\njpg 512 10 s0.jpg cls 1536 2 s0.cls\njpg 2560 7 s1.jpg\n").unwrap();
         let s = read_index(p.to_str().unwrap(), &Default::default()).unwrap();
         assert_eq!(s.len(), 2);
-        assert_eq!(
-            s[0].members[1],
-            Member {
-                ext: "cls".into(),
-                offset: 1536,
-                size: 2,
-                filename: "s0.cls".into()
-            }
-        );
+        assert_eq!(s[0].members[1], Member { ext: "cls".into(), offset: 1536, size: 2, filename: "s0.cls".into() });
         std::fs::write(&p, "v1.2 2\njpg 500 10 s0.jpg\n").unwrap();
-        assert!(read_index(p.to_str().unwrap(), &Default::default())
-            .unwrap_err()
-            .contains("block size"));
+        assert!(read_index(p.to_str().unwrap(), &Default::default()).unwrap_err().contains("block size"));
         std::fs::write(&p, "v9.9 1\n").unwrap();
-        assert!(read_index(p.to_str().unwrap(), &Default::default())
-            .unwrap_err()
-            .contains("Unsupported version"));
+        assert!(read_index(p.to_str().unwrap(), &Default::default()).unwrap_err().contains("Unsupported version"));
         std::fs::remove_dir_all(&dir).unwrap();
     }
 }
