@@ -25,25 +25,14 @@ unsafe impl Sync for DeviceBuffer {}
 
 impl DeviceBuffer {
     /// Allocates `len` bytes ordered on `stream` (usable by work queued on it from now on).
-    pub fn alloc(
-        device: &Arc<GpuDevice>,
-        stream: &Arc<CudaStream>,
-        len: usize,
-    ) -> CudaResult<DeviceBuffer> {
+    pub fn alloc(device: &Arc<GpuDevice>, stream: &Arc<CudaStream>, len: usize) -> CudaResult<DeviceBuffer> {
         device.bind()?;
         let mut ptr: sys::CUdeviceptr = 0;
         if len > 0 {
             // SAFETY: live context bound to this thread; out-pointer valid.
-            check("cuMemAllocAsync", unsafe {
-                sys::cuMemAllocAsync(&mut ptr, len, stream.cu_stream())
-            })?;
+            check("cuMemAllocAsync", unsafe { sys::cuMemAllocAsync(&mut ptr, len, stream.cu_stream()) })?;
         }
-        Ok(DeviceBuffer {
-            ptr,
-            len,
-            device: device.clone(),
-            stream: stream.clone(),
-        })
+        Ok(DeviceBuffer { ptr, len, device: device.clone(), stream: stream.clone() })
     }
 
     /// Device address of the first byte.
@@ -84,15 +73,9 @@ impl DeviceBuffer {
         // SAFETY: plain driver calls; the event is destroyed after the wait is queued (the
         // driver keeps it alive until the wait completes).
         unsafe {
-            check(
-                "cuEventCreate",
-                sys::cuEventCreate(&mut ev, sys::CUevent_flags::CU_EVENT_DISABLE_TIMING as u32),
-            )?;
+            check("cuEventCreate", sys::cuEventCreate(&mut ev, sys::CUevent_flags::CU_EVENT_DISABLE_TIMING as u32))?;
             check("cuEventRecord", sys::cuEventRecord(ev, other))?;
-            check(
-                "cuStreamWaitEvent",
-                sys::cuStreamWaitEvent(self.stream.cu_stream(), ev, 0),
-            )?;
+            check("cuStreamWaitEvent", sys::cuStreamWaitEvent(self.stream.cu_stream(), ev, 0))?;
             check("cuEventDestroy", sys::cuEventDestroy_v2(ev))?;
         }
         Ok(())
@@ -105,25 +88,18 @@ impl DeviceBuffer {
         }
         self.device.bind()?;
         // SAFETY: the whole allocation, on its own stream.
-        check("cuMemsetD8Async", unsafe {
-            sys::cuMemsetD8Async(self.ptr, 0, self.len, self.stream.cu_stream())
-        })
+        check("cuMemsetD8Async", unsafe { sys::cuMemsetD8Async(self.ptr, 0, self.len, self.stream.cu_stream()) })
     }
 
     /// Sets `len` bytes from `offset` to zero, ordered on the buffer's stream.
     pub fn zero_range_async(&self, offset: usize, len: usize) -> CudaResult<()> {
-        assert!(
-            offset.checked_add(len).is_some_and(|end| end <= self.len),
-            "range within the buffer"
-        );
+        assert!(offset.checked_add(len).is_some_and(|end| end <= self.len), "range within the buffer");
         if len == 0 {
             return Ok(());
         }
         self.device.bind()?;
         // SAFETY: within the allocation (checked above), on its own stream.
-        check("cuMemsetD8Async", unsafe {
-            sys::cuMemsetD8Async(self.ptr + offset as u64, 0, len, self.stream.cu_stream())
-        })
+        check("cuMemsetD8Async", unsafe { sys::cuMemsetD8Async(self.ptr + offset as u64, 0, len, self.stream.cu_stream()) })
     }
 
     /// Copies host bytes into the buffer at `offset`, ordered on the buffer's stream. The
@@ -133,43 +109,22 @@ impl DeviceBuffer {
     /// # Safety
     /// `src` must remain valid until the copy has executed on the stream.
     pub unsafe fn copy_from_host_async(&self, offset: usize, src: &[u8]) -> CudaResult<()> {
-        assert!(
-            offset + src.len() <= self.len,
-            "copy past the end of a device buffer"
-        );
+        assert!(offset + src.len() <= self.len, "copy past the end of a device buffer");
         self.device.bind()?;
         // SAFETY: bounds checked; caller keeps `src` alive until the copy runs.
         check("cuMemcpyHtoDAsync", unsafe {
-            sys::cuMemcpyHtoDAsync_v2(
-                self.ptr + offset as u64,
-                src.as_ptr() as *const _,
-                src.len(),
-                self.stream.cu_stream(),
-            )
+            sys::cuMemcpyHtoDAsync_v2(self.ptr + offset as u64, src.as_ptr() as *const _, src.len(), self.stream.cu_stream())
         })
     }
 
     /// Copies `src` to `offset` on `stream` (any stream of this buffer's GPU) and waits for
     /// the copy: for rare paths that must finish on a stream other than the buffer's own.
-    pub fn copy_from_host_on(
-        &self,
-        offset: usize,
-        src: &[u8],
-        stream: &CudaStream,
-    ) -> CudaResult<()> {
-        assert!(
-            offset + src.len() <= self.len,
-            "copy past the end of a device buffer"
-        );
+    pub fn copy_from_host_on(&self, offset: usize, src: &[u8], stream: &CudaStream) -> CudaResult<()> {
+        assert!(offset + src.len() <= self.len, "copy past the end of a device buffer");
         self.device.bind()?;
         // SAFETY: bounds checked; the synchronize below keeps `src` alive until the copy ran.
         check("cuMemcpyHtoDAsync", unsafe {
-            sys::cuMemcpyHtoDAsync_v2(
-                self.ptr + offset as u64,
-                src.as_ptr() as *const _,
-                src.len(),
-                stream.cu_stream(),
-            )
+            sys::cuMemcpyHtoDAsync_v2(self.ptr + offset as u64, src.as_ptr() as *const _, src.len(), stream.cu_stream())
         })?;
         stream.synchronize().map_err(Into::into)
     }
@@ -180,24 +135,14 @@ impl DeviceBuffer {
     /// # Safety
     /// `src..src + len` must be live device memory of this buffer's GPU until the copy has
     /// run, written (if at all) by work ordered before it on this buffer's stream.
-    pub unsafe fn copy_from_device_async(
-        &self,
-        offset: usize,
-        src: u64,
-        len: usize,
-    ) -> CudaResult<()> {
-        assert!(
-            offset + len <= self.len,
-            "copy past the end of a device buffer"
-        );
+    pub unsafe fn copy_from_device_async(&self, offset: usize, src: u64, len: usize) -> CudaResult<()> {
+        assert!(offset + len <= self.len, "copy past the end of a device buffer");
         if len == 0 {
             return Ok(());
         }
         self.device.bind()?;
         // SAFETY: the destination is inside this buffer (checked); the source is the caller's.
-        check("cuMemcpyDtoDAsync", unsafe {
-            sys::cuMemcpyDtoDAsync_v2(self.ptr + offset as u64, src, len, self.stream.cu_stream())
-        })
+        check("cuMemcpyDtoDAsync", unsafe { sys::cuMemcpyDtoDAsync_v2(self.ptr + offset as u64, src, len, self.stream.cu_stream()) })
     }
 
     /// Copies a `rows` x `row_bytes` rectangle from `src` (starting at `src_offset`, rows
@@ -219,14 +164,8 @@ impl DeviceBuffer {
             return Ok(());
         }
         let span = |off: usize, pitch: usize| off + (rows - 1) * pitch + row_bytes;
-        assert!(
-            row_bytes <= dst_pitch && row_bytes <= src_pitch,
-            "rectangle wider than its pitch"
-        );
-        assert!(
-            span(dst_offset, dst_pitch) <= self.len && span(src_offset, src_pitch) <= src.len,
-            "rectangle copy out of bounds"
-        );
+        assert!(row_bytes <= dst_pitch && row_bytes <= src_pitch, "rectangle wider than its pitch");
+        assert!(span(dst_offset, dst_pitch) <= self.len && span(src_offset, src_pitch) <= src.len, "rectangle copy out of bounds");
         self.device.bind()?;
         let copy = sys::CUDA_MEMCPY2D {
             srcXInBytes: 0,
@@ -247,29 +186,16 @@ impl DeviceBuffer {
             Height: rows,
         };
         // SAFETY: both rectangles lie inside live device buffers (checked above).
-        check("cuMemcpy2DAsync", unsafe {
-            sys::cuMemcpy2DAsync_v2(&copy, self.stream.cu_stream())
-        })
+        check("cuMemcpy2DAsync", unsafe { sys::cuMemcpy2DAsync_v2(&copy, self.stream.cu_stream()) })
     }
 
     /// Copies the buffer (from `offset`) to host memory and waits for the copy.
     pub fn copy_to_host(&self, offset: usize, dst: &mut [u8]) -> CudaResult<()> {
-        assert!(
-            offset + dst.len() <= self.len,
-            "copy past the end of a device buffer"
-        );
+        assert!(offset + dst.len() <= self.len, "copy past the end of a device buffer");
         self.device.bind()?;
         // SAFETY: bounds checked; we synchronize before returning, so `dst` outlives the copy.
         unsafe {
-            check(
-                "cuMemcpyDtoHAsync",
-                sys::cuMemcpyDtoHAsync_v2(
-                    dst.as_mut_ptr() as *mut _,
-                    self.ptr + offset as u64,
-                    dst.len(),
-                    self.stream.cu_stream(),
-                ),
-            )?;
+            check("cuMemcpyDtoHAsync", sys::cuMemcpyDtoHAsync_v2(dst.as_mut_ptr() as *mut _, self.ptr + offset as u64, dst.len(), self.stream.cu_stream()))?;
         }
         Ok(self.stream.synchronize()?)
     }
@@ -293,12 +219,7 @@ impl Drop for DeviceBuffer {
 
 impl std::fmt::Debug for DeviceBuffer {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(
-            f,
-            "DeviceBuffer({} bytes on GPU {})",
-            self.len,
-            self.device.ordinal()
-        )
+        write!(f, "DeviceBuffer({} bytes on GPU {})", self.len, self.device.ordinal())
     }
 }
 
@@ -320,15 +241,9 @@ impl PinnedBuffer {
         let mut p: *mut std::ffi::c_void = std::ptr::null_mut();
         if len > 0 {
             // SAFETY: out-pointer valid; portable so any context may use it.
-            check("cuMemHostAlloc", unsafe {
-                sys::cuMemHostAlloc(&mut p, len, sys::CU_MEMHOSTALLOC_PORTABLE)
-            })?;
+            check("cuMemHostAlloc", unsafe { sys::cuMemHostAlloc(&mut p, len, sys::CU_MEMHOSTALLOC_PORTABLE) })?;
         }
-        Ok(PinnedBuffer {
-            ptr: p as *mut u8,
-            len,
-            device: device.clone(),
-        })
+        Ok(PinnedBuffer { ptr: p as *mut u8, len, device: device.clone() })
     }
 
     pub fn len(&self) -> usize {

@@ -15,13 +15,10 @@ use pyo3::types::{PyDict, PyList, PyTuple, PyType};
 use sluice::error::ErrorKind;
 use sluice::exec::Executor;
 use sluice::graph::{check_op as engine_check_op, Edge, OpSpec, PipelineSpec};
+use sluice::ops::{self, ArgDefault, ArgValue};
 use sluice::ops::external_source::Feed;
 use sluice::ops::python_function::FunctionCall;
-use sluice::ops::{self, ArgDefault, ArgValue};
-use sluice::tensor::{
-    Batch, BatchMeta, DType, Layout, TensorList as EngineTensorList,
-    TensorListGpu as EngineTensorListGpu,
-};
+use sluice::tensor::{Batch, BatchMeta, DType, Layout, TensorList as EngineTensorList, TensorListGpu as EngineTensorListGpu};
 use sluice::Error;
 
 /// `sluice.errors`' classes, made once from [`ErrorKind`]'s table when the module loads.
@@ -43,25 +40,13 @@ fn make_error_classes(py: Python<'_>) -> PyResult<ErrorClasses> {
         dict.set_item("__doc__", doc)?;
         dict.set_item("__module__", "sluice.errors")?;
         // KeyError quotes its message; every Sluice error prints it as written.
-        dict.set_item(
-            "__str__",
-            builtins.getattr("BaseException")?.getattr("__str__")?,
-        )?;
-        Ok(type_
-            .call1((name, PyTuple::new(py, bases)?, dict))?
-            .cast_into::<PyType>()?
-            .unbind())
+        dict.set_item("__str__", builtins.getattr("BaseException")?.getattr("__str__")?)?;
+        Ok(type_.call1((name, PyTuple::new(py, bases)?, dict))?.cast_into::<PyType>()?.unbind())
     };
-    let base = class(
-        "SluiceError",
-        vec![builtins.getattr("RuntimeError")?],
-        "Every error Sluice raises (but StopIteration): a RuntimeError, as in DALI.",
-    )?;
+    let base = class("SluiceError", vec![builtins.getattr("RuntimeError")?], "Every error Sluice raises (but StopIteration): a RuntimeError, as in DALI.")?;
     let mut by_kind = Vec::new();
     for kind in ErrorKind::ALL {
-        let Some(name) = kind.class_name() else {
-            continue;
-        };
+        let Some(name) = kind.class_name() else { continue };
         let mut bases = vec![base.bind(py).clone().into_any()];
         for b in kind.python_bases() {
             bases.push(builtins.getattr(*b)?);
@@ -79,14 +64,8 @@ fn to_py(e: Error) -> PyErr {
         return PyStopIteration::new_err(msg);
     }
     Python::attach(|py| {
-        let classes = ERROR_CLASSES
-            .get(py)
-            .expect("error classes are made when the module loads");
-        let class = classes
-            .by_kind
-            .iter()
-            .find(|(k, _)| *k == kind)
-            .map_or(&classes.base, |(_, c)| c);
+        let classes = ERROR_CLASSES.get(py).expect("error classes are made when the module loads");
+        let class = classes.by_kind.iter().find(|(k, _)| *k == kind).map_or(&classes.base, |(_, c)| c);
         PyErr::from_type(class.bind(py).clone(), msg)
     })
 }
@@ -110,58 +89,22 @@ fn arg_value(v: &Bound<'_, PyAny>) -> PyResult<ArgValue> {
     if v.is_instance_of::<PyList>() || v.is_instance_of::<PyTuple>() {
         let items: Vec<Bound<'_, PyAny>> = v.try_iter()?.collect::<PyResult<_>>()?;
         let vals: Vec<ArgValue> = items.iter().map(arg_value).collect::<PyResult<_>>()?;
-        if vals
-            .iter()
-            .all(|x| matches!(x, ArgValue::Int(_) | ArgValue::Bool(_)))
-        {
-            return Ok(ArgValue::IntList(
-                vals.iter()
-                    .map(|x| match x {
-                        ArgValue::Int(i) => *i,
-                        ArgValue::Bool(b) => *b as i64,
-                        _ => 0,
-                    })
-                    .collect(),
-            ));
+        if vals.iter().all(|x| matches!(x, ArgValue::Int(_) | ArgValue::Bool(_))) {
+            return Ok(ArgValue::IntList(vals.iter().map(|x| match x { ArgValue::Int(i) => *i, ArgValue::Bool(b) => *b as i64, _ => 0 }).collect()));
         }
-        if vals
-            .iter()
-            .all(|x| matches!(x, ArgValue::Int(_) | ArgValue::Float(_) | ArgValue::Bool(_)))
-        {
-            return Ok(ArgValue::FloatList(
-                vals.iter()
-                    .map(|x| match x {
-                        ArgValue::Int(i) => *i as f64,
-                        ArgValue::Float(f) => *f,
-                        ArgValue::Bool(b) => *b as i64 as f64,
-                        _ => 0.0,
-                    })
-                    .collect(),
-            ));
+        if vals.iter().all(|x| matches!(x, ArgValue::Int(_) | ArgValue::Float(_) | ArgValue::Bool(_))) {
+            return Ok(ArgValue::FloatList(vals.iter().map(|x| match x { ArgValue::Int(i) => *i as f64, ArgValue::Float(f) => *f, ArgValue::Bool(b) => *b as i64 as f64, _ => 0.0 }).collect()));
         }
         if vals.iter().all(|x| matches!(x, ArgValue::Str(_))) {
-            return Ok(ArgValue::StrList(
-                vals.into_iter()
-                    .map(|x| match x {
-                        ArgValue::Str(s) => s,
-                        _ => String::new(),
-                    })
-                    .collect(),
-            ));
+            return Ok(ArgValue::StrList(vals.into_iter().map(|x| match x { ArgValue::Str(s) => s, _ => String::new() }).collect()));
         }
-        return Err(PyTypeError::new_err(
-            "a list argument must hold only numbers or only strings",
-        ));
+        return Err(PyTypeError::new_err("a list argument must hold only numbers or only strings"));
     }
     // A dictionary (readers' `storage_options`): its `key=value` entries.
     if let Ok(d) = v.cast::<PyDict>() {
         let mut entries = Vec::with_capacity(d.len());
         for (k, val) in d.iter() {
-            let val = if val.is_instance_of::<PyBool>() {
-                val.extract::<bool>()?.to_string()
-            } else {
-                val.str()?.to_string()
-            };
+            let val = if val.is_instance_of::<PyBool>() { val.extract::<bool>()?.to_string() } else { val.str()?.to_string() };
             entries.push(format!("{}={val}", k.str()?));
         }
         return Ok(ArgValue::StrList(entries));
@@ -173,25 +116,16 @@ fn arg_value(v: &Bound<'_, PyAny>) -> PyResult<ArgValue> {
     if v.hasattr("__index__")? {
         return arg_value(&v.call_method0("__index__")?);
     }
-    Err(PyTypeError::new_err(format!(
-        "unsupported argument value of type {}",
-        v.get_type().name()?
-    )))
+    Err(PyTypeError::new_err(format!("unsupported argument value of type {}", v.get_type().name()?)))
 }
 
 /// Arguments as Python gave them, converted; a value of no argument type is a type error
 /// naming the operator (`display`) and the argument.
-fn arg_values(
-    display: &str,
-    args: Vec<(String, Bound<'_, PyAny>)>,
-) -> PyResult<Vec<(String, ArgValue)>> {
+fn arg_values(display: &str, args: Vec<(String, Bound<'_, PyAny>)>) -> PyResult<Vec<(String, ArgValue)>> {
     args.into_iter()
         .map(|(k, v)| match arg_value(&v) {
             Ok(value) => Ok((k, value)),
-            Err(e) => Err(to_py(Error::type_mismatch(
-                display,
-                format!("argument '{k}': {e}"),
-            ))),
+            Err(e) => Err(to_py(Error::type_mismatch(display, format!("argument '{k}': {e}")))),
         })
         .collect()
 }
@@ -213,14 +147,8 @@ fn op_spec(t: &Bound<'_, PyTuple>) -> PyResult<OpSpec> {
         schema,
         device,
         name,
-        inputs: inputs
-            .into_iter()
-            .map(|(op, output)| Edge { op, output })
-            .collect(),
-        arg_inputs: arg_inputs
-            .into_iter()
-            .map(|(k, op, output)| (k, Edge { op, output }))
-            .collect(),
+        inputs: inputs.into_iter().map(|(op, output)| Edge { op, output }).collect(),
+        arg_inputs: arg_inputs.into_iter().map(|(k, op, output)| (k, Edge { op, output })).collect(),
         args: conv,
     })
 }
@@ -230,23 +158,11 @@ fn op_spec(t: &Bound<'_, PyTuple>) -> PyResult<OpSpec> {
 /// where each input lives. Returns (number of outputs, whether they live on the GPU, the
 /// deprecation warnings DALI gives for the arguments used).
 #[pyfunction]
-fn check_op(
-    op: &Bound<'_, PyTuple>,
-    inputs_on_gpu: Vec<bool>,
-    arg_inputs_on_gpu: Vec<bool>,
-) -> PyResult<(usize, bool, Vec<String>)> {
+fn check_op(op: &Bound<'_, PyTuple>, inputs_on_gpu: Vec<bool>, arg_inputs_on_gpu: Vec<bool>) -> PyResult<(usize, bool, Vec<String>)> {
     let spec = op_spec(op)?;
     let c = engine_check_op(&spec, &inputs_on_gpu, &arg_inputs_on_gpu).map_err(to_py)?;
-    let names = spec
-        .args
-        .iter()
-        .map(|(k, _)| k.as_str())
-        .chain(spec.arg_inputs.iter().map(|(k, _)| k.as_str()));
-    Ok((
-        c.num_outputs(),
-        c.outputs_on_gpu(),
-        c.def.schema.deprecations(names),
-    ))
+    let names = spec.args.iter().map(|(k, _)| k.as_str()).chain(spec.arg_inputs.iter().map(|(k, _)| k.as_str()));
+    Ok((c.num_outputs(), c.outputs_on_gpu(), c.def.schema.deprecations(names)))
 }
 
 /// Checks the arguments an `ops.X(...)` object is created with, by name and type, before
@@ -295,78 +211,38 @@ fn pipeline_params(
     } else {
         prefetch_queue_depth.extract()?
     };
-    let given = sluice::graph::ParamsGiven {
-        batch_size,
-        num_threads,
-        device_id,
-        seed,
-        prefetch_queue_depth,
-    };
+    let given = sluice::graph::ParamsGiven { batch_size, num_threads, device_id, seed, prefetch_queue_depth };
     let p = given.resolve().map_err(to_py)?;
-    Ok((
-        p.batch_size,
-        p.num_threads,
-        p.device_id,
-        p.seed,
-        p.prefetch_queue_depth,
-    ))
+    Ok((p.batch_size, p.num_threads, p.device_id, p.seed, p.prefetch_queue_depth))
 }
 
 /// One host array's memory, through its `__array_interface__` (NumPy's): address, shape and
 /// type. It must be C-contiguous (the Python side makes it so).
-fn host_array(
-    source: &str,
-    k: usize,
-    a: &Bound<'_, PyAny>,
-) -> PyResult<(usize, Vec<usize>, DType)> {
+fn host_array(source: &str, k: usize, a: &Bound<'_, PyAny>) -> PyResult<(usize, Vec<usize>, DType)> {
     let bad = |what: String| to_py(Error::type_mismatch(source, format!("sample {k}: {what}")));
-    let iface = a.getattr("__array_interface__").map_err(|_| {
-        bad(format!(
-            "{} is not an array",
-            a.get_type().name().map_or("?".into(), |n| n.to_string())
-        ))
-    })?;
+    let iface = a.getattr("__array_interface__").map_err(|_| bad(format!("{} is not an array", a.get_type().name().map_or("?".into(), |n| n.to_string()))))?;
     let iface = iface.cast_into::<PyDict>()?;
-    let item = |key: &str| {
-        iface
-            .get_item(key)?
-            .ok_or_else(|| bad(format!("its __array_interface__ has no '{key}'")))
-    };
+    let item = |key: &str| iface.get_item(key)?.ok_or_else(|| bad(format!("its __array_interface__ has no '{key}'")));
     let (ptr, _readonly): (usize, bool) = item("data")?.extract()?;
     let shape: Vec<usize> = item("shape")?.extract()?;
     let typestr: String = item("typestr")?.extract()?;
     if iface.get_item("strides")?.is_some_and(|s| !s.is_none()) {
         return Err(bad("the array is not C-contiguous".into()));
     }
-    let dtype = DType::from_typestr(&typestr)
-        .ok_or_else(|| bad(format!("type '{typestr}' is not supported")))?;
+    let dtype = DType::from_typestr(&typestr).ok_or_else(|| bad(format!("type '{typestr}' is not supported")))?;
     Ok((ptr, shape, dtype))
 }
 
 /// A batch copied from one array per sample, all of one type and number of dimensions.
-fn host_samples(
-    py: Python<'_>,
-    source: &str,
-    samples: &[Bound<'_, PyAny>],
-) -> PyResult<EngineTensorList> {
-    let arrays = samples
-        .iter()
-        .enumerate()
-        .map(|(k, a)| host_array(source, k, a))
-        .collect::<PyResult<Vec<_>>>()?;
+fn host_samples(py: Python<'_>, source: &str, samples: &[Bound<'_, PyAny>]) -> PyResult<EngineTensorList> {
+    let arrays = samples.iter().enumerate().map(|(k, a)| host_array(source, k, a)).collect::<PyResult<Vec<_>>>()?;
     copy_samples(py, source, &arrays)
 }
 
 /// The metadata of samples at (address, shape, type): one type and number of dimensions.
 fn uniform_meta(source: &str, arrays: &[(usize, Vec<usize>, DType)]) -> PyResult<BatchMeta> {
     let Some((_, shape0, dtype)) = arrays.first() else {
-        return Err(to_py(Error::Data {
-            location: sluice::error::Location {
-                operator: source.into(),
-                ..Default::default()
-            },
-            message: "the batch is empty; feed at least one sample".into(),
-        }));
+        return Err(to_py(Error::Data { location: sluice::error::Location { operator: source.into(), ..Default::default() }, message: "the batch is empty; feed at least one sample".into() }));
     };
     for (k, (_, shape, t)) in arrays.iter().enumerate() {
         if t != dtype {
@@ -379,11 +255,7 @@ fn uniform_meta(source: &str, arrays: &[(usize, Vec<usize>, DType)]) -> PyResult
             )));
         }
     }
-    Ok(BatchMeta::new(
-        *dtype,
-        shape0.len(),
-        arrays.iter().map(|(_, s, _)| &s[..]),
-    ))
+    Ok(BatchMeta::new(*dtype, shape0.len(), arrays.iter().map(|(_, s, _)| &s[..])))
 }
 
 /// Threads that copy a large batch from Python memory (see `copy_samples`).
@@ -391,17 +263,9 @@ const COPY_THREADS: usize = 4;
 
 /// A batch copied from samples at (address, shape, type), all of one type and number of
 /// dimensions; large batches are copied on several threads, without the interpreter lock.
-fn copy_samples(
-    py: Python<'_>,
-    source: &str,
-    arrays: &[(usize, Vec<usize>, DType)],
-) -> PyResult<EngineTensorList> {
+fn copy_samples(py: Python<'_>, source: &str, arrays: &[(usize, Vec<usize>, DType)]) -> PyResult<EngineTensorList> {
     let mut out = EngineTensorList::for_overwrite(uniform_meta(source, arrays)?);
-    let dsts: Vec<(usize, usize)> = out
-        .samples_mut()
-        .into_iter()
-        .map(|d| (d.as_mut_ptr() as usize, d.len()))
-        .collect();
+    let dsts: Vec<(usize, usize)> = out.samples_mut().into_iter().map(|d| (d.as_mut_ptr() as usize, d.len())).collect();
     let copy = |(&(dst, len), (src, _, _)): (&(usize, usize), &(usize, Vec<usize>, DType))| {
         // SAFETY: `src` is live memory of `len` bytes (its shape and type say so; the caller
         // holds it); `dst` is this sample's slot of the new batch.
@@ -414,10 +278,7 @@ fn copy_samples(
         if out.total_bytes() < 4 << 20 {
             dsts.iter().zip(arrays).for_each(copy);
         } else {
-            dsts.par_iter()
-                .zip(arrays.par_iter())
-                .with_min_len(dsts.len().div_ceil(COPY_THREADS))
-                .for_each(copy);
+            dsts.par_iter().zip(arrays.par_iter()).with_min_len(dsts.len().div_ceil(COPY_THREADS)).for_each(copy);
         }
     });
     Ok(out)
@@ -427,28 +288,15 @@ fn copy_samples(
 fn host_dense(py: Python<'_>, source: &str, a: &Bound<'_, PyAny>) -> PyResult<EngineTensorList> {
     let (src, shape, dtype) = host_array(source, 0, a)?;
     let Some((&n, sample)) = shape.split_first() else {
-        return Err(to_py(Error::type_mismatch(
-            source,
-            "a single array fed as a batch needs a first dimension (the samples)",
-        )));
+        return Err(to_py(Error::type_mismatch(source, "a single array fed as a batch needs a first dimension (the samples)")));
     };
-    let mut out = EngineTensorList::for_overwrite(BatchMeta::new(
-        dtype,
-        sample.len(),
-        std::iter::repeat_n(sample, n),
-    ));
-    let dsts: Vec<(usize, usize)> = out
-        .samples_mut()
-        .into_iter()
-        .map(|d| (d.as_mut_ptr() as usize, d.len()))
-        .collect();
+    let mut out = EngineTensorList::for_overwrite(BatchMeta::new(dtype, sample.len(), std::iter::repeat_n(sample, n)));
+    let dsts: Vec<(usize, usize)> = out.samples_mut().into_iter().map(|d| (d.as_mut_ptr() as usize, d.len())).collect();
     py.detach(|| {
         for (i, (dst, len)) in dsts.into_iter().enumerate() {
             // SAFETY: the array holds n samples of `len` bytes back to back (C-contiguous,
             // the caller holds it); `dst` is sample i's slot of the new batch.
-            unsafe {
-                std::ptr::copy_nonoverlapping((src + i * len) as *const u8, dst as *mut u8, len)
-            };
+            unsafe { std::ptr::copy_nonoverlapping((src + i * len) as *const u8, dst as *mut u8, len) };
         }
     });
     Ok(out)
@@ -464,10 +312,7 @@ struct PyPipeline {
     /// for a blocking source holds it).
     feeds: Vec<Arc<Feed>>,
     /// The pipeline's GPU and the stream GPU data fed from Python is copied on.
-    gpu: Option<(
-        Arc<sluice_cuda::GpuDevice>,
-        std::sync::OnceLock<Arc<sluice_cuda::CudaStream>>,
-    )>,
+    gpu: Option<(Arc<sluice_cuda::GpuDevice>, std::sync::OnceLock<Arc<sluice_cuda::CudaStream>>)>,
     /// The parallel external sources' shared memory, mapped here.
     shm: shm::Blocks,
 }
@@ -511,29 +356,13 @@ impl PyPipeline {
                 max_bad_samples,
             },
             ops: specs,
-            outputs: outputs
-                .into_iter()
-                .map(|(op, output)| Edge { op, output })
-                .collect(),
+            outputs: outputs.into_iter().map(|(op, output)| Edge { op, output }).collect(),
         };
-        let restore = restore.map(|(iteration, readers, excluded)| sluice::exec::Checkpoint {
-            iteration,
-            readers,
-            excluded,
-        });
-        let exec = py
-            .detach(|| Executor::restored(&spec, restore.as_ref()))
-            .map_err(to_py)?;
+        let restore = restore.map(|(iteration, readers, excluded)| sluice::exec::Checkpoint { iteration, readers, excluded });
+        let exec = py.detach(|| Executor::restored(&spec, restore.as_ref())).map_err(to_py)?;
         let feeds = exec.feeds().to_vec();
-        let gpu = exec
-            .gpu_device()
-            .map(|d| (d.clone(), std::sync::OnceLock::new()));
-        Ok(PyPipeline {
-            exec: std::mem::ManuallyDrop::new(std::sync::Mutex::new(exec)),
-            feeds,
-            gpu,
-            shm: shm::Blocks::default(),
-        })
+        let gpu = exec.gpu_device().map(|d| (d.clone(), std::sync::OnceLock::new()));
+        Ok(PyPipeline { exec: std::mem::ManuallyDrop::new(std::sync::Mutex::new(exec)), feeds, gpu, shm: shm::Blocks::default() })
     }
 
     /// Queues one iteration of a parallel external source from its workers' shared memory
@@ -543,12 +372,7 @@ impl PyPipeline {
     /// chunk is fed in place (the block is lent to the batches); several are gathered with
     /// a copy. Either way each chunk's token comes back from `take_returned` once nothing
     /// uses its block any more.
-    fn feed_shared(
-        &self,
-        py: Python<'_>,
-        outputs: Vec<Option<(String, Option<String>)>>,
-        mut chunks: Vec<SharedChunk>,
-    ) -> PyResult<()> {
+    fn feed_shared(&self, py: Python<'_>, outputs: Vec<Option<(String, Option<String>)>>, mut chunks: Vec<SharedChunk>) -> PyResult<()> {
         let mut leases = Vec::with_capacity(chunks.len());
         for (block, token, _) in &chunks {
             let block = self.shm.get(block).map_err(to_py)?;
@@ -560,23 +384,16 @@ impl PyPipeline {
             let mut placed = Vec::with_capacity(chunks.len());
             for (_, _, per_output) in &mut chunks {
                 let Some(samples) = per_output.get_mut(k) else {
-                    return Err(to_py(Error::type_mismatch(
-                        name,
-                        "a worker returned fewer outputs than the source has",
-                    )));
+                    return Err(to_py(Error::type_mismatch(name, "a worker returned fewer outputs than the source has")));
                 };
                 placed.push(typed_regions(name, std::mem::take(samples))?);
             }
             let lent = match (&leases[..], &placed[..]) {
-                ([(block, lease)], [samples]) => shm::lend(block, samples, lease)
-                    .map_err(to_py)?
-                    .map(|buf| (samples, buf)),
+                ([(block, lease)], [samples]) => shm::lend(block, samples, lease).map_err(to_py)?.map(|buf| (samples, buf)),
                 _ => None,
             };
             let batch = match lent {
-                Some((samples, buf)) => {
-                    EngineTensorList::from_parts(uniform_meta(name, samples)?, buf)
-                }
+                Some((samples, buf)) => EngineTensorList::from_parts(uniform_meta(name, samples)?, buf),
                 None => {
                     let mut addresses = Vec::new();
                     for ((block, _), samples) in leases.iter().zip(&placed) {
@@ -606,14 +423,7 @@ impl PyPipeline {
     /// on `stream` (the producer's raw stream; None: the legacy default stream), and the copy
     /// is finished before this returns, so the caller may reuse its memory at once.
     #[pyo3(signature = (name, regions, stream=None, layout=None))]
-    fn feed_gpu(
-        &self,
-        py: Python<'_>,
-        name: &str,
-        regions: Vec<(usize, Vec<usize>, String)>,
-        stream: Option<usize>,
-        layout: Option<&str>,
-    ) -> PyResult<()> {
+    fn feed_gpu(&self, py: Python<'_>, name: &str, regions: Vec<(usize, Vec<usize>, String)>, stream: Option<usize>, layout: Option<&str>) -> PyResult<()> {
         let feed = self.feed_named(name)?;
         let Some((device, feed_stream)) = &self.gpu else {
             return Err(to_py(Error::Graph(format!("external source '{name}': GPU data needs a pipeline with a GPU (device_id) and device='gpu'"))));
@@ -648,29 +458,12 @@ impl PyPipeline {
     /// None, error, iteration, place in the batch, operator, "skip" | "replace")], and the
     /// count per operator [(operator name, count)].
     #[allow(clippy::type_complexity)]
-    fn bad_samples(
-        &self,
-    ) -> (
-        Vec<(Option<String>, String, u64, usize, String, &'static str)>,
-        Vec<(String, u64)>,
-    ) {
+    fn bad_samples(&self) -> (Vec<(Option<String>, String, u64, usize, String, &'static str)>, Vec<(String, u64)>) {
         let exec = self.exec();
         let (samples, per_op) = exec.bad_samples();
         let names = exec.graph().nodes.iter().map(|n| n.name.clone());
         (
-            samples
-                .into_iter()
-                .map(|b| {
-                    (
-                        b.source,
-                        b.error,
-                        b.iteration,
-                        b.sample,
-                        b.operator,
-                        b.action.name(),
-                    )
-                })
-                .collect(),
+            samples.into_iter().map(|b| (b.source, b.error, b.iteration, b.sample, b.operator, b.action.name())).collect(),
             names.zip(per_op).collect(),
         )
     }
@@ -684,13 +477,7 @@ impl PyPipeline {
     /// list of C-contiguous arrays (one per sample), or one C-contiguous array whose first
     /// dimension is the batch (copied once). `layout` replaces the batch's own.
     #[pyo3(signature = (name, data, layout=None))]
-    fn feed(
-        &self,
-        py: Python<'_>,
-        name: &str,
-        data: &Bound<'_, PyAny>,
-        layout: Option<&str>,
-    ) -> PyResult<()> {
+    fn feed(&self, py: Python<'_>, name: &str, data: &Bound<'_, PyAny>, layout: Option<&str>) -> PyResult<()> {
         let feed = self.feed_named(name)?;
         if let Ok(t) = data.cast::<PyTensorListGpu>() {
             // A Sluice GPU batch is shared; the operator waits for the event that marks it done.
@@ -711,12 +498,8 @@ impl PyPipeline {
         let out = py.detach(|| self.exec().next_batch()).map_err(to_py)?;
         out.into_iter()
             .map(|b| match b {
-                Batch::Cpu(t) => {
-                    Ok(Bound::new(py, PyTensorList { inner: Arc::new(t) })?.into_any())
-                }
-                Batch::Gpu(t) => {
-                    Ok(Bound::new(py, PyTensorListGpu { inner: Arc::new(t) })?.into_any())
-                }
+                Batch::Cpu(t) => Ok(Bound::new(py, PyTensorList { inner: Arc::new(t) })?.into_any()),
+                Batch::Gpu(t) => Ok(Bound::new(py, PyTensorListGpu { inner: Arc::new(t) })?.into_any()),
             })
             .collect()
     }
@@ -744,11 +527,7 @@ impl PyPipeline {
 
     /// [(operator name, calls, seconds)] since build.
     fn stats(&self) -> Vec<(String, u64, f64)> {
-        self.exec()
-            .stats()
-            .into_iter()
-            .map(|s| (s.name, s.calls, s.total.as_secs_f64()))
-            .collect()
+        self.exec().stats().into_iter().map(|s| (s.name, s.calls, s.total.as_secs_f64())).collect()
     }
 }
 
@@ -756,10 +535,7 @@ impl PyPipeline {
     /// The external source `feed_input` names, if the built graph kept it.
     fn feed_named(&self, name: &str) -> PyResult<&Arc<Feed>> {
         self.feeds.iter().find(|f| f.name() == name).ok_or_else(|| {
-            to_py(Error::Input {
-                name: name.into(),
-                message: format!("Could not find an input operator with name \"{name}\""),
-            })
+            to_py(Error::Input { name: name.into(), message: format!("Could not find an input operator with name \"{name}\"") })
         })
     }
 }
@@ -789,10 +565,7 @@ fn copy_to_gpu(
 ) -> sluice::error::Result<EngineTensorListGpu> {
     // Allocating binds the device's context, which the pointer query needs.
     let mut out = EngineTensorListGpu::alloc(meta, device, stream)?;
-    if let Some(k) = samples
-        .iter()
-        .position(|(src, _, _)| device.is_foreign_pointer(*src as u64))
-    {
+    if let Some(k) = samples.iter().position(|(src, _, _)| device.is_foreign_pointer(*src as u64)) {
         return Err(Error::Unsupported(format!(
             "sample {k} is in the memory of another GPU; the pipeline runs on GPU {} (device_id): move the data there first",
             device.ordinal()
@@ -800,40 +573,25 @@ fn copy_to_gpu(
     }
     // SAFETY: the producer's stream handle (or null, the legacy default stream) is live
     // while it hands us data; the wait only orders our copies after its work.
-    unsafe {
-        out.buffer()
-            .order_free_after(producer.unwrap_or(0) as sluice_cuda::sys::CUstream)?
-    };
+    unsafe { out.buffer().order_free_after(producer.unwrap_or(0) as sluice_cuda::sys::CUstream)? };
     for (i, (src, _, _)) in samples.iter().enumerate() {
         let range = out.byte_range(i);
         // SAFETY: `src` is the caller's live device memory of this sample's bytes (its shape
         // and type say so), written by work the stream now waits for.
-        unsafe {
-            out.buffer()
-                .copy_from_device_async(range.start, *src as u64, range.len())?
-        };
+        unsafe { out.buffer().copy_from_device_async(range.start, *src as u64, range.len())? };
     }
-    out.set_ready(Arc::new(sluice::tensor::ReadyEvent::record(
-        device, stream,
-    )?));
+    out.set_ready(Arc::new(sluice::tensor::ReadyEvent::record(device, stream)?));
     Ok(out)
 }
 
 /// Samples given as (address, shape, type string), with their types parsed.
-fn typed_regions(
-    source: &str,
-    regions: Vec<(usize, Vec<usize>, String)>,
-) -> PyResult<Vec<(usize, Vec<usize>, DType)>> {
+fn typed_regions(source: &str, regions: Vec<(usize, Vec<usize>, String)>) -> PyResult<Vec<(usize, Vec<usize>, DType)>> {
     regions
         .into_iter()
         .enumerate()
         .map(|(k, (ptr, shape, typestr))| {
-            let dtype = DType::from_typestr(&typestr).ok_or_else(|| {
-                to_py(Error::type_mismatch(
-                    source,
-                    format!("sample {k}: type '{typestr}' is not supported"),
-                ))
-            })?;
+            let dtype = DType::from_typestr(&typestr)
+                .ok_or_else(|| to_py(Error::type_mismatch(source, format!("sample {k}: type '{typestr}' is not supported"))))?;
             Ok((ptr, shape, dtype))
         })
         .collect()
@@ -858,42 +616,22 @@ impl Drop for PyPipeline {
 struct PyFunctionHost;
 
 impl sluice::ops::python_function::FunctionHost for PyFunctionHost {
-    fn call(
-        &self,
-        call: &FunctionCall<'_, EngineTensorList>,
-    ) -> Result<Vec<EngineTensorList>, String> {
+    fn call(&self, call: &FunctionCall<'_, EngineTensorList>) -> Result<Vec<EngineTensorList>, String> {
         Python::attach(|py| {
             let run = || -> PyResult<Vec<EngineTensorList>> {
                 let inputs = call
                     .inputs
                     .iter()
-                    .map(|t| {
-                        Bound::new(
-                            py,
-                            PyTensorList {
-                                inner: Arc::new((*t).clone()),
-                            },
-                        )
-                    })
+                    .map(|t| Bound::new(py, PyTensorList { inner: Arc::new((*t).clone()) }))
                     .collect::<PyResult<Vec<_>>>()?;
                 let module = py.import("sluice.python_function")?;
-                let args = (
-                    call.function_id,
-                    inputs,
-                    call.batch_size,
-                    call.batch_processing,
-                    call.num_outputs,
-                    call.kind,
-                );
-                let outs: Vec<Bound<'_, PyList>> =
-                    module.getattr("call")?.call1(args)?.extract()?;
+                let args = (call.function_id, inputs, call.batch_size, call.batch_processing, call.num_outputs, call.kind);
+                let outs: Vec<Bound<'_, PyList>> = module.getattr("call")?.call1(args)?.extract()?;
                 outs.iter()
                     .map(|o| match o.is_empty() {
                         // A batch of no samples (an `if` branch no sample took) says nothing of its
                         // type: it takes its first input's, which merging ignores.
-                        true => Ok(EngineTensorList::from_meta(empty_like(
-                            call.inputs.first().map(|t| t.meta()),
-                        ))),
+                        true => Ok(EngineTensorList::from_meta(empty_like(call.inputs.first().map(|t| t.meta())))),
                         false => host_samples(py, "python_function", &o.iter().collect::<Vec<_>>()),
                     })
                     .collect()
@@ -922,50 +660,23 @@ impl sluice::ops::python_function::FunctionHost for PyFunctionHost {
                 let inputs = call
                     .inputs
                     .iter()
-                    .map(|t| {
-                        Bound::new(
-                            py,
-                            PyTensorListGpu {
-                                inner: Arc::new((*t).clone()),
-                            },
-                        )
-                    })
+                    .map(|t| Bound::new(py, PyTensorListGpu { inner: Arc::new((*t).clone()) }))
                     .collect::<PyResult<Vec<_>>>()?;
                 let module = py.import("sluice.python_function")?;
-                let args = (
-                    call.function_id,
-                    inputs,
-                    call.batch_size,
-                    call.batch_processing,
-                    call.num_outputs,
-                    call.kind,
-                    stream.cu_stream() as usize,
-                );
+                let args = (call.function_id, inputs, call.batch_size, call.batch_processing, call.num_outputs, call.kind, stream.cu_stream() as usize);
                 // Per output: its samples as (address, shape, type string), the stream that
                 // wrote them, and the objects that own them.
-                let outs: Vec<(
-                    Vec<(usize, Vec<usize>, String)>,
-                    Option<usize>,
-                    Bound<'_, PyAny>,
-                )> = module.getattr("call_gpu")?.call1(args)?.extract()?;
+                let outs: Vec<(Vec<(usize, Vec<usize>, String)>, Option<usize>, Bound<'_, PyAny>)> = module.getattr("call_gpu")?.call1(args)?.extract()?;
                 let mut batches = Vec::with_capacity(outs.len());
                 for (k, (regions, producer, _keep)) in outs.iter().enumerate() {
                     let what = format!("python_function output {k}");
                     let samples = typed_regions(&what, regions.clone())?;
-                    let meta = if samples.is_empty() {
-                        empty_like(call.inputs.first().map(|t| t.meta()))
-                    } else {
-                        uniform_meta(&what, &samples)?
-                    };
-                    batches.push(
-                        py.detach(|| copy_to_gpu(device, stream, &samples, meta, *producer))
-                            .map_err(to_py)?,
-                    );
+                    let meta = if samples.is_empty() { empty_like(call.inputs.first().map(|t| t.meta())) } else { uniform_meta(&what, &samples)? };
+                    batches.push(py.detach(|| copy_to_gpu(device, stream, &samples, meta, *producer)).map_err(to_py)?);
                 }
                 // The function's arrays (`_keep`) are freed when this returns: the copies
                 // out of them must be done by then.
-                py.detach(|| stream.synchronize())
-                    .map_err(|e| to_py(Error::Cuda(e.to_string())))?;
+                py.detach(|| stream.synchronize()).map_err(|e| to_py(Error::Cuda(e.to_string())))?;
                 Ok(batches)
             };
             run().map_err(|e| python_error_text(py, &e))
@@ -975,11 +686,7 @@ impl sluice::ops::python_function::FunctionHost for PyFunctionHost {
 
 /// The metadata of a batch of no samples, of `model`'s type and rank (UINT8 scalars without one).
 fn empty_like(model: Option<&BatchMeta>) -> BatchMeta {
-    let mut meta = BatchMeta::new(
-        model.map_or(DType::U8, |m| m.dtype()),
-        model.map_or(0, |m| m.ndim()),
-        std::iter::empty(),
-    );
+    let mut meta = BatchMeta::new(model.map_or(DType::U8, |m| m.dtype()), model.map_or(0, |m| m.ndim()), std::iter::empty());
     if let Some(m) = model {
         meta.set_layout(m.layout().clone());
     }
@@ -1017,11 +724,7 @@ impl PyTensorList {
     /// one array whose first dimension is the batch (`TensorListCPU(...)`, as in DALI).
     #[staticmethod]
     #[pyo3(signature = (data, layout=None))]
-    fn from_host(
-        py: Python<'_>,
-        data: &Bound<'_, PyAny>,
-        layout: Option<&str>,
-    ) -> PyResult<PyTensorList> {
+    fn from_host(py: Python<'_>, data: &Bound<'_, PyAny>, layout: Option<&str>) -> PyResult<PyTensorList> {
         let mut t = if let Ok(list) = data.cast::<PyList>() {
             if list.is_empty() {
                 EngineTensorList::new(DType::U8, 0, std::iter::empty())
@@ -1032,9 +735,7 @@ impl PyTensorList {
             host_dense(py, "TensorListCPU", data)?
         };
         if let Some(l) = layout {
-            t.set_layout(
-                Layout::new(l).map_err(|e| to_py(Error::arg("TensorListCPU", "layout", e)))?,
-            );
+            t.set_layout(Layout::new(l).map_err(|e| to_py(Error::arg("TensorListCPU", "layout", e)))?);
         }
         Ok(PyTensorList { inner: Arc::new(t) })
     }
@@ -1044,11 +745,7 @@ impl PyTensorList {
         let mut t = (*self.inner).clone();
         let l = Layout::new(layout).map_err(|e| to_py(Error::arg("TensorListCPU", "layout", e)))?;
         if !l.is_empty() && l.ndim() != t.ndim() {
-            return Err(to_py(Error::arg(
-                "TensorListCPU",
-                "layout",
-                format!("'{l}' cannot describe {}-dimensional samples", t.ndim()),
-            )));
+            return Err(to_py(Error::arg("TensorListCPU", "layout", format!("'{l}' cannot describe {}-dimensional samples", t.ndim()))));
         }
         t.set_layout(l);
         Ok(PyTensorList { inner: Arc::new(t) })
@@ -1077,9 +774,7 @@ impl PyTensorList {
     }
 
     fn shapes(&self) -> Vec<Vec<usize>> {
-        (0..self.inner.len())
-            .map(|i| self.inner.shape(i).to_vec())
-            .collect()
+        (0..self.inner.len()).map(|i| self.inner.shape(i).to_vec()).collect()
     }
 
     fn is_dense_tensor(&self) -> bool {
@@ -1095,12 +790,7 @@ impl PyTensorList {
     fn sample_interface<'py>(&self, py: Python<'py>, i: usize) -> PyResult<Bound<'py, PyDict>> {
         self.check(i)?;
         let t = &self.inner;
-        interface(
-            py,
-            t.buffer().as_ptr() as usize + t.offset(i),
-            t.shape(i).to_vec(),
-            t.dtype().typestr(),
-        )
+        interface(py, t.buffer().as_ptr() as usize + t.offset(i), t.shape(i).to_vec(), t.dtype().typestr())
     }
 
     /// `__array_interface__` of the whole batch as one (N, ...) array; dense batches only.
@@ -1116,11 +806,7 @@ impl PyTensorList {
         if t.len() > 0 {
             shape.extend_from_slice(t.shape(0));
         }
-        let ptr = if t.is_empty() {
-            t.buffer().as_ptr() as usize
-        } else {
-            t.buffer().as_ptr() as usize + t.offset(0)
-        };
+        let ptr = if t.is_empty() { t.buffer().as_ptr() as usize } else { t.buffer().as_ptr() as usize + t.offset(0) };
         interface(py, ptr, shape, t.dtype().typestr())
     }
 
@@ -1135,9 +821,7 @@ impl PyTensorList {
             }
             None => {
                 if !t.is_dense_tensor() {
-                    return Err(PyRuntimeError::new_err(
-                        "the batch is not a dense tensor; export samples one by one",
-                    ));
+                    return Err(PyRuntimeError::new_err("the batch is not a dense tensor; export samples one by one"));
                 }
                 let mut s = vec![t.len()];
                 if t.len() > 0 {
@@ -1170,23 +854,13 @@ impl PyTensorListGpu {
     /// (`TensorListGPU(cupy_array)`, as in DALI's backend).
     #[staticmethod]
     #[pyo3(signature = (regions, stream=None, layout=None, device_id=None))]
-    fn from_device(
-        py: Python<'_>,
-        regions: Vec<(usize, Vec<usize>, String)>,
-        stream: Option<usize>,
-        layout: Option<&str>,
-        device_id: Option<usize>,
-    ) -> PyResult<PyTensorListGpu> {
+    fn from_device(py: Python<'_>, regions: Vec<(usize, Vec<usize>, String)>, stream: Option<usize>, layout: Option<&str>, device_id: Option<usize>) -> PyResult<PyTensorListGpu> {
         let samples = typed_regions("TensorListGPU", regions)?;
         let meta = uniform_meta("TensorListGPU", &samples)?;
         let out = py.detach(|| -> sluice::error::Result<EngineTensorListGpu> {
             let first = sluice_cuda::GpuDevice::open(device_id.unwrap_or(0))?;
             first.bind()?;
-            let ordinal = device_id.or_else(|| {
-                samples
-                    .first()
-                    .and_then(|(p, _, _)| sluice_cuda::pointer_ordinal(*p as u64))
-            });
+            let ordinal = device_id.or_else(|| samples.first().and_then(|(p, _, _)| sluice_cuda::pointer_ordinal(*p as u64)));
             let device = match ordinal {
                 Some(o) if o != first.ordinal() => sluice_cuda::GpuDevice::open(o)?,
                 _ => first,
@@ -1196,9 +870,7 @@ impl PyTensorListGpu {
             s.synchronize().map_err(|e| Error::Cuda(e.to_string()))?;
             Ok(out)
         });
-        let out = PyTensorListGpu {
-            inner: Arc::new(out.map_err(to_py)?),
-        };
+        let out = PyTensorListGpu { inner: Arc::new(out.map_err(to_py)?) };
         match layout {
             Some(l) => out.with_layout(l),
             None => Ok(out),
@@ -1223,9 +895,7 @@ impl PyTensorListGpu {
     }
 
     fn shapes(&self) -> Vec<Vec<usize>> {
-        (0..self.inner.len())
-            .map(|i| self.inner.shape(i).to_vec())
-            .collect()
+        (0..self.inner.len()).map(|i| self.inner.shape(i).to_vec()).collect()
     }
 
     fn is_dense_tensor(&self) -> bool {
@@ -1241,14 +911,7 @@ impl PyTensorListGpu {
     fn with_layout(&self, layout: &str) -> PyResult<PyTensorListGpu> {
         let l = Layout::new(layout).map_err(|e| to_py(Error::arg("TensorListGPU", "layout", e)))?;
         if !l.is_empty() && l.ndim() != self.inner.ndim() {
-            return Err(to_py(Error::arg(
-                "TensorListGPU",
-                "layout",
-                format!(
-                    "'{l}' cannot describe {}-dimensional samples",
-                    self.inner.ndim()
-                ),
-            )));
+            return Err(to_py(Error::arg("TensorListGPU", "layout", format!("'{l}' cannot describe {}-dimensional samples", self.inner.ndim()))));
         }
         let mut t = (*self.inner).clone();
         t.set_layout(l);
@@ -1263,35 +926,21 @@ impl PyTensorListGpu {
     fn as_cpu(&self, py: Python<'_>) -> PyResult<PyTensorList> {
         let t = self.inner.clone();
         let host = py.detach(move || t.to_host()).map_err(to_py)?;
-        Ok(PyTensorList {
-            inner: Arc::new(host),
-        })
+        Ok(PyTensorList { inner: Arc::new(host) })
     }
 
     /// `__cuda_array_interface__` of sample `i` or of the dense batch. Waits for the data
     /// first, so the consumer needs no stream synchronisation.
     #[pyo3(signature = (i=None))]
-    fn cuda_interface<'py>(
-        &self,
-        py: Python<'py>,
-        i: Option<usize>,
-    ) -> PyResult<Bound<'py, PyDict>> {
+    fn cuda_interface<'py>(&self, py: Python<'py>, i: Option<usize>) -> PyResult<Bound<'py, PyDict>> {
         let (offset, shape) = self.view(i)?;
         if let Some(ev) = self.inner.ready() {
             let ev = ev.clone();
             py.detach(move || ev.synchronize()).map_err(to_py)?;
         }
-        let d = interface(
-            py,
-            self.inner.buffer().device_ptr() as usize + offset,
-            shape,
-            self.inner.dtype().typestr(),
-        )?;
+        let d = interface(py, self.inner.buffer().device_ptr() as usize + offset, shape, self.inner.dtype().typestr())?;
         // Consumers (PyTorch) refuse read-only device memory; nothing else writes this batch.
-        d.set_item(
-            "data",
-            (self.inner.buffer().device_ptr() as usize + offset, false),
-        )?;
+        d.set_item("data", (self.inner.buffer().device_ptr() as usize + offset, false))?;
         d.set_item("stream", py.None())?;
         Ok(d)
     }
@@ -1300,12 +949,7 @@ impl PyTensorListGpu {
     /// consumer's CUDA stream handle: it is made to wait for the data, and the memory is
     /// recycled only after the work the consumer queued on it.
     #[pyo3(signature = (i=None, stream=None))]
-    fn dlpack<'py>(
-        &self,
-        py: Python<'py>,
-        i: Option<usize>,
-        stream: Option<usize>,
-    ) -> PyResult<Bound<'py, PyAny>> {
+    fn dlpack<'py>(&self, py: Python<'py>, i: Option<usize>, stream: Option<usize>) -> PyResult<Bound<'py, PyAny>> {
         let (offset, shape) = self.view(i)?;
         let consumer = stream.map(|s| s as sluice::tensor::RawStream);
         match (self.inner.ready(), consumer) {
@@ -1348,19 +992,12 @@ impl PyTensorListGpu {
 
 fn check_index(i: usize, len: usize) -> PyResult<()> {
     if i >= len {
-        return Err(pyo3::exceptions::PyIndexError::new_err(format!(
-            "sample index {i} out of range for a batch of {len}"
-        )));
+        return Err(pyo3::exceptions::PyIndexError::new_err(format!("sample index {i} out of range for a batch of {len}")));
     }
     Ok(())
 }
 
-fn interface<'py>(
-    py: Python<'py>,
-    ptr: usize,
-    shape: Vec<usize>,
-    typestr: &str,
-) -> PyResult<Bound<'py, PyDict>> {
+fn interface<'py>(py: Python<'py>, ptr: usize, shape: Vec<usize>, typestr: &str) -> PyResult<Bound<'py, PyDict>> {
     let d = PyDict::new(py);
     d.set_item("version", 3)?;
     d.set_item("typestr", typestr)?;
@@ -1393,10 +1030,7 @@ fn schemas(py: Python<'_>) -> PyResult<Vec<Bound<'_, PyDict>>> {
         d.set_item("name", s.name)?;
         d.set_item("fn_name", s.fn_name())?;
         d.set_item("doc", s.doc)?;
-        d.set_item(
-            "devices",
-            s.devices.iter().map(|d| d.name()).collect::<Vec<_>>(),
-        )?;
+        d.set_item("devices", s.devices.iter().map(|d| d.name()).collect::<Vec<_>>())?;
         d.set_item("min_inputs", s.min_inputs)?;
         d.set_item("max_inputs", s.max_inputs)?;
         d.set_item("num_outputs", s.num_outputs)?;
@@ -1417,10 +1051,7 @@ fn schemas(py: Python<'_>) -> PyResult<Vec<Bound<'_, PyDict>>> {
         d.set_item("arg_aliases", s.arg_aliases.to_vec())?;
         d.set_item(
             "legacy_names",
-            s.legacy_names
-                .iter()
-                .map(|(n, dev)| (*n, dev.map(|d| d.name())))
-                .collect::<Vec<_>>(),
+            s.legacy_names.iter().map(|(n, dev)| (*n, dev.map(|d| d.name()))).collect::<Vec<_>>(),
         )?;
         out.push(d);
     }
@@ -1440,15 +1071,8 @@ fn sluice_cuda_count() -> usize {
 /// Writes the built-in sample dataset (JPEGs in one folder per class); returns bytes written.
 #[pyfunction]
 #[pyo3(signature = (root, count=256, classes=8, seed=0))]
-fn write_sample_dataset(
-    py: Python<'_>,
-    root: std::path::PathBuf,
-    count: usize,
-    classes: usize,
-    seed: u64,
-) -> PyResult<u64> {
-    py.detach(|| sluice::sample::write_sample_dataset(&root, count, classes, seed))
-        .map_err(to_py)
+fn write_sample_dataset(py: Python<'_>, root: std::path::PathBuf, count: usize, classes: usize, seed: u64) -> PyResult<u64> {
+    py.detach(|| sluice::sample::write_sample_dataset(&root, count, classes, seed)).map_err(to_py)
 }
 
 /// DALI's function name of a class name (`FileReader` -> `file_reader`), for the flat legacy
@@ -1470,15 +1094,7 @@ fn masked_crc32c(data: &[u8]) -> u32 {
 fn webdataset_samples(path: std::path::PathBuf) -> PyResult<Vec<Vec<(String, u64, u64, String)>>> {
     let listed = sluice::ops::readers::webdataset::tar::list_archive(&path, &Default::default())
         .map_err(|m| pyo3::exceptions::PyValueError::new_err(format!("{}: {m}", path.display())))?;
-    Ok(listed
-        .into_iter()
-        .map(|s| {
-            s.members
-                .into_iter()
-                .map(|m| (m.ext, m.offset, m.size, m.filename))
-                .collect()
-        })
-        .collect())
+    Ok(listed.into_iter().map(|s| s.members.into_iter().map(|m| (m.ext, m.offset, m.size, m.filename)).collect()).collect())
 }
 
 #[pymodule]

@@ -38,18 +38,10 @@ impl fmt::Display for Location {
 pub enum Error {
     /// An argument is missing, out of range or inconsistent with others.
     #[error("{operator}: argument '{argument}': {message}")]
-    InvalidArgument {
-        operator: String,
-        argument: String,
-        message: String,
-    },
+    InvalidArgument { operator: String, argument: String, message: String },
     /// An argument name the operator does not have.
     #[error("{operator}: unknown argument '{argument}'{hint}")]
-    UnknownArgument {
-        operator: String,
-        argument: String,
-        hint: String,
-    },
+    UnknownArgument { operator: String, argument: String, hint: String },
     /// An argument or input has the wrong Python/engine type.
     #[error("{operator}: {message}")]
     TypeMismatch { operator: String, message: String },
@@ -61,11 +53,7 @@ pub enum Error {
     Data { location: Location, message: String },
     /// A file or folder could not be read.
     #[error("{operator}: {path}: {message}")]
-    Io {
-        operator: String,
-        path: String,
-        message: String,
-    },
+    Io { operator: String, path: String, message: String },
     /// A pipeline input (external source) named `name` does not exist or was not fed.
     #[error("{message}")]
     Input { name: String, message: String },
@@ -183,10 +171,7 @@ impl Error {
 
     /// Shorthand for a type error naming the operator.
     pub fn type_mismatch(operator: &str, message: impl Into<String>) -> Self {
-        Error::TypeMismatch {
-            operator: operator.to_string(),
-            message: message.into(),
-        }
+        Error::TypeMismatch { operator: operator.to_string(), message: message.into() }
     }
 
     /// Shorthand for an invalid-argument error.
@@ -200,10 +185,7 @@ impl Error {
 
     /// Shorthand for a data error at a known location.
     pub fn data(location: Location, message: impl Into<String>) -> Self {
-        Error::Data {
-            location,
-            message: message.into(),
-        }
+        Error::Data { location, message: message.into() }
     }
 
     /// Where a data error happened (operator, sample, iteration, file); `None` for other
@@ -217,11 +199,7 @@ impl Error {
 
     /// Shorthand for an I/O error on a path.
     pub fn io(operator: &str, path: impl fmt::Display, err: impl fmt::Display) -> Self {
-        Error::Io {
-            operator: operator.to_string(),
-            path: path.to_string(),
-            message: err.to_string(),
-        }
+        Error::Io { operator: operator.to_string(), path: path.to_string(), message: err.to_string() }
     }
 }
 

@@ -114,13 +114,7 @@ impl BadSamples {
     /// The policy for a sample operator `k` failed on: its own, else that of a reader it
     /// reads from, else the pipeline's.
     fn policy_for(&self, k: usize) -> OnError {
-        self.op_policy[k]
-            .or_else(|| {
-                self.readers_of[k]
-                    .iter()
-                    .find_map(|(r, _)| self.op_policy[*r])
-            })
-            .unwrap_or(self.policy.on_error)
+        self.op_policy[k].or_else(|| self.readers_of[k].iter().find_map(|(r, _)| self.op_policy[*r])).unwrap_or(self.policy.on_error)
     }
 }
 
@@ -140,24 +134,16 @@ impl Runner {
     ) -> Runner {
         // The front: operators that start early, and everything they read from. Such an
         // operator takes only CPU inputs, so its ancestors are all CPU operators.
-        let starts_early =
-            |inst: &Instance| matches!(&inst.backend, Backend::Gpu(op, _) if op.starts_early());
+        let starts_early = |inst: &Instance| matches!(&inst.backend, Backend::Gpu(op, _) if op.starts_early());
         let mut front: Vec<bool> = ops.iter().map(starts_early).collect();
         for k in (0..ops.len()).rev() {
             if front[k] {
-                for e in ops[k]
-                    .inputs
-                    .iter()
-                    .chain(ops[k].arg_inputs.iter().map(|(_, e)| e))
-                {
+                for e in ops[k].inputs.iter().chain(ops[k].arg_inputs.iter().map(|(_, e)| e)) {
                     front[e.op] = true;
                 }
             }
         }
-        let ancestors_on_cpu = ops
-            .iter()
-            .zip(&front)
-            .all(|(inst, &f)| !f || matches!(inst.backend, Backend::Cpu(_)) || starts_early(inst));
+        let ancestors_on_cpu = ops.iter().zip(&front).all(|(inst, &f)| !f || matches!(inst.backend, Backend::Cpu(_)) || starts_early(inst));
         if !ancestors_on_cpu {
             front.iter_mut().for_each(|f| *f = false);
         }
@@ -165,23 +151,8 @@ impl Runner {
         let feeds = ops.iter().filter_map(|inst| inst.feed()).collect();
         let plans = ops.iter().filter_map(|inst| inst.batch_plan()).collect();
         Runner {
-            ops,
-            outputs,
-            pool,
-            gpu,
-            batch_size,
-            iteration: 0,
-            stats,
-            front,
-            run_ahead,
-            ahead: None,
-            feeds,
-            plans,
-            wait_for_feeds,
-            bad,
-            failed_op: None,
-            stand_ins: Vec::new(),
-            staged: Default::default(),
+            ops, outputs, pool, gpu, batch_size, iteration: 0, stats, front, run_ahead, ahead: None, feeds, plans, wait_for_feeds,
+            bad, failed_op: None, stand_ins: Vec::new(), staged: Default::default(),
         }
     }
 
@@ -198,8 +169,7 @@ impl Runner {
             }
             None => {
                 let batch_size = self.stage(iteration)?;
-                self.run_front(iteration, batch_size)
-                    .map(|r| (batch_size, r))
+                self.run_front(iteration, batch_size).map(|r| (batch_size, r))
             }
         };
         self.iteration += 1;
@@ -207,19 +177,16 @@ impl Runner {
         // The next front runs ahead only when its data is there: waiting for it here would
         // hold back this iteration (the caller feeds the next batch after taking this one).
         if self.run_ahead && self.feeds.iter().all(|f| f.ready()) {
-            let next = self
-                .stage(iteration + 1)
-                .and_then(|n| self.run_front(iteration + 1, n).map(|r| (n, r)));
+            let next = self.stage(iteration + 1).and_then(|n| self.run_front(iteration + 1, n).map(|r| (n, r)));
             let failed = self.failed_op.take();
             self.ahead = Some((iteration + 1, next, failed));
         }
         self.failed_op = front_failed;
-        let mut out =
-            front.and_then(|(batch_size, results)| self.run_rest(iteration, batch_size, results));
-        // on_error="skip": the bad sample is excluded and the iteration runs again, its
-        // readers giving the next good sample in its place.
+        let mut out = front.and_then(|(batch_size, results)| self.run_rest(iteration, batch_size, results));
+        // on_error="skip" or "replace": the bad sample is excluded (or stood in for) and the
+        // iteration runs again.
         while let Err(e) = &out {
-            match self.exclude_bad_sample(iteration, e) {
+            match self.handle_bad_sample(iteration, e) {
                 Ok(true) => out = self.run_again(iteration),
                 Ok(false) => break,
                 Err(limit) => {
@@ -240,7 +207,7 @@ impl Runner {
     /// it in the failing operator (or, for a reader, read in its place), whose outputs there
     /// are then zeroed. Records it; whether the iteration should run again. An error past
     /// `max_bad_samples`.
-    fn exclude_bad_sample(&mut self, iteration: u64, e: &Error) -> Result<bool> {
+    fn handle_bad_sample(&mut self, iteration: u64, e: &Error) -> Result<bool> {
         let Some(k) = self.failed_op.take() else {
             return Ok(false);
         };
@@ -416,22 +383,13 @@ impl Runner {
     }
 
     /// Runs what the front left of `iteration`.
-    fn run_rest(
-        &mut self,
-        iteration: u64,
-        batch_size: usize,
-        mut results: Results,
-    ) -> Result<Vec<Batch>> {
+    fn run_rest(&mut self, iteration: u64, batch_size: usize, mut results: Results) -> Result<Vec<Batch>> {
         for k in 0..self.ops.len() {
             if !(self.front[k] && matches!(self.ops[k].backend, Backend::Cpu(_))) {
                 results[k] = Some(self.run_op(k, iteration, batch_size, &results, false)?);
             }
         }
-        let mut outputs: Vec<Batch> = self
-            .outputs
-            .iter()
-            .map(|e| output(&results, e).clone())
-            .collect();
+        let mut outputs: Vec<Batch> = self.outputs.iter().map(|e| output(&results, e).clone()).collect();
         if let Some(stage) = &self.gpu {
             if outputs.iter().any(|b| matches!(b, Batch::Gpu(_))) {
                 // One event marks the end of the iteration's GPU work; consumers wait on it
@@ -462,23 +420,12 @@ impl Runner {
 
     /// Runs operator `k` on `results` (its inputs are there), or with `start` only begins
     /// it (an early operator: nothing to return yet; its time counts, its call does not).
-    fn run_op(
-        &mut self,
-        k: usize,
-        iteration: u64,
-        batch_size: usize,
-        results: &Results,
-        start: bool,
-    ) -> Result<Vec<Batch>> {
+    fn run_op(&mut self, k: usize, iteration: u64, batch_size: usize, results: &Results, start: bool) -> Result<Vec<Batch>> {
         let inst = &mut self.ops[k];
         // An operator's batch is that of its first input, else of its first argument input,
         // else the iteration's (readers, generators). Inside an `if` branch of a conditional
         // pipeline the inputs hold only the branch's samples.
-        let batch_size = inst
-            .inputs
-            .first()
-            .or(inst.arg_inputs.first().map(|(_, e)| e))
-            .map_or(batch_size, |e| output(results, e).meta().len());
+        let batch_size = inst.inputs.first().or(inst.arg_inputs.first().map(|(_, e)| e)).map_or(batch_size, |e| output(results, e).meta().len());
         // on_error="replace": the places another sample of the batch stands in for.
         let stand_in: Vec<usize> = self
             .stand_ins
@@ -503,17 +450,8 @@ impl Runner {
                 })
                 .collect::<Result<_>>()?
         };
-        let input_of = |n: usize, e: &Edge| -> &TensorList {
-            stood_in
-                .get(n)
-                .and_then(Option::as_ref)
-                .unwrap_or_else(|| output(results, e).cpu())
-        };
-        let arg_inputs = inst
-            .arg_inputs
-            .iter()
-            .map(|(n, e)| (n.as_str(), output(results, e).cpu()))
-            .collect();
+        let input_of = |n: usize, e: &Edge| -> &TensorList { stood_in.get(n).and_then(Option::as_ref).unwrap_or_else(|| output(results, e).cpu()) };
+        let arg_inputs = inst.arg_inputs.iter().map(|(n, e)| (n.as_str(), output(results, e).cpu())).collect();
         let begun = Instant::now();
         let (pool, gpu) = (&self.pool, &self.gpu);
         // A panic in an operator is a bug, but it must not take the user's process down.
@@ -521,12 +459,7 @@ impl Runner {
             match &mut inst.backend {
                 Backend::Cpu(op) => {
                     let ws = Workspace {
-                        inputs: inst
-                            .inputs
-                            .iter()
-                            .enumerate()
-                            .map(|(n, e)| input_of(n, e))
-                            .collect(),
+                        inputs: inst.inputs.iter().enumerate().map(|(n, e)| input_of(n, e)).collect(),
                         arg_inputs,
                         iteration,
                         batch_size,
@@ -535,28 +468,15 @@ impl Runner {
                     Ok(op.run(&ws)?.into_iter().map(Batch::Cpu).collect())
                 }
                 Backend::Gpu(op, device) => {
-                    let stage = gpu
-                        .as_ref()
-                        .expect("GPU stage exists when the graph has GPU operators");
+                    let stage = gpu.as_ref().expect("GPU stage exists when the graph has GPU operators");
                     // Mixed operators read every input on the host, gpu operators those their
                     // schema names (`host_inputs`); the graph checked where each one lives.
                     let host_inputs = inst.host_inputs;
                     let on_host = |k: &usize| *device == Device::Mixed || host_inputs.contains(k);
-                    let inputs = || {
-                        inst.inputs
-                            .iter()
-                            .enumerate()
-                            .map(|(k, e)| (k, output(results, e)))
-                    };
+                    let inputs = || inst.inputs.iter().enumerate().map(|(k, e)| (k, output(results, e)));
                     let ws = GpuWorkspace {
-                        cpu_inputs: inputs()
-                            .filter(|(k, _)| on_host(k))
-                            .map(|(k, _)| input_of(k, &inst.inputs[k]))
-                            .collect(),
-                        gpu_inputs: inputs()
-                            .filter(|(k, _)| !on_host(k))
-                            .map(|(_, b)| b.gpu())
-                            .collect(),
+                        cpu_inputs: inputs().filter(|(k, _)| on_host(k)).map(|(k, _)| input_of(k, &inst.inputs[k])).collect(),
+                        gpu_inputs: inputs().filter(|(k, _)| !on_host(k)).map(|(_, b)| b.gpu()).collect(),
                         arg_inputs,
                         iteration,
                         batch_size,
@@ -578,10 +498,7 @@ impl Runner {
                 .cloned()
                 .or_else(|| p.downcast_ref::<&str>().map(|s| s.to_string()))
                 .unwrap_or_else(|| "unknown panic".into());
-            Err(Error::Unsupported(format!(
-                "internal error in {} at iteration {iteration}: {msg} (please report this)",
-                inst.ctx.display_name
-            )))
+            Err(Error::Unsupported(format!("internal error in {} at iteration {iteration}: {msg} (please report this)", inst.ctx.display_name)))
         });
         let mut out = match out {
             Ok(out) => out,
@@ -595,11 +512,7 @@ impl Runner {
         }
         if trace_ops() {
             let (at, took) = (trace_clock(begun), begun.elapsed().as_secs_f64() * 1e3);
-            eprintln!(
-                "[exec] it {iteration} {}{} at {at:.2} took {took:.2} ms",
-                inst.ctx.display_name,
-                if start { " (start)" } else { "" }
-            );
+            eprintln!("[exec] it {iteration} {}{} at {at:.2} took {took:.2} ms", inst.ctx.display_name, if start { " (start)" } else { "" });
         }
         if let Ok(mut s) = self.stats.lock() {
             s[k].calls += !start as u64;
@@ -628,20 +541,14 @@ impl Instance {
 
 /// The batch an edge carries (its operator ran before: the graph is in topological order).
 fn output<'r>(results: &'r Results, e: &Edge) -> &'r Batch {
-    &results[e.op]
-        .as_ref()
-        .expect("inputs run before their consumers")[e.output]
+    &results[e.op].as_ref().expect("inputs run before their consumers")[e.output]
 }
 
 enum Mode {
     /// Iterations run inside `run()` (exec_async=False or exec_pipelined=False).
     Sync(Box<Runner>),
     /// Iterations run ahead on a producer thread into a bounded queue.
-    Async {
-        rx: Receiver<Result<Vec<Batch>>>,
-        stop: Arc<AtomicBool>,
-        handle: Option<JoinHandle<()>>,
-    },
+    Async { rx: Receiver<Result<Vec<Batch>>>, stop: Arc<AtomicBool>, handle: Option<JoinHandle<()>> },
 }
 
 /// A built, running pipeline.
@@ -705,40 +612,25 @@ impl Executor {
     /// batch is the one the checkpointed pipeline would have returned next.
     pub fn restored(spec: &PipelineSpec, from: Option<&Checkpoint>) -> Result<Executor> {
         let graph = Graph::build(spec)?;
-        let reader_names: Vec<String> = graph
-            .nodes
-            .iter()
-            .filter(|n| n.def.schema.is_reader)
-            .map(|n| n.name.clone())
-            .collect();
+        let reader_names: Vec<String> = graph.nodes.iter().filter(|n| n.def.schema.is_reader).map(|n| n.name.clone()).collect();
         if let Some(c) = from {
             check_readers(&c.readers, &reader_names)?;
         }
         let start = from.map_or(0, |c| c.iteration);
         // Samples each reader returned before, in graph order (all 0 without a checkpoint).
-        let reader_samples: Vec<u64> = from.map_or_else(
-            || vec![0; reader_names.len()],
-            |c| c.readers.iter().map(|(_, n)| *n).collect(),
-        );
+        let reader_samples: Vec<u64> = from.map_or_else(|| vec![0; reader_names.len()], |c| c.readers.iter().map(|(_, n)| *n).collect());
         let mut resume = reader_samples.iter().copied();
         let num_threads = spec.num_threads.max(1);
         let has_gpu_ops = graph.nodes.iter().any(|n| n.device != Device::Cpu);
-        let nice = std::env::var("SLUICE_WORKER_NICE")
-            .ok()
-            .and_then(|v| v.parse().ok())
-            .unwrap_or(if has_gpu_ops { GPU_WORKER_NICE } else { 0 });
+        let nice = std::env::var("SLUICE_WORKER_NICE").ok().and_then(|v| v.parse().ok()).unwrap_or(if has_gpu_ops { GPU_WORKER_NICE } else { 0 });
         let pool = rayon::ThreadPoolBuilder::new()
             .num_threads(num_threads)
             .thread_name(|i| format!("sluice-cpu-{i}"))
             .start_handler(move |_| lower_worker_priority(nice))
             .build()
-            .map_err(|e| {
-                Error::Unsupported(format!("cannot start {num_threads} worker threads: {e}"))
-            })?;
+            .map_err(|e| Error::Unsupported(format!("cannot start {num_threads} worker threads: {e}")))?;
         let gpu = if has_gpu_ops {
-            let ordinal = spec
-                .device_id
-                .expect("graph checks keep GPU operators out of CPU-only pipelines");
+            let ordinal = spec.device_id.expect("graph checks keep GPU operators out of CPU-only pipelines");
             let device = GpuDevice::open(ordinal as usize)?;
             let stream = device.new_stream()?;
             Some(GpuStage { device, stream })
@@ -750,19 +642,11 @@ impl Executor {
         // Per operator: a reader's excluded samples (on_error="skip").
         let mut skipped: Vec<Option<Arc<Skipped>>> = Vec::with_capacity(graph.nodes.len());
         for node in &graph.nodes {
-            let resume_samples = if node.def.schema.is_reader {
-                resume.next().unwrap_or(0)
-            } else {
-                0
-            };
+            let resume_samples = if node.def.schema.is_reader { resume.next().unwrap_or(0) } else { 0 };
             let ctx = context(node, spec, num_threads, resume_samples);
             let backend = match node.device {
                 Device::Cpu if !node.fused.is_empty() => {
-                    let parts: Vec<_> = node
-                        .fused
-                        .iter()
-                        .map(|n| (n.def, context(n, spec, num_threads, 0)))
-                        .collect();
+                    let parts: Vec<_> = node.fused.iter().map(|n| (n.def, context(n, spec, num_threads, 0))).collect();
                     Backend::Cpu(crate::ops::fused::build_cpu(&parts)?)
                 }
                 Device::Cpu => {
@@ -774,16 +658,9 @@ impl Executor {
                     Backend::Cpu(op)
                 }
                 d => {
-                    let factory = if d == Device::Mixed {
-                        node.def.mixed
-                    } else {
-                        node.def.gpu
-                    };
+                    let factory = if d == Device::Mixed { node.def.mixed } else { node.def.gpu };
                     let device = &gpu.as_ref().expect("GPU stage opened above").device;
-                    Backend::Gpu(
-                        (factory.expect("backend checked at build"))(&ctx, device)?,
-                        d,
-                    )
+                    Backend::Gpu((factory.expect("backend checked at build"))(&ctx, device)?, d)
                 }
             };
             skipped.resize(ops.len() + 1, None);
@@ -796,14 +673,7 @@ impl Executor {
             });
         }
         let stats = Arc::new(Mutex::new(
-            graph
-                .nodes
-                .iter()
-                .map(|n| OpStats {
-                    name: n.name.clone(),
-                    ..Default::default()
-                })
-                .collect(),
+            graph.nodes.iter().map(|n| OpStats { name: n.name.clone(), ..Default::default() }).collect(),
         ));
         let bad = bad_samples_of(&ops, &skipped, spec.errors)?;
         let log = bad.log.clone();
@@ -927,11 +797,7 @@ impl Executor {
         match &mut self.mode {
             Mode::Sync(runner) => runner.run_iteration(),
             Mode::Async { rx, .. } => {
-                if let Some(f) = self
-                    .feeds
-                    .iter()
-                    .find(|f| !f.blocking && !f.has_data_for(self.requested))
-                {
+                if let Some(f) = self.feeds.iter().find(|f| !f.blocking && !f.has_data_for(self.requested)) {
                     return Err(f.no_data(self.requested));
                 }
                 self.requested += 1;
@@ -959,15 +825,15 @@ impl Executor {
         &self.feeds
     }
 
+
+
     /// The next batch when every output is on the host (CPU pipelines, tests).
     pub fn next_cpu_batch(&mut self) -> Result<Vec<crate::tensor::TensorList>> {
         self.next_batch()?
             .into_iter()
             .map(|b| match b {
                 Batch::Cpu(t) => Ok(t),
-                Batch::Gpu(_) => Err(Error::Unsupported(
-                    "a pipeline output is on the GPU; use next_batch()".into(),
-                )),
+                Batch::Gpu(_) => Err(Error::Unsupported("a pipeline output is on the GPU; use next_batch()".into())),
             })
             .collect()
     }
@@ -1081,11 +947,7 @@ fn recv(rx: &Receiver<Result<Vec<Batch>>>) -> Result<Vec<Batch>> {
         match rx.recv_timeout(Duration::from_millis(100)) {
             Ok(r) => return r,
             Err(RecvTimeoutError::Timeout) => continue,
-            Err(RecvTimeoutError::Disconnected) => {
-                return Err(Error::Unsupported(
-                    "the pipeline's executor thread stopped".into(),
-                ))
-            }
+            Err(RecvTimeoutError::Disconnected) => return Err(Error::Unsupported("the pipeline's executor thread stopped".into())),
         }
     }
 }
@@ -1175,11 +1037,7 @@ fn start_producer(mut runner: Runner, depth: usize) -> Result<Mode> {
             }
         })
         .map_err(|e| Error::Unsupported(format!("cannot start the executor thread: {e}")))?;
-    Ok(Mode::Async {
-        rx,
-        stop,
-        handle: Some(handle),
-    })
+    Ok(Mode::Async { rx, stop, handle: Some(handle) })
 }
 
 impl Drop for Executor {

@@ -7,7 +7,7 @@ mod dot;
 pub use dot::to_dot;
 
 use crate::error::{Error, Result};
-use crate::ops::{self, ArgValue, Args, Device, OpDef};
+use crate::ops::{self, Args, ArgValue, Device, OpDef};
 
 /// Output `output` of operator `op` (an index into [`PipelineSpec::ops`]).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -78,11 +78,7 @@ impl Node {
         if self.fused.is_empty() {
             self.def.schema.fn_name()
         } else {
-            self.fused
-                .iter()
-                .map(|n| n.def.schema.fn_name())
-                .collect::<Vec<_>>()
-                .join(" + ")
+            self.fused.iter().map(|n| n.def.schema.fn_name()).collect::<Vec<_>>().join(" + ")
         }
     }
 }
@@ -128,10 +124,7 @@ impl CheckedOp {
         if let Some(n) = crate::ops::readers::num_outputs(self.def.schema.name, &self.args) {
             return n;
         }
-        match OUTPUT_LISTS
-            .iter()
-            .find(|name| self.def.schema.find_arg(name).is_some())
-        {
+        match OUTPUT_LISTS.iter().find(|name| self.def.schema.find_arg(name).is_some()) {
             Some(name) => self.args.strs(name).len(),
             None => self.def.schema.num_outputs,
         }
@@ -149,34 +142,17 @@ impl CheckedOp {
 /// producer put its output. The Python front end calls this as each operator is created
 /// (so errors point at the user's line, as DALI's do) and [`Graph::build`] calls it again
 /// for the whole pipeline: one home for these rules.
-pub fn check_op(
-    op: &OpSpec,
-    inputs_on_gpu: &[bool],
-    arg_inputs_on_gpu: &[bool],
-) -> Result<CheckedOp> {
-    let (def, legacy_device) =
-        ops::lookup(&op.schema).ok_or_else(|| ops::unknown_operator(&op.schema))?;
+pub fn check_op(op: &OpSpec, inputs_on_gpu: &[bool], arg_inputs_on_gpu: &[bool]) -> Result<CheckedOp> {
+    let (def, legacy_device) = ops::lookup(&op.schema).ok_or_else(|| ops::unknown_operator(&op.schema))?;
     let schema = &def.schema;
     let display = schema.fn_name();
     let device = match &op.device {
-        Some(d) => Device::parse(d).ok_or_else(|| {
-            Error::Graph(format!(
-                "{display}: device must be 'cpu', 'mixed' or 'gpu', got '{d}'"
-            ))
-        })?,
-        None => legacy_device.unwrap_or(if inputs_on_gpu.iter().any(|&g| g) {
-            Device::Gpu
-        } else {
-            Device::Cpu
-        }),
+        Some(d) => Device::parse(d).ok_or_else(|| Error::Graph(format!("{display}: device must be 'cpu', 'mixed' or 'gpu', got '{d}'")))?,
+        None => legacy_device.unwrap_or(if inputs_on_gpu.iter().any(|&g| g) { Device::Gpu } else { Device::Cpu }),
     };
     if !def.has_backend(device) {
         let have: Vec<&str> = schema.devices.iter().map(|d| d.name()).collect();
-        return Err(Error::Graph(format!(
-            "{display}: no '{}' backend; available: {}",
-            device.name(),
-            have.join(", ")
-        )));
+        return Err(Error::Graph(format!("{display}: no '{}' backend; available: {}", device.name(), have.join(", "))));
     }
     if inputs_on_gpu.len() < schema.min_inputs || inputs_on_gpu.len() > schema.max_inputs {
         let want = if schema.min_inputs == schema.max_inputs {
@@ -184,10 +160,7 @@ pub fn check_op(
         } else {
             format!("{} to {}", schema.min_inputs, schema.max_inputs)
         };
-        return Err(Error::Graph(format!(
-            "{display}: expects {want} input(s), got {}",
-            inputs_on_gpu.len()
-        )));
+        return Err(Error::Graph(format!("{display}: expects {want} input(s), got {}", inputs_on_gpu.len())));
     }
     for (k, &on_gpu) in inputs_on_gpu.iter().enumerate() {
         let ok = match device {
@@ -211,23 +184,13 @@ pub fn check_op(
     }
     for ((name, _), &on_gpu) in op.arg_inputs.iter().zip(arg_inputs_on_gpu) {
         if on_gpu {
-            return Err(Error::Graph(format!(
-                "{display}: argument input '{name}' must be a CPU DataNode; it is on the GPU"
-            )));
+            return Err(Error::Graph(format!("{display}: argument input '{name}' must be a CPU DataNode; it is on the GPU")));
         }
     }
     let per_sample: Vec<String> = op.arg_inputs.iter().map(|(k, _)| k.clone()).collect();
     let args = Args::check(schema, &display, op.args.clone(), &per_sample)?;
-    let arg_input_names = per_sample
-        .iter()
-        .map(|k| schema.find_arg(k).expect("checked by Args::check").name)
-        .collect();
-    Ok(CheckedOp {
-        def,
-        device,
-        args,
-        arg_input_names,
-    })
+    let arg_input_names = per_sample.iter().map(|k| schema.find_arg(k).expect("checked by Args::check").name).collect();
+    Ok(CheckedOp { def, device, args, arg_input_names })
 }
 
 /// A pipeline's own parameters as the user gives them, DALI's way: `None` or -1 asks for
@@ -255,35 +218,21 @@ pub struct Params {
 }
 
 fn positive(what: &str, v: i64) -> Result<usize> {
-    usize::try_from(v)
-        .ok()
-        .filter(|&n| n >= 1)
-        .ok_or_else(|| Error::Graph(format!("{what} must be a positive integer, got {v}")))
+    usize::try_from(v).ok().filter(|&n| n >= 1).ok_or_else(|| Error::Graph(format!("{what} must be a positive integer, got {v}")))
 }
 
 fn queue_depth(v: i64) -> Result<usize> {
-    usize::try_from(v)
-        .ok()
-        .filter(|&n| n >= 1)
-        .ok_or_else(|| Error::Graph(format!("prefetch_queue_depth must be at least 1, got {v}")))
+    usize::try_from(v).ok().filter(|&n| n >= 1).ok_or_else(|| Error::Graph(format!("prefetch_queue_depth must be at least 1, got {v}")))
 }
 
 fn gpu_index(v: i64) -> Result<i32> {
-    i32::try_from(v).ok().filter(|&d| d >= 0).ok_or_else(|| {
-        Error::Graph(format!(
-            "device_id must be None (CPU only) or a GPU index, got {v}"
-        ))
-    })
+    i32::try_from(v).ok().filter(|&d| d >= 0).ok_or_else(|| Error::Graph(format!("device_id must be None (CPU only) or a GPU index, got {v}")))
 }
 
 impl ParamsGiven {
     pub fn resolve(&self) -> Result<Params> {
         Ok(Params {
-            batch_size: self
-                .batch_size
-                .filter(|&b| b != -1)
-                .map(|b| positive("batch_size", b))
-                .transpose()?,
+            batch_size: self.batch_size.filter(|&b| b != -1).map(|b| positive("batch_size", b)).transpose()?,
             num_threads: match self.num_threads {
                 None | Some(-1) => std::thread::available_parallelism().map_or(1, |n| n.get()),
                 Some(n) => positive("num_threads", n)?,
@@ -306,11 +255,7 @@ impl ParamsGiven {
 fn random_seed() -> u64 {
     use std::hash::{BuildHasher, Hasher};
     let mut h = std::collections::hash_map::RandomState::new().build_hasher();
-    h.write_u128(
-        std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .map_or(0, |d| d.as_nanos()),
-    );
+    h.write_u128(std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_nanos()));
     h.finish() >> 1
 }
 
@@ -338,22 +283,15 @@ impl Graph {
         for (i, op) in spec.ops.iter().enumerate() {
             for e in op.inputs.iter().chain(op.arg_inputs.iter().map(|(_, e)| e)) {
                 if e.op >= i {
-                    return Err(Error::Graph(format!(
-                        "{}: input refers to an operator defined later",
-                        op.schema
-                    )));
+                    return Err(Error::Graph(format!("{}: input refers to an operator defined later", op.schema)));
                 }
                 if e.output >= checked[e.op].num_outputs() {
-                    return Err(Error::Graph(format!(
-                        "{}: input refers to a missing output",
-                        op.schema
-                    )));
+                    return Err(Error::Graph(format!("{}: input refers to a missing output", op.schema)));
                 }
             }
             let on_gpu = |e: &Edge| checked[e.op].outputs_on_gpu();
             let inputs_on_gpu: Vec<bool> = op.inputs.iter().map(on_gpu).collect();
-            let arg_inputs_on_gpu: Vec<bool> =
-                op.arg_inputs.iter().map(|(_, e)| on_gpu(e)).collect();
+            let arg_inputs_on_gpu: Vec<bool> = op.arg_inputs.iter().map(|(_, e)| on_gpu(e)).collect();
             let c = check_op(op, &inputs_on_gpu, &arg_inputs_on_gpu)?;
             if c.device != Device::Cpu && spec.device_id.is_none() {
                 return Err(Error::Graph(format!(
@@ -367,9 +305,7 @@ impl Graph {
         }
         for e in &spec.outputs {
             if e.op >= n || e.output >= checked[e.op].num_outputs() {
-                return Err(Error::Graph(
-                    "pipeline output refers to a missing operator output".into(),
-                ));
+                return Err(Error::Graph("pipeline output refers to a missing operator output".into()));
             }
         }
 
@@ -392,45 +328,23 @@ impl Graph {
                 continue;
             }
             if !names.insert(op.name.clone()) {
-                return Err(Error::Graph(format!(
-                    "two operators are named '{}'",
-                    op.name
-                )));
+                return Err(Error::Graph(format!("two operators are named '{}'", op.name)));
             }
-            let CheckedOp {
-                def,
-                device,
-                args,
-                arg_input_names,
-            } = checked[i].clone();
+            let CheckedOp { def, device, args, arg_input_names } = checked[i].clone();
             new_index[i] = nodes.len();
-            let remap = |e: &Edge| Edge {
-                op: new_index[e.op],
-                output: e.output,
-            };
+            let remap = |e: &Edge| Edge { op: new_index[e.op], output: e.output };
             nodes.push(Node {
                 spec_index: i,
                 def,
                 device,
                 name: op.name.clone(),
                 inputs: op.inputs.iter().map(remap).collect(),
-                arg_inputs: arg_input_names
-                    .iter()
-                    .zip(&op.arg_inputs)
-                    .map(|(k, (_, e))| (k.to_string(), remap(e)))
-                    .collect(),
+                arg_inputs: arg_input_names.iter().zip(&op.arg_inputs).map(|(k, (_, e))| (k.to_string(), remap(e))).collect(),
                 args,
                 fused: Vec::new(),
             });
         }
-        let outputs = spec
-            .outputs
-            .iter()
-            .map(|e| Edge {
-                op: new_index[e.op],
-                output: e.output,
-            })
-            .collect();
+        let outputs = spec.outputs.iter().map(|e| Edge { op: new_index[e.op], output: e.output }).collect();
         let mut graph = Graph { nodes, outputs };
         // The decoder hint reads the resize's arguments: it runs before the resize is fused.
         graph.fuse_random_crop_decode_with_resize();
@@ -456,36 +370,22 @@ impl Graph {
             if !n.def.is(&ops::decoders::IMAGE_RANDOM_CROP) {
                 continue;
             }
-            let Some(consumer) = self.only_consumer(i) else {
-                continue;
-            };
+            let Some(consumer) = self.only_consumer(i) else { continue };
             let r = &self.nodes[consumer];
-            let fixed =
-                |name: &str| r.args.has(name) && !r.arg_inputs.iter().any(|(a, _)| a == name);
-            let target = if !r.def.is(&ops::resize::RESIZE)
-                || r.device != resize_device
-                || r.args.has("roi_start")
-            {
+            let fixed = |name: &str| r.args.has(name) && !r.arg_inputs.iter().any(|(a, _)| a == name);
+            let target = if !r.def.is(&ops::resize::RESIZE) || r.device != resize_device || r.args.has("roi_start") {
                 None
             } else if fixed("resize_x") && fixed("resize_y") {
                 Some([r.args.float("resize_y"), r.args.float("resize_x")])
             } else if fixed("size") {
                 let s = r.args.floats("size");
-                Some(if s.len() == 2 {
-                    [s[0], s[1]]
-                } else {
-                    [s[0], s[0]]
-                })
+                Some(if s.len() == 2 { [s[0], s[1]] } else { [s[0], s[0]] })
             } else {
                 None
             };
             if let Some([h, w]) = target.filter(|t| t.iter().all(|&v| v >= 1.0)) {
                 let schema = self.nodes[i].def.schema;
-                self.nodes[i].args.set(
-                    &schema,
-                    "_downscale_to",
-                    ArgValue::IntList(vec![h.ceil() as i64, w.ceil() as i64]),
-                );
+                self.nodes[i].args.set(&schema, "_downscale_to", ArgValue::IntList(vec![h.ceil() as i64, w.ceil() as i64]));
             }
         }
     }
@@ -497,10 +397,7 @@ impl Graph {
         if self.outputs.contains(&edge) {
             return None;
         }
-        let uses = |n: &Node| {
-            n.inputs.iter().filter(|e| **e == edge).count()
-                + n.arg_inputs.iter().filter(|(_, e)| *e == edge).count()
-        };
+        let uses = |n: &Node| n.inputs.iter().filter(|e| **e == edge).count() + n.arg_inputs.iter().filter(|(_, e)| *e == edge).count();
         let mut readers = self.nodes.iter().enumerate().filter(|(_, n)| uses(n) > 0);
         match (readers.next(), readers.next()) {
             (Some((k, n)), None) if uses(n) == 1 && n.inputs.first() == Some(&edge) => Some(k),
@@ -518,22 +415,15 @@ impl Graph {
         let mut i = 0;
         while i < self.nodes.len() {
             let r = &self.nodes[i];
-            let target =
-                (r.def.is(&ops::resize::RESIZE) && r.device == Device::Cpu && r.fused.is_empty())
-                    .then(|| self.only_consumer(i))
-                    .flatten()
-                    .filter(|&k| {
-                        let c = &self.nodes[k];
-                        // The fused node takes both operators' argument inputs by name.
-                        let clash = c
-                            .arg_inputs
-                            .iter()
-                            .any(|(a, _)| r.arg_inputs.iter().any(|(b, _)| a == b));
-                        c.def.is(&ops::crop::CROP_MIRROR_NORMALIZE)
-                            && c.device == Device::Cpu
-                            && c.fused.is_empty()
-                            && !clash
-                    });
+            let target = (r.def.is(&ops::resize::RESIZE) && r.device == Device::Cpu && r.fused.is_empty())
+                .then(|| self.only_consumer(i))
+                .flatten()
+                .filter(|&k| {
+                    let c = &self.nodes[k];
+                    // The fused node takes both operators' argument inputs by name.
+                    let clash = c.arg_inputs.iter().any(|(a, _)| r.arg_inputs.iter().any(|(b, _)| a == b));
+                    c.def.is(&ops::crop::CROP_MIRROR_NORMALIZE) && c.device == Device::Cpu && c.fused.is_empty() && !clash
+                });
             let Some(k) = target else {
                 i += 1;
                 continue;
@@ -545,12 +435,7 @@ impl Graph {
                 device: Device::Cpu,
                 name: format!("{}+{}", resize.name, cmn.name),
                 inputs: resize.inputs.clone(),
-                arg_inputs: resize
-                    .arg_inputs
-                    .iter()
-                    .chain(&cmn.arg_inputs)
-                    .cloned()
-                    .collect(),
+                arg_inputs: resize.arg_inputs.iter().chain(&cmn.arg_inputs).cloned().collect(),
                 args: cmn.args.clone(),
                 fused: vec![resize, cmn],
             };

@@ -15,6 +15,7 @@ pub mod full;
 pub mod fused;
 pub mod gpu_params;
 pub mod join;
+pub mod strided_copy_gpu;
 pub mod normalize;
 pub mod pad;
 pub mod permute;
@@ -27,7 +28,6 @@ pub mod resize;
 pub mod rotate;
 pub mod schema;
 pub mod slice;
-pub mod strided_copy_gpu;
 pub mod subscript;
 pub mod transfer;
 pub mod transpose;
@@ -35,9 +35,7 @@ pub mod transpose;
 use std::collections::HashMap;
 
 pub use args::{ArgValue, Args, PerSample, PerSampleList, MAX_LIST};
-pub use schema::{
-    arg, deprecated_arg, removed_arg, tensor_arg, ArgDefault, ArgSchema, ArgType, Device, OpSchema,
-};
+pub use schema::{arg, deprecated_arg, removed_arg, tensor_arg, ArgDefault, ArgSchema, ArgType, Device, OpSchema};
 
 use std::sync::Arc;
 
@@ -121,11 +119,7 @@ impl<'a> Workspace<'a> {
 }
 
 /// The argument input wired to list argument `name`, else its constant, else `Unset`.
-fn per_sample_list<'a: 'b, 'b>(
-    arg_inputs: &HashMap<&'a str, &'a TensorList>,
-    ctx: &'b OpContext,
-    name: &'static str,
-) -> PerSampleList<'b> {
+fn per_sample_list<'a: 'b, 'b>(arg_inputs: &HashMap<&'a str, &'a TensorList>, ctx: &'b OpContext, name: &'static str) -> PerSampleList<'b> {
     if let Some(b) = arg_inputs.get(name) {
         PerSampleList::Input { name, batch: b }
     } else if let Some(v) = ctx.args.value(name) {
@@ -136,19 +130,11 @@ fn per_sample_list<'a: 'b, 'b>(
 }
 
 /// The argument input wired to `name`, else its constant, else `Unset`.
-fn per_sample<'a>(
-    arg_inputs: &HashMap<&'a str, &'a TensorList>,
-    ctx: &OpContext,
-    name: &'static str,
-) -> PerSample<'a> {
+fn per_sample<'a>(arg_inputs: &HashMap<&'a str, &'a TensorList>, ctx: &OpContext, name: &'static str) -> PerSample<'a> {
     if let Some(b) = arg_inputs.get(name) {
         PerSample::Input { name, batch: b }
     } else if ctx.args.has(name) {
-        PerSample::Constant(
-            ctx.args
-                .numeric(name)
-                .unwrap_or_else(|| panic!("{}: '{name}' is not numeric", ctx.display_name)),
-        )
+        PerSample::Constant(ctx.args.numeric(name).unwrap_or_else(|| panic!("{}: '{name}' is not numeric", ctx.display_name)))
     } else {
         PerSample::Unset
     }
@@ -368,23 +354,13 @@ where
 {
     use rayon::prelude::*;
     let slices = out.samples_mut();
-    let results: Vec<Result<()>> = pool.install(|| {
-        slices
-            .into_par_iter()
-            .enumerate()
-            .map(|(i, s)| f(i, s))
-            .collect()
-    });
+    let results: Vec<Result<()>> = pool.install(|| slices.into_par_iter().enumerate().map(|(i, s)| f(i, s)).collect());
     results.into_iter().collect()
 }
 
 /// A new batch of samples `picks` of `input`, in that order (repeats allowed), copied on the
 /// pool: the split halves of conditionals, permute_batch.
-pub fn gather_samples(
-    pool: &rayon::ThreadPool,
-    input: &TensorList,
-    picks: &[usize],
-) -> Result<TensorList> {
+pub fn gather_samples(pool: &rayon::ThreadPool, input: &TensorList, picks: &[usize]) -> Result<TensorList> {
     let mut out = TensorList::for_overwrite(input.meta().picked(picks));
     for_each_sample(pool, &mut out, |k, dst| {
         dst.copy_from_slice(input.bytes(picks[k]));
@@ -400,11 +376,7 @@ pub fn lookup(name: &str) -> Option<(&'static OpDef, Option<Device>)> {
         if d.schema.name == name {
             return Some((*d, None));
         }
-        d.schema
-            .legacy_names
-            .iter()
-            .find(|(n, _)| *n == name)
-            .map(|(_, dev)| (*d, *dev))
+        d.schema.legacy_names.iter().find(|(n, _)| *n == name).map(|(_, dev)| (*d, *dev))
     })
 }
 

@@ -107,72 +107,24 @@ pub struct ArgSchema {
 }
 
 /// Shorthand constructor for schema tables.
-pub const fn arg(
-    name: &'static str,
-    ty: ArgType,
-    default: ArgDefault,
-    doc: &'static str,
-) -> ArgSchema {
-    ArgSchema {
-        name,
-        ty,
-        default,
-        per_sample: false,
-        doc,
-        removed: false,
-        deprecated: None,
-    }
+pub const fn arg(name: &'static str, ty: ArgType, default: ArgDefault, doc: &'static str) -> ArgSchema {
+    ArgSchema { name, ty, default, per_sample: false, doc, removed: false, deprecated: None }
 }
 
 /// Like [`arg`], for arguments that also accept a per-sample argument input.
-pub const fn tensor_arg(
-    name: &'static str,
-    ty: ArgType,
-    default: ArgDefault,
-    doc: &'static str,
-) -> ArgSchema {
-    ArgSchema {
-        name,
-        ty,
-        default,
-        per_sample: true,
-        doc,
-        removed: false,
-        deprecated: None,
-    }
+pub const fn tensor_arg(name: &'static str, ty: ArgType, default: ArgDefault, doc: &'static str) -> ArgSchema {
+    ArgSchema { name, ty, default, per_sample: true, doc, removed: false, deprecated: None }
 }
 
 /// An argument DALI no longer uses but still accepts, with a deprecation warning: checked
 /// for its type, then ignored.
 pub const fn removed_arg(name: &'static str, ty: ArgType) -> ArgSchema {
-    ArgSchema {
-        name,
-        ty,
-        default: ArgDefault::Optional,
-        per_sample: false,
-        doc: "No longer used; accepted with a deprecation warning, as in DALI.",
-        removed: true,
-        deprecated: None,
-    }
+    ArgSchema { name, ty, default: ArgDefault::Optional, per_sample: false, doc: "No longer used; accepted with a deprecation warning, as in DALI.", removed: true, deprecated: None }
 }
 
 /// An argument that still works but is deprecated: DALI warns with `message` when it is given.
-pub const fn deprecated_arg(
-    name: &'static str,
-    ty: ArgType,
-    default: ArgDefault,
-    doc: &'static str,
-    message: &'static str,
-) -> ArgSchema {
-    ArgSchema {
-        name,
-        ty,
-        default,
-        per_sample: false,
-        doc,
-        removed: false,
-        deprecated: Some(message),
-    }
+pub const fn deprecated_arg(name: &'static str, ty: ArgType, default: ArgDefault, doc: &'static str, message: &'static str) -> ArgSchema {
+    ArgSchema { name, ty, default, per_sample: false, doc, removed: false, deprecated: Some(message) }
 }
 
 /// Operators DALI deprecated but still runs, with the reason it gives: using one warns.
@@ -183,30 +135,10 @@ const DEPRECATED_OPERATORS: &[(&str, &str)] = &[(
 
 /// Arguments every operator accepts (DALI's common arguments).
 pub const COMMON_ARGS: &[ArgSchema] = &[
-    arg(
-        "seed",
-        ArgType::Int,
-        ArgDefault::Int(-1),
-        "Random seed; -1 derives one from the pipeline seed and the operator's position.",
-    ),
-    arg(
-        "preserve",
-        ArgType::Bool,
-        ArgDefault::Bool(false),
-        "Keep the operator even when none of its outputs is used.",
-    ),
-    arg(
-        "on_error",
-        ArgType::Str,
-        ArgDefault::Optional,
-        "Sluice's: \"raise\", \"skip\" or \"replace\" for a sample this operator (or, on a reader, anything reading from it) cannot read or decode; unset: the pipeline's `on_error`.",
-    ),
-    arg(
-        "bytes_per_sample_hint",
-        ArgType::IntList,
-        ArgDefault::IntList(&[0]),
-        "Accepted for DALI compatibility; Sluice sizes buffers from the data.",
-    ),
+    arg("seed", ArgType::Int, ArgDefault::Int(-1), "Random seed; -1 derives one from the pipeline seed and the operator's position."),
+    arg("preserve", ArgType::Bool, ArgDefault::Bool(false), "Keep the operator even when none of its outputs is used."),
+    arg("on_error", ArgType::Str, ArgDefault::Optional, "Sluice's: \"raise\", \"skip\" or \"replace\" for a sample this operator (or, on a reader, anything reading from it) cannot read or decode; unset: the pipeline's `on_error`."),
+    arg("bytes_per_sample_hint", ArgType::IntList, ArgDefault::IntList(&[0]), "Accepted for DALI compatibility; Sluice sizes buffers from the data."),
 ];
 
 /// The full description of an operator.
@@ -248,11 +180,7 @@ impl OpSchema {
 
     /// Looks an argument up by name (aliases resolved), including the common arguments.
     pub fn find_arg(&self, name: &str) -> Option<&'static ArgSchema> {
-        let name = self
-            .arg_aliases
-            .iter()
-            .find(|(old, _)| *old == name)
-            .map_or(name, |(_, new)| new);
+        let name = self.arg_aliases.iter().find(|(old, _)| *old == name).map_or(name, |(_, new)| new);
         self.all_args().find(|a| a.name == name)
     }
 
@@ -262,12 +190,7 @@ impl OpSchema {
         let operator = DEPRECATED_OPERATORS
             .iter()
             .find(|(name, _)| *name == self.name)
-            .map(|(_, why)| {
-                format!(
-                    "WARNING: `nvidia.dali.fn.{}` is now deprecated.\n{why}",
-                    self.fn_name()
-                )
-            });
+            .map(|(_, why)| format!("WARNING: `nvidia.dali.fn.{}` is now deprecated.\n{why}", self.fn_name()));
         operator
             .into_iter()
             .chain(given.into_iter()
@@ -286,10 +209,7 @@ impl OpSchema {
 
     /// Every argument, own and common.
     pub fn all_args(&self) -> impl Iterator<Item = &'static ArgSchema> + '_ {
-        self.args
-            .iter()
-            .flat_map(|g| g.iter())
-            .chain(COMMON_ARGS.iter())
+        self.args.iter().flat_map(|g| g.iter()).chain(COMMON_ARGS.iter())
     }
 }
 
@@ -299,8 +219,7 @@ pub fn snake_case(camel: &str) -> String {
     let mut out = String::new();
     for (i, &c) in chars.iter().enumerate() {
         if c.is_uppercase() {
-            let prev_lower =
-                i > 0 && (chars[i - 1].is_lowercase() || chars[i - 1].is_ascii_digit());
+            let prev_lower = i > 0 && (chars[i - 1].is_lowercase() || chars[i - 1].is_ascii_digit());
             let next_lower = chars.get(i + 1).is_some_and(|n| n.is_lowercase());
             if i > 0 && (prev_lower || (next_lower && chars[i - 1].is_uppercase())) {
                 out.push('_');
@@ -311,11 +230,7 @@ pub fn snake_case(camel: &str) -> String {
         }
     }
     // DALI's exceptions to the rule: a few names are words of their own.
-    for (split, word) in [
-        ("b_box", "bbox"),
-        ("mx_net", "mxnet"),
-        ("tf_record", "tfrecord"),
-    ] {
+    for (split, word) in [("b_box", "bbox"), ("mx_net", "mxnet"), ("tf_record", "tfrecord")] {
         out = out.replace(split, word);
     }
     out

@@ -6,9 +6,7 @@ use rayon::prelude::*;
 use sluice_codecs::{read_info, ColorSpace, DecodeParams, ImageInfo, Roi};
 
 use crate::error::{Error, Result};
-use crate::ops::{
-    arg, removed_arg, ArgDefault as D, ArgSchema, ArgType as T, OpContext, Workspace,
-};
+use crate::ops::{arg, removed_arg, ArgDefault as D, ArgSchema, ArgType as T, OpContext, Workspace};
 use crate::tensor::{DType, TensorList};
 
 /// `types.DALIImageType` id -> codec colour space.
@@ -19,13 +17,7 @@ pub(crate) fn color_space(op: &str, id: i64) -> Result<ColorSpace> {
         2 => ColorSpace::Gray,
         3 => ColorSpace::YCbCr,
         4 => ColorSpace::AnyData,
-        _ => {
-            return Err(Error::arg(
-                op,
-                "output_type",
-                format!("unknown image type {id}; use types.RGB, BGR, GRAY, YCbCr or ANY_DATA"),
-            ))
-        }
+        _ => return Err(Error::arg(op, "output_type", format!("unknown image type {id}; use types.RGB, BGR, GRAY, YCbCr or ANY_DATA"))),
     })
 }
 
@@ -61,30 +53,10 @@ pub(crate) const MIXED_ONLY_ARGS: &[ArgSchema] = &[
 
 /// The arguments every ROI decoder shares with `decoders.image`.
 pub(crate) const DECODE_ARGS: &[ArgSchema] = &[
-    arg(
-        "output_type",
-        T::ImageType,
-        D::Int(0),
-        "Color space of the output: RGB, BGR, GRAY, YCbCr or ANY_DATA (the stored channels).",
-    ),
-    arg(
-        "dtype",
-        T::DType,
-        D::Int(0),
-        "Output type: UINT8, or FLOAT (values scaled to [0, 1]).",
-    ),
-    arg(
-        "adjust_orientation",
-        T::Bool,
-        D::Bool(true),
-        "Apply the EXIF orientation of JPEG files; the window is in oriented coordinates.",
-    ),
-    arg(
-        "use_fast_idct",
-        T::Bool,
-        D::Bool(false),
-        "Use libjpeg-turbo's faster, less accurate integer IDCT.",
-    ),
+    arg("output_type", T::ImageType, D::Int(0), "Color space of the output: RGB, BGR, GRAY, YCbCr or ANY_DATA (the stored channels)."),
+    arg("dtype", T::DType, D::Int(0), "Output type: UINT8, or FLOAT (values scaled to [0, 1])."),
+    arg("adjust_orientation", T::Bool, D::Bool(true), "Apply the EXIF orientation of JPEG files; the window is in oriented coordinates."),
+    arg("use_fast_idct", T::Bool, D::Bool(false), "Use libjpeg-turbo's faster, less accurate integer IDCT."),
 ];
 
 /// Decode parameters and output type of a ROI decoder, from the shared arguments.
@@ -93,11 +65,7 @@ pub(crate) fn decode_setup(ctx: &OpContext) -> Result<(DecodeParams, DType)> {
     let color = color_space(op, ctx.args.int("output_type"))?;
     let dtype = ctx.args.dtype("dtype");
     if !matches!(dtype, DType::U8 | DType::F32) {
-        return Err(Error::arg(
-            op,
-            "dtype",
-            format!("{dtype} is not supported; use UINT8 or FLOAT"),
-        ));
+        return Err(Error::arg(op, "dtype", format!("{dtype} is not supported; use UINT8 or FLOAT")));
     }
     let params = DecodeParams {
         color,
@@ -113,12 +81,7 @@ pub(crate) fn decode_setup(ctx: &OpContext) -> Result<(DecodeParams, DType)> {
 /// thread (`parallel` false) for the mixed ones, whose workers are busy with CPU shares in
 /// the background: a header costs microseconds, while a parallel step would wait for
 /// workers to finish their current image.
-pub(crate) fn read_headers(
-    ctx: &OpContext,
-    ws: &Workspace<'_>,
-    input: &TensorList,
-    parallel: bool,
-) -> Result<Vec<ImageInfo>> {
+pub(crate) fn read_headers(ctx: &OpContext, ws: &Workspace<'_>, input: &TensorList, parallel: bool) -> Result<Vec<ImageInfo>> {
     if input.dtype() != DType::U8 || input.ndim() != 1 {
         return Err(Error::TypeMismatch {
             operator: ctx.display_name.clone(),
@@ -132,18 +95,12 @@ pub(crate) fn read_headers(
     let header = |i: usize| {
         let bytes = input.bytes(i);
         if bytes.is_empty() {
-            return Err(Error::data(
-                ctx.at(ws.iteration, i, input.source_info(i)),
-                "empty input: no encoded data",
-            ));
+            return Err(Error::data(ctx.at(ws.iteration, i, input.source_info(i)), "empty input: no encoded data"));
         }
-        read_info(bytes)
-            .map_err(|e| Error::data(ctx.at(ws.iteration, i, input.source_info(i)), e.to_string()))
+        read_info(bytes).map_err(|e| Error::data(ctx.at(ws.iteration, i, input.source_info(i)), e.to_string()))
     };
     let infos: Vec<ImageInfo> = if parallel {
-        let infos: Vec<Result<ImageInfo>> = ws
-            .pool
-            .install(|| (0..input.len()).into_par_iter().map(header).collect());
+        let infos: Vec<Result<ImageInfo>> = ws.pool.install(|| (0..input.len()).into_par_iter().map(header).collect());
         infos.into_iter().collect::<Result<_>>()?
     } else {
         (0..input.len()).map(header).collect::<Result<_>>()?
@@ -169,39 +126,32 @@ pub(crate) fn max_batch_decoded_bytes() -> u64 {
     })
 }
 
-/// Fails the batch's largest image (the first of them) when the batch declares more than
-/// [`MAX_BATCH_DECODED_BYTES`]: the sample to skip, under `on_error="skip"`, is the one
-/// that matters most.
-fn check_batch_size(
-    ctx: &OpContext,
-    ws: &Workspace<'_>,
-    input: &TensorList,
-    infos: &[ImageInfo],
-) -> Result<()> {
-    let bytes = |i: &ImageInfo| (i.width as u64) * (i.height as u64) * (i.channels.max(1) as u64);
-    let total: u64 = infos.iter().map(bytes).sum();
+/// When the per-sample `bytes` of a batch sum past [`max_batch_decoded_bytes`]: the place
+/// of the (first) largest sample, the total and the limit. The sample to fail, so that under
+/// `on_error="skip"` the one that matters most gives way.
+pub(crate) fn over_batch_limit(bytes: &[u64]) -> Option<(usize, u64, u64)> {
+    let total: u64 = bytes.iter().sum();
     let limit = max_batch_decoded_bytes();
-    if total <= limit {
-        return Ok(());
-    }
-    let largest = (0..infos.len()).fold(0, |best, k| {
-        if bytes(&infos[k]) > bytes(&infos[best]) {
-            k
-        } else {
-            best
-        }
-    });
+    let largest = (0..bytes.len()).fold(0, |best, k| if bytes[k] > bytes[best] { k } else { best });
+    (total > limit).then_some((largest, total, limit))
+}
+
+/// GiB, for messages.
+pub(crate) fn gib(bytes: u64) -> f64 {
+    bytes as f64 / (1u64 << 30) as f64
+}
+
+/// Fails the batch's largest image when the images declare more than the batch limit.
+fn check_batch_size(ctx: &OpContext, ws: &Workspace<'_>, input: &TensorList, infos: &[ImageInfo]) -> Result<()> {
+    let bytes: Vec<u64> = infos.iter().map(|i| (i.width as u64) * (i.height as u64) * (i.channels.max(1) as u64)).collect();
+    let Some((largest, total, limit)) = over_batch_limit(&bytes) else { return Ok(()) };
     let info = &infos[largest];
     Err(Error::data(
         ctx.at(ws.iteration, largest, input.source_info(largest)),
         format!(
             "the batch's images declare {:.1} GiB decoded, more than the {:.1} GiB a batch may take \
              (SLUICE_MAX_BATCH_DECODED_BYTES); the largest is this one, {} x {} with {} channel(s)",
-            total as f64 / (1u64 << 30) as f64,
-            limit as f64 / (1u64 << 30) as f64,
-            info.width,
-            info.height,
-            info.channels
+            gib(total), gib(limit), info.width, info.height, info.channels
         ),
     ))
 }
@@ -210,19 +160,8 @@ fn check_batch_size(
 /// FLOAT scaled to [0, 1]. A FLOAT sample is decoded into the last quarter of its storage and
 /// widened front to back: element k is read before anything overwrites it, so no scratch
 /// buffer is needed. A failure names the sample.
-pub(crate) fn decode_sample(
-    ctx: &OpContext,
-    ws: &Workspace<'_>,
-    input: &TensorList,
-    i: usize,
-    info: &ImageInfo,
-    params: &DecodeParams,
-    dtype: DType,
-    dst: &mut [u8],
-) -> Result<()> {
-    let failed = |e: sluice_codecs::CodecError| {
-        Error::data(ctx.at(ws.iteration, i, input.source_info(i)), e.to_string())
-    };
+pub(crate) fn decode_sample(ctx: &OpContext, ws: &Workspace<'_>, input: &TensorList, i: usize, info: &ImageInfo, params: &DecodeParams, dtype: DType, dst: &mut [u8]) -> Result<()> {
+    let failed = |e: sluice_codecs::CodecError| Error::data(ctx.at(ws.iteration, i, input.source_info(i)), e.to_string());
     if dtype != DType::F32 {
         return sluice_codecs::decode_into(input.bytes(i), info, params, dst).map_err(failed);
     }
@@ -238,38 +177,15 @@ pub(crate) fn decode_sample(
 /// The window to decode and its DCT scale denominator: with a `downscale_to` hint, the
 /// largest DCT scale (1/8, 1/4, 1/2) that keeps JPEG window `r` at least that large, and the
 /// window in the scaled image's coordinates (edges rounded outwards); else `(r, 1)`.
-pub(crate) fn scaled_window(
-    info: &ImageInfo,
-    params: &DecodeParams,
-    r: Roi,
-    downscale_to: Option<[usize; 2]>,
-) -> (Roi, u32) {
-    let Some(target) = downscale_to.filter(|_| info.format == sluice_codecs::ImageFormat::Jpeg)
-    else {
-        return (r, 1);
-    };
+pub(crate) fn scaled_window(info: &ImageInfo, params: &DecodeParams, r: Roi, downscale_to: Option<[usize; 2]>) -> (Roi, u32) {
+    let Some(target) = downscale_to.filter(|_| info.format == sluice_codecs::ImageFormat::Jpeg) else { return (r, 1) };
     for d in [8u32, 4, 2] {
         let du = d as usize;
         if r.height / du >= target[0] && r.width / du >= target[1] {
-            let (sh, sw, _) = info.output_shape(&DecodeParams {
-                scale_denom: d,
-                roi: None,
-                ..*params
-            });
+            let (sh, sw, _) = info.output_shape(&DecodeParams { scale_denom: d, roi: None, ..*params });
             let (y0, x0) = (r.y / du, r.x / du);
-            let (y1, x1) = (
-                (r.y + r.height).div_ceil(du).min(sh),
-                (r.x + r.width).div_ceil(du).min(sw),
-            );
-            return (
-                Roi {
-                    x: x0,
-                    y: y0,
-                    width: x1 - x0,
-                    height: y1 - y0,
-                },
-                d,
-            );
+            let (y1, x1) = ((r.y + r.height).div_ceil(du).min(sh), (r.x + r.width).div_ceil(du).min(sw));
+            return (Roi { x: x0, y: y0, width: x1 - x0, height: y1 - y0 }, d);
         }
     }
     (r, 1)
@@ -280,13 +196,7 @@ pub(crate) fn scaled_window(
 /// so both cut the same windows.
 pub(crate) trait PlaceWindow: Send + 'static {
     /// The window of sample `i`, whose oriented image is `(height, width)`.
-    fn place(
-        &self,
-        ctx: &OpContext,
-        ws: &Workspace<'_>,
-        i: usize,
-        hw: (usize, usize),
-    ) -> Result<Roi>;
+    fn place(&self, ctx: &OpContext, ws: &Workspace<'_>, i: usize, hw: (usize, usize)) -> Result<Roi>;
 }
 
 /// The graph's `_downscale_to` hint (see `graph::fuse_random_crop_decode_with_resize`).
@@ -296,3 +206,4 @@ pub(crate) fn downscale_hint(ctx: &OpContext) -> Option<[usize; 2]> {
         [t[0].max(1) as usize, t[1].max(1) as usize]
     })
 }
+

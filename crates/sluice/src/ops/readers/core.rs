@@ -74,11 +74,7 @@ impl<B: Send + 'static> ReaderCore<B> {
     /// Starts reading `source`'s `num_samples` samples in the order the reader arguments of
     /// `ctx` give (sharding, shuffling, padding), from the checkpoint position
     /// `ctx.resume_samples`.
-    pub fn start<S: BatchSource<Batch = B>>(
-        ctx: &OpContext,
-        num_samples: usize,
-        mut source: S,
-    ) -> Result<ReaderCore<B>> {
+    pub fn start<S: BatchSource<Batch = B>>(ctx: &OpContext, num_samples: usize, mut source: S) -> Result<ReaderCore<B>> {
         let op = ctx.display_name.clone();
         let mut cfg = SequencerConfig::from_context(ctx, num_samples, source.shuffle_groups())?;
         if cfg.random_shuffle && source.shuffles_whole_list() {
@@ -86,18 +82,13 @@ impl<B: Send + 'static> ReaderCore<B> {
         }
         let depth = ctx.args.int("prefetch_queue_depth");
         if depth < 1 {
-            return Err(Error::arg(
-                &op,
-                "prefetch_queue_depth",
-                format!("must be at least 1, got {depth}"),
-            ));
+            return Err(Error::arg(&op, "prefetch_queue_depth", format!("must be at least 1, got {depth}")));
         }
         let batch_size = cfg.batch_size as u64;
         let skipped = Arc::new(Skipped::new(&op, cfg.clone()));
         let mut seq = Sequencer::new(cfg);
         seq.skip(ctx.resume_samples);
-        let plan = (seq.config().omit_padding && seq.config().pad_last_batch)
-            .then(|| Arc::new(Mutex::new(BatchPlan::new(seq.clone()))));
+        let plan = (seq.config().omit_padding && seq.config().pad_last_batch).then(|| Arc::new(Mutex::new(BatchPlan::new(seq.clone()))));
         let meta = seq.meta();
         // `depth - 1` queued plus one waiting in `send` keeps `depth` batches ready.
         let (tx, rx) = bounded::<Loaded<B>>(depth as usize - 1);
@@ -112,8 +103,7 @@ impl<B: Send + 'static> ReaderCore<B> {
                 .spawn(move || {
                     // The batches after the one being read, their samples known in advance
                     // so that the source can start reading them (object storage).
-                    let mut upcoming: VecDeque<Vec<usize>> =
-                        VecDeque::with_capacity(depth as usize + 1);
+                    let mut upcoming: VecDeque<Vec<usize>> = VecDeque::with_capacity(depth as usize + 1);
                     while !stop.load(Ordering::Relaxed) {
                         while upcoming.len() <= depth as usize {
                             let mut idx = Vec::with_capacity(batch_size as usize);
@@ -127,26 +117,14 @@ impl<B: Send + 'static> ReaderCore<B> {
                         let idx = upcoming.pop_front().expect("filled above");
                         let batch = source.read(&idx, batch_no, &stop);
                         batch_no += 1;
-                        if !send_serving_rereads(&tx, (idx, batch), &reread_rx, &mut source, &stop)
-                        {
+                        if !send_serving_rereads(&tx, (idx, batch), &reread_rx, &mut source, &stop) {
                             break;
                         }
                     }
                 })
-                .map_err(|e| {
-                    Error::Unsupported(format!("{op}: cannot start the loader thread: {e}"))
-                })?
+                .map_err(|e| Error::Unsupported(format!("{op}: cannot start the loader thread: {e}")))?
         };
-        Ok(ReaderCore {
-            op,
-            meta,
-            plan,
-            skipped,
-            rx: Some(rx),
-            reread: Some(reread_tx),
-            stop,
-            handle: Some(handle),
-        })
+        Ok(ReaderCore { op, meta, plan, skipped, rx: Some(rx), reread: Some(reread_tx), stop, handle: Some(handle) })
     }
 
     /// The batch of `iteration` (waits for the loader thread). An iteration asked for again
@@ -159,9 +137,7 @@ impl<B: Send + 'static> ReaderCore<B> {
             return self.read_again(idx, iteration);
         }
         let rx = self.rx.as_ref().expect("receiver lives until drop");
-        let (mut idx, batch) = rx
-            .recv()
-            .map_err(|_| Error::Unsupported(format!("{}: the loader thread stopped", self.op)))?;
+        let (mut idx, batch) = rx.recv().map_err(|_| Error::Unsupported(format!("{}: the loader thread stopped", self.op)))?;
         let replaced = self.skipped.replace_excluded(&mut idx);
         self.skipped.served(iteration, &idx);
         if replaced? {
@@ -175,9 +151,7 @@ impl<B: Send + 'static> ReaderCore<B> {
         let (reply_tx, reply_rx) = bounded(1);
         let stopped = || Error::Unsupported(format!("{}: the loader thread stopped", self.op));
         let sender = self.reread.as_ref().expect("lives until drop");
-        sender
-            .send((idx, iteration, reply_tx))
-            .map_err(|_| stopped())?;
+        sender.send((idx, iteration, reply_tx)).map_err(|_| stopped())?;
         reply_rx.recv().map_err(|_| stopped())?
     }
 
@@ -263,18 +237,11 @@ impl Operator for ReaderCore<Vec<TensorList>> {
 /// A reader operator made by `make`, at once or, with `lazy_init`, when it is first used
 /// (run, or asked for its metadata): listing a large data set then waits until it is needed.
 /// An error in the deferred making comes from `run`, and making is tried again next time.
-pub fn lazily(
-    ctx: &OpContext,
-    make: fn(&OpContext) -> Result<Box<dyn Operator>>,
-) -> Result<Box<dyn Operator>> {
+pub fn lazily(ctx: &OpContext, make: fn(&OpContext) -> Result<Box<dyn Operator>>) -> Result<Box<dyn Operator>> {
     if !ctx.args.bool("lazy_init") {
         return make(ctx);
     }
-    Ok(Box::new(Lazy {
-        ctx: ctx.clone(),
-        make,
-        inner: Mutex::new(None),
-    }))
+    Ok(Box::new(Lazy { ctx: ctx.clone(), make, inner: Mutex::new(None) }))
 }
 
 struct Lazy {
@@ -312,11 +279,7 @@ impl Operator for Lazy {
 }
 
 /// Reads up to `dst.len()` bytes of `f` at `offset`; returns how many there were.
-pub fn read_at_most(
-    f: &std::fs::File,
-    dst: &mut [u8],
-    offset: u64,
-) -> std::result::Result<usize, String> {
+pub fn read_at_most(f: &std::fs::File, dst: &mut [u8], offset: u64) -> std::result::Result<usize, String> {
     use std::os::unix::fs::FileExt;
     let mut got = 0;
     while got < dst.len() {
@@ -331,18 +294,10 @@ pub fn read_at_most(
 }
 
 /// Reads exactly `dst.len()` bytes of `f` at `offset` (`what` names them in the error).
-pub fn read_exact_at(
-    f: &std::fs::File,
-    dst: &mut [u8],
-    offset: u64,
-    what: &str,
-) -> std::result::Result<(), String> {
+pub fn read_exact_at(f: &std::fs::File, dst: &mut [u8], offset: u64, what: &str) -> std::result::Result<(), String> {
     let got = read_at_most(f, dst, offset)?;
     if got < dst.len() {
-        return Err(format!(
-            "truncated file: {got} of {what}'s {} bytes could be read",
-            dst.len()
-        ));
+        return Err(format!("truncated file: {got} of {what}'s {} bytes could be read", dst.len()));
     }
     Ok(())
 }
@@ -350,12 +305,8 @@ pub fn read_exact_at(
 /// [`BatchSource::read_ahead`] for formats read with [`read_spans`]: starts the requests for
 /// the samples `idx` whose files are in object storage (nothing is allocated for local ones).
 pub fn read_ahead_spans(files: &[Source], idx: &[usize], span: impl Fn(usize) -> (u32, u64, u64)) {
-    let reads: Vec<(&Source, u64, u64)> = idx
-        .iter()
-        .map(|&k| span(k))
-        .map(|(f, offset, len)| (&files[f as usize], offset, len))
-        .filter(|r| r.0.is_remote())
-        .collect();
+    let reads: Vec<(&Source, u64, u64)> =
+        idx.iter().map(|&k| span(k)).map(|(f, offset, len)| (&files[f as usize], offset, len)).filter(|r| r.0.is_remote()).collect();
     if !reads.is_empty() {
         crate::storage::read_ahead_ranges(&reads);
     }
@@ -380,14 +331,7 @@ pub fn read_spans<T: Send + Default>(
     let spans: Vec<(u32, u64, u64)> = idx.iter().map(|&k| span(k)).collect();
     let total: usize = spans.iter().map(|s| s.2 as usize).sum();
     scratch.resize(total, 0);
-    let mut found: Vec<(usize, T)> = spans
-        .iter()
-        .scan(0, |at, s| {
-            let start = *at;
-            *at += s.2 as usize;
-            Some((start, T::default()))
-        })
-        .collect();
+    let mut found: Vec<(usize, T)> = spans.iter().scan(0, |at, s| { let start = *at; *at += s.2 as usize; Some((start, T::default())) }).collect();
     let mut slots = Vec::with_capacity(idx.len());
     let mut rest = &mut scratch[..];
     for ((i, s), f) in spans.iter().enumerate().zip(found.iter_mut()) {
@@ -398,32 +342,21 @@ pub fn read_spans<T: Send + Default>(
     let remote = spans.iter().any(|s| files[s.0 as usize].is_remote());
     if remote {
         // Every range requested at once; then the checks on the read threads.
-        let mut jobs: Vec<(&Source, u64, &mut [u8])> = slots
-            .iter_mut()
-            .map(|(i, dst, _)| (&files[spans[*i].0 as usize], spans[*i].1, &mut **dst))
-            .collect();
+        let mut jobs: Vec<(&Source, u64, &mut [u8])> = slots.iter_mut().map(|(i, dst, _)| (&files[spans[*i].0 as usize], spans[*i].1, &mut **dst)).collect();
         crate::storage::read_many(&mut jobs, threads, |i, m| located(i, idx[i], m))?;
     }
-    read_in_parallel(
-        &mut slots,
-        threads,
-        total,
-        |s| s.1.len(),
-        |(i, dst, f)| {
-            if stop.load(Ordering::Relaxed) {
-                return Err(Error::Unsupported("the reader stopped".into()));
-            }
-            let (file, offset, _) = spans[*i];
-            let fail = |m| located(*i, idx[*i], m);
-            if !remote {
-                files[file as usize]
-                    .read_exact_at(dst, offset, "the record")
-                    .map_err(fail)?;
-            }
-            f.1 = check(dst).map_err(|m| located(*i, idx[*i], m))?;
-            Ok(())
-        },
-    )?;
+    read_in_parallel(&mut slots, threads, total, |s| s.1.len(), |(i, dst, f)| {
+        if stop.load(Ordering::Relaxed) {
+            return Err(Error::Unsupported("the reader stopped".into()));
+        }
+        let (file, offset, _) = spans[*i];
+        let fail = |m| located(*i, idx[*i], m);
+        if !remote {
+            files[file as usize].read_exact_at(dst, offset, "the record").map_err(fail)?;
+        }
+        f.1 = check(dst).map_err(|m| located(*i, idx[*i], m))?;
+        Ok(())
+    })?;
     Ok(found)
 }
 
@@ -444,11 +377,7 @@ pub fn read_in_parallel<T: Send>(
     bytes: impl Fn(&T) -> usize,
     read: impl Fn(&mut T) -> Result<()> + Sync,
 ) -> Result<()> {
-    let threads = if total_bytes < PARALLEL_READ_BYTES {
-        1
-    } else {
-        threads.clamp(1, MAX_READ_THREADS).min(items.len())
-    };
+    let threads = if total_bytes < PARALLEL_READ_BYTES { 1 } else { threads.clamp(1, MAX_READ_THREADS).min(items.len()) };
     let read_run = |run: &mut [T]| -> Result<()> { run.iter_mut().try_for_each(&read) };
     if threads <= 1 {
         return read_run(items);
@@ -467,17 +396,8 @@ pub fn read_in_parallel<T: Send>(
         rest = tail;
     }
     let results: Vec<Result<()>> = std::thread::scope(|s| {
-        let handles: Vec<_> = runs
-            .into_iter()
-            .map(|run| s.spawn(|| read_run(run)))
-            .collect();
-        handles
-            .into_iter()
-            .map(|h| {
-                h.join()
-                    .unwrap_or_else(|_| Err(Error::Unsupported("a read thread panicked".into())))
-            })
-            .collect()
+        let handles: Vec<_> = runs.into_iter().map(|run| s.spawn(|| read_run(run))).collect();
+        handles.into_iter().map(|h| h.join().unwrap_or_else(|_| Err(Error::Unsupported("a read thread panicked".into())))).collect()
     });
     // Runs are in item order: the first error is the lowest item's.
     results.into_iter().collect::<Result<Vec<()>>>().map(|_| ())

@@ -37,8 +37,8 @@ use crate::tensor::{BatchMeta, DType, TensorList};
 
 /// DALI 2.4's default `file_filters`.
 pub const DEFAULT_FILE_FILTERS: &[&str] = &[
-    "*.jpg", "*.jpeg", "*.png", "*.bmp", "*.tif", "*.tiff", "*.pnm", "*.ppm", "*.pgm", "*.pbm",
-    "*.jp2", "*.webp", "*.flac", "*.ogg", "*.wav",
+    "*.jpg", "*.jpeg", "*.png", "*.bmp", "*.tif", "*.tiff", "*.pnm", "*.ppm", "*.pgm", "*.pbm", "*.jp2", "*.webp",
+    "*.flac", "*.ogg", "*.wav",
 ];
 
 const OWN_ARGS: &[crate::ops::ArgSchema] = &[
@@ -98,13 +98,7 @@ impl Dataset {
 
 /// `fnmatch`-style glob: `*`, `?`, `[abc]`, `[a-z]`, `[!abc]`; `\` escapes.
 pub fn glob_match(pattern: &str, name: &str, case_sensitive: bool) -> bool {
-    let fold = |c: char| {
-        if case_sensitive {
-            c
-        } else {
-            c.to_lowercase().next().unwrap_or(c)
-        }
-    };
+    let fold = |c: char| if case_sensitive { c } else { c.to_lowercase().next().unwrap_or(c) };
     let p: Vec<char> = pattern.chars().map(fold).collect();
     let s: Vec<char> = name.chars().map(fold).collect();
     // Iterative matcher with backtracking to the last `*`.
@@ -200,27 +194,16 @@ fn matches_any(patterns: &[String], name: &str, case_sensitive: bool) -> bool {
 }
 
 /// Lists `file_root`: one class per sub-folder.
-fn list_root(
-    op: &str,
-    opts: &storage::Options,
-    root: &Path,
-    file_filters: &[String],
-    dir_filters: Option<&[String]>,
-    case_sensitive: bool,
-) -> Result<Dataset> {
+fn list_root(op: &str, opts: &storage::Options, root: &Path, file_filters: &[String], dir_filters: Option<&[String]>, case_sensitive: bool) -> Result<Dataset> {
     // Symbolic links are followed, as DALI does; a dangling one is skipped.
-    let list = |dir: &Path| {
-        storage::list(&dir.to_string_lossy(), opts)
-            .map_err(|e| Error::io(op, dir.display(), format!("cannot open folder: {e}")))
-    };
+    let list = |dir: &Path| storage::list(&dir.to_string_lossy(), opts).map_err(|e| Error::io(op, dir.display(), format!("cannot open folder: {e}")));
     let mut classes = list(root)?.dirs;
     if let Some(df) = dir_filters {
         classes.retain(|d| matches_any(df, d, case_sensitive));
     }
     let mut ds = Dataset::default();
     for (label, class) in classes.iter().enumerate() {
-        let label = i32::try_from(label)
-            .map_err(|_| Error::io(op, root.display(), "too many class folders"))?;
+        let label = i32::try_from(label).map_err(|_| Error::io(op, root.display(), "too many class folders"))?;
         for (name, _) in list(&root.join(class))?.files {
             if matches_any(file_filters, &name, case_sensitive) {
                 ds.push(Some(root), format!("{class}/{name}"), label);
@@ -232,8 +215,7 @@ fn list_root(
 
 /// Parses a `file_list`. `base` is where names are relative to.
 fn parse_file_list(op: &str, opts: &storage::Options, list: &Path, base: &Path) -> Result<Dataset> {
-    let text = storage::read(&list.to_string_lossy(), opts)
-        .map_err(|e| Error::io(op, list.display(), format!("cannot open file_list: {e}")))?;
+    let text = storage::read(&list.to_string_lossy(), opts).map_err(|e| Error::io(op, list.display(), format!("cannot open file_list: {e}")))?;
     let text = String::from_utf8_lossy(&text);
     let mut ds = Dataset::default();
     for (n, line) in text.lines().enumerate() {
@@ -259,9 +241,7 @@ fn parse_file_list(op: &str, opts: &storage::Options, list: &Path, base: &Path) 
         if !label_str.bytes().all(|b| b.is_ascii_digit()) {
             return Err(bad("the label is not a non-negative integer"));
         }
-        let label: i32 = label_str
-            .parse()
-            .map_err(|_| bad("the label does not fit in int32"))?;
+        let label: i32 = label_str.parse().map_err(|_| bad("the label does not fit in int32"))?;
         ds.push(Some(base), name.to_string(), label);
     }
     Ok(ds)
@@ -275,18 +255,10 @@ fn list_dataset(ctx: &OpContext, opts: &storage::Options) -> Result<Dataset> {
     let has_files = a.has("files");
     let has_list = a.has("file_list");
     if has_files && has_list {
-        return Err(Error::arg(
-            op,
-            "files",
-            "file paths can be given through `files` or `file_list`, not both",
-        ));
+        return Err(Error::arg(op, "files", "file paths can be given through `files` or `file_list`, not both"));
     }
     if a.has("labels") && !has_files {
-        return Err(Error::arg(
-            op,
-            "labels",
-            "is valid only when file paths are given with `files`",
-        ));
+        return Err(Error::arg(op, "labels", "is valid only when file paths are given with `files`"));
     }
     let (ds, source) = if has_files {
         let files = a.strs("files");
@@ -296,25 +268,14 @@ fn list_dataset(ctx: &OpContext, opts: &storage::Options) -> Result<Dataset> {
         let labels: Vec<i32> = if a.has("labels") {
             let l = a.ints("labels");
             if l.len() != files.len() {
-                return Err(Error::arg(
-                    op,
-                    "labels",
-                    format!("has {} labels for {} files", l.len(), files.len()),
-                ));
+                return Err(Error::arg(op, "labels", format!("has {} labels for {} files", l.len(), files.len())));
             }
             l.iter()
-                .map(|&v| {
-                    i32::try_from(v).map_err(|_| {
-                        Error::arg(op, "labels", format!("label {v} does not fit in int32"))
-                    })
-                })
+                .map(|&v| i32::try_from(v).map_err(|_| Error::arg(op, "labels", format!("label {v} does not fit in int32"))))
                 .collect::<Result<_>>()?
         } else {
             (0..files.len())
-                .map(|i| {
-                    i32::try_from(i)
-                        .map_err(|_| Error::arg(op, "files", "too many files for int32 labels"))
-                })
+                .map(|i| i32::try_from(i).map_err(|_| Error::arg(op, "files", "too many files for int32 labels")))
                 .collect::<Result<_>>()?
         };
         let mut ds = Dataset::default();
@@ -328,34 +289,16 @@ fn list_dataset(ctx: &OpContext, opts: &storage::Options) -> Result<Dataset> {
             Some(r) => r.clone(),
             None => list.parent().map(Path::to_path_buf).unwrap_or_default(),
         };
-        (
-            parse_file_list(op, &opts, &list, &base)?,
-            list.display().to_string(),
-        )
+        (parse_file_list(op, &opts, &list, &base)?, list.display().to_string())
     } else {
         let Some(root) = root else {
-            return Err(Error::arg(
-                op,
-                "file_root",
-                "is required when neither `files` nor `file_list` is given",
-            ));
+            return Err(Error::arg(op, "file_root", "is required when neither `files` nor `file_list` is given"));
         };
         let filters = a.strs("file_filters");
         let dir_filters = a.has("dir_filters").then(|| a.strs("dir_filters"));
-        let ds = list_root(
-            op,
-            &opts,
-            &root,
-            filters,
-            dir_filters,
-            a.bool("case_sensitive_filter"),
-        )?;
+        let ds = list_root(op, &opts, &root, filters, dir_filters, a.bool("case_sensitive_filter"))?;
         if ds.len() == 0 {
-            return Err(Error::io(
-                op,
-                root.display(),
-                format!("no files found (file_filters {filters:?})"),
-            ));
+            return Err(Error::io(op, root.display(), format!("no files found (file_filters {filters:?})")));
         }
         (ds, root.display().to_string())
     };
@@ -370,13 +313,7 @@ fn file_reader(ctx: &OpContext) -> Result<ReaderCore<Vec<TensorList>>> {
     let opts = storage_options(ctx)?;
     let ds = list_dataset(ctx, &opts)?;
     let n = ds.len();
-    let source = FileSource {
-        op: ctx.display_name.clone(),
-        ds,
-        read_threads: ctx.num_threads,
-        sizes: Vec::new(),
-        opts,
-    };
+    let source = FileSource { op: ctx.display_name.clone(), ds, read_threads: ctx.num_threads, sizes: Vec::new(), opts };
     ReaderCore::start(ctx, n, source)
 }
 
@@ -410,14 +347,7 @@ impl BatchSource for FileSource {
             source: Some(ds.paths[k].display().to_string()),
         };
         let paths: Vec<&Path> = idx.iter().map(|&k| ds.paths[k].as_path()).collect();
-        let mut data = read_whole_files(
-            &paths,
-            &self.opts,
-            &mut self.sizes,
-            self.read_threads,
-            stop,
-            |i, m| Error::data(loc(i, idx[i]), m),
-        )?;
+        let mut data = read_whole_files(&paths, &self.opts, &mut self.sizes, self.read_threads, stop, |i, m| Error::data(loc(i, idx[i]), m))?;
         let mut labels = TensorList::uniform(DType::I32, &[1], idx.len());
         for (i, &k) in idx.iter().enumerate() {
             labels.sample_mut::<i32>(i)[0] = ds.labels[k];
@@ -440,16 +370,12 @@ pub(super) fn read_whole_files(
     stop: &AtomicBool,
     failed: impl Fn(usize, String) -> Error + Sync,
 ) -> Result<TensorList> {
-    if paths
-        .iter()
-        .any(|p| storage::is_object_uri(&p.to_string_lossy()))
-    {
+    if paths.iter().any(|p| storage::is_object_uri(&p.to_string_lossy())) {
         return fetch_whole_files(paths, opts, sizes, failed);
     }
     sizes.clear();
     for (i, path) in paths.iter().enumerate() {
-        let meta =
-            std::fs::metadata(path).map_err(|e| failed(i, format!("cannot read file: {e}")))?;
+        let meta = std::fs::metadata(path).map_err(|e| failed(i, format!("cannot read file: {e}")))?;
         if !meta.is_file() {
             return Err(failed(i, "not a regular file".into()));
         }
@@ -458,47 +384,26 @@ pub(super) fn read_whole_files(
     let total: usize = sizes.iter().sum();
     let mut data = TensorList::for_overwrite(BatchMeta::new(DType::U8, 1, sizes.chunks(1)));
     let mut slots: Vec<(usize, &mut [u8])> = data.samples_mut().into_iter().enumerate().collect();
-    read_in_parallel(
-        &mut slots,
-        threads,
-        total,
-        |s| s.1.len(),
-        |(i, dst)| {
-            if stop.load(Ordering::Relaxed) {
-                return Err(Error::Unsupported("the reader stopped".into()));
-            }
-            read_into(paths[*i], dst).map_err(|m| failed(*i, m))
-        },
-    )?;
+    read_in_parallel(&mut slots, threads, total, |s| s.1.len(), |(i, dst)| {
+        if stop.load(Ordering::Relaxed) {
+            return Err(Error::Unsupported("the reader stopped".into()));
+        }
+        read_into(paths[*i], dst).map_err(|m| failed(*i, m))
+    })?;
     Ok(data)
 }
 
 /// [`read_whole_files`] for files of which some are in object storage: every object
 /// requested at once (up to the storage's limit in flight), then copied into the batch.
-fn fetch_whole_files(
-    paths: &[&Path],
-    opts: &storage::Options,
-    sizes: &mut Vec<usize>,
-    failed: impl Fn(usize, String) -> Error,
-) -> Result<TensorList> {
-    let names: Vec<String> = paths
-        .iter()
-        .map(|p| p.to_string_lossy().into_owned())
-        .collect();
+fn fetch_whole_files(paths: &[&Path], opts: &storage::Options, sizes: &mut Vec<usize>, failed: impl Fn(usize, String) -> Error) -> Result<TensorList> {
+    let names: Vec<String> = paths.iter().map(|p| p.to_string_lossy().into_owned()).collect();
     let mut got: Vec<Option<bytes::Bytes>> = vec![None; paths.len()];
-    let remote: Vec<usize> = (0..paths.len())
-        .filter(|&i| storage::is_object_uri(&names[i]))
-        .collect();
+    let remote: Vec<usize> = (0..paths.len()).filter(|&i| storage::is_object_uri(&names[i])).collect();
     let uris: Vec<&str> = remote.iter().map(|&i| names[i].as_str()).collect();
-    storage::fetch(&uris, opts, |j, b| got[remote[j]] = Some(b))
-        .map_err(|(j, m)| failed(remote[j], m))?;
+    storage::fetch(&uris, opts, |j, b| got[remote[j]] = Some(b)).map_err(|(j, m)| failed(remote[j], m))?;
     for (i, slot) in got.iter_mut().enumerate() {
         if slot.is_none() {
-            *slot = Some(
-                std::fs::read(paths[i])
-                    .map_err(|e| failed(i, format!("cannot read file: {e}")))?
-                    .into(),
-            );
+            *slot = Some(std::fs::read(paths[i]).map_err(|e| failed(i, format!("cannot read file: {e}")))?.into());
         }
     }
     sizes.clear();
@@ -518,10 +423,7 @@ pub(super) fn storage_options(ctx: &OpContext) -> Result<storage::Options> {
 /// [`BatchSource::read_ahead`] for formats that read whole files ([`read_whole_files`]):
 /// nothing is allocated for local files.
 pub(super) fn read_ahead_files<'a>(paths: impl Iterator<Item = &'a Path>, opts: &storage::Options) {
-    let uris: Vec<std::borrow::Cow<str>> = paths
-        .map(Path::to_string_lossy)
-        .filter(|p| storage::is_object_uri(p))
-        .collect();
+    let uris: Vec<std::borrow::Cow<str>> = paths.map(Path::to_string_lossy).filter(|p| storage::is_object_uri(p)).collect();
     if !uris.is_empty() {
         storage::read_ahead_objects(&uris.iter().map(|u| u.as_ref()).collect::<Vec<_>>(), opts);
     }
@@ -533,12 +435,7 @@ fn read_into(path: &Path, dst: &mut [u8]) -> std::result::Result<(), String> {
     let mut got = 0;
     while got < dst.len() {
         match f.read(&mut dst[got..]) {
-            Ok(0) => {
-                return Err(format!(
-                    "file changed while reading: {got} bytes instead of {}",
-                    dst.len()
-                ))
-            }
+            Ok(0) => return Err(format!("file changed while reading: {got} bytes instead of {}", dst.len())),
             Ok(n) => got += n,
             Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
             Err(e) => return Err(format!("cannot read file: {e}")),
@@ -547,13 +444,11 @@ fn read_into(path: &Path, dst: &mut [u8]) -> std::result::Result<(), String> {
     let mut extra = [0u8; 1];
     match f.read(&mut extra) {
         Ok(0) => Ok(()),
-        Ok(_) => Err(format!(
-            "file changed while reading: longer than the {} bytes it had",
-            dst.len()
-        )),
+        Ok(_) => Err(format!("file changed while reading: longer than the {} bytes it had", dst.len())),
         Err(e) => Err(format!("cannot read file: {e}")),
     }
 }
+
 
 #[cfg(test)]
 mod tests {
@@ -586,8 +481,6 @@ mod tests {
         assert!(read_into(&p, &mut short).unwrap_err().contains("changed"));
         let mut long = [0u8; 6];
         assert!(read_into(&p, &mut long).unwrap_err().contains("changed"));
-        assert!(read_into(&dir.path().join("nope"), &mut long)
-            .unwrap_err()
-            .contains("cannot open"));
+        assert!(read_into(&dir.path().join("nope"), &mut long).unwrap_err().contains("cannot open"));
     }
 }

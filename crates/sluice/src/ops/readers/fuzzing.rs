@@ -35,10 +35,7 @@ pub fn recordio_record(data: &[u8]) {
 pub fn caffe_records(data: &[u8]) {
     let _ = super::caffe::datum::parse(data, super::caffe::datum::Outputs::all());
     if let Some((&b, rest)) = data.split_first() {
-        let _ = super::caffe::tensor_protos::parse(
-            rest,
-            &super::caffe::tensor_protos::Layout::from_byte(b),
-        );
+        let _ = super::caffe::tensor_protos::parse(rest, &super::caffe::tensor_protos::Layout::from_byte(b));
     }
 }
 

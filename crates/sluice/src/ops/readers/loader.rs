@@ -84,60 +84,32 @@ impl SequencerConfig {
     /// Reads the shared reader arguments ([`super::READER_ARGS`]) and `shuffle_after_epoch`
     /// (when the schema has it) from `ctx`, for a dataset of `num_samples` samples, and checks
     /// them. Errors name the operator and the argument.
-    pub fn from_context(
-        ctx: &OpContext,
-        num_samples: usize,
-        groups: Option<Vec<usize>>,
-    ) -> Result<SequencerConfig> {
+    pub fn from_context(ctx: &OpContext, num_samples: usize, groups: Option<Vec<usize>>) -> Result<SequencerConfig> {
         let op = ctx.display_name.as_str();
         let a = &ctx.args;
         let num_shards = a.int("num_shards");
         let shard_id = a.int("shard_id");
         if num_shards < 1 {
-            return Err(Error::arg(
-                op,
-                "num_shards",
-                format!("must be at least 1, got {num_shards}"),
-            ));
+            return Err(Error::arg(op, "num_shards", format!("must be at least 1, got {num_shards}")));
         }
         if shard_id < 0 || shard_id >= num_shards {
-            return Err(Error::arg(
-                op,
-                "shard_id",
-                format!("must be in [0, num_shards) = [0, {num_shards}), got {shard_id}"),
-            ));
+            return Err(Error::arg(op, "shard_id", format!("must be in [0, num_shards) = [0, {num_shards}), got {shard_id}")));
         }
         let random_shuffle = a.bool("random_shuffle");
         let initial_fill = a.int("initial_fill");
         if random_shuffle && initial_fill < 1 {
-            return Err(Error::arg(
-                op,
-                "initial_fill",
-                format!("must be at least 1 with random_shuffle, got {initial_fill}"),
-            ));
+            return Err(Error::arg(op, "initial_fill", format!("must be at least 1 with random_shuffle, got {initial_fill}")));
         }
         let shuffle_after_epoch = a.has("shuffle_after_epoch") && a.bool("shuffle_after_epoch");
         let stick_to_shard = a.bool("stick_to_shard");
         if shuffle_after_epoch && random_shuffle && groups.is_none() {
-            return Err(Error::arg(
-                op,
-                "shuffle_after_epoch",
-                "cannot be used together with random_shuffle",
-            ));
+            return Err(Error::arg(op, "shuffle_after_epoch", "cannot be used together with random_shuffle"));
         }
         if shuffle_after_epoch && stick_to_shard {
-            return Err(Error::arg(
-                op,
-                "shuffle_after_epoch",
-                "cannot be used together with stick_to_shard",
-            ));
+            return Err(Error::arg(op, "shuffle_after_epoch", "cannot be used together with stick_to_shard"));
         }
         let global_shuffle = a.has("global_shuffle") && a.bool("global_shuffle");
-        for (other, set) in [
-            ("random_shuffle", random_shuffle),
-            ("shuffle_after_epoch", shuffle_after_epoch),
-            ("stick_to_shard", stick_to_shard),
-        ] {
+        for (other, set) in [("random_shuffle", random_shuffle), ("shuffle_after_epoch", shuffle_after_epoch), ("stick_to_shard", stick_to_shard)] {
             if global_shuffle && set {
                 return Err(Error::arg(op, "global_shuffle", format!(
                     "cannot be used together with {other}: global_shuffle already permutes the whole dataset every epoch and gives each shard its slice"
@@ -177,28 +149,16 @@ impl SequencerConfig {
     /// Checks the dataset size against the sharding.
     pub fn check(&self, op: &str) -> Result<()> {
         if self.num_samples == 0 {
-            return Err(Error::arg(
-                op,
-                "num_shards",
-                "the dataset is empty: no samples found",
-            ));
+            return Err(Error::arg(op, "num_shards", "the dataset is empty: no samples found"));
         }
         if self.num_shards == 0 || self.shard_id >= self.num_shards {
-            return Err(Error::arg(
-                op,
-                "shard_id",
-                format!("must be in [0, {}), got {}", self.num_shards, self.shard_id),
-            ));
+            return Err(Error::arg(op, "shard_id", format!("must be in [0, {}), got {}", self.num_shards, self.shard_id)));
         }
         if self.num_shards > self.num_samples {
-            return Err(Error::arg(
-                op,
-                "num_shards",
-                format!(
-                    "the dataset has {} samples, fewer than the {} shards requested",
-                    self.num_samples, self.num_shards
-                ),
-            ));
+            return Err(Error::arg(op, "num_shards", format!(
+                "the dataset has {} samples, fewer than the {} shards requested",
+                self.num_samples, self.num_shards
+            )));
         }
         Ok(())
     }
@@ -216,10 +176,7 @@ impl SequencerConfig {
     /// Samples a shard's epoch yields with `pad_last_batch`: the largest shard,
     /// `ceil(N/S)`, rounded up to whole batches.
     pub fn padded_shard_len(&self) -> usize {
-        self.num_samples
-            .div_ceil(self.num_shards)
-            .div_ceil(self.batch_size)
-            * self.batch_size
+        self.num_samples.div_ceil(self.num_shards).div_ceil(self.batch_size) * self.batch_size
     }
 
     /// Whether every epoch reads the shard's slice of a fresh permutation of the whole
@@ -231,11 +188,7 @@ impl SequencerConfig {
     /// The order of epoch `epoch`'s samples when [`Self::permutes_dataset`].
     fn epoch_permutation(&self, epoch: u64) -> Option<Vec<usize>> {
         if self.global_shuffle {
-            return Some(permutation(
-                self.num_samples,
-                self.global_shuffle_seed,
-                epoch,
-            ));
+            return Some(permutation(self.num_samples, self.global_shuffle_seed, epoch));
         }
         self.shuffle_after_epoch.then(|| match &self.groups {
             Some(groups) => group_permutation(groups, self.shuffle_after_epoch_seed, epoch),
@@ -275,18 +228,8 @@ pub fn permutation(n: usize, seed: u64, epoch: u64) -> Vec<usize> {
 /// The samples in an order that permutes whole runs of consecutive samples (`groups`, their
 /// sizes), each run keeping its order; keyed as [`permutation`].
 pub fn group_permutation(groups: &[usize], seed: u64, epoch: u64) -> Vec<usize> {
-    let starts: Vec<usize> = groups
-        .iter()
-        .scan(0, |at, &n| {
-            let s = *at;
-            *at += n;
-            Some(s)
-        })
-        .collect();
-    permutation(groups.len(), seed, epoch)
-        .into_iter()
-        .flat_map(|g| starts[g]..starts[g] + groups[g])
-        .collect()
+    let starts: Vec<usize> = groups.iter().scan(0, |at, &n| { let s = *at; *at += n; Some(s) }).collect();
+    permutation(groups.len(), seed, epoch).into_iter().flat_map(|g| starts[g]..starts[g] + groups[g]).collect()
 }
 
 /// The endless stream of sample indices of one reader.
@@ -324,12 +267,7 @@ impl Sequencer {
     /// A sequencer positioned before the first sample of shard `cfg.shard_id`.
     pub fn new(cfg: SequencerConfig) -> Sequencer {
         let next_shard = cfg.shard_id;
-        Sequencer {
-            cfg,
-            epoch: 0,
-            next_shard,
-            cur: Epoch::default(),
-        }
+        Sequencer { cfg, epoch: 0, next_shard, cur: Epoch::default() }
     }
 
     /// The configuration.
@@ -350,34 +288,15 @@ impl Sequencer {
     fn start_epoch(&mut self) {
         let cfg = self.cfg.clone();
         let cfg = &cfg;
-        let shard = if cfg.permutes_dataset() {
-            cfg.shard_id
-        } else {
-            self.next_shard
-        };
+        let shard = if cfg.permutes_dataset() { cfg.shard_id } else { self.next_shard };
         let range = cfg.shard_range(shard);
         let real = range.len();
-        let len = if cfg.pad_last_batch {
-            cfg.padded_shard_len()
-        } else {
-            real
-        };
+        let len = if cfg.pad_last_batch { cfg.padded_shard_len() } else { real };
         let perm = cfg.epoch_permutation(self.epoch);
-        let rng = cfg
-            .random_shuffle
-            .then(|| SampleRng::new(cfg.seed, cfg.op_id, self.epoch, u64::MAX));
+        let rng = cfg.random_shuffle.then(|| SampleRng::new(cfg.seed, cfg.op_id, self.epoch, u64::MAX));
         let mut buffer = std::mem::take(&mut self.cur.buffer);
         buffer.clear();
-        self.cur = Epoch {
-            range,
-            perm,
-            fed: 0,
-            emitted: 0,
-            len,
-            buffer,
-            rng,
-            last: 0,
-        };
+        self.cur = Epoch { range, perm, fed: 0, emitted: 0, len, buffer, rng, last: 0 };
         if cfg.random_shuffle {
             let fill = cfg.initial_fill.min(real);
             for _ in 0..fill {
@@ -445,17 +364,9 @@ impl Sequencer {
     pub fn skip(&mut self, mut n: u64) {
         while n > 0 {
             if self.epoch == 0 || self.cur.emitted >= self.cur.len {
-                let shard = if self.cfg.permutes_dataset() {
-                    self.cfg.shard_id
-                } else {
-                    self.next_shard
-                };
+                let shard = if self.cfg.permutes_dataset() { self.cfg.shard_id } else { self.next_shard };
                 let real = self.cfg.shard_range(shard).len();
-                let len = if self.cfg.pad_last_batch {
-                    self.cfg.padded_shard_len()
-                } else {
-                    real
-                } as u64;
+                let len = if self.cfg.pad_last_batch { self.cfg.padded_shard_len() } else { real } as u64;
                 if len > 0 && n >= len {
                     self.epoch += 1;
                     if !self.cfg.stick_to_shard {
@@ -514,12 +425,7 @@ pub struct BatchPlan {
 impl BatchPlan {
     /// For a reader whose sequencer is `seq` (positioned where the reader starts).
     pub fn new(seq: Sequencer) -> BatchPlan {
-        BatchPlan {
-            seq,
-            next_iteration: None,
-            last: None,
-            idx: Vec::new(),
-        }
+        BatchPlan { seq, next_iteration: None, last: None, idx: Vec::new() }
     }
 
     /// Samples in the batch of `iteration`. Iterations are asked in order (the same one may
@@ -598,13 +504,7 @@ mod tests {
 
     #[test]
     fn skipping_gives_the_samples_a_full_run_gives_after_them() {
-        for (pad, shuffle, after, stick) in [
-            (false, false, false, false),
-            (true, true, false, false),
-            (true, false, true, false),
-            (false, true, false, true),
-            (true, false, false, true),
-        ] {
+        for (pad, shuffle, after, stick) in [(false, false, false, false), (true, true, false, false), (true, false, true, false), (false, true, false, true), (true, false, false, true)] {
             let mut c = cfg(23, 3, 1, 4);
             c.pad_last_batch = pad;
             c.random_shuffle = shuffle;
@@ -620,10 +520,7 @@ mod tests {
                 skipped.skip(n);
                 let want: Vec<usize> = (0..40).map(|_| full.next_index()).collect();
                 let got: Vec<usize> = (0..40).map(|_| skipped.next_index()).collect();
-                assert_eq!(
-                    got, want,
-                    "pad {pad} shuffle {shuffle} after {after} stick {stick} n {n}"
-                );
+                assert_eq!(got, want, "pad {pad} shuffle {shuffle} after {after} stick {stick} n {n}");
             }
         }
     }
@@ -631,28 +528,16 @@ mod tests {
     #[test]
     fn shard_boundaries_are_floor_n_s_over_shards() {
         let c = cfg(10, 3, 0, 1);
-        assert_eq!(
-            (0..4).map(|s| c.shard_start(s)).collect::<Vec<_>>(),
-            vec![0, 3, 6, 10]
-        );
+        assert_eq!((0..4).map(|s| c.shard_start(s)).collect::<Vec<_>>(), vec![0, 3, 6, 10]);
         let c = cfg(10, 4, 0, 1);
-        assert_eq!(
-            (0..5).map(|s| c.shard_start(s)).collect::<Vec<_>>(),
-            vec![0, 2, 5, 7, 10]
-        );
+        assert_eq!((0..5).map(|s| c.shard_start(s)).collect::<Vec<_>>(), vec![0, 2, 5, 7, 10]);
     }
 
     // Every expected sequence below was printed by DALI 2.4 for the same settings.
     #[test]
     fn unpadded_reading_moves_through_the_whole_dataset() {
-        assert_eq!(
-            batches(cfg(10, 3, 1, 3), 4),
-            vec![vec![3, 4, 5], vec![6, 7, 8], vec![9, 0, 1], vec![2, 3, 4]]
-        );
-        assert_eq!(
-            batches(cfg(10, 4, 3, 4), 3),
-            vec![vec![7, 8, 9, 0], vec![1, 2, 3, 4], vec![5, 6, 7, 8]]
-        );
+        assert_eq!(batches(cfg(10, 3, 1, 3), 4), vec![vec![3, 4, 5], vec![6, 7, 8], vec![9, 0, 1], vec![2, 3, 4]]);
+        assert_eq!(batches(cfg(10, 4, 3, 4), 3), vec![vec![7, 8, 9, 0], vec![1, 2, 3, 4], vec![5, 6, 7, 8]]);
     }
 
     #[test]
@@ -661,60 +546,27 @@ mod tests {
         c.pad_last_batch = true;
         assert_eq!(
             batches(c.clone(), 7),
-            vec![
-                vec![0, 1, 2],
-                vec![2, 2, 2],
-                vec![3, 4, 5],
-                vec![5, 5, 5],
-                vec![6, 7, 8],
-                vec![9, 9, 9],
-                vec![0, 1, 2]
-            ]
+            vec![vec![0, 1, 2], vec![2, 2, 2], vec![3, 4, 5], vec![5, 5, 5], vec![6, 7, 8], vec![9, 9, 9], vec![0, 1, 2]]
         );
         c.batch_size = 4;
-        assert_eq!(
-            batches(c.clone(), 4),
-            vec![
-                vec![0, 1, 2, 2],
-                vec![3, 4, 5, 5],
-                vec![6, 7, 8, 9],
-                vec![0, 1, 2, 2]
-            ]
-        );
+        assert_eq!(batches(c.clone(), 4), vec![vec![0, 1, 2, 2], vec![3, 4, 5, 5], vec![6, 7, 8, 9], vec![0, 1, 2, 2]]);
         c.stick_to_shard = true;
         c.shard_id = 1;
         c.batch_size = 3;
-        assert_eq!(
-            batches(c.clone(), 3),
-            vec![vec![3, 4, 5], vec![5, 5, 5], vec![3, 4, 5]]
-        );
+        assert_eq!(batches(c.clone(), 3), vec![vec![3, 4, 5], vec![5, 5, 5], vec![3, 4, 5]]);
         let mut c = cfg(10, 4, 0, 4);
         c.pad_last_batch = true;
-        assert_eq!(
-            batches(c, 3),
-            vec![vec![0, 1, 1, 1], vec![2, 3, 4, 4], vec![5, 6, 6, 6]]
-        );
+        assert_eq!(batches(c, 3), vec![vec![0, 1, 1, 1], vec![2, 3, 4, 4], vec![5, 6, 6, 6]]);
     }
 
     #[test]
     fn meta_matches_dali() {
-        for (n, s, pad, padded) in [
-            (10, 1, true, 10),
-            (10, 2, true, 10),
-            (10, 3, true, 12),
-            (10, 4, true, 12),
-            (7, 3, true, 9),
-            (10, 3, false, 10),
-        ] {
+        for (n, s, pad, padded) in [(10, 1, true, 10), (10, 2, true, 10), (10, 3, true, 12), (10, 4, true, 12), (7, 3, true, 9), (10, 3, false, 10)] {
             for bs in [1, 3, 4, 20] {
                 let mut c = cfg(n, s, 0, bs);
                 c.pad_last_batch = pad;
                 let m = c.meta();
-                assert_eq!(
-                    (m.epoch_size, m.epoch_size_padded, m.number_of_shards),
-                    (n, padded, s),
-                    "n={n} s={s} bs={bs}"
-                );
+                assert_eq!((m.epoch_size, m.epoch_size_padded, m.number_of_shards), (n, padded, s), "n={n} s={s} bs={bs}");
             }
         }
     }
@@ -723,10 +575,7 @@ mod tests {
     fn stick_to_shard_stays() {
         let mut c = cfg(10, 3, 1, 4);
         c.stick_to_shard = true;
-        assert_eq!(
-            batches(c, 3),
-            vec![vec![3, 4, 5, 3], vec![4, 5, 3, 4], vec![5, 3, 4, 5]]
-        );
+        assert_eq!(batches(c, 3), vec![vec![3, 4, 5, 3], vec![4, 5, 3, 4], vec![5, 3, 4, 5]]);
     }
 
     #[test]
@@ -739,11 +588,7 @@ mod tests {
             s.sort();
             assert_eq!(s, (0..10).collect::<Vec<_>>());
         }
-        assert_ne!(
-            e[0],
-            (0..10).collect::<Vec<_>>(),
-            "the first epoch is shuffled too"
-        );
+        assert_ne!(e[0], (0..10).collect::<Vec<_>>(), "the first epoch is shuffled too");
         assert_ne!(e[0], e[1]);
         // Two shards read the two halves of the same permutation, epoch after epoch.
         c.num_shards = 2;
@@ -774,10 +619,7 @@ mod tests {
             assert_eq!(s, (0..23).collect::<Vec<_>>());
         }
         assert_ne!(whole[0], whole[1]);
-        assert!(
-            whole[0][..10].iter().any(|&i| i >= 10),
-            "records move one by one, not by file"
-        );
+        assert!(whole[0][..10].iter().any(|&i| i >= 10), "records move one by one, not by file");
         for shards in [2usize, 3, 8] {
             let per_shard: Vec<Vec<Vec<usize>>> = (0..shards)
                 .map(|sid| {
@@ -803,10 +645,7 @@ mod tests {
         let stream: Vec<usize> = (0..60).map(|_| s.next_index()).collect();
         let mut r = Sequencer::new(c);
         r.skip(31);
-        assert_eq!(
-            (0..29).map(|_| r.next_index()).collect::<Vec<_>>(),
-            stream[31..]
-        );
+        assert_eq!((0..29).map(|_| r.next_index()).collect::<Vec<_>>(), stream[31..]);
     }
 
     #[test]
@@ -823,25 +662,15 @@ mod tests {
                 assert_eq!(e, (0..10).collect::<Vec<_>>(), "fill {fill}");
             }
             let mut again = Sequencer::new(c.clone());
-            assert_eq!(
-                (0..40).map(|_| again.next_index()).collect::<Vec<_>>(),
-                stream
-            );
+            assert_eq!((0..40).map(|_| again.next_index()).collect::<Vec<_>>(), stream);
             if fill == 1 {
-                assert_eq!(
-                    &stream[..10],
-                    &(0..10).collect::<Vec<_>>()[..],
-                    "a buffer of one does not shuffle"
-                );
+                assert_eq!(&stream[..10], &(0..10).collect::<Vec<_>>()[..], "a buffer of one does not shuffle");
             } else {
                 assert_ne!(&stream[..10], &(0..10).collect::<Vec<_>>()[..]);
                 assert_ne!(&stream[..10], &stream[10..20]);
                 c.seed = 8;
                 let mut other = Sequencer::new(c);
-                assert_ne!(
-                    (0..40).map(|_| other.next_index()).collect::<Vec<_>>(),
-                    stream
-                );
+                assert_ne!((0..40).map(|_| other.next_index()).collect::<Vec<_>>(), stream);
             }
         }
     }

@@ -3,18 +3,18 @@
 //! and lives in [`loader`]; the loader thread, read-ahead and stop in [`core`]; each format
 //! only lists its samples and reads a batch of them.
 
+pub mod core;
 mod caffe;
 mod coco;
-pub mod core;
 mod file;
 #[cfg(feature = "fuzzing")]
 pub mod fuzzing;
 mod list_shuffle;
-mod lmdb;
 pub mod loader;
+mod lmdb;
+pub(crate) mod protobuf;
 mod mxnet;
 mod numpy;
-pub(crate) mod protobuf;
 mod sequence;
 pub mod skip;
 pub mod tfrecord;

@@ -25,10 +25,8 @@ use super::core::{lazily, BatchSource, ReaderCore};
 use super::file::read_whole_files;
 use super::{READER_ARGS, SHUFFLE_AFTER_EPOCH_ARGS};
 use crate::error::{Error, Location, Result};
-use crate::ops::{
-    arg, deprecated_arg, ArgDefault as D, ArgType as T, Args, Device, OpContext, OpDef, OpSchema,
-    Operator, ReaderMeta, Workspace,
-};
+use crate::ops::decoders::common::{gib, over_batch_limit};
+use crate::ops::{arg, deprecated_arg, Args, ArgDefault as D, ArgType as T, Device, OpContext, OpDef, OpSchema, Operator, ReaderMeta, Workspace};
 use crate::tensor::{BatchMeta, DType, TensorList};
 
 const OWN_ARGS: &[crate::ops::ArgSchema] = &[
@@ -87,26 +85,13 @@ pub static COCO: OpDef = OpDef {
 /// Outputs of an instance: images, bboxes, labels, then the optional ones.
 pub fn num_outputs(args: &Args) -> usize {
     let polygons = args.bool("polygon_masks") || args.bool("masks");
-    3 + 2 * polygons as usize
-        + args.bool("pixelwise_masks") as usize
-        + args.bool("image_ids") as usize
+    3 + 2 * polygons as usize + args.bool("pixelwise_masks") as usize + args.bool("image_ids") as usize
 }
 
 /// Arguments that have no meaning with preprocessed annotations (DALI refuses them given).
-const NOT_WITH_PREPROCESSED: &[&str] = &[
-    "annotations_file",
-    "skip_empty",
-    "ratio",
-    "ltrb",
-    "images",
-    "size_threshold",
-];
+const NOT_WITH_PREPROCESSED: &[&str] = &["annotations_file", "skip_empty", "ratio", "ltrb", "images", "size_threshold"];
 
-fn load_annotations(
-    ctx: &OpContext,
-    storage: &crate::storage::Options,
-    wanted: Wanted,
-) -> Result<Annotations> {
+fn load_annotations(ctx: &OpContext, storage: &crate::storage::Options, wanted: Wanted) -> Result<Annotations> {
     let op = ctx.display_name.as_str();
     let a = &ctx.args;
     if let Some(dir) = a.opt_str("preprocessed_annotations") {
@@ -116,16 +101,9 @@ fn load_annotations(
         return annotations::load(Path::new(dir), wanted).map_err(|m| Error::io(op, dir, m));
     }
     let Some(path) = a.opt_str("annotations_file") else {
-        return Err(Error::arg(
-            op,
-            "annotations_file",
-            "Either ``annotations_file`` or ``preprocessed_annotations`` must be provided",
-        ));
+        return Err(Error::arg(op, "annotations_file", "Either ``annotations_file`` or ``preprocessed_annotations`` must be provided"));
     };
-    let images = a
-        .has("images")
-        .then(|| a.strs("images").to_vec())
-        .filter(|l| !l.is_empty());
+    let images = a.has("images").then(|| a.strs("images").to_vec()).filter(|l| !l.is_empty());
     let opts = Options {
         ltrb: a.has("ltrb") && a.bool("ltrb"),
         ratio: a.has("ratio") && a.bool("ratio"),
@@ -173,11 +151,7 @@ impl CocoReader {
         let op = ctx.display_name.as_str();
         let a = &ctx.args;
         let Some(root) = a.opt_str("file_root") else {
-            return Err(Error::arg(
-                op,
-                "file_root",
-                "``file_root`` argument is required when not using ``files`` or ``file_list``.",
-            ));
+            return Err(Error::arg(op, "file_root", "``file_root`` argument is required when not using ``files`` or ``file_list``."));
         };
         let out = Outputs {
             polygons: a.bool("polygon_masks") || a.bool("masks"),
@@ -187,68 +161,32 @@ impl CocoReader {
             ratio: a.has("ratio") && a.bool("ratio"),
         };
         if out.polygons && out.pixelwise {
-            return Err(Error::arg(
-                op,
-                "pixelwise_masks",
-                "``pixelwise_masks`` and ``polygon_masks`` are mutually exclusive",
-            ));
+            return Err(Error::arg(op, "pixelwise_masks", "``pixelwise_masks`` and ``polygon_masks`` are mutually exclusive"));
         }
         if a.has("save_preprocessed_annotations") != a.has("save_preprocessed_annotations_dir") {
             return Err(Error::arg(op, "save_preprocessed_annotations", "``save_preprocessed_annotations`` and ``save_preprocessed_annotations_dir`` should be provided together"));
         }
         if a.bool("skip_cached_images") {
-            return Err(Error::arg(
-                op,
-                "skip_cached_images",
-                "COCOReader doesn't support `skip_cached_images` option",
-            ));
+            return Err(Error::arg(op, "skip_cached_images", "COCOReader doesn't support `skip_cached_images` option"));
         }
         if a.bool("shuffle_after_epoch") && a.bool("random_shuffle") {
-            return Err(Error::arg(
-                op,
-                "shuffle_after_epoch",
-                "shuffle_after_epoch and random_shuffle cannot be both true",
-            ));
+            return Err(Error::arg(op, "shuffle_after_epoch", "shuffle_after_epoch and random_shuffle cannot be both true"));
         }
         if a.bool("shuffle_after_epoch") && a.bool("stick_to_shard") {
-            return Err(Error::arg(
-                op,
-                "shuffle_after_epoch",
-                "shuffle_after_epoch and stick_to_shard cannot be both true",
-            ));
+            return Err(Error::arg(op, "shuffle_after_epoch", "shuffle_after_epoch and stick_to_shard cannot be both true"));
         }
         if a.int("shard_id") >= a.int("num_shards") {
-            return Err(Error::arg(
-                op,
-                "shard_id",
-                "num_shards needs to be greater than shard_id",
-            ));
+            return Err(Error::arg(op, "shard_id", "num_shards needs to be greater than shard_id"));
         }
-        let wanted = Wanted {
-            polygons: out.polygons,
-            pixelwise: out.pixelwise,
-            image_ids: out.image_ids,
-        };
+        let wanted = Wanted { polygons: out.polygons, pixelwise: out.pixelwise, image_ids: out.image_ids };
         let storage = super::file::storage_options(ctx)?;
         let ann = Arc::new(load_annotations(ctx, &storage, wanted)?);
         if ann.len() == 0 {
             return Err(Error::io(op, root, "No files found."));
         }
-        let source = ImageFiles {
-            opts: storage,
-            op: op.to_string(),
-            root: PathBuf::from(root),
-            ann: ann.clone(),
-            read_threads: ctx.num_threads,
-            sizes: Vec::new(),
-        };
+        let source = ImageFiles { opts: storage, op: op.to_string(), root: PathBuf::from(root), ann: ann.clone(), read_threads: ctx.num_threads, sizes: Vec::new() };
         let core = ReaderCore::start(ctx, ann.len(), source)?;
-        Ok(CocoReader {
-            ctx: ctx.clone(),
-            core,
-            ann,
-            out,
-        })
+        Ok(CocoReader { ctx: ctx.clone(), core, ann, out })
     }
 }
 
@@ -273,50 +211,20 @@ impl BatchSource for ImageFiles {
     fn read_ahead(&mut self, idx: &[usize]) {
         // Joined only for a root in object storage (a local root's files need no read-ahead).
         if crate::storage::is_object_uri(&self.root.to_string_lossy()) {
-            let paths: Vec<PathBuf> = idx
-                .iter()
-                .map(|&k| self.root.join(&self.ann.file_names[k]))
-                .collect();
+            let paths: Vec<PathBuf> = idx.iter().map(|&k| self.root.join(&self.ann.file_names[k])).collect();
             super::file::read_ahead_files(paths.iter().map(PathBuf::as_path), &self.opts);
         }
     }
 
-    fn read(
-        &mut self,
-        idx: &[usize],
-        batch_no: u64,
-        stop: &AtomicBool,
-    ) -> Result<(TensorList, Vec<usize>)> {
+    fn read(&mut self, idx: &[usize], batch_no: u64, stop: &AtomicBool) -> Result<(TensorList, Vec<usize>)> {
         // An absolute file_name replaces the root (as DALI joins them).
-        let paths: Vec<PathBuf> = idx
-            .iter()
-            .map(|&k| self.root.join(&self.ann.file_names[k]))
-            .collect();
+        let paths: Vec<PathBuf> = idx.iter().map(|&k| self.root.join(&self.ann.file_names[k])).collect();
         let refs: Vec<&Path> = paths.iter().map(PathBuf::as_path).collect();
         let failed = |i: usize, m: String| {
-            Error::data(
-                Location {
-                    operator: self.op.clone(),
-                    sample: Some(i),
-                    iteration: Some(batch_no),
-                    source: Some(paths[i].display().to_string()),
-                },
-                m,
-            )
+            Error::data(Location { operator: self.op.clone(), sample: Some(i), iteration: Some(batch_no), source: Some(paths[i].display().to_string()) }, m)
         };
-        let mut images = read_whole_files(
-            &refs,
-            &self.opts,
-            &mut self.sizes,
-            self.read_threads,
-            stop,
-            failed,
-        )?;
-        images.set_source_info(
-            idx.iter()
-                .map(|&k| Arc::from(self.ann.file_names[k].as_str()))
-                .collect(),
-        );
+        let mut images = read_whole_files(&refs, &self.opts, &mut self.sizes, self.read_threads, stop, failed)?;
+        images.set_source_info(idx.iter().map(|&k| Arc::from(self.ann.file_names[k].as_str())).collect());
         Ok((images, idx.to_vec()))
     }
 }
@@ -324,33 +232,25 @@ impl BatchSource for ImageFiles {
 /// Pixelwise masks are as large as the images the annotations declare, which a hostile file
 /// may make anything: each is held to the decoders' limits (sides of at most
 /// `sluice_codecs::MAX_DIMENSION`, `MAX_OUTPUT_BYTES` a mask) and the batch to theirs
-/// (`decoders::common::MAX_BATCH_DECODED_BYTES`), before anything is allocated. `fail(i, m)`
-/// makes sample `i`'s error.
+/// ([`over_batch_limit`]), before anything is allocated. `fail(i, m)` makes sample `i`'s error.
 fn check_mask_sizes(shapes: &[[usize; 3]], fail: impl Fn(usize, String) -> Error) -> Result<()> {
     let max_side = sluice_codecs::MAX_DIMENSION;
-    let mut total = 0u64;
+    let bytes: Vec<u64> = shapes.iter().map(|s| (s[0] as u64) * (s[1] as u64) * 4).collect();
     for (i, s) in shapes.iter().enumerate() {
-        let bytes = (s[0] as u64) * (s[1] as u64) * 4;
-        if s[0] > max_side || s[1] > max_side || bytes > sluice_codecs::MAX_OUTPUT_BYTES as u64 {
+        if s[0] > max_side || s[1] > max_side || bytes[i] > sluice_codecs::MAX_OUTPUT_BYTES as u64 {
             return Err(fail(i, format!(
                 "the annotations declare the image {} x {} pixels: its mask is past the limits ({max_side} pixels a side, {} GiB a mask)",
                 s[1], s[0], sluice_codecs::MAX_OUTPUT_BYTES >> 30
             )));
         }
-        total += bytes;
     }
-    let limit = crate::ops::decoders::common::max_batch_decoded_bytes();
-    if total > limit {
-        let largest = (0..shapes.len())
-            .max_by_key(|&i| (shapes[i][0] * shapes[i][1], std::cmp::Reverse(i)))
-            .unwrap_or(0);
-        return Err(fail(largest, format!(
+    match over_batch_limit(&bytes) {
+        Some((largest, total, limit)) => Err(fail(largest, format!(
             "the batch's masks would take {:.1} GiB, more than the {:.1} GiB a batch may take (SLUICE_MAX_BATCH_DECODED_BYTES); this image is the largest",
-            total as f64 / (1u64 << 30) as f64,
-            limit as f64 / (1u64 << 30) as f64
-        )));
+            gib(total), gib(limit)
+        ))),
+        None => Ok(()),
     }
-    Ok(())
 }
 
 /// A batch of per-sample `(rows, cols)` arrays, one `T` (`cols` values) per row.
@@ -372,61 +272,35 @@ impl CocoReader {
         let labels = &a.labels[anns];
         let (fw, fh) = (w as f32, h as f32);
         // Per label: its last RLE, replaced by the union of its polygons if it has any.
-        let mut by_label: std::collections::BTreeMap<i32, (Option<Vec<u32>>, Vec<Vec<u32>>)> =
-            labels.iter().map(|&l| (l, (None, Vec::new()))).collect();
+        let mut by_label: std::collections::BTreeMap<i32, (Option<Vec<u32>>, Vec<Vec<u32>>)> = labels.iter().map(|&l| (l, (None, Vec::new()))).collect();
         for r in &a.rles[a.rles_of(k)] {
-            let label = *labels
-                .get(r.mask_idx as usize)
-                .ok_or("a mask belongs to no annotation")?;
+            let label = *labels.get(r.mask_idx as usize).ok_or("a mask belongs to no annotation")?;
             let total: u64 = r.runs.iter().map(|&c| u64::from(c)).sum();
             if total != (h * w) as u64 {
-                return Err(format!(
-                    "an RLE mask covers {total} pixels, its image {h}x{w} has {}",
-                    h * w
-                ));
+                return Err(format!("an RLE mask covers {total} pixels, its image {h}x{w} has {}", h * w));
             }
             by_label.get_mut(&label).expect("every label listed").0 = Some(r.runs.clone());
         }
         let vertices = &a.vertices[a.vertices_of(k)];
         let mut xy = Vec::new();
         for p in &a.polygons[a.polygons_of(k)] {
-            let label = *labels
-                .get(p[0] as usize)
-                .ok_or("a polygon belongs to no annotation")?;
+            let label = *labels.get(p[0] as usize).ok_or("a polygon belongs to no annotation")?;
             xy.clear();
             for v in &vertices[p[1] as usize..p[2] as usize] {
-                let (x, y) = if self.out.ratio {
-                    (v[0] * fw, v[1] * fh)
-                } else {
-                    (v[0], v[1])
-                };
+                let (x, y) = if self.out.ratio { (v[0] * fw, v[1] * fh) } else { (v[0], v[1]) };
                 xy.extend([f64::from(x), f64::from(y)]);
             }
             let runs = masks::rle_from_polygon(&xy, h, w)?;
-            by_label
-                .get_mut(&label)
-                .expect("every label listed")
-                .1
-                .push(runs);
+            by_label.get_mut(&label).expect("every label listed").1.push(runs);
         }
         let merged: Vec<(i32, Vec<u32>)> = by_label
             .into_iter()
             .filter_map(|(label, (rle, polys))| {
-                let runs = if polys.is_empty() {
-                    rle?
-                } else {
-                    masks::rle_union(&polys)
-                };
+                let runs = if polys.is_empty() { rle? } else { masks::rle_union(&polys) };
                 (!runs.is_empty()).then_some((label, runs))
             })
             .collect();
-        let label_masks: Vec<masks::LabelMask> = merged
-            .iter()
-            .map(|(label, runs)| masks::LabelMask {
-                label: *label,
-                runs,
-            })
-            .collect();
+        let label_masks: Vec<masks::LabelMask> = merged.iter().map(|(label, runs)| masks::LabelMask { label: *label, runs }).collect();
         masks::draw_labels(&label_masks, h, w, out);
         Ok(())
     }
@@ -437,21 +311,16 @@ impl Operator for CocoReader {
         let (images, idx) = self.core.next(ws.iteration)?;
         let a = &*self.ann;
         let boxes: Vec<&[[f32; 4]]> = idx.iter().map(|&k| &a.boxes[a.annotations_of(k)]).collect();
-        let labels: Vec<&[i32]> = idx
-            .iter()
-            .map(|&k| &a.labels[a.annotations_of(k)])
-            .collect();
+        let labels: Vec<&[i32]> = idx.iter().map(|&k| &a.labels[a.annotations_of(k)]).collect();
         let mut outs = vec![images, rows(DType::F32, 4, &boxes)];
         let label_shapes: Vec<usize> = labels.iter().map(|l| l.len()).collect();
-        let mut label_out =
-            TensorList::for_overwrite(BatchMeta::new(DType::I32, 1, label_shapes.chunks(1)));
+        let mut label_out = TensorList::for_overwrite(BatchMeta::new(DType::I32, 1, label_shapes.chunks(1)));
         for (dst, src) in label_out.samples_mut().into_iter().zip(&labels) {
             dst.copy_from_slice(bytemuck::cast_slice(src));
         }
         outs.push(label_out);
         if self.out.polygons {
-            let polys: Vec<&[[i32; 3]]> =
-                idx.iter().map(|&k| &a.polygons[a.polygons_of(k)]).collect();
+            let polys: Vec<&[[i32; 3]]> = idx.iter().map(|&k| &a.polygons[a.polygons_of(k)]).collect();
             let mut polys = rows(DType::I32, 3, &polys);
             if self.out.coordinates {
                 // `masks`: the polygons' ends count coordinates, two per vertex.
@@ -463,28 +332,17 @@ impl Operator for CocoReader {
                 }
             }
             outs.push(polys);
-            let verts: Vec<&[[f32; 2]]> =
-                idx.iter().map(|&k| &a.vertices[a.vertices_of(k)]).collect();
+            let verts: Vec<&[[f32; 2]]> = idx.iter().map(|&k| &a.vertices[a.vertices_of(k)]).collect();
             outs.push(rows(DType::F32, 2, &verts));
         }
         if self.out.pixelwise {
-            let shapes: Vec<[usize; 3]> = idx
-                .iter()
-                .map(|&k| [a.heights[k].max(0) as usize, a.widths[k].max(0) as usize, 1])
-                .collect();
+            let shapes: Vec<[usize; 3]> = idx.iter().map(|&k| [a.heights[k].max(0) as usize, a.widths[k].max(0) as usize, 1]).collect();
             let source = |i: usize| a.file_names[idx[i]].clone();
-            check_mask_sizes(&shapes, |i, m| {
-                Error::data(self.ctx.at(ws.iteration, i, &source(i)), m)
-            })?;
-            let mut masks_out = TensorList::for_overwrite(BatchMeta::new(
-                DType::I32,
-                3,
-                shapes.iter().map(|s| &s[..]),
-            ));
+            check_mask_sizes(&shapes, |i, m| Error::data(self.ctx.at(ws.iteration, i, &source(i)), m))?;
+            let mut masks_out = TensorList::for_overwrite(BatchMeta::new(DType::I32, 3, shapes.iter().map(|s| &s[..])));
             masks_out.set_layout("HWC".into());
             crate::ops::for_each_sample(ws.pool, &mut masks_out, |i, dst| {
-                self.draw_mask(idx[i], bytemuck::cast_slice_mut(dst))
-                    .map_err(|m| Error::data(self.ctx.at(ws.iteration, i, &source(i)), m))
+                self.draw_mask(idx[i], bytemuck::cast_slice_mut(dst)).map_err(|m| Error::data(self.ctx.at(ws.iteration, i, &source(i)), m))
             })?;
             outs.push(masks_out);
         }
@@ -502,7 +360,7 @@ impl Operator for CocoReader {
         Some(self.core.meta())
     }
 
-    fn skipped(&self) -> Option<std::sync::Arc<crate::ops::readers::skip::Skipped>> {
+    fn skipped(&self) -> Option<Arc<super::skip::Skipped>> {
         Some(self.core.skipped())
     }
 

@@ -27,6 +27,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 
 use super::core::{lazily, read_in_parallel, BatchSource, ReaderCore};
+use crate::storage::{self, Source};
 use super::file::glob_match;
 use super::loader::BatchPlan;
 use super::{READER_ARGS, SHUFFLE_AFTER_EPOCH_ARGS};
@@ -34,11 +35,7 @@ use crate::error::{Error, Location, Result};
 use crate::ops::crop::crop::crop_nd;
 use crate::ops::crop::window::{OobPolicy, Span};
 use crate::ops::transpose::{transpose_bytes, MAX_NDIM};
-use crate::ops::{
-    arg, for_each_sample, tensor_arg, ArgDefault as D, ArgType as T, Device, OpContext, OpDef,
-    OpSchema, Operator, ReaderMeta, Workspace, MAX_LIST,
-};
-use crate::storage::{self, Source};
+use crate::ops::{arg, for_each_sample, tensor_arg, ArgDefault as D, ArgType as T, Device, OpContext, OpDef, OpSchema, Operator, ReaderMeta, Workspace, MAX_LIST};
 use crate::tensor::element::store_f64;
 use crate::tensor::{BatchMeta, DType, TensorList};
 
@@ -83,14 +80,7 @@ pub static NUMPY: OpDef = OpDef {
 };
 
 /// The ROI arguments, in the order their values are read.
-const ROI_ARGS: [&str; 6] = [
-    "roi_start",
-    "rel_roi_start",
-    "roi_end",
-    "rel_roi_end",
-    "roi_shape",
-    "rel_roi_shape",
-];
+const ROI_ARGS: [&str; 6] = ["roi_start", "rel_roi_start", "roi_end", "rel_roi_end", "roi_shape", "rel_roi_shape"];
 
 /// The listed files: names as DALI reports them and the paths they are read from.
 struct Listing {
@@ -104,42 +94,23 @@ fn list_files(ctx: &OpContext, opts: &storage::Options) -> Result<Listing> {
     let root = a.opt_str("file_root").map(PathBuf::from);
     let mut names = Vec::new();
     if a.has("files") && a.has("file_list") {
-        return Err(Error::arg(
-            op,
-            "file_list",
-            "File paths can be provided through ``files`` or ``file_list`` but not both.",
-        ));
+        return Err(Error::arg(op, "file_list", "File paths can be provided through ``files`` or ``file_list`` but not both."));
     }
     let base = if a.has("files") {
         names = a.strs("files").to_vec();
         if names.is_empty() {
-            return Err(Error::arg(
-                op,
-                "files",
-                "``files`` specified an empty list.",
-            ));
+            return Err(Error::arg(op, "files", "``files`` specified an empty list."));
         }
         root.clone().unwrap_or_default()
     } else if a.has("file_list") {
         let list = PathBuf::from(a.str("file_list"));
-        let text = storage::read(a.str("file_list"), &opts)
-            .map_err(|e| Error::io(op, list.display(), format!("Cannot open: {e}")))?;
+        let text = storage::read(a.str("file_list"), &opts).map_err(|e| Error::io(op, list.display(), format!("Cannot open: {e}")))?;
         let text = String::from_utf8_lossy(&text);
-        names = text
-            .split('\n')
-            .map(|l| l.strip_suffix('\r').unwrap_or(l))
-            .filter(|l| !l.is_empty())
-            .map(String::from)
-            .collect();
-        root.clone()
-            .unwrap_or_else(|| list.parent().map(Path::to_path_buf).unwrap_or_default())
+        names = text.split('\n').map(|l| l.strip_suffix('\r').unwrap_or(l)).filter(|l| !l.is_empty()).map(String::from).collect();
+        root.clone().unwrap_or_else(|| list.parent().map(Path::to_path_buf).unwrap_or_default())
     } else {
         let Some(root) = root.clone() else {
-            return Err(Error::arg(
-                op,
-                "file_root",
-                "``file_root`` argument is required when not using ``files`` or ``file_list``.",
-            ));
+            return Err(Error::arg(op, "file_root", "``file_root`` argument is required when not using ``files`` or ``file_list``."));
         };
         discover(op, &opts, &root, a.str("file_filter"), &mut names)?;
         root
@@ -147,44 +118,22 @@ fn list_files(ctx: &OpContext, opts: &storage::Options) -> Result<Listing> {
     if names.is_empty() {
         return Err(Error::io(op, base.display(), "No files found."));
     }
-    let paths = names
-        .iter()
-        .map(|n| base.join(n.strip_prefix("./").unwrap_or(n)))
-        .collect();
-    Ok(Listing {
-        names: names.into_iter().map(Arc::from).collect(),
-        paths,
-    })
+    let paths = names.iter().map(|n| base.join(n.strip_prefix("./").unwrap_or(n))).collect();
+    Ok(Listing { names: names.into_iter().map(Arc::from).collect(), paths })
 }
 
 /// The files of `root` and of its direct sub-folders whose names match `filter`, in byte
 /// order (folders too), named `./name` and `sub/name`.
-fn discover(
-    op: &str,
-    opts: &storage::Options,
-    root: &Path,
-    filter: &str,
-    names: &mut Vec<String>,
-) -> Result<()> {
+fn discover(op: &str, opts: &storage::Options, root: &Path, filter: &str, names: &mut Vec<String>) -> Result<()> {
     let entries = |dir: &Path| -> Result<Vec<(String, bool)>> {
         let dir_str = dir.to_string_lossy();
-        let l = storage::list(&dir_str, opts)
-            .map_err(|e| Error::io(op, &dir_str, format!("Failed to open {dir_str}: {e}")))?;
-        let mut v: Vec<(String, bool)> = l
-            .dirs
-            .into_iter()
-            .map(|d| (d, true))
-            .chain(l.files.into_iter().map(|(f, _)| (f, false)))
-            .collect();
+        let l = storage::list(&dir_str, opts).map_err(|e| Error::io(op, &dir_str, format!("Failed to open {dir_str}: {e}")))?;
+        let mut v: Vec<(String, bool)> = l.dirs.into_iter().map(|d| (d, true)).chain(l.files.into_iter().map(|(f, _)| (f, false))).collect();
         v.sort();
         Ok(v)
     };
     let top = entries(root)?;
-    names.extend(
-        top.iter()
-            .filter(|(n, d)| !d && glob_match(filter, n, true))
-            .map(|(n, _)| format!("./{n}")),
-    );
+    names.extend(top.iter().filter(|(n, d)| !d && glob_match(filter, n, true)).map(|(n, _)| format!("./{n}")));
     for (dir, _) in top.iter().filter(|(_, d)| *d) {
         for (n, is_dir) in entries(&root.join(dir))? {
             if !is_dir && glob_match(filter, &n, true) {
@@ -213,12 +162,7 @@ struct NpySource {
 
 impl NpySource {
     fn loc(&self, batch_no: u64, i: usize, k: usize) -> Location {
-        Location {
-            operator: self.op.clone(),
-            sample: Some(i),
-            iteration: Some(batch_no),
-            source: Some(self.files.paths[k].display().to_string()),
-        }
+        Location { operator: self.op.clone(), sample: Some(i), iteration: Some(batch_no), source: Some(self.files.paths[k].display().to_string()) }
     }
 
     /// Parses the header of file `k` (`f`: the file, or the object fetched); checks the file
@@ -228,22 +172,16 @@ impl NpySource {
         let len = f.len();
         let mut pre = [0u8; header::PREAMBLE];
         let got = f.read_at_most(&mut pre, 0)?;
-        let (start, hlen) = header::header_extent(&pre[..got])
-            .map_err(|m| format!("{m} File: {}", self.files.names[k]))?;
+        let (start, hlen) = header::header_extent(&pre[..got]).map_err(|m| format!("{m} File: {}", self.files.names[k]))?;
         if (start + hlen) as u64 > len {
             return Err(format!("Error extracting header length: the header needs {} bytes, the file has {len}. File: {}", start + hlen, self.files.names[k]));
         }
         let mut text = vec![0u8; hlen];
         f.read_exact_at(&mut text, start as u64, "the header")?;
-        let h = header::parse(&text, start)
-            .map_err(|m| format!("{m} File: {}", self.files.names[k]))?;
+        let h = header::parse(&text, start).map_err(|m| format!("{m} File: {}", self.files.names[k]))?;
         let have = len.saturating_sub(h.data_offset as u64);
         if have < h.data_len as u64 {
-            return Err(format!(
-                "Failed to read file: {}, read: {have} while it should be {}",
-                path.display(),
-                h.data_len
-            ));
+            return Err(format!("Failed to read file: {}, read: {have} while it should be {}", path.display(), h.data_len));
         }
         Ok((f, h))
     }
@@ -259,10 +197,7 @@ impl BatchSource for NpySource {
 
     fn read_ahead(&mut self, idx: &[usize]) {
         if self.remote {
-            super::file::read_ahead_files(
-                idx.iter().map(|&k| self.files.paths[k].as_path()),
-                &self.opts,
-            );
+            super::file::read_ahead_files(idx.iter().map(|&k| self.files.paths[k].as_path()), &self.opts);
         }
     }
 
@@ -270,15 +205,9 @@ impl BatchSource for NpySource {
         // Objects in storage are fetched whole, all of the batch's at once; files are opened.
         let mut fetched: Vec<Option<Source>> = (0..idx.len()).map(|_| None).collect();
         if self.remote {
-            let uris: Vec<String> = idx
-                .iter()
-                .map(|&k| self.files.paths[k].to_string_lossy().into_owned())
-                .collect();
+            let uris: Vec<String> = idx.iter().map(|&k| self.files.paths[k].to_string_lossy().into_owned()).collect();
             let refs: Vec<&str> = uris.iter().map(String::as_str).collect();
-            storage::fetch(&refs, &self.opts, |i, b| {
-                fetched[i] = Some(Source::Fetched(b))
-            })
-            .map_err(|(i, m)| Error::data(self.loc(batch_no, i, idx[i]), m))?;
+            storage::fetch(&refs, &self.opts, |i, b| fetched[i] = Some(Source::Fetched(b))).map_err(|(i, m)| Error::data(self.loc(batch_no, i, idx[i]), m))?;
         }
         let mut opened = Vec::with_capacity(idx.len());
         for (i, &k) in idx.iter().enumerate() {
@@ -286,23 +215,13 @@ impl BatchSource for NpySource {
                 Some(b) => b,
                 None => {
                     let path = &self.files.paths[k];
-                    Source::open(&path.to_string_lossy(), &self.opts).map_err(|e| {
-                        Error::data(
-                            self.loc(batch_no, i, k),
-                            format!("Could not open file {}: {e}", path.display()),
-                        )
-                    })?
+                    Source::open(&path.to_string_lossy(), &self.opts).map_err(|e| Error::data(self.loc(batch_no, i, k), format!("Could not open file {}: {e}", path.display())))?
                 }
             };
-            let (f, h) = self
-                .open(k, blob)
-                .map_err(|m| Error::data(self.loc(batch_no, i, k), m))?;
+            let (f, h) = self.open(k, blob).map_err(|m| Error::data(self.loc(batch_no, i, k), m))?;
             if let Some((_, first)) = opened.first() {
                 let first: &header::Header = first;
-                let (p0, pi) = (
-                    self.files.paths[idx[0]].display(),
-                    self.files.paths[k].display(),
-                );
+                let (p0, pi) = (self.files.paths[idx[0]].display(), self.files.paths[k].display());
                 if h.dtype != first.dtype {
                     return Err(Error::data(self.loc(batch_no, i, k), format!(
                         "Inconsistent data: All samples in the batch must have the same data type. Got \"{p0}\" with data type {} and \"{pi}\" with data type {}",
@@ -316,51 +235,27 @@ impl BatchSource for NpySource {
             }
             opened.push((f, h));
         }
-        let (dtype, ndim) = opened
-            .first()
-            .map_or((DType::U8, 0), |(_, h)| (h.dtype, h.shape.len()));
+        let (dtype, ndim) = opened.first().map_or((DType::U8, 0), |(_, h)| (h.dtype, h.shape.len()));
         // Stored extents: a Fortran-order array is its reversed shape in C order.
-        let stored: Vec<Vec<usize>> = opened
-            .iter()
-            .map(|(_, h)| {
-                if h.fortran_order {
-                    h.shape.iter().rev().copied().collect()
-                } else {
-                    h.shape.clone()
-                }
-            })
-            .collect();
-        let mut data = TensorList::for_overwrite(BatchMeta::new(
-            dtype,
-            ndim,
-            stored.iter().map(Vec::as_slice),
-        ));
+        let stored: Vec<Vec<usize>> =
+            opened.iter().map(|(_, h)| if h.fortran_order { h.shape.iter().rev().copied().collect() } else { h.shape.clone() }).collect();
+        let mut data = TensorList::for_overwrite(BatchMeta::new(dtype, ndim, stored.iter().map(Vec::as_slice)));
         let total = data.total_bytes();
         {
-            let mut slots: Vec<(usize, &mut [u8])> =
-                data.samples_mut().into_iter().enumerate().collect();
-            read_in_parallel(
-                &mut slots,
-                self.read_threads,
-                total,
-                |s| s.1.len(),
-                |(i, dst)| {
-                    if stop.load(Ordering::Relaxed) {
-                        return Err(Error::Unsupported(format!("{}: stopped", self.op)));
-                    }
-                    let (f, h) = &opened[*i];
-                    f.read_exact_at(dst, h.data_offset as u64, "the array")
-                        .map_err(|m| Error::data(self.loc(batch_no, *i, idx[*i]), m))
-                },
-            )?;
+            let mut slots: Vec<(usize, &mut [u8])> = data.samples_mut().into_iter().enumerate().collect();
+            read_in_parallel(&mut slots, self.read_threads, total, |s| s.1.len(), |(i, dst)| {
+                if stop.load(Ordering::Relaxed) {
+                    return Err(Error::Unsupported(format!("{}: stopped", self.op)));
+                }
+                let (f, h) = &opened[*i];
+                f.read_exact_at(dst, h.data_offset as u64, "the array").map_err(|m| Error::data(self.loc(batch_no, *i, idx[*i]), m))
+            })?;
         }
         data.set_source_info(idx.iter().map(|&k| self.files.names[k].clone()).collect());
-        Ok(StoredBatch {
-            data,
-            fortran: opened.iter().map(|(_, h)| h.fortran_order).collect(),
-        })
+        Ok(StoredBatch { data, fortran: opened.iter().map(|(_, h)| h.fortran_order).collect() })
     }
 }
+
 
 /// The operator: the loader thread's batches, cut to the ROI and put in C order.
 struct NumpyReader {
@@ -376,29 +271,14 @@ impl NumpyReader {
         let op = ctx.display_name.as_str();
         let a = &ctx.args;
         let policy = OobPolicy::parse(op, a.str("out_of_bounds_policy")).map_err(|_| {
-            Error::arg(
-                op,
-                "out_of_bounds_policy",
-                format!(
-                    "Not supported out_of_bounds_policy: {}",
-                    a.str("out_of_bounds_policy")
-                ),
-            )
+            Error::arg(op, "out_of_bounds_policy", format!("Not supported out_of_bounds_policy: {}", a.str("out_of_bounds_policy")))
         })?;
         if a.bool("use_o_direct") && !a.bool("dont_use_mmap") {
-            return Err(Error::arg(
-                op,
-                "use_o_direct",
-                "use_o_direct requires dont_use_mmap=True",
-            ));
+            return Err(Error::arg(op, "use_o_direct", "use_o_direct requires dont_use_mmap=True"));
         }
         let given = |name: &str| a.has(name) || ctx.arg_input_names.iter().any(|n| n == name);
         if given("roi_start") && given("rel_roi_start") {
-            return Err(Error::arg(
-                op,
-                "rel_roi_start",
-                "\"roi_start\" and \"rel_roi_start\" arguments are mutually exclusive",
-            ));
+            return Err(Error::arg(op, "rel_roi_start", "\"roi_start\" and \"rel_roi_start\" arguments are mutually exclusive"));
         }
         if ROI_ARGS[2..].iter().filter(|n| given(n)).count() > 1 {
             return Err(Error::arg(op, "roi_end", "\"roi_end\", \"rel_roi_end\", \"roi_shape\", and \"rel_roi_shape\" arguments are mutually exclusive"));
@@ -407,34 +287,13 @@ impl NumpyReader {
         let opts = super::file::storage_options(ctx)?;
         let files = list_files(ctx, &opts)?;
         let n = files.names.len();
-        let remote = files
-            .paths
-            .iter()
-            .any(|p| storage::is_object_uri(&p.to_string_lossy()));
-        let source = NpySource {
-            op: op.to_string(),
-            files,
-            remote,
-            opts,
-            read_threads: ctx.num_threads,
-        };
-        Ok(NumpyReader {
-            ctx: ctx.clone(),
-            core: ReaderCore::start(ctx, n, source)?,
-            policy,
-            has_roi,
-        })
+        let remote = files.paths.iter().any(|p| storage::is_object_uri(&p.to_string_lossy()));
+        let source = NpySource { op: op.to_string(), files, remote, opts, read_threads: ctx.num_threads };
+        Ok(NumpyReader { ctx: ctx.clone(), core: ReaderCore::start(ctx, n, source)?, policy, has_roi })
     }
 
     /// The window of sample `i` (C-order `shape`), one span per dimension.
-    fn window(
-        &self,
-        ws: &Workspace<'_>,
-        i: usize,
-        shape: &[usize],
-        source: &str,
-        spans: &mut Vec<Span>,
-    ) -> Result<()> {
+    fn window(&self, ws: &Workspace<'_>, i: usize, shape: &[usize], source: &str, spans: &mut Vec<Span>) -> Result<()> {
         let op = self.ctx.display_name.as_str();
         let nd = shape.len();
         spans.clear();
@@ -451,16 +310,10 @@ impl NumpyReader {
             for &a in given_axes {
                 let r = if a < 0 { a + nd as i64 } else { a };
                 if r < 0 || r >= nd as i64 {
-                    return Err(err(format!(
-                        "Axis {a} out of range. Expected range is [{}, {}] for a {nd}D input",
-                        -(nd as i64),
-                        nd as i64 - 1
-                    )));
+                    return Err(err(format!("Axis {a} out of range. Expected range is [{}, {}] for a {nd}D input", -(nd as i64), nd as i64 - 1)));
                 }
                 if axes.contains(&(r as usize)) {
-                    return Err(err(format!(
-                        "Axis index {r} occurs more than once in ``axes``"
-                    )));
+                    return Err(err(format!("Axis index {r} occurs more than once in ``axes``")));
                 }
                 axes.push(r as usize);
             }
@@ -475,17 +328,9 @@ impl NumpyReader {
                     continue;
                 }
                 if v.len() != 1 && v.len() != axes.len() {
-                    return Err(err(format!(
-                        "Argument \"{name}\" expected shape {} but got {} values",
-                        axes.len(),
-                        v.len()
-                    )));
+                    return Err(err(format!("Argument \"{name}\" expected shape {} but got {} values", axes.len(), v.len())));
                 }
-                vals[k] = Some(if v.len() == 1 {
-                    vec![v[0]; axes.len()]
-                } else {
-                    v.to_vec()
-                });
+                vals[k] = Some(if v.len() == 1 { vec![v[0]; axes.len()] } else { v.to_vec() });
             }
         }
         let [start, rel_start, end, rel_end, roi_shape, rel_shape] = &vals;
@@ -494,11 +339,7 @@ impl NumpyReader {
             let ext = shape[ax];
             // DALI multiplies a relative value by the extent in float32.
             let rel = |v: &Option<Vec<f64>>| v.as_ref().map(|v| (v[j] as f32 * ext as f32) as f64);
-            let anchor = start
-                .as_ref()
-                .map(|v| v[j])
-                .or(rel(rel_start))
-                .unwrap_or(0.0);
+            let anchor = start.as_ref().map(|v| v[j]).or(rel(rel_start)).unwrap_or(0.0);
             let end = if let Some(e) = end {
                 e[j]
             } else if let Some(e) = rel(rel_end) {
@@ -516,15 +357,10 @@ impl NumpyReader {
                 ext as f64
             };
             if end < anchor {
-                return Err(err(
-                    "end coordinates can't be before start coordinates".into()
-                ));
+                return Err(err("end coordinates can't be before start coordinates".into()));
             }
             let a = anchor.round() as i64;
-            spans[ax] = Span {
-                anchor: a,
-                len: (end.round() as i64 - a) as usize,
-            };
+            spans[ax] = Span { anchor: a, len: (end.round() as i64 - a) as usize };
             anchors.push(a);
             shapes.push(spans[ax].len);
         }
@@ -542,10 +378,7 @@ impl NumpyReader {
                 for (s, &e) in spans.iter_mut().zip(shape) {
                     let lo = s.anchor.clamp(0, e as i64);
                     let hi = (s.anchor + s.len as i64).clamp(0, e as i64);
-                    *s = Span {
-                        anchor: lo,
-                        len: (hi - lo) as usize,
-                    };
+                    *s = Span { anchor: lo, len: (hi - lo) as usize };
                 }
             }
             _ => {}
@@ -562,12 +395,7 @@ impl Operator for NumpyReader {
         }
         let (n, nd, dtype) = (data.len(), data.ndim(), data.dtype());
         if fortran.contains(&true) && nd > MAX_NDIM {
-            return Err(Error::data(
-                self.ctx.at(ws.iteration, 0, data.source_info(0)),
-                format!(
-                    "Fortran-order arrays of more than {MAX_NDIM} dimensions are not supported"
-                ),
-            ));
+            return Err(Error::data(self.ctx.at(ws.iteration, 0, data.source_info(0)), format!("Fortran-order arrays of more than {MAX_NDIM} dimensions are not supported")));
         }
         // Each sample's C-order shape and window.
         let mut c_shapes = Vec::with_capacity(n * nd);
@@ -575,11 +403,7 @@ impl Operator for NumpyReader {
         let mut spans = Vec::with_capacity(nd);
         for i in 0..n {
             let s = data.shape(i);
-            let c: Vec<usize> = if fortran[i] {
-                s.iter().rev().copied().collect()
-            } else {
-                s.to_vec()
-            };
+            let c: Vec<usize> = if fortran[i] { s.iter().rev().copied().collect() } else { s.to_vec() };
             if self.has_roi {
                 self.window(ws, i, &c, data.source_info(i), &mut spans)?;
             } else {
@@ -600,10 +424,7 @@ impl Operator for NumpyReader {
         for_each_sample(ws.pool, &mut out, |i, dst| {
             let shape = &c_shapes[i * nd..(i + 1) * nd];
             let spans = &windows[i * nd..(i + 1) * nd];
-            let whole = spans
-                .iter()
-                .zip(shape)
-                .all(|(s, &e)| s.anchor == 0 && s.len == e);
+            let whole = spans.iter().zip(shape).all(|(s, &e)| s.anchor == 0 && s.len == e);
             let src = data.bytes(i);
             match (fortran[i], whole) {
                 (false, true) => dst.copy_from_slice(src),
@@ -641,27 +462,13 @@ mod tests {
     fn discovery_lists_the_root_then_one_level_of_folders_in_byte_order() {
         let dir = std::env::temp_dir().join(format!("sluice-npy-discover-{}", std::process::id()));
         let _ = std::fs::remove_dir_all(&dir);
-        for p in [
-            "b.npy",
-            "A.npy",
-            "x.txt",
-            "sub/c.npy",
-            "sub/deeper/d.npy",
-            "Sub2/e.npy",
-        ] {
+        for p in ["b.npy", "A.npy", "x.txt", "sub/c.npy", "sub/deeper/d.npy", "Sub2/e.npy"] {
             let path = dir.join(p);
             std::fs::create_dir_all(path.parent().unwrap()).unwrap();
             std::fs::write(path, b"").unwrap();
         }
         let mut names = Vec::new();
-        discover(
-            "readers.numpy",
-            &storage::Options::default(),
-            &dir,
-            "*.npy",
-            &mut names,
-        )
-        .unwrap();
+        discover("readers.numpy", &storage::Options::default(), &dir, "*.npy", &mut names).unwrap();
         assert_eq!(names, ["./A.npy", "./b.npy", "Sub2/e.npy", "sub/c.npy"]);
         std::fs::remove_dir_all(&dir).unwrap();
     }
