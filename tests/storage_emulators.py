@@ -174,8 +174,8 @@ def self_signed_cert(folder):
 
 
 def _logged(app):
-    """WSGI middleware: records (method, path, Depth, Range, status) of every request; answers
-    /__log__/get and /__log__/clear itself."""
+    """WSGI middleware: records (method, path, Depth, Range, status) of every request (status
+    None until it is answered); answers /__log__/get and /__log__/clear itself."""
     log, lock = [], threading.Lock()
 
     def wrapper(environ, start_response):

@@ -250,7 +250,9 @@ def test_http_requests(sluice, http, dav, served):
     log = dav.log()
     assert ("PROPFIND", "/tiny", "1") in {e[:3] for e in log}, log
     assert any(m == "GET" and p.startswith("/tiny/dir_0/f0") and s == 200 for m, p, _, _, s in log), log
-    assert all(s in (200, 207) for *_, s in log), log
+    # None: not answered yet, or the client went away (read-ahead requests cancelled as the
+    # pipeline is dropped); never an error status.
+    assert all(s in (200, 207, None) for *_, s in log), log
 
     dav.clear()
     root, paths, idxs = http.sets["tfrecord"]
