@@ -53,12 +53,14 @@ FUZZ_SECONDS ?= 20
 fuzz-deps:
 	@command -v cargo-fuzz >/dev/null || cargo install cargo-fuzz --locked -q
 
-# Every fuzz target for FUZZ_SECONDS from its seed corpus (fuzz/corpus/<target>; what it finds
-# goes to a scratch folder, a crash to fuzz/artifacts/<target>/ and fails the run).
+# Every fuzz target for FUZZ_SECONDS from its seed corpus (fuzz/corpus/<target>) and the
+# regressions it found before (tests/bad/<target>, replayed first); what it finds goes to a
+# scratch folder, a crash to fuzz/artifacts/<target>/ and fails the run.
 fuzz-smoke: deps fuzz-deps
 	set -o pipefail; cd fuzz && for t in $$(cargo fuzz list); do \
 	  scratch=$$(mktemp -d); \
-	  cargo fuzz run -O -a -s none $$t $$scratch corpus/$$t -- -max_total_time=$(FUZZ_SECONDS) \
+	  bad=$$(test -d ../tests/bad/$$t && echo ../tests/bad/$$t); \
+	  cargo fuzz run -O -a -s none $$t $$scratch corpus/$$t $$bad -- -max_total_time=$(FUZZ_SECONDS) \
 	    -rss_limit_mb=4096 -timeout=10 2>&1 | tail -40 || exit 1; \
 	  rm -rf $$scratch; done
 

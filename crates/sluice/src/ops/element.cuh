@@ -57,3 +57,13 @@ template <typename T, typename F> __device__ __forceinline__ T convert_sat(F v) 
     if (r >= (F)SatRange<T>::hi) return (T)SatRange<T>::hi;
     return (T)r;
 }
+
+// Pixel channels as the image kernels compute them (the cpu's tensor/channel.rs): any
+// supported element type read as a float, and written back with ConvertSat. A FLOAT16
+// channel travels as its bits.
+struct half_bits { unsigned short bits; };
+template <typename T> __device__ __forceinline__ float channel_to_float(T v) { return (float)v; }
+template <> __device__ __forceinline__ float channel_to_float<half_bits>(half_bits v) { return (float)f16_to_f64(v.bits); }
+template <typename T> __device__ __forceinline__ T channel_from_float(float v) { return convert_sat<T>(v); }
+template <> __device__ __forceinline__ float channel_from_float<float>(float v) { return v; }
+template <> __device__ __forceinline__ half_bits channel_from_float<half_bits>(float v) { half_bits h; h.bits = f64_to_f16((double)v); return h; }

@@ -5,6 +5,7 @@
 pub mod args;
 pub mod arithmetic;
 pub mod cast;
+pub mod color;
 pub mod conditional;
 pub mod constant;
 pub mod crop;
@@ -343,6 +344,13 @@ static REGISTRY: &[&OpDef] = &[
     &join::CAT,
     &join::STACK,
     &transfer::COPY,
+    &color::BRIGHTNESS,
+    &color::CONTRAST,
+    &color::BRIGHTNESS_CONTRAST,
+    &color::HSV,
+    &color::HUE,
+    &color::SATURATION,
+    &color::COLOR_TWIST,
 ];
 
 /// Runs `f(sample_index, sample_bytes)` for every sample of `out` on the worker pool. When

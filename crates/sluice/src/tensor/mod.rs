@@ -1,6 +1,7 @@
 //! Tensors: element types, layouts and batches.
 
 mod buffer;
+pub mod channel;
 mod dtype;
 pub mod element;
 mod gpu;

@@ -35,6 +35,13 @@ impl<'a> Fields<'a> {
     }
 
     fn next_field(&mut self) -> Result<(u32, u8, &'a [u8]), String> {
+        self.next_field_in(0)
+    }
+
+    /// The next field, inside `depth` groups: groups nest by recursion, so their depth is
+    /// bounded (protobuf's own limit) rather than the stack.
+    fn next_field_in(&mut self, depth: u32) -> Result<(u32, u8, &'a [u8]), String> {
+        const MAX_GROUP_DEPTH: u32 = 100;
         let (key, n) = varint(self.rest)?;
         self.rest = &self.rest[n..];
         let (num, wire) = ((key >> 3) as u32, (key & 7) as u8);
@@ -68,7 +75,10 @@ impl<'a> Fields<'a> {
                         self.rest = &body[len + n..];
                         return Ok((num, START_GROUP, &body[..len]));
                     }
-                    inner.next_field()?;
+                    if depth == MAX_GROUP_DEPTH {
+                        return Err(format!("corrupted record: groups nested deeper than {MAX_GROUP_DEPTH}"));
+                    }
+                    inner.next_field_in(depth + 1)?;
                 }
             }
             w => return Err(format!("corrupted record: unknown wire type {w}")),
@@ -118,4 +128,21 @@ pub fn floats(b: &[u8], out: &mut Vec<f32>) -> Result<(), String> {
     }
     out.extend(b.chunks_exact(4).map(|c| f32::from_le_bytes(c.try_into().expect("4 bytes"))));
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Groups nest by recursion: a record of 50,000 group starts (fuzzing found it
+    /// overflowing the stack) is an error; a shallow group still parses.
+    #[test]
+    fn deeply_nested_groups_are_an_error_not_a_stack_overflow() {
+        let deep = vec![0x0bu8; 50_000];
+        assert!(Fields::new(&deep).any(|f| f.is_err()));
+        // field 1 group { field 2 varint 5 } end group 1
+        let shallow = [0x0b, 0x10, 0x05, 0x0c];
+        let fields: Vec<_> = Fields::new(&shallow).collect::<Result<_, _>>().unwrap();
+        assert_eq!(fields, vec![(1, START_GROUP, &[0x10, 0x05][..])]);
+    }
 }

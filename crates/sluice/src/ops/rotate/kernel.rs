@@ -17,59 +17,7 @@
 
 use std::any::TypeId;
 
-/// A pixel channel type the rotate kernels read and write (DALI's warp supports u8, i16, i32
-/// and f32).
-pub trait Channel: bytemuck::Pod + Send + Sync + 'static {
-    /// Value as f32 (what DALI's interpolation computes in).
-    fn to_f32(self) -> f32;
-    /// Value as f64 (exact for every supported type).
-    fn to_f64(self) -> f64;
-    /// DALI's `ConvertSat<Self>(float)`: round half away from zero, saturate.
-    fn sat_f32(v: f32) -> Self;
-    /// `ConvertSat<Self>(double)`.
-    fn sat_f64(v: f64) -> Self;
-}
-
-macro_rules! int_channel {
-    ($($t:ty),*) => {$(
-        impl Channel for $t {
-            #[inline(always)]
-            fn to_f32(self) -> f32 { self as f32 }
-            #[inline(always)]
-            fn to_f64(self) -> f64 { self as f64 }
-            #[inline(always)]
-            fn sat_f32(v: f32) -> Self { round_half_away(v) as $t }
-            #[inline(always)]
-            fn sat_f64(v: f64) -> Self { v.round() as $t }
-        }
-    )*};
-}
-int_channel!(u8, i16, i32);
-
-impl Channel for f32 {
-    #[inline(always)]
-    fn to_f32(self) -> f32 { self }
-    #[inline(always)]
-    fn to_f64(self) -> f64 { self as f64 }
-    #[inline(always)]
-    fn sat_f32(v: f32) -> Self { v }
-    #[inline(always)]
-    fn sat_f64(v: f64) -> Self { v as f32 }
-}
-
-/// `v.round()` (half away from zero) without a libm call; saturates like `as` casts do.
-#[inline(always)]
-pub fn round_half_away(v: f32) -> f32 {
-    // Below 2^23 every f32 with a fraction fits an i32 and `v - trunc(v)` is exact.
-    if v.abs() < 8_388_608.0 {
-        let t = v as i32 as f32;
-        let d = v - t;
-        // Branch-free: the fraction is data-dependent and would defeat the branch predictor.
-        t + ((d >= 0.5) as i32 - (d <= -0.5) as i32) as f32
-    } else {
-        v // already an integer (or inf / NaN)
-    }
-}
+pub use crate::tensor::channel::{round_half_away, Channel};
 
 /// `floor(v) as i32` without a libm call (saturating, NaN -> 0, as the cast does).
 #[inline(always)]

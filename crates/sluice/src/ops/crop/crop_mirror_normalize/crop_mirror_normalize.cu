@@ -13,13 +13,8 @@ struct Sample {
 
 struct Consts { float mean[16]; float mul[16]; float fill[16]; };
 
-template <typename O> __device__ __forceinline__ O conv(float v);
-template <> __device__ __forceinline__ float conv<float>(float v) { return v; }
-// FLOAT16 bits, and the integer outputs, by the cpu's rules (element.cuh, prepended).
-struct half_bits { unsigned short b; };
-template <> __device__ __forceinline__ half_bits conv<half_bits>(float v) { return {f64_to_f16((double)v)}; }
-template <> __device__ __forceinline__ unsigned char conv<unsigned char>(float v) { return convert_sat<unsigned char>(v); }
-template <> __device__ __forceinline__ signed char conv<signed char>(float v) { return convert_sat<signed char>(v); }
+// Outputs (FLOAT16 as its bits, integers) by the cpu's rules: element.cuh's
+// channel_from_float, prepended.
 
 template <typename I, typename O>
 __device__ void cmn(const Sample* samples, const Consts* consts, int chw, int per_sample_consts) {
@@ -38,9 +33,9 @@ __device__ void cmn(const Sample* samples, const Consts* consts, int chw, int pe
         for (int c = 0; c < s.oc; ++c) {
             O v;
             if (ok && c < s.c) {
-                v = conv<O>(__fmul_rn(__fsub_rn((float)px[c], k->mean[c]), k->mul[c]));
+                v = channel_from_float<O>(__fmul_rn(__fsub_rn((float)px[c], k->mean[c]), k->mul[c]));
             } else {
-                v = conv<O>(k->fill[c < 16 ? c : 15]);
+                v = channel_from_float<O>(k->fill[c < 16 ? c : 15]);
             }
             const long long o = chw ? ((long long)c * s.oh + y) * s.ow + x : (long long)p * s.oc + c;
             out[o] = v;

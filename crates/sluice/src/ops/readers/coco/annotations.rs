@@ -236,7 +236,7 @@ fn segmentation(raw: Option<&RawValue>, opts: &Options) -> Result<Segmentation, 
         let size = rle.size.filter(|s| s.len() == 2 && s[0] > 0 && s[1] > 0).ok_or_else(|| runtime("Invalid or missing mask sizes"))?;
         let runs = match rle.counts {
             Some(Counts::Runs(r)) if !r.is_empty() => r,
-            Some(Counts::Text(s)) if !s.is_empty() => rle_from_string(s.as_bytes()),
+            Some(Counts::Text(s)) if !s.is_empty() => rle_from_string(s.as_bytes()).map_err(runtime)?,
             _ => return Err(runtime("Missing or invalid ``counts`` attribute.")),
         };
         return Ok(Segmentation::Rle(Rle { h: size[0] as u64, w: size[1] as u64, runs, mask_idx: 0 }));

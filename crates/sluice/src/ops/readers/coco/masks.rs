@@ -138,13 +138,19 @@ pub fn rle_union(masks: &[Vec<u32>]) -> Vec<u32> {
 }
 
 /// `rleFrString`: COCO's compressed RLE string (LEB128-like, 5 bits a character, counts after
-/// the second stored as differences) to runs.
-pub fn rle_from_string(s: &[u8]) -> Vec<u32> {
+/// the second stored as differences) to runs. A count of more than 7 characters (35 bits), or
+/// one that does not come out as a u32, is corrupt: an error, where cocoapi's shifts and sums
+/// would overflow.
+pub fn rle_from_string(s: &[u8]) -> Result<Vec<u32>, String> {
+    const MAX_CHARS: u32 = 7;
     let mut cnts: Vec<u32> = Vec::new();
     let mut p = 0;
     while p < s.len() {
         let (mut x, mut k, mut more) = (0i64, 0u32, true);
         while more && p < s.len() {
+            if k == MAX_CHARS {
+                return Err(format!("corrupt RLE ``counts``: count {} is longer than {MAX_CHARS} characters", cnts.len()));
+            }
             let c = i64::from(s[p]) - 48;
             x |= (c & 0x1f) << (5 * k);
             more = c & 0x20 != 0;
@@ -157,9 +163,10 @@ pub fn rle_from_string(s: &[u8]) -> Vec<u32> {
         if cnts.len() > 2 {
             x += i64::from(cnts[cnts.len() - 2]);
         }
-        cnts.push(x as u32);
+        let run = u32::try_from(x).map_err(|_| format!("corrupt RLE ``counts``: count {} is {x}", cnts.len()))?;
+        cnts.push(run);
     }
-    cnts
+    Ok(cnts)
 }
 
 /// One label's mask for the merge: runs alternating off/on, starting off.
@@ -276,7 +283,11 @@ mod tests {
         let u = rle_union(&[a.clone(), b.clone()]);
         assert_eq!(u, vec![2, 5, 18]);
         // cocoapi's string form of [2, 5, 18] round-trips.
-        assert_eq!(rle_from_string(b"25b0"), vec![2, 5, 18]);
+        assert_eq!(rle_from_string(b"25b0"), Ok(vec![2, 5, 18]));
+        // Counts past 7 characters or outside u32 (fuzzing found these overflowing).
+        for bad in [&b"PPPPPPPPPPPPPP"[..], b"PPPPPPPPPPPP@", b"111oooooooooooo7", b"@"] {
+            assert!(rle_from_string(bad).is_err(), "{bad:?}");
+        }
         let mut out = vec![0i32; 25];
         draw_labels(&[LabelMask { label: 1, runs: &a }, LabelMask { label: 7, runs: &b }], 5, 5, &mut out);
         let column_major: Vec<i32> = (0..25).map(|p| out[(p % 5) * 5 + p / 5]).collect();

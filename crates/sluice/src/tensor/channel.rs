@@ -1,0 +1,174 @@
+//! Pixel channels as the image operators compute them: every supported element type read as
+//! an `f32` (what DALI's image kernels compute in) and written back with DALI's `ConvertSat`
+//! (round half away from zero, saturate, NaN to 0), plus the one dispatch from a pair of
+//! runtime `DType`s to a kernel monomorphised for them. The element rules are
+//! `tensor::element`'s; this is their typed, per-pixel form.
+
+use super::element::{f16_to_f64, f64_to_f16};
+use super::DType;
+
+/// A pixel channel type the image kernels read and write.
+pub trait Channel: bytemuck::Pod + Send + Sync + 'static {
+    /// The element type's tag.
+    const DTYPE: DType;
+    /// Value as f32 (what DALI's image kernels compute in).
+    fn to_f32(self) -> f32;
+    /// Value as f64 (exact for every supported type).
+    fn to_f64(self) -> f64;
+    /// DALI's `ConvertSat<Self>(float)`: round half away from zero, saturate.
+    fn sat_f32(v: f32) -> Self;
+    /// `ConvertSat<Self>(double)`.
+    fn sat_f64(v: f64) -> Self;
+}
+
+macro_rules! int_channel {
+    ($($t:ty => $d:ident),*) => {$(
+        impl Channel for $t {
+            const DTYPE: DType = DType::$d;
+            #[inline(always)]
+            fn to_f32(self) -> f32 { self as f32 }
+            #[inline(always)]
+            fn to_f64(self) -> f64 { self as f64 }
+            #[inline(always)]
+            fn sat_f32(v: f32) -> Self { round_half_away(v) as $t }
+            #[inline(always)]
+            fn sat_f64(v: f64) -> Self { v.round() as $t }
+        }
+    )*};
+}
+int_channel!(u8 => U8, i16 => I16, i32 => I32);
+
+impl Channel for f32 {
+    const DTYPE: DType = DType::F32;
+    #[inline(always)]
+    fn to_f32(self) -> f32 { self }
+    #[inline(always)]
+    fn to_f64(self) -> f64 { self as f64 }
+    #[inline(always)]
+    fn sat_f32(v: f32) -> Self { v }
+    #[inline(always)]
+    fn sat_f64(v: f64) -> Self { v as f32 }
+}
+
+/// An IEEE half, as its bits. Conversions are `tensor::element`'s: exact widening, and
+/// narrowing to nearest with ties away from zero (DALI 2.4's cpu operators).
+#[repr(transparent)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, bytemuck::Pod, bytemuck::Zeroable)]
+pub struct F16(pub u16);
+
+impl Channel for F16 {
+    const DTYPE: DType = DType::F16;
+    #[inline(always)]
+    fn to_f32(self) -> f32 { f16_to_f64(self.0) as f32 }
+    #[inline(always)]
+    fn to_f64(self) -> f64 { f16_to_f64(self.0) }
+    #[inline(always)]
+    fn sat_f32(v: f32) -> Self { F16(f64_to_f16(v as f64)) }
+    #[inline(always)]
+    fn sat_f64(v: f64) -> Self { F16(f64_to_f16(v)) }
+}
+
+/// `v.round()` (half away from zero) without a libm call; saturates like `as` casts do.
+#[inline(always)]
+pub fn round_half_away(v: f32) -> f32 {
+    // Below 2^23 every f32 with a fraction fits an i32 and `v - trunc(v)` is exact.
+    if v.abs() < 8_388_608.0 {
+        let t = v as i32 as f32;
+        let d = v - t;
+        // Branch-free: the fraction is data-dependent and would defeat the branch predictor.
+        t + ((d >= 0.5) as i32 - (d <= -0.5) as i32) as f32
+    } else {
+        v // already an integer (or inf / NaN)
+    }
+}
+
+/// A kernel generic over its input and output channel types; [`dispatch_pair`] picks them
+/// from runtime `DType`s. (Closures cannot be generic, hence the trait.)
+pub trait PairKernel {
+    type Output;
+    fn run<I: Channel, O: Channel>(self) -> Self::Output;
+}
+
+/// Runs `kernel` monomorphised for `(input, output)`, each one of UINT8, INT16, INT32, FLOAT
+/// and FLOAT16; `None` for other types (the operator checks its own subset first).
+pub fn dispatch_pair<K: PairKernel>(input: DType, output: DType, kernel: K) -> Option<K::Output> {
+    macro_rules! out {
+        ($i:ty) => {
+            match output {
+                DType::U8 => Some(kernel.run::<$i, u8>()),
+                DType::I16 => Some(kernel.run::<$i, i16>()),
+                DType::I32 => Some(kernel.run::<$i, i32>()),
+                DType::F32 => Some(kernel.run::<$i, f32>()),
+                DType::F16 => Some(kernel.run::<$i, F16>()),
+                _ => None,
+            }
+        };
+    }
+    match input {
+        DType::U8 => out!(u8),
+        DType::I16 => out!(i16),
+        DType::I32 => out!(i32),
+        DType::F32 => out!(f32),
+        DType::F16 => out!(F16),
+        _ => None,
+    }
+}
+
+/// The short name kernels use for a channel type (`u8`, `i16`, `i32`, `f32`, `f16`): a GPU
+/// kernel for a type pair is named `<op>_<in>_<out>`.
+pub fn short_name(d: DType) -> Option<&'static str> {
+    Some(match d {
+        DType::U8 => "u8",
+        DType::I16 => "i16",
+        DType::I32 => "i32",
+        DType::F32 => "f32",
+        DType::F16 => "f16",
+        _ => return None,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::tensor::element::store_f64;
+
+    /// The typed conversions are `tensor::element`'s `store` of the same value.
+    #[test]
+    fn saturating_stores_agree_with_the_element_rules() {
+        let values = [0.0f32, 0.5, 1.5, -0.5, -1.5, 2.5, 254.5, 255.49, 255.5, 300.0, -300.0, 32767.5, -32768.5, 1e10, -1e10, f32::NAN, 65504.0, 65520.0, 1e-8, 0.1];
+        fn check<C: Channel>(v: f32) {
+            let mut bytes = vec![0u8; C::DTYPE.size()];
+            store_f64(C::DTYPE, &mut bytes, 0, v as f64);
+            let typed = C::sat_f32(v);
+            assert_eq!(bytemuck::bytes_of(&typed), &bytes[..], "{} <- {v}", C::DTYPE);
+        }
+        for v in values {
+            check::<u8>(v);
+            check::<i16>(v);
+            check::<F16>(v);
+            // NaN: image kernels give 0 where `fn.cast` gives x86's INT32 minimum.
+            if !v.is_nan() {
+                check::<i32>(v);
+            }
+        }
+        assert_eq!(i32::sat_f32(f32::NAN), 0);
+    }
+
+    #[test]
+    fn every_supported_pair_dispatches() {
+        struct Names;
+        impl PairKernel for Names {
+            type Output = (DType, DType);
+            fn run<I: Channel, O: Channel>(self) -> (DType, DType) {
+                (I::DTYPE, O::DTYPE)
+            }
+        }
+        let types = [DType::U8, DType::I16, DType::I32, DType::F32, DType::F16];
+        for i in types {
+            for o in types {
+                assert_eq!(dispatch_pair(i, o, Names), Some((i, o)));
+            }
+        }
+        assert_eq!(dispatch_pair(DType::U16, DType::U8, Names), None);
+    }
+}
