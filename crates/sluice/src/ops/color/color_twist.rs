@@ -11,8 +11,8 @@
 //! with `half_range` 0.5 for floating-point inputs and 128 for integer ones (DALI's, INT16
 //! and INT32 included). Everything is f32 and in DALI's order: the products left to right,
 //! each element a dot product summed left to right, YIQ->RGB by Gauss-Jordan elimination
-//! with fused multiply-adds (DALI's `inverse`), the hue angle in f64 before its cosine and
-//! sine are rounded to f32. So the matrices, and the pixels, are DALI's bit for bit.
+//! with fused multiply-adds (DALI's `inverse`), the hue angle rounded to f32 before its
+//! cosine and sine. So the matrices, and the pixels, are DALI's bit for bit.
 
 use super::{float_arg, Color, Kind, Transform};
 use crate::error::{Error, Result};
@@ -121,10 +121,11 @@ fn diag(v: f32) -> Mat3 {
     [[v, 0.0, 0.0], [0.0, v, 0.0], [0.0, 0.0, v]]
 }
 
-/// Rotation about the Y axis of YIQ by `hue` degrees (the angle in f64, as DALI's `M_PI`).
+/// Rotation about the Y axis of YIQ by `hue` degrees: DALI's `const float h_rad = hue *
+/// M_PI / 180`, worked out in f64 and stored as f32, then `cos`/`sin` of that f32 in f32.
 fn hue_matrix(hue: f32) -> Mat3 {
-    let rad = hue as f64 * std::f64::consts::PI / 180.0;
-    let (c, s) = (rad.cos() as f32, rad.sin() as f32);
+    let rad = (hue as f64 * std::f64::consts::PI / 180.0) as f32;
+    let (c, s) = (rad.cos(), rad.sin());
     [[1.0, 0.0, 0.0], [0.0, c, s], [0.0, -s, c]]
 }
 
