@@ -388,3 +388,147 @@ def test_dali_color_twist_default_dtype_gpu(dtype):
     pipe.build()
     (out,) = pipe.run()
     assert out.dtype == dtype
+
+
+# ---------------------------------------------------------------- color_space_conversion
+SPACES = {"RGB": types.RGB, "BGR": types.BGR, "GRAY": types.GRAY, "YCbCr": types.YCbCr}
+CONVERSIONS = [(a, b) for a in SPACES for b in SPACES if a != b]
+
+
+def _space_images(space, shape, n, seed):
+    c = 1 if space == "GRAY" else 3
+    return [np.ascontiguousarray(x) for x in _images(np.uint8, shape[:-1] + (c,), n, seed)]
+
+
+def _convert(lib, images, layout, src, dst, device="cpu"):
+    return _run(lib, lambda fn, x, a: fn.color_space_conversion(x, image_type=SPACES[src], output_type=SPACES[dst]), images, layout, device=device)
+
+
+@needs_dali
+@pytest.mark.parametrize("src,dst", CONVERSIONS)
+@pytest.mark.parametrize("layout,shape", [("HWC", (31, 45, 3)), ("FHWC", (2, 8, 9, 3)), ("FDHWC", (2, 3, 4, 5, 3))])
+def test_color_space_conversion_equals_dali(src, dst, layout, shape):
+    images = _space_images(src, shape, 4, seed=21)
+    # every 8-bit value in every channel: the whole formula tables
+    images[0] = np.ascontiguousarray(np.broadcast_to(np.arange(256, dtype=np.uint8).reshape(16, 16, 1), (16, 16, images[0].shape[-1]))) if layout == "HWC" else images[0]
+    ours, t1, l1 = _convert(sluice, images, layout, src, dst)
+    ref, t2, l2 = _convert(dali, images, layout, src, dst)
+    assert l1 == l2 == layout and int(t1) == int(t2)
+    _assert_same(ours, ref)
+
+
+def test_color_space_conversion_to_the_same_space_copies():
+    images = _space_images("RGB", (5, 6, 3), 2, seed=22)
+    out, _, _ = _convert(sluice, images, "HWC", "RGB", "RGB")
+    _assert_same(out, images)
+
+
+def test_color_space_conversion_errors_name_the_sample():
+    with pytest.raises(RuntimeError, match=r"(?s)color_space_conversion.*sample 1.*3 channel"):
+        _convert(sluice, [np.zeros((4, 4, 3), np.uint8), np.zeros((4, 4, 1), np.uint8)], "HWC", "RGB", "GRAY")
+    with pytest.raises(RuntimeError, match=r"(?s)color_space_conversion.*FLOAT.*UINT8"):
+        _convert(sluice, [np.zeros((4, 4, 3), np.float32)], "HWC", "RGB", "BGR")
+    with pytest.raises(ValueError, match=r"(?s)color_space_conversion.*image_type.*RGB, BGR, GRAY or YCbCr"):
+        _run(sluice, lambda fn, x, a: fn.color_space_conversion(x, image_type=types.ANY_DATA, output_type=types.RGB), [np.zeros((4, 4, 3), np.uint8)], "HWC")
+
+
+@pytest.mark.parametrize("src,dst", CONVERSIONS)
+def test_gpu_color_space_conversion_equals_cpu(src, dst):
+    require_gpu()
+    images = _space_images(src, (37, 29, 3), 5, seed=23)
+    cpu, _, _ = _convert(sluice, images, "HWC", src, dst)
+    gpu, _, _ = _convert(sluice, images, "HWC", src, dst, device="gpu")
+    _assert_same(cpu, gpu)
+
+
+# ---------------------------------------------------------------- equalize
+def _equalize_plane(plane):
+    """OpenCV's equalizeHist in NumPy (the reference DALI's tests use, via cv2)."""
+    hist = np.bincount(plane.ravel(), minlength=256)
+    first = int(np.flatnonzero(hist)[0])
+    if hist[first] == plane.size:
+        return plane.copy()
+    scale = np.float32(255.0) / np.float32(plane.size - hist[first])
+    cum = np.cumsum(hist).astype(np.int64) - hist[first]
+    lut = np.clip(np.rint(cum.astype(np.float32) * scale), 0, 255).astype(np.uint8)
+    lut[first] = 0
+    return lut[plane]
+
+
+def _equalize_ref(img, layout):
+    if layout == "HW":
+        return _equalize_plane(img)
+    if layout == "CHW":
+        return np.stack([_equalize_plane(c) for c in img])
+    return np.stack([_equalize_plane(img[..., c]) for c in range(img.shape[-1])], axis=-1)
+
+
+def _equalize(lib, images, layout, device="cpu"):
+    return _run(lib, lambda fn, x, a: fn.experimental.equalize(x), images, layout, device=device)
+
+
+def _equalize_inputs():
+    """DALI's test_multichannel sizes and channel counts (smaller), plus flat and two-valued planes."""
+    rng = np.random.default_rng(424242)
+    sizes, channels = [(20, 30), (70, 50), (102, 20), (20, 102), (64, 64)], [1, 2, 3, 4, 5, 13]
+    images = [np.uint8(rng.uniform(0, 255, (*sizes[k % 5], channels[k % 6]))) for k in range(30)]
+    images.append(np.full((8, 8, 3), 77, np.uint8))
+    images.append(np.where(rng.random((9, 9, 3)) < 0.5, 10, 200).astype(np.uint8))
+    images.append((rng.normal(100, 10, (40, 40, 3)).clip(0, 255)).astype(np.uint8))
+    return images
+
+
+@needs_dali
+def test_equalize_equals_dali_and_opencv():
+    images = _equalize_inputs()
+    ours, _, l1 = _equalize(sluice, images, "HWC")
+    ref, _, l2 = _equalize(dali, images, "HWC")
+    assert l1 == l2 == "HWC"
+    _assert_same(ours, ref)
+    _assert_same(ours, [_equalize_ref(x, "HWC") for x in images])
+
+
+@needs_dali
+@pytest.mark.parametrize("layout", ["HW", "FHW", "FHWC"])
+def test_equalize_grey_and_sequences_equal_dali(layout):
+    rng = np.random.default_rng(5)
+    shape = {"HW": (33, 17), "FHW": (3, 33, 17), "FHWC": (3, 33, 17, 3)}[layout]
+    images = [np.uint8(rng.normal(90 + 20 * k, 15 + 5 * k, shape).clip(0, 255)) for k in range(4)]
+    ours, _, _ = _equalize(sluice, images, layout)
+    ref, _, _ = _equalize(dali, images, layout)
+    _assert_same(ours, ref)
+
+
+@needs_dali
+@pytest.mark.parametrize("layout", ["CHW", "FCHW"])
+def test_equalize_channel_first_equalizes_each_channel_plane(layout):
+    rng = np.random.default_rng(6)
+    shape = (3, 21, 34) if layout == "CHW" else (2, 3, 21, 34)
+    images = [np.uint8(rng.normal(100, 20 + 10 * k, shape).clip(0, 255)) for k in range(3)]
+    ours, _, got_layout = _equalize(sluice, images, layout)
+    ref, _, _ = _equalize(dali, images, layout)
+    assert got_layout == layout
+    _assert_same(ours, ref)
+    if layout == "CHW":
+        _assert_same(ours, [_equalize_ref(x, "CHW") for x in images])
+
+
+def test_equalize_refuses_other_types_and_layouts():
+    with pytest.raises(RuntimeError, match=r"(?s)equalize.*FLOAT.*UINT8"):
+        _equalize(sluice, [np.zeros((4, 4, 3), np.float32)], "HWC")
+    with pytest.raises(ValueError, match=r"(?s)equalize.*DHWC"):
+        _equalize(sluice, [np.zeros((2, 4, 4, 3), np.uint8)], "DHWC")
+
+
+@pytest.mark.parametrize("layout", ["HWC", "CHW", "HW", "FHWC"])
+def test_gpu_equalize_equals_cpu(layout):
+    require_gpu()
+    rng = np.random.default_rng(7)
+    if layout == "HWC":
+        images = _equalize_inputs() + [np.zeros((0, 5, 3), np.uint8)]
+    else:
+        shape = {"CHW": (3, 21, 34), "HW": (300, 200), "FHWC": (4, 30, 20, 3)}[layout]
+        images = [np.uint8(rng.normal(100, 20 + 10 * k, shape).clip(0, 255)) for k in range(5)]
+    cpu, _, _ = _equalize(sluice, images, layout)
+    gpu, _, _ = _equalize(sluice, images, layout, device="gpu")
+    _assert_same(cpu, gpu)

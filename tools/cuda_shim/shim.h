@@ -34,6 +34,7 @@ inline unsigned __byte_perm(unsigned x, unsigned, unsigned) { return __builtin_b
 inline unsigned long long min(unsigned long long a, unsigned long long b) { return a < b ? a : b; }
 inline int min(int a, int b) { return a < b ? a : b; }
 inline int max(int a, int b) { return a > b ? a : b; }
+inline unsigned atomicAdd(unsigned* p, unsigned v) { return __atomic_fetch_add(p, v, __ATOMIC_RELAXED); }
 struct uint2 { unsigned x, y; };
 inline uint2 make_uint2(unsigned x, unsigned y) { return {x, y}; }
 

@@ -351,6 +351,8 @@ static REGISTRY: &[&OpDef] = &[
     &color::HUE,
     &color::SATURATION,
     &color::COLOR_TWIST,
+    &color::COLOR_SPACE_CONVERSION,
+    &color::EQUALIZE,
 ];
 
 /// Runs `f(sample_index, sample_bytes)` for every sample of `out` on the worker pool. When

@@ -1,8 +1,9 @@
-//! Point-wise colour operators: `fn.brightness`, `fn.contrast`, `fn.brightness_contrast`
-//! ([`brightness_contrast`]) and `fn.hsv`, `fn.hue`, `fn.saturation`, `fn.color_twist`
-//! ([`color_twist`]).
+//! Colour operators: `fn.brightness`, `fn.contrast`, `fn.brightness_contrast`
+//! ([`brightness_contrast`]); `fn.hsv`, `fn.hue`, `fn.saturation`, `fn.color_twist`
+//! ([`color_twist`]); `fn.color_space_conversion` ([`conversion`]);
+//! `fn.experimental.equalize` ([`equalize`]).
 //!
-//! Every one of them is an affine map of each pixel, fixed per sample, so the family shares
+//! Each of the first seven is an affine map of each pixel, fixed per sample, so they share
 //! one plan and one kernel on each backend: the operator turns its arguments into a
 //! [`Transform`] per sample (DALI's formulas, in DALI's f32 operation order), and the kernel
 //! applies it. Brightness and contrast scale every element (any channel count); the
@@ -18,10 +19,14 @@
 
 pub mod brightness_contrast;
 pub mod color_twist;
+pub mod conversion;
+pub mod equalize;
 mod gpu;
 
 pub use brightness_contrast::{BRIGHTNESS, BRIGHTNESS_CONTRAST, CONTRAST};
 pub use color_twist::{COLOR_TWIST, HSV, HUE, SATURATION};
+pub use conversion::COLOR_SPACE_CONVERSION;
+pub use equalize::EQUALIZE;
 
 use crate::error::{Error, Result};
 use crate::ops::{for_each_sample, OpContext, Operator, Workspace};
