@@ -32,6 +32,7 @@ pub mod slice;
 pub mod subscript;
 pub mod transfer;
 pub mod transpose;
+pub mod warp;
 
 use std::collections::HashMap;
 
@@ -353,6 +354,7 @@ static REGISTRY: &[&OpDef] = &[
     &color::COLOR_TWIST,
     &color::COLOR_SPACE_CONVERSION,
     &color::EQUALIZE,
+    &warp::WARP_AFFINE,
 ];
 
 /// Runs `f(sample_index, sample_bytes)` for every sample of `out` on the worker pool. When

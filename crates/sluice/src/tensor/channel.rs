@@ -19,6 +19,15 @@ pub trait Channel: bytemuck::Pod + Send + Sync + 'static {
     fn sat_f32(v: f32) -> Self;
     /// `ConvertSat<Self>(double)`.
     fn sat_f64(v: f64) -> Self;
+    /// The rounding half of `sat_f32` over a block, in place (vector code for the integer
+    /// types; nothing for floats); `from_rounded` then saturates: together they are `sat_f32`.
+    #[inline(always)]
+    fn round_block(_values: &mut [f32]) {}
+    /// `sat_f32` of a value `round_block` has rounded.
+    #[inline(always)]
+    fn from_rounded(v: f32) -> Self {
+        Self::sat_f32(v)
+    }
 }
 
 macro_rules! int_channel {
@@ -33,6 +42,12 @@ macro_rules! int_channel {
             fn sat_f32(v: f32) -> Self { round_half_away(v) as $t }
             #[inline(always)]
             fn sat_f64(v: f64) -> Self { v.round() as $t }
+            #[inline(always)]
+            fn round_block(values: &mut [f32]) {
+                values.iter_mut().for_each(|v| *v = round_half_away(*v));
+            }
+            #[inline(always)]
+            fn from_rounded(v: f32) -> Self { v as $t }
         }
     )*};
 }
@@ -152,6 +167,15 @@ mod tests {
             }
         }
         assert_eq!(i32::sat_f32(f32::NAN), 0);
+    }
+
+    #[test]
+    fn rounding_a_block_then_converting_is_sat_f32() {
+        let mut values = vec![0.5f32, -0.5, 1.49999, 2.5, 254.5, 255.5, 1e10, -1e10, f32::NAN, 0.49999997, -3.5];
+        let want: Vec<i16> = values.iter().map(|&v| i16::sat_f32(v)).collect();
+        i16::round_block(&mut values);
+        let got: Vec<i16> = values.iter().map(|&v| i16::from_rounded(v)).collect();
+        assert_eq!(got, want);
     }
 
     #[test]

@@ -137,14 +137,27 @@ pub fn convert(from: Space, to: Space, src: &[u8], dst: &mut [u8]) {
     let pixels = src.chunks_exact(fc).zip(dst.chunks_exact_mut(tc));
     // RGB order of a 3-channel pixel of `from` (RGB or BGR).
     let rgb = |p: &[u8]| if from == Bgr { [p[2], p[1], p[0]] } else { [p[0], p[1], p[2]] };
-    let put = |d: &mut [u8], [r, g, b]: [u8; 3]| d.copy_from_slice(&if to == Bgr { [b, g, r] } else { [r, g, b] });
     match (from, to) {
         _ if from == to => dst.copy_from_slice(src),
-        (Rgb | Bgr, Rgb | Bgr) => pixels.for_each(|(s, d)| put(d, rgb(s))),
+        (Rgb | Bgr, Rgb | Bgr) => pixels.for_each(|(s, d)| d.copy_from_slice(&[s[2], s[1], s[0]])), // a swap: from != to
         (Rgb | Bgr, Gray) => pixels.for_each(|(s, d)| d[0] = gray(rgb(s))),
         (Gray, Rgb | Bgr) => pixels.for_each(|(s, d)| d.fill(s[0])),
-        (Rgb | Bgr, YCbCr) => pixels.for_each(|(s, d)| d.copy_from_slice(&ycbcr(rgb(s)))),
-        (YCbCr, Rgb | Bgr) => pixels.for_each(|(s, d)| put(d, ycbcr_to_rgb([s[0], s[1], s[2]]))),
+        (Rgb | Bgr, YCbCr) => {
+            let order = if from == Bgr { [2, 1, 0] } else { [0, 1, 2] };
+            planar(src, order, dst, [0, 1, 2], |[r, g, b], [y, cb, cr], n| {
+                for p in 0..n {
+                    [y[p], cb[p], cr[p]] = ycbcr_f32(r[p], g[p], b[p]);
+                }
+            })
+        }
+        (YCbCr, Rgb | Bgr) => {
+            let order = if to == Bgr { [2, 1, 0] } else { [0, 1, 2] };
+            planar(src, [0, 1, 2], dst, order, |[y, cb, cr], [r, g, b], n| {
+                for p in 0..n {
+                    [r[p], g[p], b[p]] = ycbcr_to_rgb_f32(y[p], cb[p], cr[p]);
+                }
+            })
+        }
         (Gray, YCbCr) => pixels.for_each(|(s, d)| d.copy_from_slice(&[gray_to_y(s[0]), 128, 128])),
         (YCbCr, Gray) => pixels.for_each(|(s, d)| d[0] = y_to_gray(s[0])),
         _ => unreachable!("every pair of different spaces is listed"),
@@ -157,32 +170,56 @@ pub fn gray([r, g, b]: [u8; 3]) -> u8 {
     ((r as u32 * 9798 + g as u32 * 19235 + b as u32 * 3735 + (1 << 14)) >> 15) as u8
 }
 
+const BLOCK: usize = 512;
+
+/// Runs `f` over blocks of 3-channel pixels split into f32 planes (input channel
+/// `in_order[k]` in plane k; plane k written to output channel `out_order[k]`), rounding and
+/// saturating its results to bytes: the arithmetic runs as vector code.
+fn planar(src: &[u8], in_order: [usize; 3], dst: &mut [u8], out_order: [usize; 3], f: impl Fn([&[f32; BLOCK]; 3], [&mut [f32; BLOCK]; 3], usize)) {
+    let mut planes = [[0.0f32; BLOCK]; 3];
+    let mut out = [[0.0f32; BLOCK]; 3];
+    for (d, s) in dst.chunks_mut(3 * BLOCK).zip(src.chunks(3 * BLOCK)) {
+        let n = s.len() / 3;
+        for (p, px) in s.chunks_exact(3).enumerate() {
+            for k in 0..3 {
+                planes[k][p] = px[in_order[k]] as f32;
+            }
+        }
+        let [a, b, c] = &planes;
+        let [x, y, z] = &mut out;
+        f([a, b, c], [x, y, z], n);
+        for o in out.iter_mut() {
+            u8::round_block(&mut o[..n]);
+        }
+        for (p, px) in d.chunks_exact_mut(3).enumerate() {
+            for k in 0..3 {
+                px[out_order[k]] = u8::from_rounded(out[k][p]);
+            }
+        }
+    }
+}
+
 /// BT.601 limited range, DALI's `itu_r_bt_601::rgb_to_y/cb/cr`: a dot product in f32 then
 /// the bias. (The constants are DALI's literals, rounded to f32 as C++ rounds them; Cr's last
 /// is a double literal there.)
 #[allow(clippy::excessive_precision)]
 #[inline(always)]
-pub fn ycbcr([r, g, b]: [u8; 3]) -> [u8; 3] {
-    let (r, g, b) = (r as f32, g as f32, b as f32);
+pub fn ycbcr_f32(r: f32, g: f32, b: f32) -> [f32; 3] {
     let dot = |c: [f32; 3]| c[0] * r + c[1] * g + c[2] * b;
     [
-        u8::sat_f32(dot([0.25678823529, 0.50412941176, 0.09790588235]) + 16.0),
-        u8::sat_f32(dot([-0.14822289945, -0.29099278682, 0.43921568627]) + 128.0),
-        u8::sat_f32(dot([0.43921568627, -0.36778831435, -0.07142737192f64 as f32]) + 128.0),
+        dot([0.25678823529, 0.50412941176, 0.09790588235]) + 16.0,
+        dot([-0.14822289945, -0.29099278682, 0.43921568627]) + 128.0,
+        dot([0.43921568627, -0.36778831435, -0.07142737192f64 as f32]) + 128.0,
     ]
 }
 
-/// DALI's `itu_r_bt_601::ycbcr_to_rgb`.
+/// DALI's `itu_r_bt_601::ycbcr_to_rgb`, before `ConvertSat`.
 #[allow(clippy::excessive_precision)]
 #[inline(always)]
-pub fn ycbcr_to_rgb([y, cb, cr]: [u8; 3]) -> [u8; 3] {
-    let ys = (y as f32 - 16.0) * (255.0f32 / 219.0);
-    let (tb, tr) = (cb as f32 - 128.0, cr as f32 - 128.0);
-    [
-        u8::sat_f32(ys + 1.5960267848 * tr),
-        u8::sat_f32(ys - 0.39176228842 * tb - 0.81296764538 * tr),
-        u8::sat_f32(ys + 2.0172321417 * tb),
-    ]
+pub fn ycbcr_to_rgb_f32(y: f32, cb: f32, cr: f32) -> [f32; 3] {
+    let ys = (y - 16.0) * (255.0f32 / 219.0);
+    let (tb, tr) = (cb - 128.0, cr - 128.0);
+    [ys + 1.5960267848 * tr, ys - 0.39176228842 * tb - 0.81296764538 * tr, ys + 2.0172321417 * tb]
 }
 
 /// DALI's `itu_r_bt_601::gray_to_y`: full range to 16..235.

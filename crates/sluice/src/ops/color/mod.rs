@@ -205,12 +205,31 @@ fn scale<I: Channel, O: Channel>(dst: &mut [O], src: &[I], mul: f32, add: f32) {
 }
 
 /// `ConvertSat(m * rgb + offset)` per pixel, summing each row left to right as DALI's
-/// `mat * vec` does.
+/// `mat * vec` does. Blocks of pixels are split into channel planes first, so the arithmetic
+/// and the rounding run as vector code; only the (de)interleaving is per pixel.
 fn matrix<I: Channel, O: Channel>(dst: &mut [O], src: &[I], m: &[[f32; 3]; 3], offset: f32) {
-    for (d, s) in dst.chunks_exact_mut(3).zip(src.chunks_exact(3)) {
-        let (r, g, b) = (s[0].to_f32(), s[1].to_f32(), s[2].to_f32());
-        for k in 0..3 {
-            d[k] = O::sat_f32(m[k][0] * r + m[k][1] * g + m[k][2] * b + offset);
+    const BLOCK: usize = 512;
+    let (mut r, mut g, mut b) = ([0.0f32; BLOCK], [0.0f32; BLOCK], [0.0f32; BLOCK]);
+    let mut out = [[0.0f32; BLOCK]; 3];
+    for (d, s) in dst.chunks_mut(3 * BLOCK).zip(src.chunks(3 * BLOCK)) {
+        let n = s.len() / 3;
+        let (r, g, b) = (&mut r[..n], &mut g[..n], &mut b[..n]);
+        for (((px, r), g), b) in s.chunks_exact(3).zip(r.iter_mut()).zip(g.iter_mut()).zip(b.iter_mut()) {
+            (*r, *g, *b) = (px[0].to_f32(), px[1].to_f32(), px[2].to_f32());
+        }
+        for (k, o) in out.iter_mut().enumerate() {
+            let [m0, m1, m2] = m[k];
+            let o = &mut o[..n];
+            for (((o, &r), &g), &b) in o.iter_mut().zip(r.iter()).zip(g.iter()).zip(b.iter()) {
+                *o = m0 * r + m1 * g + m2 * b + offset;
+            }
+            O::round_block(o);
+        }
+        let [o0, o1, o2] = &out;
+        for (((px, &x), &y), &z) in d.chunks_exact_mut(3).zip(o0.iter()).zip(o1.iter()).zip(o2.iter()) {
+            px[0] = O::from_rounded(x);
+            px[1] = O::from_rounded(y);
+            px[2] = O::from_rounded(z);
         }
     }
 }

@@ -29,7 +29,7 @@ use std::cell::RefCell;
 use std::ops::Range;
 use std::sync::OnceLock;
 
-pub use crate::ops::rotate::kernel::Channel;
+pub use crate::tensor::channel::Channel;
 
 /// DALI's resampling filter types.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]

@@ -3,9 +3,10 @@
 //! [`kernel`] for the exact rules). Volumes (DHWC) and channel-first layouts are rejected.
 
 mod gpu;
-pub mod kernel;
+pub mod canvas;
 
-use kernel::{Border, Channel, Interp};
+use crate::ops::warp::kernel::{self, Border, Interp};
+use crate::tensor::channel::Channel;
 
 use crate::error::{Error, Result};
 use crate::ops::args::element_as_f64;
@@ -181,7 +182,7 @@ impl Rotate {
             } else if self.keep_size {
                 (h, w)
             } else {
-                kernel::rotated_canvas_size(h, w, a)
+                canvas::rotated_canvas_size(h, w, a)
             };
             self.plan.push(Plan { angle: a, out_h, out_w });
         }
@@ -210,7 +211,7 @@ impl Operator for Rotate {
         for_each_sample(ws.pool, &mut out, |i, dst| {
             let (frames, h, w, c) = geometry(input.shape(i), sequence);
             let p = plan[i];
-            let m = kernel::rotation_mapping(h, w, p.out_h, p.out_w, p.angle);
+            let m = canvas::rotation_mapping(h, w, p.out_h, p.out_w, p.angle);
             let job = Job { dst, src: input.bytes(i), frames, h, w, c, out_h: p.out_h, out_w: p.out_w, m, interp, border };
             let res = match (in_type, out_type) {
                 (DType::U8, DType::U8) => job.run::<u8, u8>(),

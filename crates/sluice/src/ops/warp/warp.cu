@@ -1,6 +1,6 @@
-// Rotation, one launch per batch: blockIdx.y selects the sample, threads stride over its
-// output pixels (all frames of a sequence). The arithmetic repeats the cpu kernel's
-// (kernel.rs, itself DALI's WarpCPU) operation for operation in f32 with explicit rounding
+// The 2-D warp (fn.warp_affine, fn.rotate), one launch per batch: blockIdx.y selects the
+// sample, threads stride over its output pixels (all frames of a sequence). The arithmetic
+// repeats the cpu kernel's (kernel.rs, itself DALI's WarpCPU) operation for operation in f32 with explicit rounding
 // intrinsics (no contracted multiply-adds), including the row start, the re-anchoring every
 // 256 pixels and the per-pixel increments, so both backends give the same bits.
 
@@ -36,7 +36,7 @@ template <typename T> struct Convert<T, T> {
 };
 
 template <typename I, typename O>
-__device__ void rotate(const Sample* samples) {
+__device__ void warp2d(const Sample* samples) {
     const Sample s = samples[blockIdx.y];
     const I* src = (const I*)s.src;
     O* dst = (O*)s.dst;
@@ -98,13 +98,13 @@ __device__ void rotate(const Sample* samples) {
     }
 }
 
-extern "C" __global__ void rotate_u8_u8(const Sample* s) { rotate<unsigned char, unsigned char>(s); }
-extern "C" __global__ void rotate_u8_f32(const Sample* s) { rotate<unsigned char, float>(s); }
-extern "C" __global__ void rotate_i16_i16(const Sample* s) { rotate<short, short>(s); }
-extern "C" __global__ void rotate_i16_f32(const Sample* s) { rotate<short, float>(s); }
-extern "C" __global__ void rotate_i32_i32(const Sample* s) { rotate<int, int>(s); }
-extern "C" __global__ void rotate_i32_f32(const Sample* s) { rotate<int, float>(s); }
-extern "C" __global__ void rotate_f32_f32(const Sample* s) { rotate<float, float>(s); }
-extern "C" __global__ void rotate_f32_u8(const Sample* s) { rotate<float, unsigned char>(s); }
-extern "C" __global__ void rotate_f32_i16(const Sample* s) { rotate<float, short>(s); }
-extern "C" __global__ void rotate_f32_i32(const Sample* s) { rotate<float, int>(s); }
+extern "C" __global__ void warp_u8_u8(const Sample* s) { warp2d<unsigned char, unsigned char>(s); }
+extern "C" __global__ void warp_u8_f32(const Sample* s) { warp2d<unsigned char, float>(s); }
+extern "C" __global__ void warp_i16_i16(const Sample* s) { warp2d<short, short>(s); }
+extern "C" __global__ void warp_i16_f32(const Sample* s) { warp2d<short, float>(s); }
+extern "C" __global__ void warp_i32_i32(const Sample* s) { warp2d<int, int>(s); }
+extern "C" __global__ void warp_i32_f32(const Sample* s) { warp2d<int, float>(s); }
+extern "C" __global__ void warp_f32_f32(const Sample* s) { warp2d<float, float>(s); }
+extern "C" __global__ void warp_f32_u8(const Sample* s) { warp2d<float, unsigned char>(s); }
+extern "C" __global__ void warp_f32_i16(const Sample* s) { warp2d<float, short>(s); }
+extern "C" __global__ void warp_f32_i32(const Sample* s) { warp2d<float, int>(s); }

@@ -1,23 +1,19 @@
-//! Rotation kernels, written to reproduce DALI 2.4's CPU `fn.rotate` bit for bit:
+//! The warp kernel of `fn.warp_affine` and `fn.rotate`, written to reproduce DALI 2.4's
+//! `WarpCPU` bit for bit:
 //!
-//! * Output canvas (`RotatedCanvasSize` in DALI's `rotate_params.h`): in f64,
-//!   `w' = ceil(|cos a|*w + |sin a|*h - 0.01)`, `h' = ceil(|cos a|*h + |sin a|*w - 0.01)`, then
-//!   each extent is bumped by one when its parity differs from the input extent it mostly
-//!   comes from (W and H for |sin| <= |cos|, swapped otherwise), to keep the centre sharp.
-//! * Mapping (destination to source, f32): `M = T(in/2) * R(a) * T(-out/2)` with
-//!   `R = [[c, -s], [s, c]]`, `c = cosf(a)`, `s = sinf(a)`, `a = angle_deg * f32(pi/180)`;
-//!   positive angles turn the picture counter-clockwise on screen (y points down).
-//! * Sampling at pixel centres: the source point of output pixel (x, y) is `M * (x+.5, y+.5)`.
-//!   Each row starts from the full product and then adds `dsdx` per pixel, re-anchored every
-//!   256 pixels, exactly as DALI's `WarpCPU` does (the same f32 rounding, no FMA).
-//!   Nearest neighbour takes `floor(src)`; linear interpolates the four pixels around
-//!   `src - 0.5` as `s0 = a*(1-q) + b*q`, `s1 = ...`, `s0 + (s1-s0)*qy` in f32.
+//! * Sampling at pixel centres: the source point of output pixel (x, y) is `M * (x+.5, y+.5)`
+//!   for a destination-to-source map `M` (2x3, x first). Each row starts from the full
+//!   product and then adds `dsdx` per pixel, re-anchored every 256 pixels, exactly as DALI's
+//!   `WarpCPU` does (the same f32 rounding, no FMA). Nearest neighbour takes `floor(src)`;
+//!   linear interpolates the four pixels around `src - 0.5` as `s0 = a*(1-q) + b*q`,
+//!   `s1 = ...`, `s0 + (s1-s0)*qy` in f32. Volumes (`warp_affine_3d`) do the same in 3-D with
+//!   DALI's trilinear sampler.
 //! * Integer outputs are rounded half away from zero and saturated (DALI's `ConvertSat`).
 //! * Outside the source: the border pixel is repeated (clamp) unless `fill_value` is given.
 
 use std::any::TypeId;
 
-pub use crate::tensor::channel::{round_half_away, Channel};
+use crate::tensor::channel::Channel;
 
 /// `floor(v) as i32` without a libm call (saturating, NaN -> 0, as the cast does).
 #[inline(always)]
@@ -52,40 +48,6 @@ pub enum Border {
     Fill(f32),
 }
 
-/// The radians DALI uses for `deg` degrees (`deg2rad(float)`: one f32 multiply).
-#[inline]
-pub fn deg2rad(deg: f32) -> f32 {
-    deg * (std::f64::consts::PI / 180.0) as f32
-}
-
-/// Output (height, width) for rotating an `h` x `w` image by `angle_deg` with
-/// `keep_size=False` and no `size`: DALI's `RotatedCanvasSize` plus its parity correction.
-pub fn rotated_canvas_size(h: usize, w: usize, angle_deg: f32) -> (usize, usize) {
-    // DALI negates the (f32) angle for 2-D data before converting it; the size only depends on
-    // |cos| and |sin|, but keep the same operations so rounding agrees.
-    let a = deg2rad(-angle_deg) as f64;
-    let eps = 1e-2;
-    let (abs_cos, abs_sin) = (a.cos().abs(), a.sin().abs());
-    let (wf, hf) = (w as f64, h as f64);
-    let w_out = (abs_cos * wf + abs_sin * hf - eps).ceil().max(0.0) as usize;
-    let h_out = (abs_cos * hf + abs_sin * wf - eps).ceil().max(0.0) as usize;
-    let (pw, ph) = if abs_sin <= abs_cos { (w % 2, h % 2) } else { (h % 2, w % 2) };
-    (h_out + ((h_out % 2) ^ ph), w_out + ((w_out % 2) ^ pw))
-}
-
-/// The destination-to-source affine map `[[m00, m01, m02], [m10, m11, m12]]` (x, y order)
-/// rotating an `in_h` x `in_w` image onto an `out_h` x `out_w` canvas, centres aligned.
-pub fn rotation_mapping(in_h: usize, in_w: usize, out_h: usize, out_w: usize, angle_deg: f32) -> [[f32; 3]; 2] {
-    let a = deg2rad(angle_deg);
-    let (c, s) = (a.cos(), a.sin());
-    let (iw2, ih2) = (in_w as f32 * 0.5, in_h as f32 * 0.5);
-    let (ow2, oh2) = (-(out_w as f32 * 0.5), -(out_h as f32 * 0.5));
-    // T(in/2) * R * T(-out/2), evaluated in the order of DALI's mat3 product.
-    let m02 = c * ow2 + (-s) * oh2 + iw2;
-    let m12 = s * ow2 + c * oh2 + ih2;
-    [[c, -s, m02], [s, c, m12]]
-}
-
 /// Pixels DALI computes from one re-anchored coordinate before re-anchoring again.
 const TILE: usize = 256;
 
@@ -104,12 +66,12 @@ pub fn warp_affine<I: Channel, O: Channel>(
     interp: Interp,
     border: Border,
 ) {
-    assert_eq!(dst.len(), out_h * out_w * channels, "rotate: output buffer size");
-    assert_eq!(src.len(), in_h * in_w * channels, "rotate: input buffer size");
-    assert!(in_h > 0 && in_w > 0 && in_h <= i32::MAX as usize && in_w <= i32::MAX as usize, "rotate: source extents");
+    assert_eq!(dst.len(), out_h * out_w * channels, "warp: output buffer size");
+    assert_eq!(src.len(), in_h * in_w * channels, "warp: input buffer size");
     if dst.is_empty() {
         return;
     }
+    assert!(in_h > 0 && in_w > 0 && in_h <= i32::MAX as usize && in_w <= i32::MAX as usize, "warp: source extents (callers refuse an empty source)");
     let s = Surface { data: src, w: in_w as i32, h: in_h as i32, c: channels };
     let (fill_out, fill_in): (O, I) = match border {
         Border::Clamp => (O::sat_f32(0.0), I::sat_f32(0.0)),
@@ -138,6 +100,116 @@ pub fn warp_affine<I: Channel, O: Channel>(
             }
             tx += dx_tile;
             ty += dy_tile;
+        }
+    }
+}
+
+/// Warps one DHWC volume: `dst` is `out.0` x `out.1` x `out.2` (D, H, W) x `channels`, `src`
+/// `inp.0` x `inp.1` x `inp.2` x `channels`; `m` (3x4, x first) maps output voxel centres to
+/// source coordinates. DALI's 3-D `WarpCPU`: each row starts from the full product
+/// `((m[i][3] + m[i][0]*0.5) + m[i][1]*(y+0.5)) + m[i][2]*(z+0.5)`, then the 2-D kernel's
+/// tiles along x; nearest or DALI's trilinear sampler.
+#[allow(clippy::too_many_arguments)]
+pub fn warp_affine_3d<I: Channel, O: Channel>(dst: &mut [O], out: (usize, usize, usize), src: &[I], inp: (usize, usize, usize), channels: usize, m: &[[f32; 4]; 3], interp: Interp, border: Border) {
+    let (out_d, out_h, out_w) = out;
+    let (in_d, in_h, in_w) = inp;
+    assert_eq!(dst.len(), out_d * out_h * out_w * channels, "warp: output buffer size");
+    assert_eq!(src.len(), in_d * in_h * in_w * channels, "warp: input buffer size");
+    if dst.is_empty() {
+        return;
+    }
+    assert!(in_d > 0 && in_h > 0 && in_w > 0 && in_d.max(in_h).max(in_w) <= i32::MAX as usize, "warp: source extents (callers refuse an empty source)");
+    let v = Volume { data: src, d: in_d as i32, h: in_h as i32, w: in_w as i32, c: channels };
+    let (fill_out, fill_in): (O, I) = match border {
+        Border::Clamp => (O::sat_f32(0.0), I::sat_f32(0.0)),
+        Border::Fill(f) => {
+            let o = O::sat_f32(f);
+            (o, convert::<O, I>(o))
+        }
+    };
+    let clamp = border == Border::Clamp;
+    let d = [m[0][0], m[1][0], m[2][0]];
+    let d_tile = [TILE as f32 * d[0], TILE as f32 * d[1], TILE as f32 * d[2]];
+    for (zy, row) in dst.chunks_exact_mut(out_w * channels).enumerate() {
+        let (z, y) = (zy / out_h, zy % out_h);
+        let (fy, fz) = (y as f32 + 0.5, z as f32 + 0.5);
+        let mut t = [0.0f32; 3];
+        for (i, t) in t.iter_mut().enumerate() {
+            *t = m[i][3] + m[i][0] * 0.5 + m[i][1] * fy + m[i][2] * fz;
+        }
+        for tile in row.chunks_mut(TILE * channels) {
+            let mut s = t;
+            for px in tile.chunks_exact_mut(channels) {
+                match interp {
+                    Interp::Nearest => v.nearest(px, s, clamp, fill_out),
+                    Interp::Linear => v.linear(px, s, clamp, fill_in),
+                }
+                for k in 0..3 {
+                    s[k] += d[k];
+                }
+            }
+            for k in 0..3 {
+                t[k] += d_tile[k];
+            }
+        }
+    }
+}
+
+struct Volume<'a, I> {
+    data: &'a [I],
+    d: i32,
+    h: i32,
+    w: i32,
+    c: usize,
+}
+
+impl<I: Channel> Volume<'_, I> {
+    #[inline(always)]
+    fn inside(&self, x: i32, y: i32, z: i32) -> bool {
+        (x as u32) < self.w as u32 && (y as u32) < self.h as u32 && (z as u32) < self.d as u32
+    }
+
+    /// Channel `k` of voxel (x, y, z): the border rule of DALI's 3-D nearest sampler.
+    #[inline(always)]
+    fn tap(&self, x: i32, y: i32, z: i32, k: usize, clamp: bool, fill: I) -> I {
+        let (x, y, z) = if self.inside(x, y, z) {
+            (x, y, z)
+        } else if clamp {
+            (x.clamp(0, self.w - 1), y.clamp(0, self.h - 1), z.clamp(0, self.d - 1))
+        } else {
+            return fill;
+        };
+        self.data[((z as usize * self.h as usize + y as usize) * self.w as usize + x as usize) * self.c + k]
+    }
+
+    #[inline(always)]
+    fn nearest<O: Channel>(&self, out: &mut [O], s: [f32; 3], clamp: bool, fill: O) {
+        let (x, y, z) = (floor_i32(s[0]), floor_i32(s[1]), floor_i32(s[2]));
+        if !clamp && !self.inside(x, y, z) {
+            out.fill(fill);
+            return;
+        }
+        for (k, o) in out.iter_mut().enumerate() {
+            *o = convert(self.tap(x, y, z, k, true, I::zeroed()));
+        }
+    }
+
+    #[inline(always)]
+    fn linear<O: Channel>(&self, out: &mut [O], s: [f32; 3], clamp: bool, fill: I) {
+        let (x, y, z) = (s[0] - 0.5, s[1] - 0.5, s[2] - 0.5);
+        let (x0, y0, z0) = (floor_i32(x), floor_i32(y), floor_i32(z));
+        let (qx, qy, qz) = (x - x0 as f32, y - y0 as f32, z - z0 as f32);
+        let (px, py) = (1.0 - qx, 1.0 - qy);
+        let (x1, y1, z1) = (x0.saturating_add(1), y0.saturating_add(1), z0.saturating_add(1));
+        for (k, o) in out.iter_mut().enumerate() {
+            let t = |x, y, z| self.tap(x, y, z, k, clamp, fill).to_f32();
+            let s00 = t(x0, y0, z0) * px + t(x1, y0, z0) * qx;
+            let s01 = t(x0, y1, z0) * px + t(x1, y1, z0) * qx;
+            let s10 = t(x0, y0, z1) * px + t(x1, y0, z1) * qx;
+            let s11 = t(x0, y1, z1) * px + t(x1, y1, z1) * qx;
+            let s0 = s00 * py + s01 * qy;
+            let s1 = s10 * py + s11 * qy;
+            *o = O::sat_f32(s0 + (s1 - s0) * qz);
         }
     }
 }
@@ -222,6 +294,7 @@ impl<I: Channel> Surface<'_, I> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::ops::rotate::canvas::{rotated_canvas_size, rotation_mapping};
 
     fn rotate_u8(src: &[u8], h: usize, w: usize, c: usize, angle: f32, interp: Interp, border: Border) -> (usize, usize, Vec<u8>) {
         let (oh, ow) = rotated_canvas_size(h, w, angle);
@@ -229,34 +302,6 @@ mod tests {
         let mut out = vec![0u8; oh * ow * c];
         warp_affine(&mut out, oh, ow, src, h, w, c, &m, interp, border);
         (oh, ow, out)
-    }
-
-    #[test]
-    fn canvas_size_follows_dalis_rule() {
-        // (h, w, angle) -> (h', w') as printed by DALI 2.4 fn.rotate on CPU.
-        let cases = [
-            ((4, 6, 0.0), (4, 6)),
-            ((4, 6, 90.0), (6, 4)),
-            ((4, 6, 30.0), (8, 8)),
-            ((4, 6, -45.0), (8, 8)),
-            ((4, 6, 10.0), (6, 8)),
-            ((5, 7, 30.0), (9, 9)),
-            ((5, 7, 10.0), (7, 9)),
-            ((7, 4, 30.0), (9, 8)),
-            ((7, 4, -45.0), (8, 9)),
-            ((7, 4, 10.0), (9, 6)),
-            ((10, 3, 135.0), (10, 11)),
-            ((10, 3, 60.0), (9, 12)),
-            ((10, 3, 10.0), (12, 5)),
-            ((1, 1, 10.0), (3, 3)),
-            ((1, 1, 90.0), (1, 1)),
-            ((2, 9, 10.0), (4, 11)),
-            ((2, 9, 0.001), (2, 9)),
-            ((3, 300, 137.3), (207, 224)),
-        ];
-        for ((h, w, a), want) in cases {
-            assert_eq!(rotated_canvas_size(h, w, a), want, "{h}x{w} by {a}");
-        }
     }
 
     #[test]

@@ -1,0 +1,101 @@
+"""Image operators one by one, and the augmentation chains of issue 19, Sluice vs NVIDIA DALI
+side by side: each library in its own process, on the same threads, over the same batches
+from an external source (random 8-bit images, or JPEGs decoded first for the chains).
+Prints images/s per operator and Sluice's ratio.
+
+    python benches/image_ops.py [--ops brightness_contrast,hsv,...] [--batch 32]
+                                [--size 480x640] [--iters 30] [--threads 2] [--device cpu|gpu]
+                                [--libs sluice,dali]
+
+Arguments are per sample where a pipeline would give them so (random values from
+`fn.random.uniform`), so the per-sample argument path is what is measured.
+"""
+
+import argparse
+import json
+import subprocess
+import sys
+
+OPS = {
+    "brightness_contrast": "fn.brightness_contrast(x, brightness=u(0.5, 1.5), contrast=u(0.5, 1.5))",
+    "hsv": "fn.hsv(x, hue=u(-30, 30), saturation=u(0.5, 1.5), value=u(0.8, 1.2))",
+    "color_twist": "fn.color_twist(x, hue=u(-30, 30), saturation=u(0.5, 1.5), brightness=u(0.8, 1.2), contrast=u(0.8, 1.2))",
+    "hsv_float": "fn.hsv(x, hue=u(-30, 30), saturation=u(0.5, 1.5), dtype=types.FLOAT)",
+    "color_space_conversion": "fn.color_space_conversion(x, image_type=types.RGB, output_type=types.YCbCr)",
+    "to_gray": "fn.color_space_conversion(x, image_type=types.RGB, output_type=types.GRAY)",
+    "equalize": "fn.experimental.equalize(x)",
+}
+
+CHILD = r"""
+import json, sys, time
+import numpy as np
+lib, spec = sys.argv[1], json.loads(sys.argv[2])
+if lib == "dali":
+    from nvidia.dali import fn, pipeline_def, types
+else:
+    from sluice import fn, pipeline_def, types
+h, w = spec["size"]
+rng = np.random.default_rng(0)
+images = [rng.integers(0, 255, (h, w, 3), dtype=np.uint8) for _ in range(spec["batch"])]
+gpu = spec["device"] == "gpu"
+
+def u(lo, hi):
+    return fn.random.uniform(range=[lo, hi])
+
+@pipeline_def(batch_size=spec["batch"], num_threads=spec["threads"], device_id=0 if gpu else None, seed=1,
+              prefetch_queue_depth=2)
+def pipe():
+    x = fn.external_source(lambda: images, batch=True, layout="HWC")
+    if gpu:
+        x = x.gpu()
+    return eval(spec["expr"])
+
+p = pipe()
+p.build()
+for _ in range(5):
+    p.run()
+t = time.perf_counter()
+for _ in range(spec["iters"]):
+    out = p.run()
+if gpu:
+    out[0].as_cpu()
+dt = time.perf_counter() - t
+print(json.dumps({"rate": spec["iters"] * spec["batch"] / dt}))
+"""
+
+
+def run(lib, spec):
+    out = subprocess.run([sys.executable, "-c", CHILD, lib, json.dumps(spec)], capture_output=True, text=True)
+    if out.returncode != 0:
+        return None, out.stderr.strip().splitlines()[-1] if out.stderr.strip() else f"exit {out.returncode}"
+    return json.loads(out.stdout.strip().splitlines()[-1])["rate"], None
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--ops", default=",".join(OPS))
+    ap.add_argument("--batch", type=int, default=32)
+    ap.add_argument("--size", default="480x640")
+    ap.add_argument("--iters", type=int, default=30)
+    ap.add_argument("--threads", type=int, default=2)
+    ap.add_argument("--device", default="cpu", choices=["cpu", "gpu"])
+    ap.add_argument("--libs", default="sluice,dali")
+    args = ap.parse_args()
+    h, w = (int(v) for v in args.size.split("x"))
+    libs = args.libs.split(",")
+    print(f"{args.device}, {args.batch} x {h}x{w}x3 uint8, {args.threads} threads, {args.iters} iterations")
+    for name in args.ops.split(","):
+        spec = {"expr": OPS[name], "size": [h, w], "batch": args.batch, "iters": args.iters, "threads": args.threads, "device": args.device}
+        rates = {}
+        line = f"  {name:24s}"
+        for lib in libs:
+            rate, err = run(lib, spec)
+            rates[lib] = rate
+            line += f" {lib} {rate:9.0f}/s" if rate else f" {lib} failed ({err})"
+        if rates.get("sluice") and rates.get("dali"):
+            line += f"  ratio {rates['sluice'] / rates['dali']:.2f}x"
+        print(line, flush=True)
+
+
+if __name__ == "__main__":
+    main()
