@@ -43,6 +43,8 @@ template <typename T> struct SatRange;
 template <> struct SatRange<unsigned char> { static constexpr long long lo = 0, hi = 255; };
 template <> struct SatRange<signed char> { static constexpr long long lo = -128, hi = 127; };
 template <> struct SatRange<short> { static constexpr long long lo = -32768, hi = 32767; };
+template <> struct SatRange<unsigned short> { static constexpr long long lo = 0, hi = 65535; };
+template <> struct SatRange<unsigned int> { static constexpr long long lo = 0, hi = 4294967295LL; };
 template <> struct SatRange<int> { static constexpr long long lo = -2147483648LL, hi = 2147483647LL; };
 
 __device__ __forceinline__ float round_half_away(float v) { return roundf(v); }

@@ -11,6 +11,7 @@ pub mod constant;
 pub mod crop;
 pub mod decoders;
 pub mod external_source;
+pub mod filters;
 pub mod flip;
 pub mod full;
 pub mod fused;
@@ -355,6 +356,7 @@ static REGISTRY: &[&OpDef] = &[
     &color::COLOR_SPACE_CONVERSION,
     &color::EQUALIZE,
     &warp::WARP_AFFINE,
+    &filters::GAUSSIAN_BLUR,
 ];
 
 /// Runs `f(sample_index, sample_bytes)` for every sample of `out` on the worker pool. When

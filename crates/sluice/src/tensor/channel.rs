@@ -51,7 +51,7 @@ macro_rules! int_channel {
         }
     )*};
 }
-int_channel!(u8 => U8, i16 => I16, i32 => I32);
+int_channel!(u8 => U8, i8 => I8, u16 => U16, i16 => I16, u32 => U32, i32 => I32);
 
 impl Channel for f32 {
     const DTYPE: DType = DType::F32;
@@ -129,12 +129,43 @@ pub fn dispatch_pair<K: PairKernel>(input: DType, output: DType, kernel: K) -> O
     }
 }
 
-/// The short name kernels use for a channel type (`u8`, `i16`, `i32`, `f32`, `f16`): a GPU
+/// Runs `kernel` for `(input, output)` where the output is the input type or FLOAT and the
+/// input one of UINT8, INT8, UINT16, INT16, UINT32, INT32, FLOAT (what filters take); `None`
+/// otherwise.
+pub fn dispatch_same_or_float<K: PairKernel>(input: DType, output: DType, kernel: K) -> Option<K::Output> {
+    macro_rules! go {
+        ($i:ty) => {
+            if output == input {
+                Some(kernel.run::<$i, $i>())
+            } else if output == DType::F32 {
+                Some(kernel.run::<$i, f32>())
+            } else {
+                None
+            }
+        };
+    }
+    match input {
+        DType::U8 => go!(u8),
+        DType::I8 => go!(i8),
+        DType::U16 => go!(u16),
+        DType::I16 => go!(i16),
+        DType::U32 => go!(u32),
+        DType::I32 => go!(i32),
+        DType::F32 => go!(f32),
+        _ => None,
+    }
+}
+
+/// The short name kernels use for a channel type (`u8`, `i8`, `u16`, `i16`, `u32`, `i32`,
+/// `f32`, `f16`): a GPU
 /// kernel for a type pair is named `<op>_<in>_<out>`.
 pub fn short_name(d: DType) -> Option<&'static str> {
     Some(match d {
         DType::U8 => "u8",
+        DType::I8 => "i8",
+        DType::U16 => "u16",
         DType::I16 => "i16",
+        DType::U32 => "u32",
         DType::I32 => "i32",
         DType::F32 => "f32",
         DType::F16 => "f16",

@@ -295,6 +295,7 @@ impl<I: Channel> Surface<'_, I> {
 mod tests {
     use super::*;
     use crate::ops::rotate::canvas::{rotated_canvas_size, rotation_mapping};
+    use crate::tensor::channel::round_half_away;
 
     fn rotate_u8(src: &[u8], h: usize, w: usize, c: usize, angle: f32, interp: Interp, border: Border) -> (usize, usize, Vec<u8>) {
         let (oh, ow) = rotated_canvas_size(h, w, angle);

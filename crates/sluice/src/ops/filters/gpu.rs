@@ -1,0 +1,120 @@
+//! GPU backend of the separable filters: the cpu twin plans the batch (checks, windows);
+//! one launch of `separable.cu` per spatial axis convolves every sample, innermost axis
+//! first, through f32 planes in pool memory, with the cpu engine's arithmetic.
+
+use sluice_cuda::{DeviceBuffer, PushKernelArg};
+
+use super::gaussian_blur::SeparableFilter;
+use crate::error::{Error, Result};
+use crate::ops::gpu_params::{cuda_struct, per_sample_launch, ParamUpload};
+use crate::ops::{GpuOperator, GpuWorkspace};
+use crate::tensor::channel::short_name;
+use crate::tensor::TensorListGpu;
+
+pub(super) const SRC: &str = concat!(include_str!("../element.cuh"), include_str!("separable.cu"));
+
+cuda_struct! {
+    /// One sample's pass (`struct SepSample` in separable.cu).
+    pub(super) struct SepSample {
+        r#in: u64,
+        out: u64,
+        window: u64,
+        outer: i64,
+        len: i64,
+        inner: i64,
+        taps: i32,
+        pad: i32,
+    }
+}
+
+pub(super) struct SeparableGpu {
+    filter: Box<dyn SeparableFilter>,
+    params: ParamUpload,
+}
+
+impl SeparableGpu {
+    pub(super) fn new(filter: Box<dyn SeparableFilter>) -> SeparableGpu {
+        SeparableGpu { filter, params: ParamUpload::default() }
+    }
+}
+
+impl GpuOperator for SeparableGpu {
+    fn run(&mut self, ws: &GpuWorkspace<'_>) -> Result<Vec<TensorListGpu>> {
+        let input = ws.gpu_inputs[0];
+        let plan = self.filter.plan(&ws.host_view(), input.meta())?;
+        let out = TensorListGpu::alloc(plan.meta.clone(), ws.device, ws.stream)?;
+        let n = input.len();
+        let axes = plan.dims.spatial;
+        let (in_name, out_name) = (short_name(plan.in_type), short_name(plan.out_type));
+        let (Some(in_name), Some(out_name)) = (in_name, out_name) else {
+            return Err(Error::Unsupported(format!("{}: {} -> {} on the GPU", self.filter.name(), plan.in_type, plan.out_type)));
+        };
+        // f32 planes between passes, one region per sample.
+        let mut offsets = Vec::with_capacity(n);
+        let mut total = 0usize;
+        for i in 0..n {
+            offsets.push(total);
+            total += input.numel(i);
+        }
+        if total == 0 {
+            return Ok(vec![out]);
+        }
+        let planes = if axes > 1 { 2 } else { 0 };
+        let scratch = DeviceBuffer::alloc(ws.device, ws.stream, planes * total * 4).map_err(Error::from)?;
+        let plane = |p: usize, i: usize| scratch.device_ptr() + ((p * total + offsets[i]) * 4) as u64;
+        // Descriptors for every pass (innermost axis first), then the weights.
+        let desc_bytes = axes * n * std::mem::size_of::<SepSample>();
+        let len = desc_bytes + plan.weights.len() * 4;
+        let base = self.params.upload_with(ws, len, |block, base| {
+            let weights_at = base + desc_bytes as u64;
+            let mut k = 0;
+            for (pass, axis) in (0..axes).rev().enumerate() {
+                for i in 0..n {
+                    let (outer, spatial, c) = plan.dims.split(input.shape(i));
+                    let (at, taps) = plan.windows[i * axes + axis];
+                    let src = if pass == 0 { input.sample_ptr(i) } else { plane((pass + 1) % 2, i) };
+                    let dst = if axis == 0 { out.sample_ptr(i) } else { plane(pass % 2, i) };
+                    let d = SepSample {
+                        r#in: src,
+                        out: dst,
+                        window: weights_at + (at * 4) as u64,
+                        outer: (outer * spatial[..axis].iter().product::<usize>()) as i64,
+                        len: spatial[axis] as i64,
+                        inner: (spatial[axis + 1..].iter().product::<usize>() * c) as i64,
+                        taps: taps as i32,
+                        pad: 0,
+                    };
+                    block[k * std::mem::size_of::<SepSample>()..(k + 1) * std::mem::size_of::<SepSample>()].copy_from_slice(bytemuck::bytes_of(&d));
+                    k += 1;
+                }
+            }
+            block[desc_bytes..].copy_from_slice(bytemuck::cast_slice(&plan.weights));
+            Ok(())
+        })?;
+        let max_elems = (0..n).map(|i| input.numel(i)).max().unwrap_or(0);
+        let cfg = per_sample_launch(max_elems, n);
+        for (pass, axis) in (0..axes).rev().enumerate() {
+            let (i_t, o_t) = (if pass == 0 { in_name } else { "f32" }, if axis == 0 { out_name } else { "f32" });
+            let kernel = format!("sep_{i_t}_{o_t}");
+            let f = ws.device.kernels().function(ws.device.context(), ws.device.compute_capability(), "separable", SRC, &kernel)?;
+            let descs = base + (pass * n * std::mem::size_of::<SepSample>()) as u64;
+            // SAFETY: the descriptors point into `input`, `out` and `scratch` (alive until the
+            // stream passes these launches: the scratch is freed on the stream), each pass
+            // reading what the previous one wrote, in stream order.
+            unsafe {
+                ws.stream.launch_builder(&f).arg(&descs).launch(cfg).map_err(sluice_cuda::CudaError::from)?;
+            }
+        }
+        Ok(vec![out])
+    }
+}
+
+#[cfg(test)]
+mod cuda_twins {
+    use super::*;
+
+    #[test]
+    fn the_kernel_source_compiles_and_its_parameter_structs_match() {
+        crate::ops::gpu_params::check_cuda_source("separable", SRC, &[("SepSample", &SepSample::LAYOUT)]);
+    }
+}
