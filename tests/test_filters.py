@@ -157,3 +157,130 @@ def test_gpu_equals_cpu(shape, layout, axes, in_type, out_type):
     cpu, _ = _run(sluice, data, layout or None, build, args)
     gpu, _ = _run(sluice, data, layout or None, build, args, device="gpu", iters=2)
     _same(cpu, gpu)
+
+
+# ---------------------------------------------------------------- fn.filter
+FILTER_TYPES = [np.uint8, np.uint16, np.int16, np.float32]
+
+
+def _kernels(shapes, seed):
+    """DALI's filter_enumerated: 1..n normalised, with some random signs."""
+    rng = np.random.default_rng(seed)
+    out = []
+    for s in shapes:
+        k = np.arange(1, int(np.prod(s)) + 1, dtype=np.float32).reshape(s)
+        k = k / k.sum() * rng.choice([-1.0, 1.0], size=s).astype(np.float32)
+        out.append(k.astype(np.float32))
+    return out
+
+
+def _filter_run(lib, data, layout, kernels, device="cpu", fills=None, anchors=None, **kw):
+    def build(fn, x, a):
+        extra = [a["fill"]] if fills is not None else []
+        akw = {"anchor": a["anchor"]} if anchors is not None else {}
+        return fn.filter(x, a["k"], *extra, **akw, **kw)
+
+    args = {"k": kernels}
+    if fills is not None:
+        args["fill"] = fills
+    if anchors is not None:
+        args["anchor"] = anchors
+    return _run(lib, data, layout, build, args, device=device)
+
+
+def _close(ours, ref, integer):
+    for a, b in zip(ours, ref):
+        assert a.dtype == b.dtype and a.shape == b.shape
+        if integer:
+            assert np.max(np.abs(a.astype(np.int64) - b.astype(np.int64)), initial=0) <= 1
+        else:
+            np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-5 * max(1.0, float(np.max(np.abs(b), initial=0))))
+
+
+@needs_dali
+@pytest.mark.parametrize("np_type", FILTER_TYPES)
+@pytest.mark.parametrize("border", ["101", "1001", "clamp", "wrap", "constant"])
+@pytest.mark.parametrize("mode", ["same", "valid"])
+def test_filter_equals_dali_within_its_fma_and_fft_rounding(np_type, border, mode):
+    data = _data(np_type, (23, 37, 3), 3, seed=11)
+    kernels = _kernels([(3, 3), (1, 7), (5, 2)], seed=12)
+    ours, _ = _filter_run(sluice, data, "HWC", kernels, border=border, mode=mode)
+    ref, _ = _filter_run(dali, data, "HWC", kernels, border=border, mode=mode)
+    _close(ours, ref, np_type != np.float32)
+
+
+@needs_dali
+@pytest.mark.parametrize("np_type", [np.uint8, np.uint16, np.int16])
+@pytest.mark.parametrize("layout,shape", [("HW", (30, 41)), ("HWC", (30, 41, 3)), ("CHW", (2, 30, 41)), ("FHWC", (2, 12, 9, 3)), ("FCHW", (2, 3, 12, 9))])
+def test_filter_to_float_is_dalis_bit_for_bit(np_type, layout, shape):
+    """Integer inputs to FLOAT with fewer than 50 taps: DALI's OpenCV neither fuses nor uses
+    an FFT there, so the sums are the same to the bit."""
+    data = _data(np_type, shape, 3, seed=13)
+    kernels = _kernels([(3, 3), (7, 7), (2, 5)], seed=14)
+    anchors = [np.array(a, np.int32) for a in [(0, 2), (-1, -1), (1, 4)]]
+    ours, l1 = _filter_run(sluice, data, layout, kernels, anchors=anchors, dtype=types.FLOAT)
+    ref, l2 = _filter_run(dali, data, layout, kernels, anchors=anchors, dtype=types.FLOAT)
+    assert l1 == l2
+    _same(ours, ref)
+
+
+@needs_dali
+@pytest.mark.parametrize("np_type", FILTER_TYPES)
+def test_filter_constant_border_with_fill_values_equals_dali(np_type):
+    data = _data(np_type, (19, 21, 3), 3, seed=15)
+    kernels = _kernels([(3, 3), (5, 5), (1, 3)], seed=16)
+    fills = [np.array(v, np_type) for v in (7, 100, 0)]
+    ours, _ = _filter_run(sluice, data, "HWC", kernels, fills=fills, border="constant")
+    ref, _ = _filter_run(dali, data, "HWC", kernels, fills=fills, border="constant")
+    _close(ours, ref, np_type != np.float32)
+
+
+@needs_dali
+def test_filter_large_kernels_equal_dali_within_tolerance():
+    """27 x 27 and 51 x 3 kernels (DALI's test_filter.py shapes) take DALI's FFT path."""
+    data = _data(np.float32, (60, 70), 2, seed=17)
+    kernels = _kernels([(27, 27), (51, 3)], seed=18)
+    ours, _ = _filter_run(sluice, data, "HW", kernels)
+    ref, _ = _filter_run(dali, data, "HW", kernels)
+    _close(ours, ref, False)
+
+
+def test_experimental_filter_is_the_same_operator():
+    data = _data(np.uint8, (9, 9, 3), 2, seed=19)
+    kernels = _kernels([(3, 3)] * 2, seed=20)
+    a, _ = _filter_run(sluice, data, "HWC", kernels)
+    b, _ = _run(sluice, data, "HWC", lambda fn, x, args: fn.experimental.filter(x, args["k"]), {"k": kernels})
+    _same(a, b)
+
+
+def test_filter_errors_name_the_operator():
+    data = [np.zeros((8, 8, 3), np.uint8)]
+    k = [np.ones((3, 3), np.float32)]
+    with pytest.raises(ValueError, match=r"(?s)filter.*border.*foo"):
+        _filter_run(sluice, data, "HWC", k, border="foo")
+    with pytest.raises(ValueError, match=r"(?s)filter.*mode.*full"):
+        _filter_run(sluice, data, "HWC", k, mode="full")
+    with pytest.raises(ValueError, match=r"(?s)filter.*anchor.*within the filter.*sample 0"):
+        _filter_run(sluice, data, "HWC", k, anchors=[np.array([3, 0], np.int32)])
+    with pytest.raises(ValueError, match=r"(?s)filter.*dtype"):
+        _filter_run(sluice, data, "HWC", k, dtype=types.INT16)
+    with pytest.raises(ValueError, match=r"(?s)filter.*layout"):
+        _filter_run(sluice, [np.zeros((8, 3, 8), np.uint8)], "HCW", k)
+    with pytest.raises(RuntimeError, match=r"(?s)filter.*bigger than the sample"):
+        _filter_run(sluice, data, "HWC", [np.ones((9, 3), np.float32)], mode="valid")
+    with pytest.raises(ValueError, match=r"(?s)filter.*input 1.*2-D"):
+        _filter_run(sluice, data, "HWC", [np.ones(3, np.float32)])
+
+
+@pytest.mark.parametrize("np_type", FILTER_TYPES + [np.int8])
+@pytest.mark.parametrize("border", ["101", "1001", "clamp", "wrap", "constant"])
+@pytest.mark.parametrize("mode", ["same", "valid"])
+def test_gpu_filter_equals_cpu(np_type, border, mode):
+    require_gpu()
+    data = _data(np_type, (23, 37, 3), 3, seed=21)
+    kernels = _kernels([(3, 3), (1, 7), (9, 9)], seed=22)
+    fills = [np.array(v, np_type) for v in (5, 9, 1)] if border == "constant" else None
+    for dtype in [None, types.FLOAT]:
+        cpu, _ = _filter_run(sluice, data, "HWC", kernels, fills=fills, border=border, mode=mode, dtype=dtype)
+        gpu, _ = _filter_run(sluice, data, "HWC", kernels, device="gpu", fills=fills, border=border, mode=mode, dtype=dtype)
+        _same(cpu, gpu)

@@ -40,6 +40,7 @@ inline uint2 make_uint2(unsigned x, unsigned y) { return {x, y}; }
 
 inline double __longlong_as_double(long long v) { double d; memcpy(&d, &v, 8); return d; }
 inline long long __double_as_longlong(double d) { long long v; memcpy(&v, &d, 8); return v; }
+inline float __int_as_float(int v) { float f; memcpy(&f, &v, 4); return f; }
 inline float __fadd_rn(float a, float b) { return a + b; }
 inline float __fsub_rn(float a, float b) { return a - b; }
 inline float __fmul_rn(float a, float b) { return a * b; }

@@ -357,6 +357,8 @@ static REGISTRY: &[&OpDef] = &[
     &color::EQUALIZE,
     &warp::WARP_AFFINE,
     &filters::GAUSSIAN_BLUR,
+    &filters::FILTER,
+    &filters::EXPERIMENTAL_FILTER,
 ];
 
 /// Runs `f(sample_index, sample_bytes)` for every sample of `out` on the worker pool. When

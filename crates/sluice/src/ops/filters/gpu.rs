@@ -4,6 +4,7 @@
 
 use sluice_cuda::{DeviceBuffer, PushKernelArg};
 
+use super::filter::{Filter, SamplePlan};
 use super::gaussian_blur::SeparableFilter;
 use crate::error::{Error, Result};
 use crate::ops::gpu_params::{cuda_struct, per_sample_launch, ParamUpload};
@@ -116,5 +117,113 @@ mod cuda_twins {
     #[test]
     fn the_kernel_source_compiles_and_its_parameter_structs_match() {
         crate::ops::gpu_params::check_cuda_source("separable", SRC, &[("SepSample", &SepSample::LAYOUT)]);
+    }
+}
+
+pub(super) const FILTER_SRC: &str = concat!(include_str!("../element.cuh"), include_str!("filter.cu"));
+
+cuda_struct! {
+    /// One sample (`struct FilterSample` in filter.cu).
+    pub(super) struct FilterSample {
+        r#in: u64,
+        out: u64,
+        taps: u64,
+        slices: i64,
+        h: i32,
+        w: i32,
+        c: i32,
+        oh: i32,
+        ow: i32,
+        ay: i32,
+        ax: i32,
+        ntaps: i32,
+        border: i32,
+        valid: i32,
+        fill: f32,
+        pad: i32,
+    }
+}
+
+/// GPU backend of `fn.filter`: the cpu twin's plan (kernel taps, anchors, fills read on the
+/// host), then one launch for the batch.
+pub(super) struct FilterGpu {
+    filter: Filter,
+    plans: Vec<SamplePlan>,
+    params: ParamUpload,
+}
+
+impl FilterGpu {
+    pub(super) fn new(filter: Filter) -> FilterGpu {
+        FilterGpu { filter, plans: Vec::new(), params: ParamUpload::default() }
+    }
+}
+
+impl GpuOperator for FilterGpu {
+    fn run(&mut self, ws: &GpuWorkspace<'_>) -> Result<Vec<TensorListGpu>> {
+        let input = ws.gpu_inputs[0];
+        let host = ws.host_view();
+        let (meta, geometry, in_type, out_type) = self.filter.plan(&host, input.meta(), host.inputs[0], host.inputs.get(1).copied(), &mut self.plans)?;
+        let out = TensorListGpu::alloc(meta, ws.device, ws.stream)?;
+        let n = input.len();
+        let (Some(i_name), Some(o_name)) = (short_name(in_type), short_name(out_type)) else {
+            return Err(Error::Unsupported(format!("{}: {in_type} -> {out_type} on the GPU", self.filter.ctx.display_name)));
+        };
+        let desc_bytes = n * std::mem::size_of::<FilterSample>();
+        let taps_total: usize = self.plans.iter().map(|p| p.taps.len()).sum();
+        let mut max_elems = 0usize;
+        let (plans, filter) = (&self.plans, &self.filter);
+        let base = self.params.upload_with(ws, desc_bytes + taps_total * 12, |block, base| {
+            let mut tap_at = desc_bytes;
+            for (i, p) in plans.iter().enumerate() {
+                let (slices, h, w, c) = geometry.split(input.shape(i));
+                let (kh, kw) = p.kernel;
+                let (oh, ow) = if filter.valid { (h + 1 - kh, w + 1 - kw) } else { (h, w) };
+                max_elems = max_elems.max(slices * oh * ow * c);
+                let d = FilterSample {
+                    r#in: input.sample_ptr(i),
+                    out: out.sample_ptr(i),
+                    taps: base + tap_at as u64,
+                    slices: slices as i64,
+                    h: h as i32,
+                    w: w as i32,
+                    c: c as i32,
+                    oh: oh as i32,
+                    ow: ow as i32,
+                    ay: p.anchor.0 as i32,
+                    ax: p.anchor.1 as i32,
+                    ntaps: p.taps.len() as i32,
+                    border: filter.border as i32,
+                    valid: filter.valid as i32,
+                    fill: p.fill,
+                    pad: 0,
+                };
+                block[i * std::mem::size_of::<FilterSample>()..(i + 1) * std::mem::size_of::<FilterSample>()].copy_from_slice(bytemuck::bytes_of(&d));
+                for &(r, c, k) in &p.taps {
+                    block[tap_at..tap_at + 12].copy_from_slice(bytemuck::cast_slice(&[r, c, k.to_bits()]));
+                    tap_at += 12;
+                }
+            }
+            Ok(())
+        })?;
+        if max_elems == 0 {
+            return Ok(vec![out]);
+        }
+        let f = ws.device.kernels().function(ws.device.context(), ws.device.compute_capability(), "filter", FILTER_SRC, &format!("filter_{i_name}_{o_name}"))?;
+        // SAFETY: the descriptors point into `input` and `out` (alive, ordered on this stream)
+        // and at their taps in the same uploaded block; threads stay within their samples.
+        unsafe {
+            ws.stream.launch_builder(&f).arg(&base).launch(per_sample_launch(max_elems, n)).map_err(sluice_cuda::CudaError::from)?;
+        }
+        Ok(vec![out])
+    }
+}
+
+#[cfg(test)]
+mod filter_twins {
+    use super::*;
+
+    #[test]
+    fn the_filter_kernel_compiles_and_its_parameter_struct_matches() {
+        crate::ops::gpu_params::check_cuda_source("filter", FILTER_SRC, &[("FilterSample", &FilterSample::LAYOUT)]);
     }
 }

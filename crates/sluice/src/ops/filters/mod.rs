@@ -1,15 +1,18 @@
 //! Convolution filters: `fn.gaussian_blur` ([`gaussian_blur`]), on the separable engine
-//! ([`separable`] on the cpu, `separable.cu` on the GPU) both backends share.
+//! ([`separable`] on the cpu, `separable.cu` on the GPU) both backends share, and `fn.filter`
+//! ([`filter`]: any 2-D kernel).
 //!
 //! Layouts follow DALI's `ParseAndValidateDim`: with no layout, every dimension (at most 3)
 //! is spatial; otherwise the leading run of `F`/`C` letters (at most 2) are independent
 //! slices, a trailing `C` holds channels, and the 1 to 3 letters between are spatial (so
 //! `HWC`, `CHW`, `FHWC`, `DHWC`, `FCHW`, `CFHW`, `FDHWC` all work). Channels are never mixed.
 
+pub mod filter;
 pub mod gaussian_blur;
 mod gpu;
 pub mod separable;
 
+pub use filter::{EXPERIMENTAL_FILTER, FILTER};
 pub use gaussian_blur::GAUSSIAN_BLUR;
 
 use crate::error::{Error, Result};

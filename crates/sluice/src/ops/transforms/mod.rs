@@ -6,8 +6,9 @@
 //!
 //! What is reproduced (DALI 2.4's cpu operators, checked by `tests/test_transforms.py`
 //! against DALI, bit for bit, and by the spec's NumPy models):
-//! - the output is one float32 `(ndim, ndim+1)` matrix per sample, layout empty: the top
-//!   `ndim` rows of the operator's homogeneous `(ndim+1)x(ndim+1)` matrix `M`;
+//! - the output is one float32 `(ndim, ndim+1)` matrix per sample: the top `ndim` rows of
+//!   the operator's homogeneous `(ndim+1)x(ndim+1)` matrix `M`. Its layout is empty: DALI
+//!   2.4 reports `**`, which a Sluice `Layout` cannot hold (it repeats a letter);
 //! - with an input transform `T` (float32 `(ndim, ndim+1)`, extended with the row
 //!   `[0 .. 0 1]`) the output is `M * T` (`M` applied after `T`) or, with
 //!   `reverse_order=True`, `T * M`;

@@ -66,7 +66,7 @@ fn build(ctx: &OpContext, ws: &Workspace<'_>, n: usize, input_ndim: Option<usize
         for i in 0..count {
             for j in 0..factors.len() {
                 let a = factors.get(i, j);
-                if !(-90.0..=90.0).contains(&a) {
+                if !(-90.0f32..=90.0).contains(&a) {
                     let at = if factors.is_input() { format!(" (sample {i})") } else { String::new() };
                     return Err(Error::arg(op, "angles", format!("Angle is expected to be in the range [-90, 90]. Got: {a}{at}")));
                 }
