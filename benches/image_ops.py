@@ -24,6 +24,15 @@ OPS = {
     "color_space_conversion": "fn.color_space_conversion(x, image_type=types.RGB, output_type=types.YCbCr)",
     "to_gray": "fn.color_space_conversion(x, image_type=types.RGB, output_type=types.GRAY)",
     "equalize": "fn.experimental.equalize(x)",
+    "warp_affine": "fn.warp_affine(x, matrix=[0.9, 0.1, 10.0, -0.1, 0.9, 20.0], fill_value=0)",
+    "warp_affine_nn": "fn.warp_affine(x, matrix=[0.9, 0.1, 10.0, -0.1, 0.9, 20.0], interp_type=types.INTERP_NN)",
+    "gaussian_blur": "fn.gaussian_blur(x, sigma=1.5)",
+    "filter_sharpen": "fn.filter(x, np.array([[0, -1, 0], [-1, 5, -1], [0, -1, 0]], np.float32))",
+    # issue 19's detection-style chain (on decoded images): warp, colour, blur, normalise
+    "detection_chain": "fn.crop_mirror_normalize(fn.gaussian_blur(fn.brightness_contrast(fn.hsv("
+                       "fn.warp_affine(x, matrix=[0.9, 0.1, 10.0, -0.1, 0.9, 20.0], fill_value=0), hue=u(-20, 20), saturation=u(0.7, 1.3)),"
+                       " brightness=u(0.8, 1.2), contrast=u(0.8, 1.2)), sigma=1.0), dtype=types.FLOAT, output_layout='CHW',"
+                       " mean=[124.0, 117.0, 104.0], std=[58.0, 57.0, 57.0], mirror=fn.random.coin_flip())",
 }
 
 CHILD = r"""

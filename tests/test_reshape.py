@@ -139,3 +139,16 @@ def test_gpu_reshape_equals_cpu():
 def test_gpu_reshape_shape_input_must_come_from_the_cpu():
     with pytest.raises(sluice.errors.GraphError, match=r"reshape \(device='gpu'\): input 1 is on the GPU; this input is read on the host"):
         fn.reshape(fn.random.uniform(range=(0, 1), shape=[4]).gpu(), fn.random.choice(np.array([[2, 2]], np.int32)).gpu())
+
+
+def test_reshape_of_scalars_to_an_empty_shape_keeps_every_sample():
+    """`shape=[]` turns one-element samples into scalars (DALI's test_coord_transform builds
+    its scalar argument inputs so); every sample of the batch stays."""
+    pipe = sluice.pipeline.Pipeline(batch_size=3, num_threads=1, device_id=None)
+    with pipe:
+        x = sluice.fn.external_source(source=lambda: [np.array([k], np.float32) for k in range(3)], batch=True)
+        pipe.set_outputs(sluice.fn.reshape(x, shape=[]))
+    pipe.build()
+    (out,) = pipe.run()
+    assert len(out) == 3 and [np.array(out.at(k)).shape for k in range(3)] == [()] * 3
+    assert [float(np.array(out.at(k))) for k in range(3)] == [0.0, 1.0, 2.0]

@@ -8,6 +8,7 @@ pub mod cast;
 pub mod color;
 pub mod conditional;
 pub mod constant;
+pub mod coord;
 pub mod crop;
 pub mod decoders;
 pub mod external_source;
@@ -32,6 +33,7 @@ pub mod schema;
 pub mod slice;
 pub mod subscript;
 pub mod transfer;
+pub mod transforms;
 pub mod transpose;
 pub mod warp;
 
@@ -359,6 +361,14 @@ static REGISTRY: &[&OpDef] = &[
     &filters::GAUSSIAN_BLUR,
     &filters::FILTER,
     &filters::EXPERIMENTAL_FILTER,
+    &transforms::ROTATION,
+    &transforms::SCALE,
+    &transforms::SHEAR,
+    &transforms::TRANSLATION,
+    &transforms::CROP,
+    &transforms::COMBINE,
+    &coord::COORD_TRANSFORM,
+    &coord::COORD_FLIP,
 ];
 
 /// Runs `f(sample_index, sample_bytes)` for every sample of `out` on the worker pool. When

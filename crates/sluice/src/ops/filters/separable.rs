@@ -79,12 +79,18 @@ fn pass<I: Channel, O: Channel>(dst: &mut [O], src: &[I], len: usize, inner: usi
                 let q = reflect101(p as i64 - r, len as i64);
                 s[q * c..(q + 1) * c].iter().map(|v| v.to_f32())
             }));
-            for (j, out) in d.iter_mut().enumerate() {
-                let mut acc = 0.0f32;
-                for (k, &wk) in w.iter().enumerate() {
-                    acc += row[j + k * c] * wk;
+            row.resize(padded * c + len * c, 0.0); // then room for the sums
+            // Tap by tap over the whole line (vector code); each point still sums in window order.
+            let n = len * c;
+            let (taps, acc) = row.split_at_mut(padded * c);
+            acc[..n].fill(0.0);
+            for (k, &wk) in w.iter().enumerate() {
+                for (a, &v) in acc[..n].iter_mut().zip(&taps[k * c..k * c + n]) {
+                    *a += v * wk;
                 }
-                *out = O::sat_f32(acc);
+            }
+            for (out, &a) in d.iter_mut().zip(&acc[..n]) {
+                *out = O::sat_f32(a);
             }
         } else {
             // Outer axis: whole rows of `inner` elements, window tap by window tap.

@@ -101,7 +101,7 @@ impl Reshape {
             }
         }
         let ndim = ndim.unwrap_or(input.ndim());
-        let mut meta = BatchMeta::new(input.dtype(), ndim, shapes.chunks(ndim.max(1)).take(input.len()).map(|s| &s[..ndim]));
+        let mut meta = BatchMeta::new(input.dtype(), ndim, (0..input.len()).map(|i| &shapes[i * ndim..(i + 1) * ndim]));
         let layout = match &self.layout {
             Some(l) if !l.is_empty() && l.ndim() != ndim => {
                 return Err(Error::arg(op, "layout", format!("'{l}' has {} dimensions, the output {ndim}", l.ndim())));
