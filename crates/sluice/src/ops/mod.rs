@@ -26,6 +26,7 @@ pub mod python_function;
 pub mod random;
 pub mod random_resized_crop;
 pub mod readers;
+pub mod reductions;
 pub mod reshape;
 pub mod resize;
 pub mod rotate;
@@ -369,6 +370,14 @@ static REGISTRY: &[&OpDef] = &[
     &transforms::COMBINE,
     &coord::COORD_TRANSFORM,
     &coord::COORD_FLIP,
+    &reductions::MIN,
+    &reductions::MAX,
+    &reductions::SUM,
+    &reductions::MEAN,
+    &reductions::MEAN_SQUARE,
+    &reductions::RMS,
+    &reductions::STD_DEV,
+    &reductions::VARIANCE,
 ];
 
 /// Runs `f(sample_index, sample_bytes)` for every sample of `out` on the worker pool. When

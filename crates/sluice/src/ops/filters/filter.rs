@@ -281,6 +281,25 @@ pub fn cv_round<O: Channel>(v: f32) -> O {
     O::sat_f32(i)
 }
 
+/// [`cv_round`] over a row, as vector code: the output types are at most 16 bits, so values
+/// are clamped to +-2^22 (where the rounding trick is exact) before rounding; the INT_MIN
+/// quirk past 2^31 is a select.
+#[inline]
+fn cv_round_row<O: Channel>(out: &mut [O], sums: &[f32]) {
+    if O::DTYPE == DType::F32 {
+        for (o, &v) in out.iter_mut().zip(sums) {
+            *o = O::sat_f32(v);
+        }
+        return;
+    }
+    debug_assert!(O::DTYPE.size() <= 2, "filter outputs are 8 or 16 bits, or FLOAT");
+    for (o, &v) in out.iter_mut().zip(sums) {
+        let r = (v.clamp(-4_194_304.0, 4_194_304.0) + 12_582_912.0) - 12_582_912.0;
+        let r = if v.abs() < 2_147_483_648.0 { r } else { -2_147_483_648.0 };
+        *o = O::from_rounded(r);
+    }
+}
+
 impl Operator for Filter {
     fn run(&mut self, ws: &Workspace<'_>) -> Result<Vec<TensorList>> {
         let input = ws.inputs[0];
@@ -338,17 +357,33 @@ impl PairKernel for Job<'_> {
         columns.extend((0..pw).map(|px| if self.valid { Some(px) } else { self.border.index(px as i64 - ax as i64, w as i64) }));
         for s in 0..slices {
             let (src, dst) = (&src[s * h * w * c..(s + 1) * h * w * c], &mut dst[s * oh * ow * c..(s + 1) * oh * ow * c]);
+            // The columns that map straight onto the source row (`x0..x0 + w` in the padded
+            // row holds source columns 0..w): converted in one run; the border ones one by one.
+            let x0 = if self.valid { 0 } else { ax.min(pw) };
+            let inner = if self.valid { w } else { w.min(pw - x0) };
             for py in 0..ph {
                 let sy = if self.valid { Some(py) } else { self.border.index(py as i64 - ay as i64, h as i64) };
+                let prow = &mut padded[py * pw * c..(py + 1) * pw * c];
+                let Some(y) = sy else {
+                    prow.fill(p.fill);
+                    continue;
+                };
+                let srow = &src[y * w * c..(y + 1) * w * c];
+                for (d, v) in prow[x0 * c..(x0 + inner) * c].iter_mut().zip(&srow[..inner * c]) {
+                    *d = v.to_f32();
+                }
                 for (px, &sx) in columns.iter().enumerate() {
-                    let at = (py * pw + px) * c;
-                    match (sy, sx) {
-                        (Some(y), Some(x)) => {
+                    if (x0..x0 + inner).contains(&px) {
+                        continue;
+                    }
+                    let at = px * c;
+                    match sx {
+                        Some(x) => {
                             for k in 0..c {
-                                padded[at + k] = src[(y * w + x) * c + k].to_f32();
+                                prow[at + k] = srow[x * c + k].to_f32();
                             }
                         }
-                        _ => padded[at..at + c].fill(p.fill),
+                        None => prow[at..at + c].fill(p.fill),
                     }
                 }
             }
@@ -360,9 +395,7 @@ impl PairKernel for Job<'_> {
                         *a += k * v;
                     }
                 }
-                for (o, &a) in out.iter_mut().zip(acc.iter()) {
-                    *o = cv_round::<O>(a);
-                }
+                cv_round_row(out, acc);
             }
         }
         });
@@ -392,9 +425,16 @@ mod tests {
         assert_eq!(cv_round::<u8>(2e10), 0);
         assert_eq!(cv_round::<i16>(-3e10), -32768);
         assert_eq!(cv_round::<i16>(2e6), 32767);
-        for v in [-2.5f32, -1.5, -0.5, 0.49999997, 0.5000001, 3.5, 4.5, 4194303.5, 65535.5, -70000.5] {
-            assert_eq!(cv_round::<f32>(v), v, "floats pass");
-            assert_eq!(cv_round::<i32>(v), v.round_ties_even() as i32, "{v}");
+        let values = [-2.5f32, -1.5, -0.5, 0.49999997, 0.5000001, 3.5, 4.5, 254.5, 255.5, 4194303.5, 65535.5, -70000.5, 3e9, -3e9, f32::NAN, 1e7];
+        for v in values {
+            assert!(cv_round::<f32>(v).to_bits() == v.to_bits(), "floats pass: {v}");
+            let want = if v.abs() < 2_147_483_648.0 { v.round_ties_even() as i32 } else { i32::MIN };
+            assert_eq!(cv_round::<i32>(v), want, "{v}");
         }
+        let (mut a, mut b) = (vec![0u8; values.len()], vec![0i16; values.len()]);
+        cv_round_row(&mut a, &values);
+        cv_round_row(&mut b, &values);
+        assert_eq!(a, values.iter().map(|&v| cv_round::<u8>(v)).collect::<Vec<_>>());
+        assert_eq!(b, values.iter().map(|&v| cv_round::<i16>(v)).collect::<Vec<_>>());
     }
 }

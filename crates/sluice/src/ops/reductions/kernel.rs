@@ -287,8 +287,8 @@ pub enum Post {
 /// too (the output is row-major either way, so every output element reads the same input
 /// elements in the same order).
 pub struct Geometry {
-    /// Groups, in input order: extent, input stride (elements), output stride (kept groups),
-    /// and whether the group is reduced.
+    /// Groups, in input order: extent, output stride (kept groups; 0 for reduced ones), and
+    /// whether the group is reduced.
     n: usize,
     size: [usize; MAX_NDIM],
     out_stride: [usize; MAX_NDIM],
@@ -649,7 +649,8 @@ mod tests {
         0.0 + red(src, g, 0, g.red_size[0], off)
     }
 
-    /// Deterministic values of mixed magnitudes (the same LCG as the Python check below).
+    /// Deterministic values of both signs (DALI_FNV was computed from the same LCG in NumPy
+    /// float32 arithmetic).
     fn values(n: usize) -> Vec<f32> {
         let mut x: u32 = 12345;
         (0..n)
@@ -666,7 +667,7 @@ mod tests {
         let mut out = vec![0.0f32; outputs];
         let job = Sample {
             src: bytemuck::cast_slice(src),
-            dst: bytemuck::cast_slice_mut(&mut out),
+            dst: bytemuck::cast_slice_mut(&mut out[..]),
             geometry: &g,
             pre: Pre::Identity,
             combine: Combine::Sum,
@@ -737,7 +738,7 @@ mod tests {
         let f = [f32::INFINITY, f32::INFINITY];
         let g = Geometry::new(&[2], 0b1);
         let mut o = [0.0f32];
-        run_sample::<f32, f32>(Sample { src: bytemuck::cast_slice(&f), dst: bytemuck::cast_slice_mut(&mut o), geometry: &g, pre: Pre::Identity, combine: Combine::Min, post: Post::None, divisor: 1, mean: &[] });
+        run_sample::<f32, f32>(Sample { src: bytemuck::cast_slice(&f[..]), dst: bytemuck::cast_slice_mut(&mut o[..]), geometry: &g, pre: Pre::Identity, combine: Combine::Min, post: Post::None, divisor: 1, mean: &[] });
         assert_eq!(o[0], f32::MAX);
         // UINT16 squares wrap as C++'s int products do.
         assert_eq!(65535u16.square(), -131071);
