@@ -322,6 +322,7 @@ static REGISTRY: &[&OpDef] = &[
     &transfer::MAKE_CONTIGUOUS,
     &transpose::TRANSPOSE,
     &cast::CAST,
+    &cast::CAST_LIKE,
     &normalize::NORMALIZE,
     &pad::PAD,
     &random::NORMAL,

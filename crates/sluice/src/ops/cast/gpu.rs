@@ -31,6 +31,10 @@ impl CastGpu {
     pub(super) fn new(ctx: &OpContext) -> CastGpu {
         CastGpu { cast: Cast::new(ctx), params: ParamUpload::default(), samples: Vec::new() }
     }
+
+    pub(super) fn like(ctx: &OpContext) -> CastGpu {
+        CastGpu { cast: Cast::like(ctx), params: ParamUpload::default(), samples: Vec::new() }
+    }
 }
 
 /// The type's code in cast.cu (`enum Type`); `None` for types the kernel does not handle.
@@ -54,6 +58,9 @@ pub(crate) fn type_code(t: DType) -> Option<i32> {
 impl GpuOperator for CastGpu {
     fn run(&mut self, ws: &GpuWorkspace<'_>) -> Result<Vec<TensorListGpu>> {
         let input = ws.gpu_inputs[0];
+        if self.cast.like {
+            self.cast.dtype = ws.gpu_inputs[1].dtype();
+        }
         let name = &self.cast.ctx.display_name;
         let (src, dst) = (input.dtype(), self.cast.dtype);
         let (Some(src_code), Some(dst_code)) = (type_code(src), type_code(dst)) else {

@@ -1,5 +1,6 @@
 //! `fn.cast`: converts every element to `dtype` with DALI's `ConvertSat` rules, as
-//! [`crate::tensor::element::store`] implements them (checked against DALI 2.4).
+//! [`crate::tensor::element::store`] implements them (checked against DALI 2.4);
+//! `fn.cast_like`: the same, to the second input's type.
 
 pub(crate) mod gpu;
 
@@ -29,15 +30,43 @@ pub static CAST: OpDef = OpDef {
     gpu: Some(|ctx, _dev| Ok(Box::new(gpu::CastGpu::new(ctx)))),
 };
 
+/// `fn.cast_like`: `fn.cast` to the type of the second input (whose data is not read).
+pub static CAST_LIKE: OpDef = OpDef {
+    schema: OpSchema {
+        name: "CastLike",
+        doc: "Cast the first tensor to the type of the second tensor. Float to integer conversion rounds to nearest (half away from zero) and saturates.",
+        devices: &[Device::Cpu, Device::Gpu],
+        min_inputs: 2,
+        max_inputs: 2,
+        num_outputs: 1,
+        host_inputs: &[],
+        args: &[],
+        arg_aliases: &[],
+        legacy_names: &[],
+        is_reader: false,
+        is_random: false,
+    },
+    cpu: Some(|ctx| Ok(Box::new(Cast::like(ctx)))),
+    mixed: None,
+    gpu: Some(|ctx, _dev| Ok(Box::new(gpu::CastGpu::like(ctx)))),
+};
+
 /// Shared by the cpu and gpu backends.
 struct Cast {
     ctx: OpContext,
     dtype: DType,
+    /// `cast_like`: `dtype` is set from the second input's type before each batch.
+    like: bool,
 }
 
 impl Cast {
     fn new(ctx: &OpContext) -> Cast {
-        Cast { ctx: ctx.clone(), dtype: ctx.args.dtype("dtype") }
+        Cast { ctx: ctx.clone(), dtype: ctx.args.dtype("dtype"), like: false }
+    }
+
+    /// `cast_like`: the type comes from each batch's second input.
+    fn like(ctx: &OpContext) -> Cast {
+        Cast { ctx: ctx.clone(), dtype: DType::F32, like: true }
     }
 
     /// The output of a batch of `input`: same shapes, layout and source info, new type.
@@ -52,6 +81,9 @@ impl Cast {
 impl Operator for Cast {
     fn run(&mut self, ws: &Workspace<'_>) -> Result<Vec<TensorList>> {
         let input = ws.inputs[0];
+        if self.like {
+            self.dtype = ws.inputs[1].dtype();
+        }
         let mut out = TensorList::for_overwrite(self.output_meta(input.meta())); // every element is written
         let (src, dst) = (input.dtype(), self.dtype);
         for_each_sample(ws.pool, &mut out, |i, bytes| {

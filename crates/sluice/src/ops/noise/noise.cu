@@ -1,0 +1,231 @@
+// The noise operators on the GPU (ops/noise/mod.rs), one launch per batch. blockIdx.y
+// selects the sample; threads stride over its draws (elements, or pixels for
+// salt-and-pepper across channels). Every draw is the cpu's (ops/noise/draw.rs), operation
+// for operation: Philox4x32-10 on the same keys and counters, then the same f64 arithmetic
+// with every sum and product rounded on its own (__dadd_rn / __dmul_rn: NVRTC would fuse
+// a * b + c otherwise); only log, exp and cos are CUDA's own (glibc's on the cpu).
+// No headers: NVRTC runs without the CUDA toolkit's include folder on user machines.
+
+struct NoiseSample {
+    unsigned long long in, out;
+    long long pixels;              // draws
+    long long p_stride, c_stride;  // element (p, c) = p * p_stride + c * c_stride
+    unsigned long long salt, pepper;  // element bytes, little-endian
+    double a, b;                   // gaussian: mean, stddev; salt-and-pepper: prob, salt prob;
+                                   // shot: factor, 1 / factor
+    unsigned key0, key1;           // Philox key
+    unsigned ctr1, ctr2, ctr3;     // counter words 1..3 of the sample stream (word 0: block)
+    int channels;
+};
+
+struct Block { unsigned w0, w1, w2, w3; };
+
+// Philox4x32-10 (rng.rs `philox4x32_10`).
+__device__ __forceinline__ Block philox(unsigned c0, unsigned c1, unsigned c2, unsigned c3, unsigned k0, unsigned k1) {
+    for (int r = 0; r < 10; r++) {
+        const unsigned long long p0 = 0xD2511F53ULL * (unsigned long long)c0;
+        const unsigned long long p1 = 0xCD9E8D57ULL * (unsigned long long)c2;
+        const unsigned n0 = (unsigned)(p1 >> 32) ^ c1 ^ k0;
+        const unsigned n1 = (unsigned)p1;
+        const unsigned n2 = (unsigned)(p0 >> 32) ^ c3 ^ k1;
+        const unsigned n3 = (unsigned)p0;
+        c0 = n0; c1 = n1; c2 = n2; c3 = n3;
+        k0 += 0x9E3779B9u;
+        k1 += 0xBB67AE85u;
+    }
+    Block b;
+    b.w0 = c0; b.w1 = c1; b.w2 = c2; b.w3 = c3;
+    return b;
+}
+
+// Block k of the sample stream (draw.rs `block`).
+__device__ __forceinline__ Block sample_block(const NoiseSample& s, long long k) {
+    return philox((unsigned)k, s.ctr1, s.ctr2, s.ctr3, s.key0, s.key1);
+}
+
+// Round j of element e's stream (draw.rs `element_block`).
+__device__ __forceinline__ Block element_block(unsigned k0, unsigned k1, unsigned long long e, unsigned j) {
+    return philox(j, (unsigned)e, (unsigned)(e >> 32), 0u, k0, k1);
+}
+
+// Uniform in [0, 1) from 53 bits, hi word first (draw.rs `u53`).
+__device__ __forceinline__ double u53(unsigned hi, unsigned lo) {
+    const unsigned long long bits = (((unsigned long long)hi << 32) | lo) >> 11;
+    return __dmul_rn(__ull2double_rn(bits), 1.0 / 9007199254740992.0);
+}
+
+// Standard normal from one block (draw.rs `normal`, rng.rs `SampleRng::normal`).
+__device__ __forceinline__ double normal(Block b) {
+    const double u1 = __dsub_rn(1.0, u53(b.w0, b.w1));
+    const double u2 = u53(b.w2, b.w3);
+    return __dmul_rn(sqrt(__dmul_rn(-2.0, log(u1))), cos(__dmul_rn(6.283185307179586, u2)));
+}
+
+// ln Gamma(x) for x >= 1 (draw.rs `loggam`, NumPy's random_loggam).
+__device__ double loggam(double x) {
+    if (x == 1.0 || x == 2.0) return 0.0;
+    const long long n = x < 7.0 ? (long long)(7.0 - x) : 0;
+    double x0 = __dadd_rn(x, (double)n);
+    const double r = __ddiv_rn(1.0, x0);
+    const double x2 = __dmul_rn(r, r);
+    const double a[10] = {8.333333333333333e-02, -2.777777777777778e-03, 7.936507936507937e-04, -5.952380952380952e-04,
+                          8.417508417508418e-04, -1.917526917526918e-03, 6.410256410256410e-03, -2.955065359477124e-02,
+                          1.796443723688307e-01, -1.39243221690590e+00};
+    double gl0 = a[9];
+    for (int k = 8; k >= 0; k--) gl0 = __dadd_rn(__dmul_rn(gl0, x2), a[k]);
+    const double lx0 = log(x0);
+    double gl = __dsub_rn(__dadd_rn(__dadd_rn(__ddiv_rn(gl0, x0), __dmul_rn(0.5, 1.8378770664093453)), __dmul_rn(__dsub_rn(x0, 0.5), lx0)), x0);
+    for (long long k = 0; k < n; k++) {
+        gl = __dsub_rn(gl, log(__dsub_rn(x0, 1.0)));
+        x0 = __dsub_rn(x0, 1.0);
+    }
+    return gl;
+}
+
+// A Poisson draw of mean lam for element e (draw.rs `poisson`).
+__device__ double poisson(double lam, unsigned k0, unsigned k1, unsigned long long e) {
+    if (!(lam > 0.0)) return 0.0;
+    if (lam < 10.0) {
+        const Block w = element_block(k0, k1, e, 0);
+        const double u = u53(w.w0, w.w1);
+        double p = exp(-lam);
+        double f = p;
+        double k = 0.0;
+        while (u > f && k < 1000.0) {
+            k = __dadd_rn(k, 1.0);
+            p = __ddiv_rn(__dmul_rn(p, lam), k);
+            f = __dadd_rn(f, p);
+        }
+        return k;
+    }
+    if (lam < 1e10) {
+        const double slam = sqrt(lam);
+        const double loglam = log(lam);
+        const double b = __dadd_rn(0.931, __dmul_rn(2.53, slam));
+        const double a = __dadd_rn(-0.059, __dmul_rn(0.02483, b));
+        const double log_invalpha = log(__dadd_rn(1.1239, __ddiv_rn(1.1328, __dsub_rn(b, 3.4))));
+        const double vr = __dsub_rn(0.9277, __ddiv_rn(3.6224, __dsub_rn(b, 2.0)));
+        for (unsigned j = 0; j < 1000u; j++) {
+            const Block w = element_block(k0, k1, e, j);
+            const double u = __dsub_rn(u53(w.w0, w.w1), 0.5);
+            const double v = u53(w.w2, w.w3);
+            const double us = __dsub_rn(0.5, fabs(u));
+            const double k = floor(__dadd_rn(__dadd_rn(__dmul_rn(__dadd_rn(__ddiv_rn(__dmul_rn(2.0, a), us), b), u), lam), 0.43));
+            if (us >= 0.07 && v <= vr) return k;
+            if (k < 0.0 || (us < 0.013 && v > us)) continue;
+            const double lhs = __dsub_rn(__dadd_rn(log(v), log_invalpha), log(__dadd_rn(__ddiv_rn(a, __dmul_rn(us, us)), b)));
+            const double rhs = __dsub_rn(__dadd_rn(-lam, __dmul_rn(k, loglam)), loggam(__dadd_rn(k, 1.0)));
+            if (lhs <= rhs) return k;
+        }
+        return floor(__dadd_rn(lam, 0.5));
+    }
+    if (lam <= 1.7976931348623157e308) {
+        const double z = normal(element_block(k0, k1, e, 0));
+        return fmax(floor(__dadd_rn(__dadd_rn(lam, __dmul_rn(sqrt(lam), z)), 0.5)), 0.0);
+    }
+    return lam;
+}
+
+// DALI's ConvertSat<T> of a double (tensor/element.rs `store`): round half away from zero,
+// saturate. element.cuh's convert_sat covers the 8- to 32-bit integers.
+template <typename T> __device__ __forceinline__ T store(double v) { return convert_sat<T>(v); }
+template <> __device__ __forceinline__ float store<float>(double v) { return __double2float_rn(v); }
+template <> __device__ __forceinline__ unsigned long long store<unsigned long long>(double v) {
+    if (v != v) return 1ULL << 63;
+    const double r = round(v);
+    if (r <= 0.0) return 0ULL;
+    if (r >= 18446744073709551616.0) return 0xFFFFFFFFFFFFFFFFULL;
+    return (unsigned long long)r;
+}
+template <> __device__ __forceinline__ long long store<long long>(double v) {
+    const long long lo = -9223372036854775807LL - 1;
+    if (v != v) return lo;
+    const double r = round(v);
+    if (r <= -9223372036854775808.0) return lo;
+    if (r >= 9223372036854775808.0) return 9223372036854775807LL;
+    return (long long)r;
+}
+
+// Gaussian noise is added in float for 8- and 16-bit integers and float, in double for the
+// 32- and 64-bit integers (DALI's FloatType; mod.rs `Elem::ADD_IN_F32`).
+template <typename T> struct AddInDouble { static constexpr bool value = false; };
+template <> struct AddInDouble<unsigned int> { static constexpr bool value = true; };
+template <> struct AddInDouble<int> { static constexpr bool value = true; };
+template <> struct AddInDouble<unsigned long long> { static constexpr bool value = true; };
+template <> struct AddInDouble<long long> { static constexpr bool value = true; };
+
+template <typename T> __device__ __forceinline__ T add_noise(T x, double g) {
+    if constexpr (AddInDouble<T>::value) {
+        return store<T>(__dadd_rn((double)x, g));
+    } else {
+        return store<T>((double)__fadd_rn((float)x, __double2float_rn(g)));
+    }
+}
+
+// An element from its little-endian bytes in the low bytes of a word.
+template <typename T> __device__ __forceinline__ T from_bits(unsigned long long b) { return (T)b; }
+template <> __device__ __forceinline__ float from_bits<float>(unsigned long long b) { return __int_as_float((int)(unsigned)b); }
+
+template <typename T>
+__device__ __forceinline__ void noise_gaussian(const NoiseSample* samples) {
+    const NoiseSample& s = samples[blockIdx.y];
+    const T* in = (const T*)s.in;
+    T* out = (T*)s.out;
+    const long long step = (long long)gridDim.x * blockDim.x;
+    for (long long e = (long long)blockIdx.x * blockDim.x + threadIdx.x; e < s.pixels; e += step) {
+        const double g = __dadd_rn(s.a, __dmul_rn(s.b, normal(sample_block(s, e))));
+        out[e] = add_noise<T>(in[e], g);
+    }
+}
+
+template <typename T>
+__device__ __forceinline__ void noise_salt_and_pepper(const NoiseSample* samples) {
+    const NoiseSample& s = samples[blockIdx.y];
+    const T* in = (const T*)s.in;
+    T* out = (T*)s.out;
+    const T salt = from_bits<T>(s.salt), pepper = from_bits<T>(s.pepper);
+    const long long step = (long long)gridDim.x * blockDim.x;
+    for (long long p = (long long)blockIdx.x * blockDim.x + threadIdx.x; p < s.pixels; p += step) {
+        const Block w = sample_block(s, p);
+        const double u = u53(w.w0, w.w1);
+        const long long base = p * s.p_stride;
+        if (u < s.a) {
+            const T v = u < s.b ? salt : pepper;
+            for (int c = 0; c < s.channels; c++) out[base + c * s.c_stride] = v;
+        } else {
+            for (int c = 0; c < s.channels; c++) out[base + c * s.c_stride] = in[base + c * s.c_stride];
+        }
+    }
+}
+
+template <typename T>
+__device__ __forceinline__ void noise_shot(const NoiseSample* samples) {
+    const NoiseSample& s = samples[blockIdx.y];
+    const T* in = (const T*)s.in;
+    T* out = (T*)s.out;
+    const float factor = (float)s.a, inv = (float)s.b;
+    const long long step = (long long)gridDim.x * blockDim.x;
+    for (long long e = (long long)blockIdx.x * blockDim.x + threadIdx.x; e < s.pixels; e += step) {
+        if (factor == 0.0f) {
+            out[e] = in[e];
+            continue;
+        }
+        const float lam = __fmul_rn((float)in[e], inv);
+        const double n = poisson(lam > 0.0f ? (double)lam : 0.0, s.key0, s.key1, (unsigned long long)e);
+        out[e] = store<T>((double)__fmul_rn(__double2float_rn(n), factor));
+    }
+}
+
+#define NOISE_KERNELS(N, T) \
+    extern "C" __global__ void noise_gaussian_##N(const NoiseSample* s) { noise_gaussian<T>(s); } \
+    extern "C" __global__ void noise_salt_and_pepper_##N(const NoiseSample* s) { noise_salt_and_pepper<T>(s); } \
+    extern "C" __global__ void noise_shot_##N(const NoiseSample* s) { noise_shot<T>(s); }
+NOISE_KERNELS(u8, unsigned char)
+NOISE_KERNELS(i8, signed char)
+NOISE_KERNELS(u16, unsigned short)
+NOISE_KERNELS(i16, short)
+NOISE_KERNELS(u32, unsigned int)
+NOISE_KERNELS(i32, int)
+NOISE_KERNELS(u64, unsigned long long)
+NOISE_KERNELS(i64, long long)
+NOISE_KERNELS(f32, float)
