@@ -327,6 +327,7 @@ static REGISTRY: &[&OpDef] = &[
     &pad::PAD,
     &random::NORMAL,
     &random::CHOICE,
+    &random::BETA,
     &arithmetic::ARITHMETIC_GENERIC,
     &subscript::TENSOR_SUBSCRIPT,
     &random_resized_crop::RANDOM_RESIZED_CROP,

@@ -2,11 +2,13 @@
 //! counter-based stream of (seed, operator, iteration, sample), so results do not depend on
 //! the thread count.
 
+mod beta;
 mod choice;
 mod coin_flip;
 mod normal;
 mod uniform;
 
+pub use beta::BETA;
 pub use choice::CHOICE;
 pub use coin_flip::COIN_FLIP;
 pub use normal::NORMAL;
