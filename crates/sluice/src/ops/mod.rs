@@ -362,6 +362,7 @@ static REGISTRY: &[&OpDef] = &[
     &color::EQUALIZE,
     &warp::WARP_AFFINE,
     &filters::GAUSSIAN_BLUR,
+    &filters::LAPLACIAN,
     &filters::FILTER,
     &filters::EXPERIMENTAL_FILTER,
     &transforms::ROTATION,

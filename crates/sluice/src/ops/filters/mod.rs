@@ -1,6 +1,6 @@
 //! Convolution filters: `fn.gaussian_blur` ([`gaussian_blur`]), on the separable engine
-//! ([`separable`] on the cpu, `separable.cu` on the GPU) both backends share, and `fn.filter`
-//! ([`filter`]: any 2-D kernel).
+//! ([`separable`] on the cpu, `separable.cu` on the GPU) both backends share, `fn.laplacian`
+//! ([`laplacian`]: a sum of separable passes), and `fn.filter` ([`filter`]: any 2-D kernel).
 //!
 //! Layouts follow DALI's `ParseAndValidateDim`: with no layout, every dimension (at most 3)
 //! is spatial; otherwise the leading run of `F`/`C` letters (at most 2) are independent
@@ -10,10 +10,12 @@
 pub mod filter;
 pub mod gaussian_blur;
 mod gpu;
+pub mod laplacian;
 pub mod separable;
 
 pub use filter::{EXPERIMENTAL_FILTER, FILTER};
 pub use gaussian_blur::GAUSSIAN_BLUR;
+pub use laplacian::LAPLACIAN;
 
 use crate::error::{Error, Result};
 
