@@ -29,6 +29,9 @@ OPS = {
     "warp_affine": "fn.warp_affine(x, matrix=[0.9, 0.1, 10.0, -0.1, 0.9, 20.0], fill_value=0)",
     "warp_affine_nn": "fn.warp_affine(x, matrix=[0.9, 0.1, 10.0, -0.1, 0.9, 20.0], interp_type=types.INTERP_NN)",
     "gaussian_blur": "fn.gaussian_blur(x, sigma=1.5)",
+    "laplacian": "fn.laplacian(x, window_size=3)",
+    "noise_gaussian": "fn.noise.gaussian(x, stddev=u(1, 20))",
+    "salt_and_pepper": "fn.noise.salt_and_pepper(x, prob=0.05)",
     "filter_sharpen": "fn.filter(x, np.array([[0, -1, 0], [-1, 5, -1], [0, -1, 0]], np.float32))",
     # issue 19's detection-style chain (on decoded images): warp, colour, blur, normalise
     "detection_chain": "fn.crop_mirror_normalize(fn.gaussian_blur(fn.brightness_contrast(fn.hsv("

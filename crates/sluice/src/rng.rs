@@ -3,7 +3,7 @@
 //! batch is bit-identical whatever the thread count or the order samples are processed in.
 
 /// Philox4x32-10 block function (Salmon et al., "Parallel random numbers: as easy as 1, 2, 3").
-fn philox4x32_10(mut ctr: [u32; 4], key: [u32; 2]) -> [u32; 4] {
+pub(crate) fn philox4x32_10(mut ctr: [u32; 4], key: [u32; 2]) -> [u32; 4] {
     const M0: u64 = 0xD251_1F53;
     const M1: u64 = 0xCD9E_8D57;
     const W0: u32 = 0x9E37_79B9;
@@ -50,6 +50,14 @@ impl SampleRng {
             block: [0; 4],
             used: 4,
         }
+    }
+
+    /// The stream's Philox key and counter words 1..3: its block `k` (the `k`-th group of
+    /// four `next_u32`, the block the `k`-th `normal()` reads) is
+    /// `philox4x32_10([k, w[0], w[1], w[2]], key)`. For kernels and per-element draws that
+    /// compute a block directly instead of reading the stream in order.
+    pub fn key_and_stream(&self) -> ([u32; 2], [u32; 3]) {
+        (self.key, [self.ctr[1], self.ctr[2], self.ctr[3]])
     }
 
     /// Next 32 random bits.

@@ -19,6 +19,7 @@ pub mod fused;
 pub mod gpu_params;
 pub mod join;
 pub mod strided_copy_gpu;
+pub mod noise;
 pub mod normalize;
 pub mod pad;
 pub mod permute;
@@ -328,6 +329,9 @@ static REGISTRY: &[&OpDef] = &[
     &random::NORMAL,
     &random::CHOICE,
     &random::BETA,
+    &noise::GAUSSIAN,
+    &noise::SALT_AND_PEPPER,
+    &noise::SHOT,
     &arithmetic::ARITHMETIC_GENERIC,
     &subscript::TENSOR_SUBSCRIPT,
     &random_resized_crop::RANDOM_RESIZED_CROP,
