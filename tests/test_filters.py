@@ -284,3 +284,13 @@ def test_gpu_filter_equals_cpu(np_type, border, mode):
         cpu, _ = _filter_run(sluice, data, "HWC", kernels, fills=fills, border=border, mode=mode, dtype=dtype)
         gpu, _ = _filter_run(sluice, data, "HWC", kernels, device="gpu", fills=fills, border=border, mode=mode, dtype=dtype)
         _same(cpu, gpu)
+
+
+def test_gpu_filter_with_a_numpy_kernel_keeps_the_constant_on_the_cpu():
+    """A NumPy kernel becomes a Constant where the gpu operator reads it: on the host."""
+    require_gpu()
+    data = _data(np.uint8, (20, 30, 3), 2, seed=23)
+    k = np.array([[0, -1, 0], [-1, 5, -1], [0, -1, 0]], np.float32)
+    cpu, _ = _run(sluice, data, "HWC", lambda fn, x, a: fn.filter(x, k))
+    gpu, _ = _run(sluice, data, "HWC", lambda fn, x, a: fn.filter(x, k), device="gpu")
+    _same(cpu, gpu)

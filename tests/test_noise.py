@@ -48,11 +48,11 @@ def _const(batch):
     return lambda: batch
 
 
-def _pipe(lib, build, data, layout="HWC", args=None, device="cpu", num_threads=3, seed=7):
+def _pipe(lib, build, data, layout="HWC", args=None, device="cpu", num_threads=3, seed=7, gpu_pipeline=False):
     """A pipeline over `data` (a list of samples) running `build(fn, x, arg_nodes)`; `args`
     maps names to one value per sample, fed as argument inputs."""
     args = args or {}
-    pipe = lib.pipeline.Pipeline(batch_size=len(data), num_threads=num_threads, device_id=None if device == "cpu" else 0, seed=seed)
+    pipe = lib.pipeline.Pipeline(batch_size=len(data), num_threads=num_threads, device_id=0 if device == "gpu" or gpu_pipeline else None, seed=seed)
     with pipe:
         x = lib.fn.external_source(source=_const(data), batch=True, layout=layout)
         nodes = {k: lib.fn.external_source(source=_const([np.float32(v) for v in vals]), batch=True) for k, vals in args.items()}
@@ -593,7 +593,7 @@ def _cpu_and_gpu(build, data, layout="HWC", args=None, iters=2):
     def both(fn, x, a):
         return build(fn, x, a, 77), build(fn, x.gpu(), a, 77)
 
-    pipe = _pipe(sluice, both, data, layout, args)
+    pipe = _pipe(sluice, both, data, layout, args, gpu_pipeline=True)
     for _ in range(iters):
         cpu, gpu = pipe.run()
     return _arrays(cpu), _arrays(gpu)
@@ -674,7 +674,7 @@ def test_gpu_operator_noise_gaussian_vs_add_normal_dist(small_images, batch_size
         out_data2 = in_data + fn.random.normal(in_data, mean=mean_arg, stddev=stddev_arg, seed=12345)
         return out_data1, out_data2
 
-    pipe = _image_pipe(small_images, batch_size, build)
+    pipe = _image_pipe(small_images, batch_size, build, device="gpu")
     for _ in range(3):
         out0, out1 = pipe.run()
         _assert_gaussian_close(_arrays(out1), _arrays(out0), 57.0)

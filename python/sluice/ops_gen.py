@@ -62,9 +62,12 @@ def make_node(schema_name, inputs, kwargs, device=None, name=None, warn=True):
     if _debug.active() is not None:  # debug mode: the operator runs now
         return _debug_node(schema_name, list(inputs), kwargs, device, name)
     if any(not isinstance(x, DataNode) for x in inputs):
-        # DALI puts a constant where the operator runs: on the GPU beside GPU inputs.
+        # DALI puts a constant where the operator runs: on the GPU beside GPU inputs, but on
+        # the CPU for inputs the GPU backend reads on the host (a filter's kernel, a warp's
+        # matrices).
         on_gpu = device == "gpu" or any(isinstance(x, DataNode) and x.device == "gpu" for x in inputs)
-        inputs = [x if isinstance(x, DataNode) else _constant_node(x, "gpu" if on_gpu else "cpu", display, i)
+        host = set(SCHEMAS[schema_name].get("host_inputs", ())) if schema_name in SCHEMAS else set()
+        inputs = [x if isinstance(x, DataNode) else _constant_node(x, "gpu" if on_gpu and i not in host else "cpu", display, i)
                   for i, x in enumerate(inputs)]
     from .types import ScalarConstant
 

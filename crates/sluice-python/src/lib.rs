@@ -1034,6 +1034,7 @@ fn schemas(py: Python<'_>) -> PyResult<Vec<Bound<'_, PyDict>>> {
         d.set_item("min_inputs", s.min_inputs)?;
         d.set_item("max_inputs", s.max_inputs)?;
         d.set_item("num_outputs", s.num_outputs)?;
+        d.set_item("host_inputs", s.host_inputs.to_vec())?;
         d.set_item("is_reader", s.is_reader)?;
         d.set_item("is_random", s.is_random)?;
         let args = PyList::empty(py);
