@@ -9,7 +9,8 @@
 
 use sluice::exec::Executor;
 use sluice::graph::{Edge, OpSpec, PipelineSpec};
-use sluice::ops::rotate::kernel::{rotated_canvas_size, rotation_mapping, warp_affine, Border, Interp};
+use sluice::ops::rotate::canvas::{rotated_canvas_size, rotation_mapping};
+use sluice::ops::warp::kernel::{warp_affine, Border, Interp};
 use sluice::ops::ArgValue;
 
 /// 3x4x1 image: (i*37 + 11) % 256 in row-major order.
