@@ -1309,3 +1309,42 @@ def test_permute_batch_with_a_list_and_per_sample_indices(lib):
     a, b = pipeline().run()
     assert [np.array(s).tolist() for s in a] == [[4] * 5, [4] * 5, [0], [1, 1], [3] * 4]
     assert [int(np.array(s)[0]) for s in b] == [0, 2, 4, 1, 3]
+
+
+def _halving_pick(idx, lo, hi, leaves):
+    """A recursive helper with a DataNode `if` (as auto_aug's `select`): it calls itself by
+    its global name, which conversion must leave global."""
+    if lo == hi:
+        return leaves[lo]
+    mid = (lo + hi) // 2
+    if idx <= mid:
+        return _halving_pick(idx, lo, mid, leaves)
+    else:
+        return _halving_pick(idx, mid + 1, hi, leaves)
+
+
+def test_recursive_helper_and_loop_local_variable(lib):
+    """A recursive converted helper works, and a variable an `if` inside a loop assigns
+    before reading it (local to one iteration) need not be defined in the other branch:
+    both as in DALI (auto_aug's select and apply_auto_augment rely on them)."""
+    fn, types = lib.fn, lib.types
+
+    @lib.pipeline_def(batch_size=8, device_id=None, num_threads=2, enable_conditionals=True)
+    def pipeline():
+        idx = fn.external_source(lambda info: np.int32(info.idx_in_batch % 5), batch=False)
+        data = fn.external_source(lambda info: np.float32(info.idx_in_batch), batch=False)
+        for stage in range(2):
+            if idx > stage:
+                step = data * 10 + stage
+                data = step + 1
+        picked = _halving_pick(idx, 0, 4, [types.Constant(np.float32(v * 100)) + data for v in range(5)])
+        return data, picked
+
+    data, picked = pipeline().run()
+    for i, (d, p) in enumerate(zip(data, picked)):
+        expected = float(i)
+        for stage in range(2):
+            if i % 5 > stage:
+                expected = expected * 10 + stage + 1
+        assert float(np.array(d)) == expected
+        assert float(np.array(p)) == (i % 5) * 100 + expected

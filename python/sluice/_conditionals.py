@@ -479,6 +479,9 @@ def _convert_code(func):
     code = func.__code__
     fdef = _definition(code)
     fdef.decorator_list = []
+    # Defined under another name inside the factory: under its own, a recursive function's
+    # calls of itself would read the factory's local instead of the global it reads.
+    fdef.name = _CONVERTED_NAME
     _Rewriter(fdef).rewrite()
     params = [ast.arg(arg=n) for n in (_NAME,) + code.co_freevars]
     factory = _function_def(
@@ -490,10 +493,12 @@ def _convert_code(func):
     ast.fix_missing_locations(module)
     compiled = compile(module, code.co_filename, "exec")
     factory_code = next(c for c in compiled.co_consts if isinstance(c, types.CodeType))
-    return next(c for c in factory_code.co_consts if isinstance(c, types.CodeType) and c.co_name == fdef.name)
+    converted = next(c for c in factory_code.co_consts if isinstance(c, types.CodeType) and c.co_name == fdef.name)
+    return converted.replace(co_name=code.co_name)
 
 
 _LAMBDA = "__sluice_lambda__"
+_CONVERTED_NAME = "__sluice_converted__"
 
 
 def _definition(code):
@@ -631,6 +636,60 @@ def _loaded(nodes):
                 out.add(x.id)
             elif isinstance(x, ast.AugAssign) and isinstance(x.target, ast.Name):
                 out.add(x.target.id)
+    return out
+
+
+def _stored(target):
+    """The plain names an assignment target binds (`x`, `x, (y, *z)`)."""
+    return {x.id for x in ast.walk(target) if isinstance(x, ast.Name) and isinstance(x.ctx, ast.Store)}
+
+
+def _flow(stmts, assigned):
+    """`(exposed, assigned)`: the names `stmts` may read before they assign them, given that
+    the names in `assigned` are bound on entry, and the names bound on every path through
+    them. Only straight-line code, `if`s, loops and `with` are followed; anything else counts
+    every read as exposed and binds nothing, which errs towards "live"."""
+    exposed, assigned = set(), set(assigned)
+    for s in stmts:
+        if isinstance(s, (ast.Assign, ast.AnnAssign, ast.AugAssign)):
+            exposed |= _loaded([s]) - assigned
+            for t in (s.targets if isinstance(s, ast.Assign) else [s.target]):
+                assigned |= _stored(t)
+        elif isinstance(s, ast.If):
+            exposed |= _loaded([s.test]) - assigned
+            body_exposed, body_assigned = _flow(s.body, assigned)
+            else_exposed, else_assigned = _flow(s.orelse, assigned)
+            exposed |= body_exposed | else_exposed
+            assigned = body_assigned & else_assigned
+        elif isinstance(s, (ast.For, ast.AsyncFor)):
+            exposed |= _loaded([s.iter]) - assigned
+            exposed |= _flow(s.body, assigned | _stored(s.target))[0] | _flow(s.orelse, assigned)[0]
+        elif isinstance(s, ast.While):
+            exposed |= (_loaded([s.test]) | _flow(s.body, assigned)[0] | _flow(s.orelse, assigned)[0]) - assigned
+        elif isinstance(s, (ast.With, ast.AsyncWith)):
+            exposed |= _loaded(s.items) - assigned
+            for item in s.items:
+                if item.optional_vars is not None:
+                    assigned |= _stored(item.optional_vars)
+            body_exposed, assigned = _flow(s.body, assigned)
+            exposed |= body_exposed
+        else:
+            exposed |= _loaded([s]) - assigned
+    return exposed, assigned
+
+
+def _read_again(loops):
+    """The names the enclosing loops may read on their next iteration before assigning them
+    (their condition, their body's exposed reads), and in their `else`: what an `if` inside
+    them must hand on. A name the body always assigns before reading it (a helper variable
+    of one iteration) is not among them, so a branch need not define it."""
+    out = set()
+    for loop in loops:
+        if isinstance(loop, ast.While):
+            out |= _loaded([loop.test]) | _flow(loop.body, set())[0]
+        else:
+            out |= _flow(loop.body, _stored(loop.target))[0]
+        out |= _loaded(loop.orelse)
     return out
 
 
@@ -796,7 +855,7 @@ class _Rewriter:
         names = [n for n in _bound(s.body + s.orelse) if n not in self.globals]
         # The return value is read after every `if` that assigns it (see `returns` below,
         # and the `if` around this one, which converted its returns too).
-        live = _loaded(after) | self.closure_reads | _loaded(loops) | {_RETVAL}
+        live = _loaded(after) | self.closure_reads | _read_again(loops) | {_RETVAL}
         # Attributes and items of objects made before (`obj.a = ...`, `d["k"] = ...`) are
         # state too: the object outlives the branches.
         composites = [c for c in _composites(s.body + s.orelse) if c[1] not in names]
