@@ -52,6 +52,27 @@ class DataNode:
             return self
         raise ValueError(f"{self.name} is on the GPU; data flows cpu -> mixed -> gpu only")
 
+    def shape(self, *, dtype=None, device="cpu"):
+        """The run-time shape of every sample of this node, as a new node (`fn.shapes`): a
+        1-D tensor of `dtype` (INT64 unless given) per sample, on `device` ("cpu" or "gpu")."""
+        from ..ops_gen import make_node
+
+        if device not in ("cpu", "gpu"):
+            raise ValueError(f"{self.name}.shape(): device must be \"cpu\" or \"gpu\", got {device!r}")
+        if device == "cpu" and self.device == "gpu":
+            from ._debug import DataNodeDebug
+
+            if isinstance(self, DataNodeDebug):  # debug mode holds the batch: it can come back
+                return self.cpu().shape(dtype=dtype)
+            raise ValueError(
+                f"{self.name}.shape(device=\"cpu\"): the node is on the GPU and data flows cpu -> mixed -> gpu only. "
+                "Take the shape of the CPU node before `.gpu()`, or ask for it on the GPU with device=\"gpu\".")
+        # warn=False: DALI deprecates fn.shapes in favour of this method, which never warns.
+        out = make_node("Shapes", [self], {} if dtype is None else {"dtype": dtype}, device=self.device, warn=False)
+        # DALI's gpu operator reads a cpu node's shapes too; ours takes gpu inputs, so the
+        # shapes are taken on the cpu and moved, which gives the same batch.
+        return out.gpu() if device == "gpu" else out
+
     def __repr__(self):
         return f"DataNode(name={self.name!r}, device={self.device!r})"
 

@@ -32,6 +32,7 @@ pub mod reshape;
 pub mod resize;
 pub mod rotate;
 pub mod schema;
+pub mod shapes;
 pub mod slice;
 pub mod subscript;
 pub mod transfer;
@@ -304,6 +305,8 @@ static REGISTRY: &[&OpDef] = &[
     &decoders::IMAGE_CROP,
     &decoders::IMAGE_RANDOM_CROP,
     &decoders::IMAGE_SLICE,
+    &decoders::PEEK_IMAGE_SHAPE,
+    &decoders::EXPERIMENTAL_PEEK_IMAGE_SHAPE,
     &random::UNIFORM,
     &random::COIN_FLIP,
     &readers::FILE,
@@ -338,6 +341,7 @@ static REGISTRY: &[&OpDef] = &[
     &slice::SLICE,
     &constant::CONSTANT,
     &reshape::RESHAPE,
+    &shapes::SHAPES,
     &external_source::EXTERNAL_SOURCE,
     &python_function::PYTHON_FUNCTION,
     &full::FULL,
@@ -364,6 +368,7 @@ static REGISTRY: &[&OpDef] = &[
     &color::COLOR_TWIST,
     &color::COLOR_SPACE_CONVERSION,
     &color::EQUALIZE,
+    &color::EXPERIMENTAL_EQUALIZE,
     &warp::WARP_AFFINE,
     &filters::GAUSSIAN_BLUR,
     &filters::LAPLACIAN,

@@ -128,10 +128,13 @@ pub const fn deprecated_arg(name: &'static str, ty: ArgType, default: ArgDefault
 }
 
 /// Operators DALI deprecated but still runs, with the reason it gives: using one warns.
-const DEPRECATED_OPERATORS: &[(&str, &str)] = &[(
-    "readers__Sequence",
-    "This operator may be removed in future releases. fn.external_source can be used to implement custom reading patterns.",
-)];
+const DEPRECATED_OPERATORS: &[(&str, &str)] = &[
+    (
+        "readers__Sequence",
+        "This operator may be removed in future releases. fn.external_source can be used to implement custom reading patterns.",
+    ),
+    ("Shapes", "Use :meth:`nvidia.dali.pipeline.DataNode.shape` instead."),
+];
 
 /// Arguments every operator accepts (DALI's common arguments).
 pub const COMMON_ARGS: &[ArgSchema] = &[

@@ -1,4 +1,4 @@
-//! `fn.experimental.equalize`: histogram equalization of UINT8 images and videos, each
+//! `fn.equalize` (and its deprecated alias `fn.experimental.equalize`): histogram equalization of UINT8 images and videos, each
 //! channel of each frame on its own, as OpenCV's `equalizeHist` (which DALI 2.4's cpu operator
 //! calls): the 256-bin histogram, the first occupied bin `i` maps to 0 and bin `j > i` to
 //! `round_half_even(cumulative(i+1..=j) * (255 / (total - hist[i])))` in f32; a plane of one
@@ -12,11 +12,10 @@ use crate::error::{Error, Result};
 use crate::ops::{for_each_sample, Device, OpContext, OpDef, OpSchema, Operator, Workspace};
 use crate::tensor::{BatchMeta, DType, Layout, TensorList};
 
-/// `fn.experimental.equalize`.
-pub static EQUALIZE: OpDef = OpDef {
-    schema: OpSchema {
-        name: "experimental__Equalize",
-        doc: "Performs grayscale/per-channel histogram equalization. The supported inputs are images and videos of uint8_t type.",
+const fn schema(name: &'static str, doc: &'static str) -> OpSchema {
+    OpSchema {
+        name,
+        doc,
         devices: &[Device::Cpu, Device::Gpu],
         min_inputs: 1,
         max_inputs: 1,
@@ -27,7 +26,20 @@ pub static EQUALIZE: OpDef = OpDef {
         legacy_names: &[],
         is_reader: false,
         is_random: false,
-    },
+    }
+}
+
+/// `fn.equalize`.
+pub static EQUALIZE: OpDef = OpDef {
+    schema: schema("Equalize", "Performs grayscale/per-channel histogram equalization. The supported inputs are images and videos of uint8_t type."),
+    cpu: Some(|ctx| Ok(Box::new(Equalize { ctx: ctx.clone() }))),
+    mixed: None,
+    gpu: Some(|ctx, _| Ok(Box::new(EqualizeGpu::new(Equalize { ctx: ctx.clone() })))),
+};
+
+/// `fn.experimental.equalize`: DALI 2.4 keeps it as a deprecated alias.
+pub static EXPERIMENTAL_EQUALIZE: OpDef = OpDef {
+    schema: schema("experimental__Equalize", "Deprecated alias of fn.equalize (the operator left the experimental phase)."),
     cpu: Some(|ctx| Ok(Box::new(Equalize { ctx: ctx.clone() }))),
     mixed: None,
     gpu: Some(|ctx, _| Ok(Box::new(EqualizeGpu::new(Equalize { ctx: ctx.clone() })))),

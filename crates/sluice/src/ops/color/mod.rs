@@ -26,7 +26,7 @@ mod gpu;
 pub use brightness_contrast::{BRIGHTNESS, BRIGHTNESS_CONTRAST, CONTRAST};
 pub use color_twist::{COLOR_TWIST, HSV, HUE, SATURATION};
 pub use conversion::COLOR_SPACE_CONVERSION;
-pub use equalize::EQUALIZE;
+pub use equalize::{EQUALIZE, EXPERIMENTAL_EQUALIZE};
 
 use crate::error::{Error, Result};
 use crate::ops::{for_each_sample, OpContext, Operator, Workspace};

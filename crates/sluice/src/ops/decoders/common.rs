@@ -82,6 +82,14 @@ pub(crate) fn decode_setup(ctx: &OpContext) -> Result<(DecodeParams, DType)> {
 /// the background: a header costs microseconds, while a parallel step would wait for
 /// workers to finish their current image.
 pub(crate) fn read_headers(ctx: &OpContext, ws: &Workspace<'_>, input: &TensorList, parallel: bool) -> Result<Vec<ImageInfo>> {
+    let infos = read_infos(ctx, ws, input, parallel)?;
+    check_batch_size(ctx, ws, input, &infos)?;
+    Ok(infos)
+}
+
+/// Every sample's header, without the limit on the bytes the batch decodes to (for
+/// `peek_image_shape`, which decodes nothing).
+pub(crate) fn read_infos(ctx: &OpContext, ws: &Workspace<'_>, input: &TensorList, parallel: bool) -> Result<Vec<ImageInfo>> {
     if input.dtype() != DType::U8 || input.ndim() != 1 {
         return Err(Error::TypeMismatch {
             operator: ctx.display_name.clone(),
@@ -105,7 +113,6 @@ pub(crate) fn read_headers(ctx: &OpContext, ws: &Workspace<'_>, input: &TensorLi
     } else {
         (0..input.len()).map(header).collect::<Result<_>>()?
     };
-    check_batch_size(ctx, ws, input, &infos)?;
     Ok(infos)
 }
 

@@ -4,7 +4,7 @@
 //!
 //! The modules form layers, each importing only those below it:
 //! - the operators: `image`, `image_crop`, `image_slice`, `image_random_crop` (schemas, and
-//!   for the ROI decoders where their window goes);
+//!   for the ROI decoders where their window goes), and `peek_image_shape` (headers only);
 //! - `window`: the ROI decoders' cpu and mixed backends, shared by the three;
 //! - `mixed/`: the mixed decoder, one batch at a time over the engine, the GPU and the workers;
 //! - `common`, `random_crop_window`: arguments, headers, windows and DCT scales both
@@ -16,6 +16,7 @@ mod image_crop;
 mod image_random_crop;
 mod image_slice;
 mod mixed;
+mod peek_image_shape;
 pub mod random_crop_window;
 mod window;
 
@@ -23,3 +24,4 @@ pub use self::image::IMAGE;
 pub use self::image_crop::IMAGE_CROP;
 pub use self::image_random_crop::IMAGE_RANDOM_CROP;
 pub use self::image_slice::IMAGE_SLICE;
+pub use self::peek_image_shape::{EXPERIMENTAL_PEEK_IMAGE_SHAPE, PEEK_IMAGE_SHAPE};
