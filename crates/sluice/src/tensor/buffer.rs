@@ -11,8 +11,11 @@ use std::sync::Mutex;
 /// Alignment of every host buffer: enough for any element type and for SIMD loads.
 pub const ALIGN: usize = 64;
 
-/// Blocks at least this large go back to the pool when dropped.
-const POOL_MIN: usize = 1 << 20;
+/// Blocks at least this large go back to the pool when dropped. Sub-batches come this small:
+/// the halves a conditional splits a batch into, a few images each, are allocated afresh on
+/// every branch and iteration, and from malloc they came back as newly faulted pages (a sixth
+/// of RandAugment's time on 224x224 images went to the kernel zeroing them).
+const POOL_MIN: usize = 64 << 10;
 /// The pool keeps at most this many bytes of free blocks.
 const POOL_MAX_BYTES: usize = 2 << 30;
 
@@ -139,12 +142,16 @@ impl HostBuffer {
     }
 }
 
-/// Pooled blocks are this much larger than the batch that first needed them, rounded up to
-/// whole huge pages: batches of a data set vary in size, and a block a little too small for
+/// Pooled blocks of a huge page or more are this much larger than the batch that first
+/// needed them, rounded up to whole huge pages: batches of a data set vary in size, and a block a little too small for
 /// the next batch would make the pool map yet another (a stall of tens of milliseconds each,
 /// seen on the H100 machine for 180 MB batches of large photos in a training run's first
 /// epochs).
 fn block_capacity(len: usize) -> usize {
+    if len < HUGE_PAGE {
+        // Below a huge page, powers of two: a block serves any request from half its size.
+        return len.next_power_of_two();
+    }
     (len + len / 8).next_multiple_of(HUGE_PAGE)
 }
 
