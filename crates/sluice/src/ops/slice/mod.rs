@@ -9,7 +9,7 @@ use crate::ops::crop::crop::crop_nd;
 use crate::ops::crop::window::{fill_per_channel, OobPolicy, Span};
 use crate::ops::{arg, removed_arg, for_each_sample, ArgDefault as D, ArgType as T, Device, OpContext, OpDef, OpSchema, Operator, Workspace};
 use crate::tensor::element::{load_f64, store_f64};
-use crate::tensor::TensorList;
+use crate::tensor::{DType, TensorList};
 
 /// Schema and backends.
 pub static SLICE: OpDef = OpDef {
@@ -68,7 +68,16 @@ impl Operator for Slice {
                 .collect::<Result<_>>()?
         };
         let policy = OobPolicy::parse(op, ctx.args.str("out_of_bounds_policy"))?;
-        let (na, ns) = (ctx.args.bool("normalized_anchor"), ctx.args.bool("normalized_shape"));
+        // As DALI: integer anchors and shapes are in elements whatever the flags say, and the
+        // two inputs share one type (INT32, INT64 or FLOAT).
+        if anchors.dtype() != shapes.dtype() {
+            return Err(Error::arg(op, "shape", format!("Anchor and shape should have the same type. Got: {} and {}", anchors.dtype().cpp_name(), shapes.dtype().cpp_name())));
+        }
+        if !matches!(anchors.dtype(), DType::I32 | DType::I64 | DType::F32) {
+            return Err(Error::arg(op, "anchor", format!("Unsupported type of anchor and shape arguments: {}", anchors.dtype().cpp_name())));
+        }
+        let float_args = anchors.dtype() == DType::F32;
+        let (na, ns) = (float_args && ctx.args.bool("normalized_anchor"), float_args && ctx.args.bool("normalized_shape"));
         let it = data.dtype();
         let ot = if ctx.args.has("dtype") { ctx.args.dtype("dtype") } else { it };
         let n = data.len();
@@ -86,9 +95,16 @@ impl Operator for Slice {
             let mut sp: Vec<Span> = sh.iter().map(|&e| Span::full(e)).collect();
             for (k, &ax) in axes.iter().enumerate() {
                 let e = sh[ax];
-                let a0 = if na { a[k] * e as f64 } else { a[k] };
-                let s0 = if ns { s[k] * e as f64 } else { s[k] };
-                let (start, end) = (a0.round() as i64, (a0 + s0).round() as i64);
+                let e_f = e as f64;
+                // Both normalized: one product of the sum, as DALI computes it (fewer roundings).
+                let (a0, end0) = match (na, ns) {
+                    (true, true) => (a[k] * e_f, (a[k] + s[k]) * e_f),
+                    _ => {
+                        let a0 = if na { a[k] * e_f } else { a[k] };
+                        (a0, a0 + if ns { s[k] * e_f } else { s[k] })
+                    }
+                };
+                let (start, end) = (a0.round() as i64, end0.round() as i64);
                 if end < start {
                     return Err(Error::data(at(), format!("input 'shape' is negative for axis {ax}: {}", s[k])));
                 }
