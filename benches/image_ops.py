@@ -13,8 +13,10 @@ Arguments are per sample where a pipeline would give them so (random values from
 
 import argparse
 import json
+import os
 import subprocess
 import sys
+import tempfile
 
 OPS = {
     # the pipeline alone (feeding, scheduling, returning a batch): what cheap operators add to
@@ -38,6 +40,11 @@ OPS = {
                        "fn.warp_affine(x, matrix=[0.9, 0.1, 10.0, -0.1, 0.9, 20.0], fill_value=0), hue=u(-20, 20), saturation=u(0.7, 1.3)),"
                        " brightness=u(0.8, 1.2), contrast=u(0.8, 1.2)), sigma=1.0), dtype=types.FLOAT, output_layout='CHW',"
                        " mean=[124.0, 117.0, 104.0], std=[58.0, 57.0, 57.0], mirror=fn.random.coin_flip())",
+    # issue 19's automatic augmentations (each sample its own operations, by conditionals);
+    # usually run on crops: --size 224x224
+    "rand_augment": "rand_augment.rand_augment(x, n=2, m=9)",
+    "auto_augment": "auto_augment.auto_augment_image_net(x)",
+    "trivial_augment": "trivial_augment.trivial_augment_wide(x)",
 }
 
 CHILD = r"""
@@ -46,8 +53,10 @@ import numpy as np
 lib, spec = sys.argv[1], json.loads(sys.argv[2])
 if lib == "dali":
     from nvidia.dali import fn, pipeline_def, types
+    from nvidia.dali.auto_aug import auto_augment, rand_augment, trivial_augment
 else:
     from sluice import fn, pipeline_def, types
+    from sluice.auto_aug import auto_augment, rand_augment, trivial_augment
 h, w = spec["size"]
 rng = np.random.default_rng(0)
 images = [rng.integers(0, 255, (h, w, 3), dtype=np.uint8) for _ in range(spec["batch"])]
@@ -57,12 +66,12 @@ def u(lo, hi):
     return fn.random.uniform(range=[lo, hi])
 
 @pipeline_def(batch_size=spec["batch"], num_threads=spec["threads"], device_id=0 if gpu else None, seed=1,
-              prefetch_queue_depth=2)
+              prefetch_queue_depth=2, enable_conditionals=True)
 def pipe():
     x = fn.external_source(lambda: images, batch=True, layout="HWC")
     if gpu:
         x = x.gpu()
-    return eval(spec["expr"])
+    return EXPRESSION
 
 p = pipe()
 p.build()
@@ -79,7 +88,14 @@ print(json.dumps({"rate": spec["iters"] * spec["batch"] / dt}))
 
 
 def run(lib, spec):
-    out = subprocess.run([sys.executable, "-c", CHILD, lib, json.dumps(spec)], capture_output=True, text=True)
+    # The expression is written into the child's source (not eval'd): conditionals convert the
+    # pipeline function, and the functions it calls, from their source files.
+    with tempfile.NamedTemporaryFile("w", suffix=".py", delete=False) as f:
+        f.write(CHILD.replace("EXPRESSION", spec["expr"]))
+    try:
+        out = subprocess.run([sys.executable, f.name, lib, json.dumps(spec)], capture_output=True, text=True)
+    finally:
+        os.unlink(f.name)
     if out.returncode != 0:
         return None, out.stderr.strip().splitlines()[-1] if out.stderr.strip() else f"exit {out.returncode}"
     return json.loads(out.stdout.strip().splitlines()[-1])["rate"], None

@@ -943,11 +943,10 @@ def pipeline_def(fn=None, **pipeline_kwargs):
                     raise
                 finally:
                     pipe._condition_stack = None
-                if outs is None:
-                    raise ValueError(f"{func.__name__} must return the pipeline's outputs (DataNodes)")
-                if isinstance(outs, DataNode):
-                    outs = (outs,)
-                pipe.set_outputs(*outs)
+                # Returning nothing defines no outputs, as in DALI: building such a pipeline
+                # is the error (a function may only be traced, as auto_aug's tests do).
+                if outs is not None:
+                    pipe.set_outputs(*((outs,) if isinstance(outs, DataNode) else outs))
             return pipe
 
         create_pipeline._is_pipeline_def = True

@@ -197,10 +197,10 @@ class Augmentation:
         if _contains_data_node(param):
             raise Exception(
                 f"The `mag_to_param` callback of `{self.name}` augmentation returned `DataNode`, i.e. an output "
-                f"of a pipelined operator, which is not supported there. The callback must return an "
-                f"`np.ndarray` or something convertible to one, so that the parameters of all magnitudes are "
-                f"computed once and reused across iterations. Move the operators into the decorated "
-                f"augmentation instead.\n\nError in augmentation: {self}.")
+                f"of a pipelined operator, which is not supported there: the `mag_to_param` callback must "
+                f"return parameter that is `np.ndarray` or something convertible to `np.ndarray`, so that the "
+                f"parameters of all magnitudes are computed once and reused across iterations. Move the "
+                f"operators into the decorated augmentation instead.\n\nError in augmentation: {self}.")
         return np.array(param)
 
     def _map_mags_to_params(self, magnitudes):
