@@ -11,7 +11,11 @@
   the NumPy references and their tolerances.
 - Errors name the operator and the argument (or the sample), and the pipeline goes on.
 - Results do not depend on the thread count.
+- gpu equal to cpu bit for bit (so to DALI's cpu operator) over the parity cases above, and
+  over summation trees deeper than the gpu kernel's common stack (on the GPU machine).
 """
+
+import itertools
 
 import numpy as np
 import pytest
@@ -20,7 +24,7 @@ import sluice
 from sluice import fn, types
 from sluice.pipeline import Pipeline
 
-from conftest import dali_or_none
+from conftest import dali_or_none, require_gpu
 
 dali = dali_or_none()
 needs_dali = pytest.mark.skipif(dali is None, reason="needs DALI 2.4 (CPU) as the reference")
@@ -69,7 +73,7 @@ def _bits(a):
     return a.tobytes()
 
 
-def _assert_same(ours, ref, names=None):
+def _assert_same(ours, ref, names=None, ref_name="DALI"):
     assert len(ours) == len(ref)
     for k, ((a, ta, la), (b, tb, lb)) in enumerate(zip(ours, ref)):
         what = names[k] if names else f"output {k}"
@@ -77,7 +81,7 @@ def _assert_same(ours, ref, names=None):
         assert la == lb, f"{what}: layout {la!r} vs {lb!r}"
         for i, (x, y) in enumerate(zip(a, b)):
             assert x.dtype == y.dtype and x.shape == y.shape, f"{what} sample {i}: {x.dtype}{x.shape} vs {y.dtype}{y.shape}"
-            assert _bits(x) == _bits(y), f"{what} sample {i}:\n{x}\nvs DALI\n{y}"
+            assert _bits(x) == _bits(y), f"{what} sample {i}:\n{x}\nvs {ref_name}\n{y}"
 
 
 def _compare(build, samples, layout=None, names=None):
@@ -828,3 +832,194 @@ def test_dali_sum_degenerate_data(axes):
         (o,) = pipe.run()
         for i, sample in enumerate(batch):
             assert np.array_equal(np.array(o.at(i)), np.sum(sample, axis=axes))
+
+
+# ---------------------------------------------------------------- gpu
+def _cpu_and_gpu(build, batches, layout=None):
+    """Feeds `batches` in turn to one pipeline running `build(fn, types, x)` on the cpu and on
+    `x.gpu()`; returns per iteration the cpu's and the gpu's outputs, as `_run` gives them."""
+    it = itertools.cycle(batches)
+    pipe = Pipeline(batch_size=max(len(b) for b in batches), num_threads=3, device_id=0, seed=3)
+    with pipe:
+        x = fn.external_source(source=lambda: next(it), batch=True, layout=layout)
+        cpu = build(fn, types, x)
+        gpu = build(fn, types, x.gpu())
+        pipe.set_outputs(*cpu, *gpu)
+    pipe.build()
+    results = []
+    for batch in batches:
+        outs = [o.as_cpu() for o in pipe.run()]
+        res = [([np.array(o.at(i)) for i in range(len(batch))], int(o.dtype), o.layout()) for o in outs]
+        results.append((res[: len(cpu)], res[len(cpu) :]))
+    return results
+
+
+def _assert_gpu_equals_cpu(build, samples, layout=None, names=None, iters=2):
+    """The gpu outputs equal the cpu's bit for bit, for `samples` fed `iters` times (later
+    batches run on what the first one left: compiled kernels, descriptor buffers)."""
+    for cpu, gpu in _cpu_and_gpu(build, [samples] * iters, layout):
+        _assert_same(gpu, cpu, names, ref_name="cpu")
+
+
+@pytest.mark.parametrize("kw", AXES_CASES, ids=[repr(k) for k in AXES_CASES])
+@pytest.mark.parametrize("np_type", NP_TYPES, ids=[t.__name__ for t in NP_TYPES])
+def test_gpu_reductions_equal_cpu(np_type, kw):
+    require_gpu()
+    samples = _data(np_type, PARITY_SHAPES, seed=1)
+    _assert_gpu_equals_cpu(_all_reductions(kw), samples, "HWC", ALL_NAMES)
+
+
+@pytest.mark.parametrize("kw", [{}, {"axes": [0]}, {"axes": [1], "keep_dims": True}, {"axes": []}], ids=repr)
+def test_gpu_reductions_without_a_layout_equal_cpu(kw):
+    require_gpu()
+    samples = _data(np.float32, [(33, 17), (2, 100), (64, 1)], seed=2)
+    _assert_gpu_equals_cpu(_all_reductions(kw), samples, None, ALL_NAMES)
+
+
+@pytest.mark.parametrize("kw", [{}, {"axes": [1]}, {"axes": [0, 2], "keep_dims": True}, {"axes": []}], ids=repr)
+@pytest.mark.parametrize("np_type", NP_TYPES, ids=[t.__name__ for t in NP_TYPES])
+def test_gpu_every_dtype_equals_cpu(np_type, kw):
+    require_gpu()
+    cases = [(name, d) for name in ["sum", "mean", "mean_square", "rms"] for d in _allowed_dtypes(name, np_type)]
+    samples = _data(np_type, [(9, 30, 3), (40, 45, 2), (1, 1, 1)], seed=3)
+
+    def build(fn, types, x):
+        return [getattr(fn.reductions, name)(x, dtype=types.DALIDataType(d), **kw) for name, d in cases]
+
+    _assert_gpu_equals_cpu(build, samples, "HWC", [f"{n} dtype={types.DALIDataType(d).name}" for n, d in cases])
+
+
+def test_gpu_small_integer_sums_and_uint16_squares_wrap_as_on_the_cpu():
+    require_gpu()
+    u8 = [np.full((3, 100), 200, np.uint8), np.array([[200, 1, 2]], np.uint8)]
+
+    def build_u8(fn, types, x):
+        return [fn.reductions.sum(x, dtype=types.UINT8), fn.reductions.sum(x, dtype=types.UINT8, axes=0), fn.reductions.mean(x, dtype=types.UINT8)]
+
+    _assert_gpu_equals_cpu(build_u8, u8)
+    u16 = [np.full((3, 100), 65535, np.uint16), np.array([65535, 3, 40000], np.uint16).reshape(1, 3)]
+
+    def build_u16(fn, types, x):
+        return [fn.reductions.mean_square(x), fn.reductions.mean_square(x, dtype=types.UINT64), fn.reductions.mean_square(x, dtype=types.UINT64, axes=[]),
+                fn.reductions.rms(x, axes=1)]
+
+    _assert_gpu_equals_cpu(build_u16, u16)
+
+
+@pytest.mark.parametrize("kw", [{}, {"axes": [0]}, {"axes": [1]}, {"axes": []}], ids=repr)
+def test_gpu_empty_samples_equal_cpu(kw):
+    require_gpu()
+    for np_type in NP_TYPES:
+        samples = [np.zeros(s, np_type) for s in [(0, 3), (2, 0), (0, 0), (1, 1)]]
+        dtypes = [] if np_type == np.float32 else [("mean", _type_id(np_type)), ("rms", _type_id(np_type))]
+
+        def build(fn, types, x):
+            outs = _all_reductions(kw)(fn, types, x)
+            return outs + [getattr(fn.reductions, n)(x, dtype=types.DALIDataType(d), **kw) for n, d in dtypes]
+
+        _assert_gpu_equals_cpu(build, samples, "HW", ALL_NAMES + [f"{n} dtype={d}" for n, d in dtypes])
+
+
+def test_gpu_scalar_samples_equal_cpu():
+    require_gpu()
+    samples = [np.array(v, np.float32) for v in [3.0, -2.0, 0.0, -0.0]]
+
+    def build(fn, types, x):
+        return [getattr(fn.reductions, n)(x) for n in SINGLE] + [
+            fn.reductions.sum(x, axes=[]),
+            fn.reductions.variance(x, 1.0),
+            fn.reductions.variance(x, 1.0, ddof=1),
+            fn.reductions.std_dev(x, 1.0),
+        ]
+
+    _assert_gpu_equals_cpu(build, samples)
+
+
+@pytest.mark.parametrize("kw", [{}, {"axes": [0]}, {"axes": [1]}, {"axes": []}], ids=repr)
+def test_gpu_nan_infinity_and_signed_zeros_equal_cpu(kw):
+    require_gpu()
+    inf, nan = np.inf, np.nan
+    samples = [
+        np.array([[nan, 1.0, -inf, 5.0], [0.0, -0.0, inf, inf]], np.float32),
+        np.array([[-0.0, 0.0, -0.0, 0.0], [nan, nan, nan, nan]], np.float32),
+        np.array([[3.4e38, 3.4e38, -3.4e38, 1.0], [-inf, -inf, 2.0, -0.0]], np.float32),
+    ]
+    _assert_gpu_equals_cpu(_all_reductions(kw), samples, None, ALL_NAMES)
+
+
+@pytest.mark.parametrize("np_type", NP_TYPES, ids=[t.__name__ for t in NP_TYPES])
+@pytest.mark.parametrize("ddof", [0, 1, 3])
+def test_gpu_std_dev_and_variance_with_a_given_mean_equal_cpu(np_type, ddof):
+    """The mean as a gpu batch of another shape, a constant (made on the gpu) broadcast to
+    every output element, and `ddof`."""
+    require_gpu()
+    samples = _data(np_type, [(5, 7, 3), (40, 45, 3), (2, 2, 1)], seed=4)
+
+    def build(fn, types, x):
+        m_kept = fn.reductions.mean(x, axes=[0, 1], keep_dims=True)
+        return [
+            fn.reductions.variance(x, m_kept, axes=[0, 1], ddof=ddof),
+            fn.reductions.std_dev(x, m_kept, axes=[0, 1], ddof=ddof),
+            fn.reductions.variance(x, 0.25, ddof=ddof),
+            fn.reductions.std_dev(x, -3.5, ddof=ddof),
+            fn.reductions.std_dev(x, fn.reductions.mean(x, axis_names="C"), axis_names="C", ddof=ddof),
+            fn.reductions.variance(x, 0.5, axes=[0, 1], ddof=ddof),
+        ]
+
+    _assert_gpu_equals_cpu(build, samples, "HWC")
+
+
+def test_gpu_long_reductions_equal_cpu():
+    """Tens of thousands of elements per output: many levels of DALI's tree."""
+    require_gpu()
+    samples = _data(np.float32, [(300, 200), (1, 70000), (257, 255)], seed=5)
+    for kw in [{}, {"axes": [0]}, {"axes": [1]}]:
+        _assert_gpu_equals_cpu(_all_reductions(kw), samples, None, ALL_NAMES)
+
+
+def test_gpu_summation_trees_deeper_than_the_common_stack_equal_cpu():
+    """16 reduced groups between kept axes of extent 1 (31 dimensions): the tree walk holds
+    34 frames, more than the common kernels' 32, so the deep kernels run."""
+    require_gpu()
+    shape, axes = [], []
+    for j, e in enumerate([3] * 9 + [1] * 6 + [64]):
+        if j:
+            shape.append(2 if j == 1 else 1)
+        axes.append(len(shape))
+        shape.append(e)
+    for np_type in [np.float32, np.uint8, np.int32]:
+        samples = _data(np_type, [tuple(shape), tuple(shape)], seed=8)
+
+        def build(fn, types, x):
+            mean = fn.reductions.mean(x, axes=axes)
+            return [fn.reductions.sum(x, axes=axes, dtype=types.FLOAT), mean, fn.reductions.rms(x, axes=axes),
+                    fn.reductions.std_dev(x, mean, axes=axes), fn.reductions.variance(x, mean, axes=axes, ddof=1)]
+
+        _assert_gpu_equals_cpu(build, samples)
+
+
+@pytest.mark.parametrize("axes", [(0,), (1,), (0, 1)])
+def test_gpu_batches_with_and_without_elements_equal_cpu(axes):
+    """DALI's degenerate-data case on the gpu: a batch with elements, then one without (so
+    stale outputs would show), then others."""
+    require_gpu()
+    batches = [
+        [np.ones((5, 3), np.int32), np.ones((3, 4), np.int32)],
+        [np.ones((0, 2), np.int32), np.ones((0, 5), np.int32)],
+        [np.arange(12, dtype=np.int32).reshape(3, 4), np.full((1, 1), 7, np.int32)],
+        [np.zeros((2, 2), np.int32), np.ones((0, 1), np.int32)],
+    ]
+
+    def build(fn, types, x):
+        return [fn.reductions.sum(x, axes=axes), fn.reductions.mean(x, axes=axes), fn.reductions.max(x, axes=axes)]
+
+    for cpu, gpu in _cpu_and_gpu(build, batches):
+        _assert_same(gpu, cpu, ["sum", "mean", "max"], ref_name="cpu")
+
+
+def test_a_gpu_reduction_takes_its_mean_on_the_gpu():
+    """As DALI's: both inputs of a gpu std_dev / variance are gpu data (the engine says so when
+    the operator is created; no GPU needed)."""
+    x = fn.random.uniform(range=(0, 1), shape=[4, 5])
+    with pytest.raises(sluice.errors.GraphError, match=r"reductions\.variance \(device='gpu'\): input 1 is on the CPU"):
+        fn.reductions.variance(x.gpu(), fn.reductions.mean(x))

@@ -365,10 +365,20 @@ fn wrap_one(d: DType, v: u64) -> u64 {
 }
 
 fn wrap_all(d: DType, v: &mut [u64]) {
-    if !matches!(d, DType::I64 | DType::U64 | DType::F64) {
-        for x in v {
-            *x = wrap_one(d, *x);
-        }
+    // One loop per type (the match outside): each is vector code.
+    fn each(v: &mut [u64], g: impl Fn(u64) -> u64) {
+        v.iter_mut().for_each(|x| *x = g(*x));
+    }
+    match d {
+        DType::I8 => each(v, |x| x as i8 as i64 as u64),
+        DType::I16 => each(v, |x| x as i16 as i64 as u64),
+        DType::I32 => each(v, |x| x as i32 as i64 as u64),
+        DType::U8 => each(v, |x| x as u8 as u64),
+        DType::U16 => each(v, |x| x as u16 as u64),
+        DType::U32 => each(v, |x| x as u32 as u64),
+        DType::Bool => each(v, |x| (x != 0) as u64),
+        DType::F32 | DType::F16 => each(v, |x| (f64::from_bits(x) as f32 as f64).to_bits()),
+        DType::I64 | DType::U64 | DType::F64 => {}
     }
 }
 
@@ -606,7 +616,9 @@ fn load<T: bytemuck::Pod>(src: &[u8], dst: &mut [u64], start: usize, op: &Operan
         dst.fill(conv(src[0]));
         return;
     }
-    // Odometer over the output coordinates from `start`.
+    // Odometer over the output coordinates from `start`, a run of the innermost axis at a
+    // time: within a run the source is one repeated value (stride 0, e.g. a per-sample
+    // scalar kept as 1x1x1) or a strided row.
     let nd = shape.len();
     let mut idx = [0usize; MAX_NDIM];
     let mut rem = start;
@@ -616,16 +628,31 @@ fn load<T: bytemuck::Pod>(src: &[u8], dst: &mut [u64], start: usize, op: &Operan
         rem /= shape[k];
         off += idx[k] * op.strides[k];
     }
-    for d in dst.iter_mut() {
-        *d = conv(src[off]);
+    let last = nd - 1;
+    let (inner, inner_stride) = (shape[last], op.strides[last]);
+    let mut done = 0;
+    while done < dst.len() {
+        let run = (inner - idx[last]).min(dst.len() - done);
+        let out = &mut dst[done..done + run];
+        match inner_stride {
+            0 => out.fill(conv(src[off])),
+            1 => out.iter_mut().zip(&src[off..off + run]).for_each(|(d, &x)| *d = conv(x)),
+            st => out.iter_mut().enumerate().for_each(|(j, d)| *d = conv(src[off + j * st])),
+        }
+        done += run;
+        // Move to the start of the next run (carry into the outer axes).
+        idx[last] += run;
+        off += run * inner_stride;
         for k in (0..nd).rev() {
-            idx[k] += 1;
-            off += op.strides[k];
             if idx[k] < shape[k] {
                 break;
             }
             off -= idx[k] * op.strides[k];
             idx[k] = 0;
+            if k > 0 {
+                idx[k - 1] += 1;
+                off += op.strides[k - 1];
+            }
         }
     }
 }
@@ -700,14 +727,23 @@ pub fn eval(prog: &Program, operands: &[Option<Operand<'_>>], shape: &[usize], o
                         let (ta, rest_t) = tmp.split_at_mut(CHUNK);
                         let (tb, tz) = rest_t.split_at_mut(CHUNK);
                         let arity = op.arity();
-                        let bufs: [&mut [u64]; 3] = [&mut ta[..len], &mut tb[..len], &mut tz[..len]];
-                        let [ta, tb, tz] = bufs;
-                        for (k, t) in [&mut *ta, &mut *tb, &mut *tz].into_iter().enumerate().take(arity) {
+                        // An operand already of the compute type is read where it is; only
+                        // the others are copied and converted.
+                        let mut args: [&[u64]; 3] = [&[], &[], &[]];
+                        for (k, t) in [ta, tb, tz].into_iter().enumerate().take(arity) {
                             let c = &prog.nodes[ch[k]];
-                            t.copy_from_slice(&done[ch[k] * CHUNK..ch[k] * CHUNK + len]);
-                            convert(c.dtype, node.compute, t);
+                            let value = &done[ch[k] * CHUNK..ch[k] * CHUNK + len];
+                            if c.dtype == node.compute {
+                                args[k] = value;
+                            } else {
+                                let t = &mut t[..len];
+                                t.copy_from_slice(value);
+                                convert(c.dtype, node.compute, t);
+                                args[k] = t;
+                            }
                         }
-                        if !apply(op, cls(node.compute), dst, ta, tb, tz) {
+                        let [a, b, z] = args;
+                        if !apply(op, cls(node.compute), dst, a, b, z) {
                             return Err(());
                         }
                         // Integer results wrap to their width, FLOAT rounds to f32 (no-op for 64-bit).
@@ -777,6 +813,46 @@ mod tests {
         let mut out = vec![0u8; shape.iter().product::<usize>() * prog.out_type().size()];
         eval(&prog, &ops, shape, &mut out).unwrap();
         (prog.out_type(), out)
+    }
+
+    /// Times common image expressions on one 224x224x3 sample (auto_aug's solarize, contrast,
+    /// auto_contrast): `cargo test --release -p sluice --lib arithmetic::expr::tests::speed -- --ignored --nocapture`.
+    #[test]
+    #[ignore]
+    fn speed() {
+        let shape = [224usize, 224, 3];
+        let n: usize = shape.iter().product();
+        let img: Vec<u8> = (0..n).map(|i| (i * 7 % 251) as u8).collect();
+        let thr = 100.5f32.to_le_bytes();
+        let chan = [10u8, 20, 30];
+        let scale = [1.5f32, 1.25, 2.0];
+        let dense = |b: &'static [u8], t: DType| Operand { bytes: b, dtype: t, strides: strides_for(&shape, &shape), dense: true };
+        let img: &'static [u8] = Box::leak(img.into_boxed_slice());
+        let thr: &'static [u8] = Box::leak(Box::new(thr));
+        let chan: &'static [u8] = Box::leak(Box::new(chan));
+        let scale: &'static [u8] = Box::leak(Box::new(bytemuck::cast::<[f32; 3], [u8; 12]>(scale)));
+        let cases: [(&str, Vec<(&'static [u8], DType, Vec<usize>)>); 4] = [
+            ("bitxor(&0 mul(geq(&0 &1) $0:uint8))", vec![(img, U8, shape.to_vec()), (thr, F32, vec![1, 1, 1])]),
+            ("add(&1 mul(sub(&0 &1) $0:float32))", vec![(img, U8, shape.to_vec()), (thr, F32, vec![1, 1, 1])]),
+            ("mul(sub(&0 &1) &2)", vec![(img, U8, shape.to_vec()), (chan, U8, vec![1, 1, 3]), (scale, F32, vec![1, 1, 3])]),
+            ("bitand(&0 $0:uint8)", vec![(img, U8, shape.to_vec())]),
+        ];
+        let _ = dense;
+        for (desc, ins) in cases {
+            let tys: Vec<DType> = ins.iter().map(|i| i.1).collect();
+            let prog = compile(&parse(desc).unwrap(), &tys, &[255], &[1.5]).unwrap();
+            let ops: Vec<Option<Operand<'_>>> = ins
+                .iter()
+                .map(|(b, t, sh)| Some(Operand { bytes: b, dtype: *t, strides: strides_for(sh, &shape), dense: sh.iter().product::<usize>() == n }))
+                .collect();
+            let mut out = vec![0u8; n * prog.out_type().size()];
+            let t = std::time::Instant::now();
+            let reps = 200;
+            for _ in 0..reps {
+                eval(&prog, &ops, &shape, &mut out).unwrap();
+            }
+            println!("{desc:45} {:.3} ms", t.elapsed().as_secs_f64() * 1e3 / reps as f64);
+        }
     }
 
     #[test]

@@ -20,6 +20,10 @@
 //!
 //! Checked against DALI 2.4's cpu operator (tests/test_reductions.py): every type pair DALI's
 //! type maps allow, sums that wrap, UINT16 squares, empty samples, NaN and signed zeros.
+//!
+//! `reductions.cu` computes each output element the same way on the gpu (gpu.rs's tests run
+//! it on the host against this module, the Python tests on the gpu): a change to the
+//! arithmetic here is one there too.
 
 use crate::tensor::DType;
 
@@ -27,7 +31,7 @@ use crate::tensor::DType;
 pub const MAX_NDIM: usize = 64;
 
 /// DALI's `kTreeReduceThreshold`: runs longer than this are halved.
-const TREE_THRESHOLD: usize = 32;
+pub(super) const TREE_THRESHOLD: usize = 32;
 
 /// Output elements reduced side by side when the innermost axis is kept: each lane follows
 /// DALI's tree for its own element (so the bits are the same), and the lanes' adds run as
@@ -294,15 +298,15 @@ pub struct Geometry {
     out_stride: [usize; MAX_NDIM],
     reduced: [bool; MAX_NDIM],
     /// The reduced groups (DALI's `strided_in`): extent, input stride, and the volume of the
-    /// reduced groups after each one.
-    red_n: usize,
-    red_size: [usize; MAX_NDIM],
-    red_stride: [usize; MAX_NDIM],
-    red_sub: [usize; MAX_NDIM],
+    /// reduced groups after each one. The gpu backend uploads these and the kept groups.
+    pub(super) red_n: usize,
+    pub(super) red_size: [usize; MAX_NDIM],
+    pub(super) red_stride: [usize; MAX_NDIM],
+    pub(super) red_sub: [usize; MAX_NDIM],
     /// The kept groups (DALI's `step`): extent and input stride.
-    keep_n: usize,
-    keep_size: [usize; MAX_NDIM],
-    keep_stride: [usize; MAX_NDIM],
+    pub(super) keep_n: usize,
+    pub(super) keep_size: [usize; MAX_NDIM],
+    pub(super) keep_stride: [usize; MAX_NDIM],
     /// Input elements reduced into each output element (DALI's `v` before `ddof`).
     pub count: usize,
 }
@@ -597,11 +601,17 @@ pub fn run_sample<S: Src, D: Dst>(job: Sample<'_>) {
     postprocess(out, job.post, job.divisor);
 }
 
-/// DALI's `Postprocess`: `norm_factor = 1.0 / v` is a double quotient stored as a float (so
-/// `v = 0` gives infinity, and the mean of nothing NaN); the product, and its square root,
-/// are float operations; the result converts to `D` as C++ does.
+/// DALI's `norm_factor = 1.0 / v`: a double quotient stored as a float (so `v = 0` gives
+/// infinity, and the mean of nothing NaN). The gpu backend uploads it, so both backends scale
+/// by the same float.
+pub fn norm_factor(divisor: i64) -> f32 {
+    (1.0 / divisor as f64) as f32
+}
+
+/// DALI's `Postprocess`: the product with [`norm_factor`], and its square root, are float
+/// operations; the result converts to `D` as C++ does.
 fn postprocess<D: Dst>(out: &mut [D], post: Post, divisor: i64) {
-    let norm = (1.0 / divisor as f64) as f32;
+    let norm = norm_factor(divisor);
     match post {
         Post::None => {}
         Post::Scale => out.iter_mut().for_each(|o| *o = D::from_f32(o.to_f32() * norm)),

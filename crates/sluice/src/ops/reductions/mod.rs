@@ -1,9 +1,14 @@
 //! The reductions: `fn.reductions.min`, `max`, `sum`, `mean`, `mean_square`, `rms`,
 //! `std_dev` and `variance`, per sample over `axes` (all axes by default), as DALI 2.4's cpu
-//! operators compute them (dali/operators/generic/reduce, dali/kernels/reduce/reduce_cpu.h).
-//! Results are DALI's bit for bit, float ones included: [`kernel`] follows DALI's summation
-//! tree and its C++ conversions (tests/test_reductions.py compares every operator, input type,
-//! `dtype` and axes case with DALI 2.4's cpu operator).
+//! operators compute them (dali/operators/generic/reduce, dali/kernels/reduce/reduce_cpu.h),
+//! on the cpu and on the gpu. Results are DALI's cpu bits, float ones included, on both
+//! backends: [`kernel`] follows DALI's summation tree and its C++ conversions
+//! (tests/test_reductions.py compares every operator, input type, `dtype` and axes case with
+//! DALI 2.4's cpu operator), and the gpu kernel (`reductions.cu`) computes each output
+//! element as [`kernel`] does, its summation tree included (the same tests compare the gpu
+//! with the cpu bit for bit; `gpu`'s unit tests run the kernel on the host against
+//! [`kernel`]). So the gpu backend gives DALI's cpu results (DALI's own gpu operator reduces
+//! with another algorithm, reduce_gpu_impl.cuh).
 //!
 //! What DALI does, checked against DALI 2.4:
 //! - Inputs: UINT8, INT8, UINT16, INT16, UINT32, INT32, UINT64, INT64, FLOAT; anything else is
@@ -26,11 +31,16 @@
 //!   output element (any shape with that many elements, e.g. `fn.reductions.mean` with the
 //!   same axes, with or without `keep_dims`); the divisor is `N - ddof`. With `axes=[]` the
 //!   result is 0. Sluice also takes a mean of one element for all output elements (a scalar
-//!   constant): DALI reads past it when there is more than one output element.
+//!   constant): DALI reads past it when there is more than one output element. On the gpu
+//!   both inputs are gpu batches, as in DALI (the engine says so for a cpu one); a constant
+//!   mean is made on the gpu.
 //!
-//! Planning ([`Reduce::plan`]: types, axes, output shapes and layout, the mean's shapes) is
-//! shared by the backends; the cpu backend reduces each sample on the pool.
+//! Planning ([`Reduce::plan`]: types, axes, output shapes and layout, the mean's shapes, and
+//! each sample's [`Geometry`] and divisor) is shared by the backends; the cpu backend reduces
+//! each sample on the pool, the gpu backend ([`gpu`]) uploads every sample's geometry once
+//! per batch and launches one kernel for the batch, a thread per output element.
 
+mod gpu;
 mod kernel;
 
 use kernel::{run_sample, Combine, Geometry, Post, Pre, Sample, Src, MAX_NDIM};
@@ -52,7 +62,7 @@ const fn schema(name: &'static str, doc: &'static str, inputs: usize, args: &'st
     OpSchema {
         name,
         doc,
-        devices: &[Device::Cpu],
+        devices: &[Device::Cpu, Device::Gpu],
         min_inputs: inputs,
         max_inputs: inputs,
         num_outputs: 1,
@@ -70,7 +80,7 @@ pub static MIN: OpDef = OpDef {
     schema: schema("reductions__Min", "Gets minimal input element along provided axes.", 1, &[AXES_ARGS]),
     cpu: Some(|ctx| Ok(Box::new(Reduce::new(ctx, Kind::Min)?))),
     mixed: None,
-    gpu: None,
+    gpu: Some(|ctx, _| Ok(Box::new(gpu::ReduceGpu::new(Reduce::new(ctx, Kind::Min)?)))),
 };
 
 /// `fn.reductions.max`.
@@ -78,7 +88,7 @@ pub static MAX: OpDef = OpDef {
     schema: schema("reductions__Max", "Gets maximal input element along provided axes.", 1, &[AXES_ARGS]),
     cpu: Some(|ctx| Ok(Box::new(Reduce::new(ctx, Kind::Max)?))),
     mixed: None,
-    gpu: None,
+    gpu: Some(|ctx, _| Ok(Box::new(gpu::ReduceGpu::new(Reduce::new(ctx, Kind::Max)?)))),
 };
 
 /// `fn.reductions.sum`.
@@ -86,7 +96,7 @@ pub static SUM: OpDef = OpDef {
     schema: schema("reductions__Sum", "Gets sum of elements along provided axes.", 1, &[AXES_ARGS, DTYPE_ARGS]),
     cpu: Some(|ctx| Ok(Box::new(Reduce::new(ctx, Kind::Sum)?))),
     mixed: None,
-    gpu: None,
+    gpu: Some(|ctx, _| Ok(Box::new(gpu::ReduceGpu::new(Reduce::new(ctx, Kind::Sum)?)))),
 };
 
 /// `fn.reductions.mean`.
@@ -94,7 +104,7 @@ pub static MEAN: OpDef = OpDef {
     schema: schema("reductions__Mean", "Gets mean of elements along provided axes.", 1, &[AXES_ARGS, DTYPE_ARGS]),
     cpu: Some(|ctx| Ok(Box::new(Reduce::new(ctx, Kind::Mean)?))),
     mixed: None,
-    gpu: None,
+    gpu: Some(|ctx, _| Ok(Box::new(gpu::ReduceGpu::new(Reduce::new(ctx, Kind::Mean)?)))),
 };
 
 /// `fn.reductions.mean_square`.
@@ -102,7 +112,7 @@ pub static MEAN_SQUARE: OpDef = OpDef {
     schema: schema("reductions__MeanSquare", "Gets mean square of elements along provided axes.", 1, &[AXES_ARGS, DTYPE_ARGS]),
     cpu: Some(|ctx| Ok(Box::new(Reduce::new(ctx, Kind::MeanSquare)?))),
     mixed: None,
-    gpu: None,
+    gpu: Some(|ctx, _| Ok(Box::new(gpu::ReduceGpu::new(Reduce::new(ctx, Kind::MeanSquare)?)))),
 };
 
 /// `fn.reductions.rms`.
@@ -110,7 +120,7 @@ pub static RMS: OpDef = OpDef {
     schema: schema("reductions__RMS", "Gets root mean square of elements along provided axes.", 1, &[AXES_ARGS, DTYPE_ARGS]),
     cpu: Some(|ctx| Ok(Box::new(Reduce::new(ctx, Kind::Rms)?))),
     mixed: None,
-    gpu: None,
+    gpu: Some(|ctx, _| Ok(Box::new(gpu::ReduceGpu::new(Reduce::new(ctx, Kind::Rms)?)))),
 };
 
 /// `fn.reductions.std_dev`.
@@ -123,7 +133,7 @@ pub static STD_DEV: OpDef = OpDef {
     ),
     cpu: Some(|ctx| Ok(Box::new(Reduce::new(ctx, Kind::StdDev)?))),
     mixed: None,
-    gpu: None,
+    gpu: Some(|ctx, _| Ok(Box::new(gpu::ReduceGpu::new(Reduce::new(ctx, Kind::StdDev)?)))),
 };
 
 /// `fn.reductions.variance`.
@@ -136,7 +146,7 @@ pub static VARIANCE: OpDef = OpDef {
     ),
     cpu: Some(|ctx| Ok(Box::new(Reduce::new(ctx, Kind::Variance)?))),
     mixed: None,
-    gpu: None,
+    gpu: Some(|ctx, _| Ok(Box::new(gpu::ReduceGpu::new(Reduce::new(ctx, Kind::Variance)?)))),
 };
 
 /// The input types every reduction takes (DALI's `REDUCE_TYPES`).
@@ -238,7 +248,8 @@ fn same(t: DType) -> &'static [DType] {
     }
 }
 
-/// The operator (all eight), both backends' planning and the cpu backend.
+/// The operator (all eight), both backends' planning and the cpu backend (the gpu backend
+/// holds one).
 pub struct Reduce {
     ctx: OpContext,
     kind: Kind,
@@ -384,6 +395,12 @@ impl Reduce {
         }
         Ok(Plan { meta, mask, zero_fill, in_type, out_type })
     }
+
+    /// DALI's `v` for a sample of geometry `g`: the elements reduced into each output
+    /// element, less `ddof` for `std_dev` / `variance`. Shared by the backends.
+    fn divisor(&self, g: &Geometry) -> i64 {
+        g.count as i64 - if self.kind.with_mean() { self.ddof } else { 0 }
+    }
 }
 
 impl Operator for Reduce {
@@ -393,7 +410,6 @@ impl Operator for Reduce {
         let Plan { meta, mask, zero_fill, in_type, out_type } = self.plan(ws, input.meta(), mean.map(|m| m.meta()))?;
         let mut out = TensorList::for_overwrite(meta); // every element is written
         let (pre, combine, post) = (self.kind.pre(), self.kind.combine(), self.kind.post());
-        let ddof = if self.kind.with_mean() { self.ddof } else { 0 };
         for_each_sample(ws.pool, &mut out, |i, dst| {
             if zero_fill {
                 dst.fill(0);
@@ -407,7 +423,7 @@ impl Operator for Reduce {
                 pre,
                 combine,
                 post,
-                divisor: geometry.count as i64 - ddof,
+                divisor: self.divisor(&geometry),
                 mean: match mean {
                     Some(m) => bytemuck::cast_slice(m.bytes(i)),
                     None => &[],
@@ -453,7 +469,7 @@ mod tests {
     use super::*;
     use crate::ops::{ArgValue, Args};
 
-    fn op(def: &OpDef, kind: Kind, given: Vec<(&str, ArgValue)>) -> Result<Reduce> {
+    pub(super) fn op(def: &OpDef, kind: Kind, given: Vec<(&str, ArgValue)>) -> Result<Reduce> {
         let ctx = OpContext {
             args: Args::check(&def.schema, "reductions.x", given.into_iter().map(|(k, v)| (k.to_string(), v)).collect(), &[])?,
             display_name: "reductions.x".into(),
@@ -469,7 +485,7 @@ mod tests {
         Reduce::new(&ctx, kind)
     }
 
-    fn run(r: &mut Reduce, inputs: &[&TensorList]) -> Result<TensorList> {
+    pub(super) fn run(r: &mut Reduce, inputs: &[&TensorList]) -> Result<TensorList> {
         let pool = rayon::ThreadPoolBuilder::new().num_threads(2).build().unwrap();
         let ws = Workspace { inputs: inputs.to_vec(), arg_inputs: Default::default(), iteration: 0, batch_size: inputs[0].len(), pool: &pool };
         Ok(r.run(&ws)?.remove(0))
