@@ -132,7 +132,7 @@ def test_gpu_equals_cpu(images, videos, name, overrides, use_shape, modality):
     samples, layout = (images, "HWC") if modality == "image" else (videos, "FHWC")
     aug = _aug(name, overrides)
     if name in ("posterize", "solarize", "solarize_add"):
-        aug = aug.augmentation(param_device="gpu")
+        aug = aug.augmentation(param_device="auto")  # the parameter where the data is
     cpu = _sluice(aug, samples, layout, use_shape=use_shape)
     gpu = _sluice(aug, samples, layout, dev="gpu", use_shape=use_shape)
     for i, (x, y) in enumerate(zip(cpu, gpu)):

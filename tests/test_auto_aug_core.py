@@ -13,13 +13,10 @@ batch size, per-sample shape, max absolute error).
   (`device_id=None`), as nothing in them needs a GPU.
 - `test_mag_to_param` checks the output type against `sluice.tensors.TensorListCPU` /
   `TensorListGPU` instead of `nvidia.dali.tensors`.
-- xfail (strict), where Sluice differs from DALI outside auto_aug:
-  - `test_select`: its `cutout` augmentation uses `fn.erase`, which Sluice does not have yet.
 - Added (not in DALI): a cpu twin of DALI's gpu `test_mag_to_param` case (same magnitudes,
   dtype and per-sample bins, `param_device="cpu"`), and `test_select_without_erase`, DALI's
   test_select with `cutout` replaced by a `fn.brightness_contrast` augmentation that also
-  takes a vector parameter, so `select` is checked on both devices while test_select is
-  xfailed.
+  takes a vector parameter.
 """
 
 import re
@@ -518,14 +515,13 @@ def _check_select(small_images, dev, ops):
     check_batch(batch_select, ref_batch, max_allowed_error=1e-6)
 
 
-@pytest.mark.xfail(raises=AttributeError, reason="Sluice has no fn.erase (used by DALI's `cutout` test augmentation)", strict=True)
 @pytest.mark.parametrize("dev", ["cpu", "gpu"])
 def test_select(small_images, dev):
     _check_select(small_images, dev, [overexpose, blend_edges, cutout])
 
 
 # Not in DALI: test_select with `cutout` (fn.erase) replaced by an augmentation that also takes
-# a vector parameter from `mag_to_param`, so `select` is checked while test_select is xfailed.
+# a vector parameter from `mag_to_param`.
 @pytest.mark.parametrize("dev", ["cpu", "gpu"])
 def test_select_without_erase(small_images, dev):
     _check_select(small_images, dev, [overexpose, blend_edges, brighten_flatten])

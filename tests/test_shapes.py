@@ -224,7 +224,8 @@ def test_gpu_shapes_equal_cpu():
                                       batch=True)
         xg, sg = x.gpu(), s.gpu()
         gpu = [sluice.fn.shapes(xg, dtype=getattr(sluice.types, d)) for d in OUTPUT_TYPES]
-        gpu += [xg.shape(), x.shape(device="gpu"), sg.shape(), sluice.fn.shapes(sg, dtype=sluice.types.FLOAT)]
+        gpu += [xg.shape(device="gpu"), x.shape(device="gpu"), sg.shape(device="gpu"),
+                sluice.fn.shapes(sg, dtype=sluice.types.FLOAT)]
         cpu = [sluice.fn.shapes(x, dtype=getattr(sluice.types, d)) for d in OUTPUT_TYPES]
         cpu += [x.shape(), x.shape(), s.shape(), sluice.fn.shapes(s, dtype=sluice.types.FLOAT)]
         pipe.set_outputs(*gpu, *cpu)

@@ -11,6 +11,7 @@ pub mod constant;
 pub mod coord;
 pub mod crop;
 pub mod decoders;
+pub mod erase;
 pub mod external_source;
 pub mod filters;
 pub mod flip;
@@ -382,6 +383,7 @@ static REGISTRY: &[&OpDef] = &[
     &transforms::COMBINE,
     &coord::COORD_TRANSFORM,
     &coord::COORD_FLIP,
+    &erase::ERASE,
     &reductions::MIN,
     &reductions::MAX,
     &reductions::SUM,
