@@ -11,6 +11,7 @@ pub mod constant;
 pub mod coord;
 pub mod crop;
 pub mod decoders;
+pub mod distortion;
 pub mod erase;
 pub mod external_source;
 pub mod filters;
@@ -18,6 +19,7 @@ pub mod flip;
 pub mod full;
 pub mod fused;
 pub mod gpu_params;
+pub mod grid_mask;
 pub mod join;
 pub mod strided_copy_gpu;
 pub mod noise;
@@ -371,6 +373,8 @@ static REGISTRY: &[&OpDef] = &[
     &color::EQUALIZE,
     &color::EXPERIMENTAL_EQUALIZE,
     &warp::WARP_AFFINE,
+    &distortion::WATER,
+    &distortion::SPHERE,
     &filters::GAUSSIAN_BLUR,
     &filters::LAPLACIAN,
     &filters::FILTER,
@@ -384,6 +388,7 @@ static REGISTRY: &[&OpDef] = &[
     &coord::COORD_TRANSFORM,
     &coord::COORD_FLIP,
     &erase::ERASE,
+    &grid_mask::GRID_MASK,
     &reductions::MIN,
     &reductions::MAX,
     &reductions::SUM,
@@ -407,15 +412,33 @@ where
     results.into_iter().collect()
 }
 
-/// A new batch of samples `picks` of `input`, in that order (repeats allowed), copied on the
-/// pool: the split halves of conditionals, permute_batch.
+/// A new batch of samples `picks` of `input`, in that order (repeats allowed): the split
+/// halves of conditionals, permute_batch.
 pub fn gather_samples(pool: &rayon::ThreadPool, input: &TensorList, picks: &[usize]) -> Result<TensorList> {
     let mut out = TensorList::for_overwrite(input.meta().picked(picks));
-    for_each_sample(pool, &mut out, |k, dst| {
-        dst.copy_from_slice(input.bytes(picks[k]));
-        Ok(())
-    })?;
+    copy_samples(pool, &mut out, |k| input.bytes(picks[k]));
     Ok(out)
+}
+
+/// Below this many bytes a batch is copied on the calling thread: waking the workers costs
+/// more than the copy (conditionals split and merge indices, magnitudes and other per-sample
+/// scalars at every branch: auto_aug's RandAugment does ~100 such splits per batch).
+const INLINE_COPY_BYTES: usize = 256 << 10;
+
+/// Fills every sample of `out` with the bytes `src(i)` gives (of the sample's size), on the
+/// pool unless the batch is small.
+pub fn copy_samples<'a>(pool: &rayon::ThreadPool, out: &mut TensorList, src: impl Fn(usize) -> &'a [u8] + Sync + Send) {
+    if out.total_bytes() < INLINE_COPY_BYTES {
+        for (i, dst) in out.samples_mut().into_iter().enumerate() {
+            dst.copy_from_slice(src(i));
+        }
+        return;
+    }
+    let copied = for_each_sample(pool, out, |i, dst| {
+        dst.copy_from_slice(src(i));
+        Ok(())
+    });
+    debug_assert!(copied.is_ok(), "copies cannot fail");
 }
 
 /// Looks an operator up by schema name or legacy class name; returns the entry and, for a

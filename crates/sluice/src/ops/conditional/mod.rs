@@ -15,7 +15,7 @@
 mod gpu;
 
 use crate::error::{Error, Location, Result};
-use crate::ops::{arg, for_each_sample, gather_samples, tensor_arg, ArgDefault as D, ArgType as T, Device, OpContext, OpDef, OpSchema, Operator, Workspace};
+use crate::ops::{arg, copy_samples, gather_samples, tensor_arg, ArgDefault as D, ArgType as T, Device, OpContext, OpDef, OpSchema, Operator, Workspace};
 use crate::tensor::{BatchMeta, DType, TensorList};
 
 /// `fn._conditional.split`.
@@ -260,11 +260,10 @@ impl Operator for Merge {
         let halves = [ws.inputs[0], ws.inputs[1]];
         let (plan, meta) = self.plan([halves[0].meta(), halves[1].meta()], &ws.arg_inputs, ws.iteration)?;
         let mut out = TensorList::for_overwrite(meta);
-        for_each_sample(ws.pool, &mut out, |i, dst| {
+        copy_samples(ws.pool, &mut out, |i| {
             let (h, k) = plan[i];
-            dst.copy_from_slice(halves[h].bytes(k));
-            Ok(())
-        })?;
+            halves[h].bytes(k)
+        });
         Ok(vec![out])
     }
 }
