@@ -382,6 +382,17 @@ fn wrap_all(d: DType, v: &mut [u64]) {
     }
 }
 
+/// True when words of type `from` are already words of type `to` (every value of `from` is
+/// one of `to`, and both keep integers the same way): the conversion is a copy, skipped.
+fn same_words(from: DType, to: DType) -> bool {
+    from == to
+        || match (cls(from), cls(to)) {
+            (Cls::U, Cls::U) | (Cls::S, Cls::S) => to.size() >= from.size() && to != DType::Bool,
+            (Cls::U, Cls::S) => to.size() > from.size(),
+            _ => false,
+        }
+}
+
 /// Converts words of type `from` to type `to`, in place.
 fn convert(from: DType, to: DType, v: &mut [u64]) {
     if from == to {
@@ -733,7 +744,7 @@ pub fn eval(prog: &Program, operands: &[Option<Operand<'_>>], shape: &[usize], o
                         for (k, t) in [ta, tb, tz].into_iter().enumerate().take(arity) {
                             let c = &prog.nodes[ch[k]];
                             let value = &done[ch[k] * CHUNK..ch[k] * CHUNK + len];
-                            if c.dtype == node.compute {
+                            if same_words(c.dtype, node.compute) {
                                 args[k] = value;
                             } else {
                                 let t = &mut t[..len];
@@ -746,8 +757,14 @@ pub fn eval(prog: &Program, operands: &[Option<Operand<'_>>], shape: &[usize], o
                         if !apply(op, cls(node.compute), dst, a, b, z) {
                             return Err(());
                         }
-                        // Integer results wrap to their width, FLOAT rounds to f32 (no-op for 64-bit).
-                        wrap_all(node.dtype, dst);
+                        // Integer results wrap to their width, FLOAT rounds to f32 (no-op for 64-bit);
+                        // comparisons, bitwise operations, min and max of in-range words give
+                        // in-range words, so they need no pass.
+                        if !matches!(op, Op::Eq | Op::Neq | Op::Lt | Op::Leq | Op::Gt | Op::Geq | Op::BitAnd | Op::BitOr | Op::BitXor | Op::Min | Op::Max)
+                            || node.dtype != node.compute && node.dtype != DType::Bool
+                        {
+                            wrap_all(node.dtype, dst);
+                        }
                     }
                 }
             }
