@@ -209,8 +209,9 @@ _INT32 = (-(1 << 31), (1 << 31) - 1)
 
 
 def _operand(x):
-    """An expression operand: a DataNode (fused when it is itself an expression) or a Python
-    scalar constant, typed as DALI types them (bool -> BOOL, int -> INT32, float -> FLOAT)."""
+    """An expression operand: a DataNode (fused when it is itself an expression), a Python
+    scalar constant, typed as DALI types them (bool -> BOOL, int -> INT32, float -> FLOAT), or
+    a list / tuple / array, a constant tensor."""
     if isinstance(x, DataNode):
         return x._expr if x._expr is not None else ("in", x)
     from ..types import ScalarConstant, to_numpy_type
@@ -227,6 +228,12 @@ def _operand(x):
         return ("const", x, "int32")
     if isinstance(x, float):
         return ("const", x, "float32")
+    if isinstance(x, (list, tuple, np.ndarray)):
+        # As DALI: a list, tuple or array is a constant tensor, typed as types.Constant
+        # types it (int64 -> INT32, float64 -> FLOAT), broadcast against the other operands.
+        from ..types import Constant
+
+        return ("in", Constant(np.asarray(x)))
     raise TypeError(f"unsupported operand type for an arithmetic expression: {type(x).__name__}")
 
 

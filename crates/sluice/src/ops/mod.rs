@@ -22,6 +22,7 @@ pub mod gpu_params;
 pub mod grid_mask;
 pub mod join;
 pub mod strided_copy_gpu;
+pub mod multi_paste;
 pub mod noise;
 pub mod normalize;
 pub mod pad;
@@ -335,6 +336,7 @@ static REGISTRY: &[&OpDef] = &[
     &random::NORMAL,
     &random::CHOICE,
     &random::BETA,
+    &random::ROI_RANDOM_CROP,
     &noise::GAUSSIAN,
     &noise::SALT_AND_PEPPER,
     &noise::SHOT,
@@ -389,6 +391,7 @@ static REGISTRY: &[&OpDef] = &[
     &coord::COORD_FLIP,
     &erase::ERASE,
     &grid_mask::GRID_MASK,
+    &multi_paste::MULTI_PASTE,
     &reductions::MIN,
     &reductions::MAX,
     &reductions::SUM,

@@ -1,17 +1,19 @@
-//! Random number generators: `random.uniform`, `random.coin_flip`. Every value comes from the
-//! counter-based stream of (seed, operator, iteration, sample), so results do not depend on
-//! the thread count.
+//! Random number generators (`random.uniform`, `random.coin_flip`, ...) and `roi_random_crop`
+//! (a random window start). Every value comes from the counter-based stream of (seed,
+//! operator, iteration, sample), so results do not depend on the thread count.
 
 mod beta;
 mod choice;
 mod coin_flip;
 mod normal;
+mod roi_random_crop;
 mod uniform;
 
 pub use beta::BETA;
 pub use choice::CHOICE;
 pub use coin_flip::COIN_FLIP;
 pub use normal::NORMAL;
+pub use roi_random_crop::ROI_RANDOM_CROP;
 pub use uniform::UNIFORM;
 
 use crate::error::{Error, Result};
