@@ -139,6 +139,51 @@ macro_rules! cuda_struct {
 }
 pub(crate) use cuda_struct;
 
+/// A `.cu` source's kernels run on the host, for tests that compare them with the cpu
+/// backend: a C++ program (`harness`, with `@SHIM@` and `@SRC@` where the shim's and the
+/// source's paths go) that includes the source over tools/cuda_shim/shim.h, reads a case file
+/// in its own format and writes the output to stdout. Built once (`CXX`, else `c++`), without
+/// fused multiply-adds, so the shim's `_rn` intrinsics round as the GPU's.
+#[cfg(test)]
+pub(crate) struct HostKernels {
+    dir: std::path::PathBuf,
+    exe: std::path::PathBuf,
+    cases: std::sync::atomic::AtomicUsize,
+}
+
+#[cfg(test)]
+impl HostKernels {
+    pub(crate) fn build(name: &str, source: &str, harness: &str) -> HostKernels {
+        let dir = std::env::temp_dir().join(format!("sluice-{name}-host-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let shim = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../tools/cuda_shim/shim.h");
+        let cu = dir.join(format!("{name}.cu"));
+        std::fs::write(&cu, source).unwrap();
+        let program = dir.join("harness.cpp");
+        std::fs::write(&program, harness.replace("@SHIM@", &shim.display().to_string()).replace("@SRC@", &cu.display().to_string())).unwrap();
+        let exe = dir.join("harness");
+        let built = std::process::Command::new(std::env::var("CXX").unwrap_or_else(|_| "c++".into()))
+            .args(["-std=c++20", "-O1", "-ffp-contract=off", "-w", "-pthread", "-o"])
+            .arg(&exe)
+            .arg(&program)
+            .output()
+            .unwrap_or_else(|e| panic!("a C++20 compiler (c++) to run {name}.cu on the host: {e}"));
+        assert!(built.status.success(), "{}", String::from_utf8_lossy(&built.stderr));
+        HostKernels { dir, exe, cases: std::sync::atomic::AtomicUsize::new(0) }
+    }
+
+    /// The harness's output for `case`; panics with its report (naming `what`) if it fails.
+    pub(crate) fn run(&self, what: &str, case: &[u8]) -> Vec<u8> {
+        let n = self.cases.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        let file = self.dir.join(format!("case-{n}"));
+        std::fs::write(&file, case).unwrap();
+        let out = std::process::Command::new(&self.exe).arg(&file).output().unwrap();
+        let _ = std::fs::remove_file(&file);
+        assert!(out.status.success(), "{what}: {}", String::from_utf8_lossy(&out.stderr));
+        out.stdout
+    }
+}
+
 /// Checks a kernel source where there is no GPU: compiles it, as NVRTC receives it, with
 /// the host's C++ compiler (`CXX`, else `c++`) against tools/cuda_shim/shim.h, with a
 /// `static_assert` per size and field offset of each parameter struct's Rust layout

@@ -163,9 +163,9 @@ mod cuda_twins {
 /// blocks the gpu backend uploads: the bytes of the cpu backend.
 #[cfg(test)]
 mod host_run {
-    use std::path::PathBuf;
-    use std::sync::atomic::{AtomicUsize, Ordering};
     use std::sync::OnceLock;
+
+    use crate::ops::gpu_params::HostKernels;
 
     use super::*;
     use crate::ops::distortion::tests::context;
@@ -238,37 +238,14 @@ int main(int argc, char** argv) {
 }
 "#;
 
-    fn scratch() -> PathBuf {
-        std::env::temp_dir().join(format!("sluice-distortion-host-{}", std::process::id()))
-    }
-
-    /// The harness, built once per test run (`CXX`, else `c++`, as the other host checks).
-    fn harness() -> &'static PathBuf {
-        static EXE: OnceLock<PathBuf> = OnceLock::new();
-        EXE.get_or_init(|| {
-            let dir = scratch();
-            std::fs::create_dir_all(&dir).unwrap();
-            let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR"));
-            let cu = dir.join("distortion.cu");
-            std::fs::write(&cu, SRC).unwrap();
-            let program = dir.join("harness.cpp");
-            let source = HARNESS.replace("@SHIM@", &root.join("../../tools/cuda_shim/shim.h").display().to_string()).replace("@SRC@", &cu.display().to_string());
-            std::fs::write(&program, source).unwrap();
-            let exe = dir.join("harness");
-            let built = std::process::Command::new(std::env::var("CXX").unwrap_or_else(|_| "c++".into()))
-                .args(["-std=c++20", "-O1", "-ffp-contract=off", "-w", "-pthread", "-o"])
-                .arg(&exe)
-                .arg(&program)
-                .output()
-                .expect("a C++20 compiler (c++) to run distortion.cu on the host");
-            assert!(built.status.success(), "{}", String::from_utf8_lossy(&built.stderr));
-            exe
-        })
+    /// The kernels of `distortion.cu` on the host, built once per test run.
+    fn harness() -> &'static HostKernels {
+        static KERNELS: OnceLock<HostKernels> = OnceLock::new();
+        KERNELS.get_or_init(|| HostKernels::build("distortion", SRC, HARNESS))
     }
 
     /// Runs `kernel` on the host over `block` for `n` samples; returns the output bytes.
     fn run_on_host(kernel: &str, n: usize, pixels: usize, block: &[u8], input: &[u8], out_len: usize) -> Vec<u8> {
-        static CASES: AtomicUsize = AtomicUsize::new(0);
         // Few threads and blocks: the grid-stride loop runs.
         let threads = 32i32;
         let blocks = pixels.div_ceil(32).clamp(1, 3) as i32;
@@ -283,14 +260,9 @@ int main(int argc, char** argv) {
             case.extend(buf);
         }
         case.extend((out_len as u64).to_le_bytes());
-        let exe = harness(); // first: it makes the scratch folder
-        let file = scratch().join(format!("case-{}", CASES.fetch_add(1, Ordering::Relaxed)));
-        std::fs::write(&file, case).unwrap();
-        let out = std::process::Command::new(exe).arg(&file).output().unwrap();
-        let _ = std::fs::remove_file(&file);
-        assert!(out.status.success(), "{kernel}: {}", String::from_utf8_lossy(&out.stderr));
-        assert_eq!(out.stdout.len(), out_len);
-        out.stdout
+        let stdout = harness().run(kernel, &case);
+        assert_eq!(stdout.len(), out_len);
+        stdout
     }
 
     /// Equal bits, any NaN equal to any NaN for FLOAT.

@@ -142,9 +142,9 @@ impl GpuOperator for MultiPasteGpu {
 
 #[cfg(test)]
 mod cuda_twins {
-    use std::path::PathBuf;
-    use std::sync::atomic::{AtomicUsize, Ordering};
     use std::sync::OnceLock;
+
+    use crate::ops::gpu_params::HostKernels;
 
     use super::super::tests::{ids, image, op, rows, run};
     use super::*;
@@ -216,41 +216,16 @@ int main(int argc, char** argv) {
 }
 "#;
 
-    fn scratch() -> PathBuf {
-        std::env::temp_dir().join(format!("sluice-multi-paste-host-{}", std::process::id()))
-    }
-
-    /// The harness, built once per test run (`CXX`, else `c++`, as the other host checks).
-    fn harness() -> &'static PathBuf {
-        static EXE: OnceLock<PathBuf> = OnceLock::new();
-        EXE.get_or_init(|| {
-            let dir = scratch();
-            std::fs::create_dir_all(&dir).unwrap();
-            let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR"));
-            let cu = dir.join("multi_paste.cu");
-            std::fs::write(&cu, SRC).unwrap();
-            let program = dir.join("harness.cpp");
-            let source = HARNESS
-                .replace("@SHIM@", &root.join("../../tools/cuda_shim/shim.h").display().to_string())
-                .replace("@SRC@", &cu.display().to_string());
-            std::fs::write(&program, source).unwrap();
-            let exe = dir.join("harness");
-            let built = std::process::Command::new(std::env::var("CXX").unwrap_or_else(|_| "c++".into()))
-                .args(["-std=c++20", "-O1", "-ffp-contract=off", "-w", "-pthread", "-o"])
-                .arg(&exe)
-                .arg(&program)
-                .output()
-                .expect("a C++20 compiler (c++) to run multi_paste.cu on the host");
-            assert!(built.status.success(), "{}", String::from_utf8_lossy(&built.stderr));
-            exe
-        })
+    /// The kernels of `multi_paste.cu` on the host, built once per test run.
+    fn harness() -> &'static HostKernels {
+        static KERNELS: OnceLock<HostKernels> = OnceLock::new();
+        KERNELS.get_or_init(|| HostKernels::build("multi_paste", SRC, HARNESS))
     }
 
     /// Runs kernel `name` on the host (samples' `out` are byte offsets into an output of
     /// `out_len` bytes and `regions` indices into `regions`, whose `in` are byte offsets into
     /// `input`) with a small grid, so the threads' stride loop runs; returns the output.
     fn run_on_host(name: &str, samples: &[MultiPasteSample], regions: &[MultiPasteRegion], input: &[u8], out_len: usize) -> Vec<u8> {
-        static CASES: AtomicUsize = AtomicUsize::new(0);
         let (threads, blocks) = (32u32, 3u32);
         let mut case = Vec::new();
         case.extend((name.len() as u32).to_le_bytes());
@@ -263,14 +238,9 @@ int main(int argc, char** argv) {
         case.extend((input.len() as u64).to_le_bytes());
         case.extend(input);
         case.extend((out_len as u64).to_le_bytes());
-        let exe = harness(); // first: it makes the scratch folder the case is written to
-        let file = scratch().join(format!("case-{}", CASES.fetch_add(1, Ordering::Relaxed)));
-        std::fs::write(&file, case).unwrap();
-        let out = std::process::Command::new(exe).arg(&file).output().unwrap();
-        let _ = std::fs::remove_file(&file);
-        assert!(out.status.success(), "{name}: {}", String::from_utf8_lossy(&out.stderr));
-        assert_eq!(out.stdout.len(), out_len);
-        out.stdout
+        let stdout = harness().run(name, &case);
+        assert_eq!(stdout.len(), out_len);
+        stdout
     }
 
     /// Samples of `t` with `shapes`: bytes from a xorshift, FLOAT with NaNs (quiet and

@@ -301,9 +301,9 @@ impl GpuOperator for ReduceGpu {
 
 #[cfg(test)]
 mod tests {
-    use std::path::PathBuf;
-    use std::sync::atomic::{AtomicUsize, Ordering};
     use std::sync::OnceLock;
+
+    use crate::ops::gpu_params::HostKernels;
 
     use super::*;
     use crate::ops::reductions::tests::{op, run};
@@ -431,40 +431,15 @@ int main(int argc, char** argv) {
 }
 "#;
 
-    fn scratch() -> PathBuf {
-        std::env::temp_dir().join(format!("sluice-reductions-host-{}", std::process::id()))
-    }
-
-    /// The harness, built once per test run (`CXX`, else `c++`, as the other host checks).
-    fn harness() -> &'static PathBuf {
-        static EXE: OnceLock<PathBuf> = OnceLock::new();
-        EXE.get_or_init(|| {
-            let dir = scratch();
-            std::fs::create_dir_all(&dir).unwrap();
-            let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR"));
-            let cu = dir.join("reductions.cu");
-            std::fs::write(&cu, SRC).unwrap();
-            let program = dir.join("harness.cpp");
-            let source = HARNESS
-                .replace("@SHIM@", &root.join("../../tools/cuda_shim/shim.h").display().to_string())
-                .replace("@SRC@", &cu.display().to_string());
-            std::fs::write(&program, source).unwrap();
-            let exe = dir.join("harness");
-            let built = std::process::Command::new(std::env::var("CXX").unwrap_or_else(|_| "c++".into()))
-                .args(["-std=c++20", "-O1", "-ffp-contract=off", "-w", "-pthread", "-o"])
-                .arg(&exe)
-                .arg(&program)
-                .output()
-                .expect("a C++20 compiler (c++) to run reductions.cu on the host");
-            assert!(built.status.success(), "{}", String::from_utf8_lossy(&built.stderr));
-            exe
-        })
+    /// The kernels of `reductions.cu` on the host, built once per test run.
+    fn harness() -> &'static HostKernels {
+        static KERNELS: OnceLock<HostKernels> = OnceLock::new();
+        KERNELS.get_or_init(|| HostKernels::build("reductions", SRC, HARNESS))
     }
 
     /// Runs kernel `name` on the host over `launch` (addresses in it are offsets into
     /// `input`, the output and `mean`); returns the most frames seen and the output bytes.
     fn run_on_host(name: &str, kind: Kind, launch: &Launch, input: &[u8], mean: &[u8], out_len: usize) -> (usize, Vec<u8>) {
-        static CASES: AtomicUsize = AtomicUsize::new(0);
         let (pre, combine, post) = codes(kind);
         // Few threads and blocks: the grid-stride loop and the sample search both run.
         let threads = 32i32;
@@ -483,15 +458,10 @@ int main(int argc, char** argv) {
             case.extend(buf);
         }
         case.extend((out_len as u64).to_le_bytes());
-        let exe = harness(); // first: it makes the scratch folder the case is written to
-        let file = scratch().join(format!("case-{}", CASES.fetch_add(1, Ordering::Relaxed)));
-        std::fs::write(&file, case).unwrap();
-        let out = std::process::Command::new(exe).arg(&file).output().unwrap();
-        let _ = std::fs::remove_file(&file);
-        assert!(out.status.success(), "{name}: {}", String::from_utf8_lossy(&out.stderr));
-        assert_eq!(out.stdout.len(), 8 + out_len);
-        let frames = i64::from_le_bytes(out.stdout[..8].try_into().unwrap()) as usize;
-        (frames, out.stdout[8..].to_vec())
+        let stdout = harness().run(name, &case);
+        assert_eq!(stdout.len(), 8 + out_len);
+        let frames = i64::from_le_bytes(stdout[..8].try_into().unwrap()) as usize;
+        (frames, stdout[8..].to_vec())
     }
 
     /// Equal bits, any NaN equal to any NaN for FLOAT (the GPU's NaNs are canonical).
