@@ -843,7 +843,6 @@ mod tests {
         let thr = 100.5f32.to_le_bytes();
         let chan = [10u8, 20, 30];
         let scale = [1.5f32, 1.25, 2.0];
-        let dense = |b: &'static [u8], t: DType| Operand { bytes: b, dtype: t, strides: strides_for(&shape, &shape), dense: true };
         let img: &'static [u8] = Box::leak(img.into_boxed_slice());
         let thr: &'static [u8] = Box::leak(Box::new(thr));
         let chan: &'static [u8] = Box::leak(Box::new(chan));
@@ -854,7 +853,6 @@ mod tests {
             ("mul(sub(&0 &1) &2)", vec![(img, U8, shape.to_vec()), (chan, U8, vec![1, 1, 3]), (scale, F32, vec![1, 1, 3])]),
             ("bitand(&0 $0:uint8)", vec![(img, U8, shape.to_vec())]),
         ];
-        let _ = dense;
         for (desc, ins) in cases {
             let tys: Vec<DType> = ins.iter().map(|i| i.1).collect();
             let prog = compile(&parse(desc).unwrap(), &tys, &[255], &[1.5]).unwrap();
