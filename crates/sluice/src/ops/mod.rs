@@ -26,6 +26,7 @@ pub mod multi_paste;
 pub mod noise;
 pub mod normalize;
 pub mod pad;
+pub mod paste;
 pub mod permute;
 pub mod python_function;
 pub mod random;
@@ -392,6 +393,7 @@ static REGISTRY: &[&OpDef] = &[
     &erase::ERASE,
     &grid_mask::GRID_MASK,
     &multi_paste::MULTI_PASTE,
+    &paste::PASTE,
     &reductions::MIN,
     &reductions::MAX,
     &reductions::SUM,

@@ -2,18 +2,19 @@
 //! of any element type, optionally converting to `dtype`. Out-of-bounds areas are filled
 //! with `fill_values` (per channel when the layout has C) under `out_of_bounds_policy="pad"`.
 
-use super::window::{fill_per_channel, CropSpec, Span, CROP_ARGS};
+use super::window::{CropSpec, Span, CROP_ARGS};
+use super::window_copy::{WindowCopyGpu, WindowPlan};
 use crate::error::{Error, Result};
-use crate::ops::{arg, removed_arg, for_each_sample, ArgDefault as D, ArgType as T, Device, OpContext, OpDef, OpSchema, Operator, Workspace};
-use crate::tensor::element::{load, store, store_f64};
-use crate::tensor::{DType, Layout, TensorList};
+use crate::ops::{arg, removed_arg, ArgDefault as D, ArgType as T, Device, GpuOperator, GpuWorkspace, OpContext, OpDef, OpSchema, Operator, Workspace};
+use crate::tensor::element::{load, store};
+use crate::tensor::{BatchMeta, DType, Layout, TensorList, TensorListGpu};
 
 /// Schema and backends.
 pub static CROP: OpDef = OpDef {
     schema: OpSchema {
         name: "Crop",
         doc: "Crops the images with the specified window dimensions and window position (upper left corner). Accepts HWC, CHW, FHWC, DHWC and similar layouts of any type.",
-        devices: &[Device::Cpu],
+        devices: &[Device::Cpu, Device::Gpu],
         min_inputs: 1,
         max_inputs: 1,
         num_outputs: 1,
@@ -26,7 +27,7 @@ pub static CROP: OpDef = OpDef {
     },
     cpu: Some(|ctx| Ok(Box::new(Crop { ctx: ctx.clone() }))),
     mixed: None,
-    gpu: None,
+    gpu: Some(|ctx, _| Ok(Box::new(CropGpu { crop: Crop { ctx: ctx.clone() }, copy: WindowCopyGpu::default() }))),
 };
 
 struct Crop {
@@ -103,9 +104,9 @@ impl Nd<'_> {
     }
 }
 
-impl Operator for Crop {
-    fn run(&mut self, ws: &Workspace<'_>) -> Result<Vec<TensorList>> {
-        let input = ws.inputs[0];
+impl Crop {
+    /// The batch's windows, shared by both backends.
+    fn plan(&self, ws: &Workspace<'_>, input: &BatchMeta) -> Result<WindowPlan> {
         let ctx = &self.ctx;
         let n = input.len();
         let layout = Layout::spatial(input.layout(), input.ndim())
@@ -117,26 +118,35 @@ impl Operator for Crop {
             return Err(Error::arg(&ctx.display_name, "dtype", format!("output type must be the input type, UINT8, FLOAT or FLOAT16, got {ot}")));
         }
         let spec = CropSpec::new(ctx, ws, true)?;
-        let mut spans: Vec<Span> = Vec::with_capacity(n * input.ndim());
+        let mut plan = WindowPlan::new(input.ndim(), it, ot, ca);
         for i in 0..n {
             let sh = input.shape(i);
             let w = spec.windows(ctx, ws.iteration, input.source_info(i), i, sh[ha], sh[wa], da.map(|a| sh[a]))?;
-            for (a, &e) in sh.iter().enumerate() {
-                spans.push(if a == ha { w.h } else if a == wa { w.w } else if Some(a) == da { w.d.unwrap() } else { Span::full(e) });
-            }
+            plan.push_sample(sh.iter().enumerate().map(|(a, &e)| if a == ha { w.h } else if a == wa { w.w } else if Some(a) == da { w.d.unwrap() } else { Span::full(e) }));
         }
-        let nd = input.ndim();
-        let shapes: Vec<Vec<usize>> = (0..n).map(|i| spans[i * nd..(i + 1) * nd].iter().map(|s| s.len).collect()).collect();
         let channels = ca.filter(|_| n > 0).map_or(1, |c| input.shape(0).get(c).copied().unwrap_or(1)); // (a branch may get no samples)
-        let fill = fill_per_channel(&ctx.display_name, ctx.args.floats("fill_values"), channels.max(1))?;
-        let fill: Vec<Vec<u8>> = fill.iter().map(|&v| { let mut e = vec![0u8; ot.size()]; store_f64(ot, &mut e, 0, v); e }).collect();
-        let mut out = TensorList::new(ot, nd, shapes.iter().map(|s| s.as_slice()));
-        out.set_layout(input.layout().clone());
-        out.inherit_source_info(input);
-        for_each_sample(ws.pool, &mut out, |i, dst| {
-            crop_nd(dst, input.bytes(i), input.shape(i), &spans[i * nd..(i + 1) * nd], it, ot, &fill, ca);
-            Ok(())
-        })?;
-        Ok(vec![out])
+        plan.set_fill(&ctx.display_name, ctx.args.floats("fill_values"), channels)?;
+        Ok(plan)
+    }
+}
+
+impl Operator for Crop {
+    fn run(&mut self, ws: &Workspace<'_>) -> Result<Vec<TensorList>> {
+        let input = ws.inputs[0];
+        Ok(vec![self.plan(ws, input.meta())?.run_cpu(ws.pool, input)?])
+    }
+}
+
+/// The gpu backend: the cpu twin's windows, one launch of the window copy.
+struct CropGpu {
+    crop: Crop,
+    copy: WindowCopyGpu,
+}
+
+impl GpuOperator for CropGpu {
+    fn run(&mut self, ws: &GpuWorkspace<'_>) -> Result<Vec<TensorListGpu>> {
+        let input = ws.gpu_inputs[0];
+        let plan = self.crop.plan(&ws.host_view(), input.meta())?;
+        Ok(vec![self.copy.run(ws, &self.crop.ctx.display_name, &plan, input)?])
     }
 }

@@ -4,6 +4,7 @@
 pub mod crop;
 pub mod crop_mirror_normalize;
 pub mod window;
+pub mod window_copy;
 
 pub use crop::CROP;
 pub use crop_mirror_normalize::CROP_MIRROR_NORMALIZE;

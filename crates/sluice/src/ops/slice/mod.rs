@@ -1,34 +1,53 @@
-//! `fn.slice` (cpu), inputs form `(data, anchor, shape)` as DALI 2.4: anchor and shape hold
-//! one value per sliced axis (`axes`, or `axis_names` looked up in the input's layout;
-//! default "WH"), normalized to the extent by default; the slice of an axis is
-//! `[round(a), round(a + s))`. Windows leaving the input follow `out_of_bounds_policy`
-//! ("error", "pad" with `fill_values`, "trim_to_shape"). Any element type; `dtype` converts.
+//! `fn.slice` (cpu, gpu) as DALI 2.4 (`dali/operators/generic/slice/slice_attr.h`), checked
+//! against DALI's cpu operator by `tests/test_slice.py`. The window is given one of two ways:
+//!
+//! - positional inputs `(data, anchor, shape)`: one value per sliced axis, normalized to the
+//!   extent by default (`normalized_anchor`, `normalized_shape`; integer inputs are always
+//!   elements), both of INT32, INT64 or FLOAT;
+//! - named arguments (constants or per-sample inputs): `start` or `rel_start`, and one of
+//!   `end`, `rel_end`, `shape`, `rel_shape`; what is missing is the whole extent.
+//!
+//! The sliced axes are `axes` (may be per sample; negative counts from the end; empty means
+//! all) or the letters `axis_names` of the layout (default "WH"). The slice of an axis is
+//! `[round(start), round(end))` with halves away from zero, `end` computed in f64 (both
+//! normalized: `(anchor + shape) * extent`, one rounding fewer, as DALI). Windows leaving
+//! the input follow `out_of_bounds_policy` ("error", "pad" with `fill_values`,
+//! "trim_to_shape"). Any element type; `dtype` converts. Both backends execute the same
+//! [`WindowPlan`]; the gpu reads anchor and shape inputs on the host.
 
 use crate::error::{Error, Result};
-use crate::ops::crop::crop::crop_nd;
-use crate::ops::crop::window::{fill_per_channel, OobPolicy, Span};
-use crate::ops::{arg, removed_arg, for_each_sample, ArgDefault as D, ArgType as T, Device, OpContext, OpDef, OpSchema, Operator, Workspace};
-use crate::tensor::element::{load_f64, store_f64};
-use crate::tensor::{DType, TensorList};
+use crate::ops::crop::window::{OobPolicy, Span};
+use crate::ops::crop::window_copy::{WindowCopyGpu, WindowPlan};
+use crate::ops::{arg, removed_arg, tensor_arg, ArgDefault as D, ArgType as T, Device, GpuOperator, GpuWorkspace, OpContext, OpDef, OpSchema, Operator, Workspace, MAX_LIST};
+use crate::tensor::element::load_f64;
+use crate::tensor::{BatchMeta, DType, TensorList, TensorListGpu};
 
 /// Schema and backends.
 pub static SLICE: OpDef = OpDef {
     schema: OpSchema {
         name: "Slice",
-        doc: "Extracts a slice of the input given by the anchor and shape inputs (one value per sliced axis, normalized by default). Any layout and element type.",
-        devices: &[Device::Cpu],
-        min_inputs: 3,
+        doc: "Extracts a subtensor, or slice.
+
+The slice is given by named arguments (`start` or `rel_start`, and `end`, `rel_end`, `shape` or `rel_shape`; absolute or relative to the extent), or by two extra positional inputs, anchor and shape, whose nature `normalized_anchor` and `normalized_shape` give (integer inputs are always absolute). The two ways exclude each other. The slice arguments hold one value per axis of `axes` or `axis_names` (default \"WH\", normalized coordinates). Windows leaving the input follow `out_of_bounds_policy`. Supports volumetric data and any element type.",
+        devices: &[Device::Cpu, Device::Gpu],
+        min_inputs: 1,
         max_inputs: 3,
         num_outputs: 1,
-        host_inputs: &[],
+        host_inputs: &[1, 2],
         args: &[&[
             removed_arg("image_type", T::ImageType),
-            arg("axes", T::IntList, D::Optional, "Dimension indices that anchor and shape describe, in their order; default [1, 0]. Used instead of axis_names when given."),
-            arg("axis_names", T::Str, D::Optional, "Layout letters of the dimensions that anchor and shape describe; default \"WH\" (needs a layout)."),
-            arg("normalized_anchor", T::Bool, D::Bool(true), "The anchor is a fraction of the extent (else elements)."),
-            arg("normalized_shape", T::Bool, D::Bool(true), "The shape is a fraction of the extent (else elements)."),
+            tensor_arg("axes", T::IntList, D::Optional, "Order of dimensions used for the anchor and shape slice inputs, as dimension indices (negative: from the end; empty: all dimensions). Default [1, 0]; excludes axis_names."),
+            arg("axis_names", T::Str, D::Optional, "Order of the dimensions used for the anchor and shape slice inputs, as described in the layout; default \"WH\". Excludes axes."),
+            tensor_arg("start", T::IntList, D::Optional, "Slice start coordinates (absolute); excludes rel_start."),
+            tensor_arg("rel_start", T::FloatList, D::Optional, "Slice start coordinates (relative to the extent); excludes start."),
+            tensor_arg("end", T::IntList, D::Optional, "Slice end coordinates (absolute); excludes rel_end, shape and rel_shape."),
+            tensor_arg("rel_end", T::FloatList, D::Optional, "Slice end coordinates (relative); excludes end, shape and rel_shape."),
+            tensor_arg("shape", T::IntList, D::Optional, "Slice shape (absolute); excludes end, rel_end and rel_shape."),
+            tensor_arg("rel_shape", T::FloatList, D::Optional, "Slice shape (relative); excludes end, rel_end and shape."),
+            arg("normalized_anchor", T::Bool, D::Bool(true), "Whether the anchor input is normalized to the extent (else absolute). Only for positional inputs; integer inputs are always absolute."),
+            arg("normalized_shape", T::Bool, D::Bool(true), "Whether the shape input is normalized to the extent (else absolute). Only for positional inputs; integer inputs are always absolute."),
             arg("out_of_bounds_policy", T::Str, D::Str("error"), "\"error\", \"pad\" (fill with fill_values) or \"trim_to_shape\"."),
-            arg("fill_values", T::FloatList, D::FloatList(&[0.0]), "Padding values: one, or one per channel."),
+            arg("fill_values", T::FloatList, D::FloatList(&[0.0]), "Padding values: one, or one per channel (needs a C in the layout)."),
             arg("dtype", T::DType, D::Optional, "Output type; the input type when not given."),
         ]],
         arg_aliases: &[("output_dtype", "dtype")],
@@ -36,85 +55,184 @@ pub static SLICE: OpDef = OpDef {
         is_reader: false,
         is_random: false,
     },
-    cpu: Some(|ctx| Ok(Box::new(Slice { ctx: ctx.clone() }))),
+    cpu: Some(|ctx| Ok(Box::new(Slice::new(ctx)?))),
     mixed: None,
-    gpu: None,
+    gpu: Some(|ctx, _| Ok(Box::new(SliceGpu { slice: Slice::new(ctx)?, copy: WindowCopyGpu::default() }))),
 };
+
+/// The named slice arguments, in DALI's order of precedence.
+const STARTS: [&str; 2] = ["start", "rel_start"];
+const ENDS: [&str; 4] = ["end", "rel_end", "shape", "rel_shape"];
 
 struct Slice {
     ctx: OpContext,
+    policy: OobPolicy,
 }
 
-impl Operator for Slice {
-    fn run(&mut self, ws: &Workspace<'_>) -> Result<Vec<TensorList>> {
+/// Whether the argument was given, as a constant or an argument input.
+fn given(ctx: &OpContext, name: &str) -> bool {
+    ctx.args.has(name) || ctx.arg_input_names.iter().any(|n| n == name)
+}
+
+impl Slice {
+    fn new(ctx: &OpContext) -> Result<Slice> {
+        let op = ctx.display_name.as_str();
+        if STARTS.iter().all(|n| given(ctx, n)) {
+            return Err(Error::arg(op, "rel_start", "\"start\" and \"rel_start\" arguments are mutually exclusive"));
+        }
+        if ENDS.iter().filter(|n| given(ctx, n)).count() > 1 {
+            return Err(Error::arg(op, "shape", "\"end\", \"rel_end\", \"shape\", and \"rel_shape\" arguments are mutually exclusive"));
+        }
+        if given(ctx, "axes") && ctx.args.has("axis_names") {
+            return Err(Error::arg(op, "axis_names", "\"axes\" and \"axis_names\" are mutually exclusive"));
+        }
+        let policy = OobPolicy::parse(op, ctx.args.str("out_of_bounds_policy"))?;
+        Ok(Slice { ctx: ctx.clone(), policy })
+    }
+
+    fn named(&self) -> bool {
+        STARTS.iter().chain(&ENDS).any(|n| given(&self.ctx, n))
+    }
+
+    /// The sliced axes of sample `i` (checked, negatives resolved) into `out`.
+    fn axes(&self, ws: &Workspace<'_>, i: usize, layout: &str, nd: usize, out: &mut Vec<usize>) -> Result<()> {
+        let op = self.ctx.display_name.as_str();
+        out.clear();
+        let use_names = self.ctx.args.has("axis_names") || (!given(&self.ctx, "axes") && !layout.is_empty());
+        if use_names {
+            let names = self.ctx.args.opt_str("axis_names").unwrap_or("WH");
+            for c in names.chars() {
+                out.push(layout.find(c).ok_or_else(|| Error::arg(op, "axis_names", format!("'{c}' is not in the input layout '{layout}'")))?);
+            }
+        } else {
+            let mut buf = [0.0; MAX_LIST];
+            let list: Vec<i64> = match ws.per_sample_list(&self.ctx, "axes").get(op, "axes", i, &[], &mut buf)? {
+                Some(v) => v.iter().map(|&a| a as i64).collect(),
+                None => vec![1, 0],
+            };
+            for a in list {
+                let r = if a < 0 { a + nd as i64 } else { a };
+                if r < 0 || r >= nd as i64 {
+                    return Err(Error::arg(op, "axes", format!("Axis {a} out of range. Expected range is [{}, {}] for a {nd}D input", -(nd as i64), nd as i64 - 1)));
+                }
+                out.push(r as usize);
+            }
+        }
+        if out.is_empty() {
+            out.extend(0..nd); // DALI: no axes means all of them
+        }
+        for (k, a) in out.iter().enumerate() {
+            if out[..k].contains(a) {
+                return Err(Error::arg(op, "axes", format!("Axis index {a} occurs more than once in ``axes`` (might include negative indices referring to the same axis)")));
+            }
+        }
+        Ok(())
+    }
+
+    /// The batch's windows, shared by both backends. `positional`: the anchor and shape
+    /// inputs, when given.
+    fn plan(&self, ws: &Workspace<'_>, data: &BatchMeta, n_inputs: usize, positional: Option<(&TensorList, &TensorList)>) -> Result<WindowPlan> {
         let ctx = &self.ctx;
         let op = ctx.display_name.as_str();
-        let (data, anchors, shapes) = (ws.inputs[0], ws.inputs[1], ws.inputs[2]);
         let nd = data.ndim();
         let layout = data.layout().to_string();
-        let axes: Vec<usize> = if ctx.args.has("axes") || (layout.is_empty() && !ctx.args.has("axis_names")) {
-            let list = if ctx.args.has("axes") { ctx.args.ints("axes").to_vec() } else { vec![1, 0] };
-            list.iter()
-                .map(|&a| {
-                    let r = if a < 0 { a + nd as i64 } else { a };
-                    if r < 0 || r >= nd as i64 { Err(Error::arg(op, "axes", format!("axis {a} is out of range for {nd}-D input"))) } else { Ok(r as usize) }
-                })
-                .collect::<Result<_>>()?
-        } else {
-            let names = ctx.args.opt_str("axis_names").unwrap_or("WH");
-            names
-                .chars()
-                .map(|c| layout.find(c).ok_or_else(|| Error::arg(op, "axis_names", format!("'{c}' is not in the input layout '{layout}'"))))
-                .collect::<Result<_>>()?
+        let named = self.named();
+        let float_inputs = match positional {
+            Some(_) if named => return Err(Error::arg(op, "start", "Named arguments start/end/shape are not compatible with positional anchor and shape inputs")),
+            Some((anchors, shapes)) => {
+                // As DALI: integer anchors and shapes are in elements whatever the flags say,
+                // and the two inputs share one type (INT32, INT64 or FLOAT).
+                if anchors.dtype() != shapes.dtype() {
+                    return Err(Error::arg(op, "shape", format!("Anchor and shape should have the same type. Got: {} and {}", anchors.dtype().cpp_name(), shapes.dtype().cpp_name())));
+                }
+                if !matches!(anchors.dtype(), DType::I32 | DType::I64 | DType::F32) {
+                    return Err(Error::arg(op, "anchor", format!("Unsupported type of anchor and shape arguments: {}", anchors.dtype().cpp_name())));
+                }
+                anchors.dtype() == DType::F32
+            }
+            None if !named || n_inputs != 1 => return Err(Error::arg(op, "start", format!("Expected named slice arguments (e.g. start/end, start/shape) or positional inputs (start, shape). Got {n_inputs} inputs."))),
+            None => false,
         };
-        let policy = OobPolicy::parse(op, ctx.args.str("out_of_bounds_policy"))?;
-        // As DALI: integer anchors and shapes are in elements whatever the flags say, and the
-        // two inputs share one type (INT32, INT64 or FLOAT).
-        if anchors.dtype() != shapes.dtype() {
-            return Err(Error::arg(op, "shape", format!("Anchor and shape should have the same type. Got: {} and {}", anchors.dtype().cpp_name(), shapes.dtype().cpp_name())));
-        }
-        if !matches!(anchors.dtype(), DType::I32 | DType::I64 | DType::F32) {
-            return Err(Error::arg(op, "anchor", format!("Unsupported type of anchor and shape arguments: {}", anchors.dtype().cpp_name())));
-        }
-        let float_args = anchors.dtype() == DType::F32;
-        let (na, ns) = (float_args && ctx.args.bool("normalized_anchor"), float_args && ctx.args.bool("normalized_shape"));
+        let (na, ns) = (float_inputs && ctx.args.bool("normalized_anchor"), float_inputs && ctx.args.bool("normalized_shape"));
         let it = data.dtype();
         let ot = if ctx.args.has("dtype") { ctx.args.dtype("dtype") } else { it };
-        let n = data.len();
-        let mut spans: Vec<Span> = Vec::with_capacity(n * nd);
-        for i in 0..n {
+        let ca = layout.find('C');
+        let mut plan = WindowPlan::new(nd, it, ot, ca);
+        let start_arg = STARTS.into_iter().find(|n| given(ctx, n));
+        let end_arg = ENDS.into_iter().find(|n| given(ctx, n));
+        let mut axes = Vec::with_capacity(nd);
+        let (mut start_buf, mut end_buf) = ([0.0; MAX_LIST], [0.0; MAX_LIST]);
+        let mut spans: Vec<Span> = Vec::with_capacity(nd);
+        for i in 0..data.len() {
             let at = || ctx.at(ws.iteration, i, data.source_info(i));
             let sh = data.shape(i);
-            let read = |t: &TensorList, name: &str| -> Result<Vec<f64>> {
-                if t.numel(i) != axes.len() {
-                    return Err(Error::data(at(), format!("input '{name}' must hold {} values (one per sliced axis {axes:?}), got shape {:?}", axes.len(), t.shape(i))));
+            self.axes(ws, i, &layout, nd, &mut axes)?;
+            spans.clear();
+            spans.extend(sh.iter().map(|&e| Span::full(e)));
+            // (start, end) in elements, per sliced axis, before rounding.
+            let mut bounds = |k: usize, ax: usize| -> Result<(f64, f64)> {
+                let e = sh[ax] as f64;
+                if let Some((anchors, shapes)) = positional {
+                    let read = |t: &TensorList, name: &str| -> Result<f64> {
+                        if t.numel(i) != axes.len() {
+                            return Err(Error::data(at(), format!("input '{name}' must hold {} values (one per sliced axis {axes:?}), got shape {:?}", axes.len(), t.shape(i))));
+                        }
+                        Ok(load_f64(t.dtype(), t.bytes(i), k))
+                    };
+                    let (a, s) = (read(anchors, "anchor")?, read(shapes, "shape")?);
+                    // Both normalized: one product of the sum, as DALI computes it.
+                    return Ok(match (na, ns) {
+                        (true, true) => (a * e, (a + s) * e),
+                        _ => {
+                            let a0 = if na { a * e } else { a };
+                            (a0, a0 + if ns { s * e } else { s })
+                        }
+                    });
                 }
-                Ok((0..axes.len()).map(|k| load_f64(t.dtype(), t.bytes(i), k)).collect())
-            };
-            let (a, s) = (read(anchors, "anchor")?, read(shapes, "shape")?);
-            let mut sp: Vec<Span> = sh.iter().map(|&e| Span::full(e)).collect();
-            for (k, &ax) in axes.iter().enumerate() {
-                let e = sh[ax];
-                let e_f = e as f64;
-                // Both normalized: one product of the sum, as DALI computes it (fewer roundings).
-                let (a0, end0) = match (na, ns) {
-                    (true, true) => (a[k] * e_f, (a[k] + s[k]) * e_f),
-                    _ => {
-                        let a0 = if na { a[k] * e_f } else { a[k] };
-                        (a0, a0 + if ns { s[k] * e_f } else { s[k] })
-                    }
+                let lens = [axes.len()];
+                let read = |name: Option<&'static str>, buf: &mut [f64; MAX_LIST]| -> Result<Option<f64>> {
+                    let Some(name) = name else { return Ok(None) };
+                    Ok(ws.per_sample_list(ctx, name).get(op, name, i, &lens, buf)?.map(|v| v[k]))
                 };
-                let (start, end) = (a0.round() as i64, end0.round() as i64);
-                if end < start {
-                    return Err(Error::data(at(), format!("input 'shape' is negative for axis {ax}: {}", s[k])));
+                let start = read(start_arg, &mut start_buf)?;
+                let end = read(end_arg, &mut end_buf)?;
+                let a = match (start_arg, start) {
+                    (Some("rel_start"), Some(v)) => v * e,
+                    (_, Some(v)) => v,
+                    _ => 0.0,
+                };
+                let end = match (end_arg, end) {
+                    (Some("end"), Some(v)) => v,
+                    (Some("rel_end"), Some(v)) => v * e,
+                    (Some("shape"), Some(v)) | (Some("rel_shape"), Some(v)) if v < 0.0 => {
+                        return Err(Error::arg(op, end_arg.unwrap(), format!("sample {i}: shape value out of range [0, {}]. Got: {v}", i64::MAX)));
+                    }
+                    (Some("shape"), Some(v)) => a + v,
+                    // Both relative: one product of the sum, as DALI computes it.
+                    (Some("rel_shape"), Some(v)) if start_arg == Some("rel_start") => (start.unwrap() + v) * e,
+                    (Some("rel_shape"), Some(v)) => a + v * e,
+                    _ => e,
+                };
+                Ok((a, end))
+            };
+            for k in 0..axes.len() {
+                let ax = axes[k];
+                let e = sh[ax];
+                let (a0, end0) = bounds(k, ax)?;
+                if !(a0.abs() <= i64::MAX as f64) || !(end0.abs() <= i64::MAX as f64) {
+                    return Err(Error::data(at(), format!("slice coordinates out of range for axis {ax}: start={a0}, end={end0}")));
                 }
+                if end0 < a0 {
+                    return Err(Error::data(at(), format!("end coordinates can't be before start coordinates. Got: start={a0} end={end0} (axis {ax})")));
+                }
+                let (start, end) = (a0.round() as i64, end0.round() as i64);
                 let mut span = Span { anchor: start, len: (end - start) as usize };
                 if !span.inside(e) {
-                    match policy {
+                    match self.policy {
                         OobPolicy::Error => {
                             return Err(Error::data(
                                 at(),
-                                format!("slice {start}..{end} of axis {ax} (inputs 'anchor' {a:?}, 'shape' {s:?}) is out of bounds of extent {e}; set out_of_bounds_policy to \"pad\" or \"trim_to_shape\""),
+                                format!("slice {start}..{end} of axis {ax} is out of bounds of extent {e}; set out_of_bounds_policy to \"pad\" or \"trim_to_shape\""),
                             ))
                         }
                         OobPolicy::Pad => {}
@@ -125,22 +243,41 @@ impl Operator for Slice {
                         }
                     }
                 }
-                sp[ax] = span;
+                spans[ax] = span;
             }
-            spans.extend(sp);
+            plan.push_sample(spans.iter().copied());
         }
-        let out_shapes: Vec<Vec<usize>> = (0..n).map(|i| spans[i * nd..(i + 1) * nd].iter().map(|s| s.len).collect()).collect();
-        let ca = layout.find('C');
+        let fill = ctx.args.floats("fill_values");
+        if fill.len() > 1 && ca.is_none() {
+            return Err(Error::arg(op, "fill_values", "Multi-channel fill_values was provided but channel dimension could not be found in layout"));
+        }
         let channels = ca.filter(|_| !data.is_empty()).map_or(1, |c| data.shape(0).get(c).copied().unwrap_or(1)).max(1);
-        let fill = fill_per_channel(op, ctx.args.floats("fill_values"), channels)?;
-        let fill: Vec<Vec<u8>> = fill.iter().map(|&v| { let mut e = vec![0u8; ot.size()]; store_f64(ot, &mut e, 0, v); e }).collect();
-        let mut out = TensorList::new(ot, nd, out_shapes.iter().map(|s| s.as_slice()));
-        out.set_layout(data.layout().clone());
-        out.inherit_source_info(data);
-        for_each_sample(ws.pool, &mut out, |i, dst| {
-            crop_nd(dst, data.bytes(i), data.shape(i), &spans[i * nd..(i + 1) * nd], it, ot, &fill, ca);
-            Ok(())
-        })?;
-        Ok(vec![out])
+        plan.set_fill(op, fill, channels)?;
+        Ok(plan)
+    }
+}
+
+impl Operator for Slice {
+    fn run(&mut self, ws: &Workspace<'_>) -> Result<Vec<TensorList>> {
+        let data = ws.inputs[0];
+        let positional = (ws.inputs.len() == 3).then(|| (ws.inputs[1], ws.inputs[2]));
+        Ok(vec![self.plan(ws, data.meta(), ws.inputs.len(), positional)?.run_cpu(ws.pool, data)?])
+    }
+}
+
+/// The gpu backend: the cpu twin's windows (anchor and shape inputs read on the host), one
+/// launch of the window copy.
+struct SliceGpu {
+    slice: Slice,
+    copy: WindowCopyGpu,
+}
+
+impl GpuOperator for SliceGpu {
+    fn run(&mut self, ws: &GpuWorkspace<'_>) -> Result<Vec<TensorListGpu>> {
+        let data = ws.gpu_inputs[0];
+        let host = ws.host_view();
+        let positional = (host.inputs.len() == 2).then(|| (host.inputs[0], host.inputs[1]));
+        let plan = self.slice.plan(&host, data.meta(), 1 + host.inputs.len(), positional)?;
+        Ok(vec![self.copy.run(ws, &self.slice.ctx.display_name, &plan, data)?])
     }
 }
