@@ -2,7 +2,7 @@
 //! of any element type, optionally converting to `dtype`. Out-of-bounds areas are filled
 //! with `fill_values` (per channel when the layout has C) under `out_of_bounds_policy="pad"`.
 
-use super::window::{CropSpec, Span, CROP_ARGS};
+use super::window::{CropSpec, Span, CROP_WINDOW_ARGS, CROP_OOB_ARGS};
 use super::window_copy::{WindowCopyGpu, WindowPlan};
 use crate::error::{Error, Result};
 use crate::ops::{arg, removed_arg, ArgDefault as D, ArgType as T, Device, GpuOperator, GpuWorkspace, OpContext, OpDef, OpSchema, Operator, Workspace};
@@ -19,7 +19,7 @@ pub static CROP: OpDef = OpDef {
         max_inputs: 1,
         num_outputs: 1,
         host_inputs: &[],
-        args: &[&[arg("dtype", T::DType, D::Optional, "Output data type; the input type when not given."), removed_arg("image_type", T::ImageType)], CROP_ARGS],
+        args: &[&[arg("dtype", T::DType, D::Optional, "Output data type; the input type when not given."), removed_arg("image_type", T::ImageType)], CROP_WINDOW_ARGS, CROP_OOB_ARGS],
         arg_aliases: &[("output_dtype", "dtype")],
         legacy_names: &[],
         is_reader: false,

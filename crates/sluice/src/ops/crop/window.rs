@@ -12,8 +12,8 @@
 use crate::error::{Error, Result};
 use crate::ops::{ArgDefault as D, ArgSchema, ArgType as T, OpContext, PerSample, PerSampleList, Workspace, arg, tensor_arg, MAX_LIST};
 
-/// Arguments describing the crop window, shared by every crop operator.
-pub const CROP_ARGS: &[ArgSchema] = &[
+/// Arguments placing the crop window, shared by every crop operator.
+pub const CROP_WINDOW_ARGS: &[ArgSchema] = &[
     tensor_arg("crop", T::FloatList, D::Optional, "Crop window shape [H, W] (or [D, H, W]) in pixels; non-integer sizes are truncated."),
     tensor_arg("crop_h", T::Float, D::Optional, "Crop window height in pixels (given together with crop_w)."),
     tensor_arg("crop_w", T::Float, D::Optional, "Crop window width in pixels (given together with crop_h)."),
@@ -21,9 +21,23 @@ pub const CROP_ARGS: &[ArgSchema] = &[
     tensor_arg("crop_pos_x", T::Float, D::Float(0.5), "Normalized (0.0 - 1.0) horizontal position of the crop window."),
     tensor_arg("crop_pos_y", T::Float, D::Float(0.5), "Normalized (0.0 - 1.0) vertical position of the crop window."),
     tensor_arg("crop_pos_z", T::Float, D::Float(0.5), "Normalized (0.0 - 1.0) depthwise position of the crop window."),
+    arg("rounding", T::Str, D::Str("round"), "How the window's start becomes an integer: \"round\" (half away from zero) or \"truncate\"."),
+];
+
+/// What happens outside the input, for the crop operators that let a window leave it.
+pub const CROP_OOB_ARGS: &[ArgSchema] = &[
     arg("out_of_bounds_policy", T::Str, D::Str("error"), "What to do when the window leaves the input: \"error\", \"pad\" (fill with fill_values) or \"trim_to_shape\"."),
     arg("fill_values", T::FloatList, D::FloatList(&[0.0]), "Values used for padding: one for every channel, or one per channel."),
 ];
+
+/// DALI's `rounding` argument: true for "truncate", false for "round".
+pub fn truncates(op: &str, rounding: &str) -> Result<bool> {
+    match rounding {
+        "round" => Ok(false),
+        "truncate" => Ok(true),
+        s => Err(Error::arg(op, "rounding", format!("must be \"round\" or \"truncate\", got \"{s}\""))),
+    }
+}
 
 /// What happens to a window that leaves the input.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -89,8 +103,8 @@ pub fn crop_size(op: &str, name: &str, v: f64) -> Result<usize> {
 
 /// The window along one dimension of `extent` under `policy`; `what` names the dimension's
 /// size argument for the error message.
-pub fn span(extent: usize, crop: usize, pos: f64, policy: OobPolicy) -> std::result::Result<Span, Span> {
-    let s = Span { anchor: anchor(extent, crop, pos as f32), len: crop };
+pub fn span(extent: usize, crop: usize, pos: f64, policy: OobPolicy, truncate: bool) -> std::result::Result<Span, Span> {
+    let s = Span { anchor: anchor_with_rounding(extent, crop, pos, truncate), len: crop };
     if s.inside(extent) {
         return Ok(s);
     }
@@ -116,6 +130,8 @@ pub struct CropSpec<'a> {
     y: PerSample<'a>,
     z: PerSample<'a>,
     pub policy: OobPolicy,
+    /// `rounding="truncate"`: window starts are truncated, not rounded.
+    truncate: bool,
 }
 
 /// Where the spatial dimensions are in a layout, and their windows for one sample.
@@ -156,7 +172,10 @@ impl<'a> CropSpec<'a> {
             x: ws.per_sample(ctx, "crop_pos_x"),
             y: ws.per_sample(ctx, "crop_pos_y"),
             z: ws.per_sample(ctx, "crop_pos_z"),
-            policy: OobPolicy::parse(op, ctx.args.str("out_of_bounds_policy"))?,
+            // Operators without the argument (resize_crop_mirror) keep windows that leave the
+            // input, as DALI's `CropAttr` does: resampling extends the border.
+            policy: OobPolicy::parse(op, ctx.args.opt_str("out_of_bounds_policy").unwrap_or("pad"))?,
+            truncate: truncates(op, ctx.args.str("rounding"))?,
         })
     }
 
@@ -187,7 +206,7 @@ impl<'a> CropSpec<'a> {
                 Error::InvalidArgument { message, .. } => Error::data(ctx.at(iteration, i, source), format!("argument '{cname}': {message}")),
                 e => e,
             })?;
-            span(extent, size, pos(p, pname)?, self.policy).map_err(|s| {
+            span(extent, size, pos(p, pname)?, self.policy, self.truncate).map_err(|s| {
                 Error::data(
                     ctx.at(iteration, i, source),
                     format!(

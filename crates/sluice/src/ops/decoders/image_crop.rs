@@ -11,7 +11,7 @@ use sluice_codecs::Roi;
 use super::common::{PlaceWindow, DECODE_ARGS, MIXED_ONLY_ARGS};
 use super::window::{WindowDecoderCpu, WindowDecoderMixed};
 use crate::error::{Error, Location, Result};
-use crate::ops::crop::window::{anchor_with_rounding, crop_size};
+use crate::ops::crop::window::{anchor_with_rounding, crop_size, truncates};
 use crate::ops::{arg, tensor_arg, ArgDefault as D, ArgSchema, ArgType as T, Device, OpContext, OpDef, OpSchema, Workspace};
 
 /// Crop-window arguments of `decoders.image_crop` (DALI's CropAttr; no padding policy).
@@ -78,11 +78,7 @@ impl CropWindow {
         if crop.is_none() && !given("crop_h") {
             return Err(Error::arg(op, "crop", "no crop window: give crop=[H, W] or crop_h and crop_w"));
         }
-        let truncate = match ctx.args.str("rounding") {
-            "round" => false,
-            "truncate" => true,
-            s => return Err(Error::arg(op, "rounding", format!("must be \"round\" or \"truncate\", got \"{s}\""))),
-        };
+        let truncate = truncates(op, ctx.args.str("rounding"))?;
         Ok(CropWindow { crop, truncate })
     }
 }

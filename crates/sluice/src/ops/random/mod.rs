@@ -5,6 +5,7 @@
 mod beta;
 mod choice;
 mod coin_flip;
+mod crop_generator;
 mod normal;
 mod roi_random_crop;
 mod uniform;
@@ -12,6 +13,7 @@ mod uniform;
 pub use beta::BETA;
 pub use choice::CHOICE;
 pub use coin_flip::COIN_FLIP;
+pub use crop_generator::RANDOM_CROP_GENERATOR;
 pub use normal::NORMAL;
 pub use roi_random_crop::ROI_RANDOM_CROP;
 pub use uniform::UNIFORM;

@@ -43,7 +43,12 @@ pub(super) struct ResizeGpu {
 
 impl ResizeGpu {
     pub(super) fn new(ctx: &OpContext, _device: &Arc<GpuDevice>) -> Result<ResizeGpu> {
-        Ok(ResizeGpu { resize: Resize::from_ctx(ctx)?, resampler: GpuResampler::default() })
+        Ok(ResizeGpu::with(Resize::from_ctx(ctx)?))
+    }
+
+    /// The gpu backend of a planning made otherwise (`resize_crop_mirror`).
+    pub(super) fn with(resize: Resize) -> ResizeGpu {
+        ResizeGpu { resize, resampler: GpuResampler::default() }
     }
 }
 

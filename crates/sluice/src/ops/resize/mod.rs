@@ -8,16 +8,45 @@
 //! `subpixel_scale` a fractional extent keeps the scale and shrinks/grows the source ROI
 //! about its centre instead. Negative extents flip the axis (as in DALI).
 
+mod crop_mirror;
 mod gpu;
 pub mod kernel;
+
+pub use crop_mirror::{FAST_RESIZE_CROP_MIRROR, RESIZE_CROP_MIRROR};
 
 pub(crate) use gpu::GpuResampler;
 
 use kernel::{axis_filter, FilterKind, Plan};
 
 use crate::error::{Error, Result};
-use crate::ops::{arg, removed_arg, for_each_sample, tensor_arg, ArgDefault as D, ArgType as T, Device, OpContext, OpDef, OpSchema, Operator, PerSampleList, Workspace, MAX_LIST};
+use crate::ops::crop::window::CropSpec;
+use crate::ops::{arg, removed_arg, for_each_sample, tensor_arg, ArgDefault as D, ArgSchema, ArgType as T, Device, OpContext, OpDef, OpSchema, Operator, PerSampleList, Workspace, MAX_LIST};
 use crate::tensor::{BatchMeta, DType, Layout, TensorList};
+
+/// The sizing, region, filter and type arguments, shared with `resize_crop_mirror`.
+pub(crate) const RESIZE_ARGS: &[ArgSchema] = &[
+    removed_arg("image_type", T::ImageType),
+    tensor_arg("resize_x", T::Float, D::Optional, "Output width; 0 or missing keeps the aspect ratio from resize_y. Negative flips."),
+    tensor_arg("resize_y", T::Float, D::Optional, "Output height; 0 or missing keeps the aspect ratio from resize_x. Negative flips."),
+    tensor_arg("resize_shorter", T::Float, D::Optional, "Length of the shorter side; keeps the aspect ratio (mode not_smaller)."),
+    tensor_arg("resize_longer", T::Float, D::Optional, "Length of the longer side; keeps the aspect ratio (mode not_larger)."),
+    tensor_arg("size", T::FloatList, D::Optional, "Output size in shape order [H, W]; 0 extents are computed according to mode."),
+    arg("mode", T::Str, D::Optional, "\"default\", \"stretch\", \"not_smaller\" or \"not_larger\"."),
+    arg("max_size", T::FloatList, D::Optional, "Limit of the output size, per axis [H, W] or one value for both."),
+    arg("subpixel_scale", T::Bool, D::Bool(true), "Adjust the input ROI to keep the exact scale when the output size is fractional."),
+    tensor_arg("roi_start", T::FloatList, D::Optional, "Start of the input region of interest [y, x]."),
+    tensor_arg("roi_end", T::FloatList, D::Optional, "End of the input region of interest [y, x]."),
+    arg("roi_relative", T::Bool, D::Bool(false), "ROI coordinates are relative (0..1) to the input size."),
+    arg("interp_type", T::InterpType, D::Optional, "Interpolation for both upscaling and downscaling (default INTERP_LINEAR)."),
+    arg("min_filter", T::InterpType, D::Optional, "Filter used when scaling down."),
+    arg("mag_filter", T::InterpType, D::Optional, "Filter used when scaling up."),
+    arg("dtype", T::DType, D::Optional, "Output type: the input type (default) or FLOAT."),
+    arg("temp_buffer_hint", T::Int, D::Int(0), "Ignored on CPU."),
+    arg("minibatch_size", T::Int, D::Int(32), "Ignored on CPU."),
+];
+
+/// `antialias`, on by default (`fast_resize_crop_mirror` turns it off).
+pub(crate) const ANTIALIAS: ArgSchema = arg("antialias", T::Bool, D::Bool(true), "Widen the filter when scaling down (not for INTERP_NN).");
 
 /// Schema and backends.
 pub static RESIZE: OpDef = OpDef {
@@ -29,27 +58,7 @@ pub static RESIZE: OpDef = OpDef {
         max_inputs: 1,
         num_outputs: 1,
         host_inputs: &[],
-        args: &[&[
-            removed_arg("image_type", T::ImageType),
-            tensor_arg("resize_x", T::Float, D::Optional, "Output width; 0 or missing keeps the aspect ratio from resize_y. Negative flips."),
-            tensor_arg("resize_y", T::Float, D::Optional, "Output height; 0 or missing keeps the aspect ratio from resize_x. Negative flips."),
-            tensor_arg("resize_shorter", T::Float, D::Optional, "Length of the shorter side; keeps the aspect ratio (mode not_smaller)."),
-            tensor_arg("resize_longer", T::Float, D::Optional, "Length of the longer side; keeps the aspect ratio (mode not_larger)."),
-            tensor_arg("size", T::FloatList, D::Optional, "Output size in shape order [H, W]; 0 extents are computed according to mode."),
-            arg("mode", T::Str, D::Optional, "\"default\", \"stretch\", \"not_smaller\" or \"not_larger\"."),
-            arg("max_size", T::FloatList, D::Optional, "Limit of the output size, per axis [H, W] or one value for both."),
-            arg("subpixel_scale", T::Bool, D::Bool(true), "Adjust the input ROI to keep the exact scale when the output size is fractional."),
-            tensor_arg("roi_start", T::FloatList, D::Optional, "Start of the input region of interest [y, x]."),
-            tensor_arg("roi_end", T::FloatList, D::Optional, "End of the input region of interest [y, x]."),
-            arg("roi_relative", T::Bool, D::Bool(false), "ROI coordinates are relative (0..1) to the input size."),
-            arg("interp_type", T::InterpType, D::Optional, "Interpolation for both upscaling and downscaling (default INTERP_LINEAR)."),
-            arg("min_filter", T::InterpType, D::Optional, "Filter used when scaling down."),
-            arg("mag_filter", T::InterpType, D::Optional, "Filter used when scaling up."),
-            arg("antialias", T::Bool, D::Bool(true), "Widen the filter when scaling down (not for INTERP_NN)."),
-            arg("dtype", T::DType, D::Optional, "Output type: the input type (default) or FLOAT."),
-            arg("temp_buffer_hint", T::Int, D::Int(0), "Ignored on CPU."),
-            arg("minibatch_size", T::Int, D::Int(32), "Ignored on CPU."),
-        ]],
+        args: &[RESIZE_ARGS, &[ANTIALIAS]],
         arg_aliases: &[],
         legacy_names: &[],
         is_reader: false,
@@ -210,6 +219,9 @@ pub(crate) struct Resize {
     mag: FilterKind,
     antialias: bool,
     dtype: Option<DType>,
+    /// `resize_crop_mirror`: each resized sample is then cropped (`crop*` arguments) and
+    /// flipped (`mirror`), folded into the source window of one resampling.
+    crop_mirror: bool,
     plans: Vec<Plan>,
 }
 
@@ -309,6 +321,7 @@ impl Resize {
             mag,
             antialias: ctx.args.bool("antialias"),
             dtype,
+            crop_mirror: false,
             plans: Vec::new(),
         })
     }
@@ -325,6 +338,11 @@ pub(crate) struct ResizeBatch {
 impl Resize {
     pub(crate) fn from_ctx(ctx: &OpContext) -> Result<Resize> {
         Resize::new(ctx)
+    }
+
+    /// The planning of `resize_crop_mirror`.
+    pub(crate) fn crop_mirror(ctx: &OpContext) -> Result<Resize> {
+        Ok(Resize { crop_mirror: true, ..Resize::new(ctx)? })
     }
 
     pub(crate) fn ctx(&self) -> &OpContext {
@@ -370,6 +388,8 @@ impl Resize {
             }
             Ok(p)
         };
+        let crop = if self.crop_mirror { Some(CropSpec::new(&self.ctx, ws, true)?) } else { None };
+        let mirror = ws.per_sample(&self.ctx, "mirror");
         self.plans.clear();
         for i in 0..n {
             let shape = input.shape(i);
@@ -411,7 +431,11 @@ impl Resize {
                     hi[d] = u as f32;
                 }
             }
-            let (out, slo, shi) = sample_params(&self.sizing, requested, lo, hi);
+            let (mut out, mut slo, mut shi) = sample_params(&self.sizing, requested, lo, hi);
+            if let Some(crop) = &crop {
+                let m = mirror.get(&name, i)?.unwrap_or(0.0) as i64;
+                crop_and_mirror(&self.ctx, crop, ws.iteration, input.source_info(i), i, m, &mut out, &mut slo, &mut shi)?;
+            }
             let mut plan = Plan { in_h: h, in_w: w, c, out_h: out[0], out_w: out[1], origin: [0.0; 2], scale: [0.0; 2], filter: [None, None] };
             for d in 0..2 {
                 plan.origin[d] = slo[d];
@@ -426,6 +450,28 @@ impl Resize {
         meta.inherit_source_info(input);
         Ok(ResizeBatch { meta, in_type, out_type })
     }
+}
+
+/// Folds the crop window of the resized sample (`out`, DALI's `CropAttr` placement) and the
+/// flips of `mirror` (bit 0: horizontal, bit 1: vertical) into the source window `slo..shi`,
+/// as DALI's `ResizeCropMirrorAttr::PrepareResizeParams` does (in double precision): the
+/// output is the window's size, and one resampling produces resize -> crop -> flip.
+#[allow(clippy::too_many_arguments)]
+fn crop_and_mirror(ctx: &OpContext, crop: &CropSpec<'_>, iteration: u64, source: &str, i: usize, mirror: i64, out: &mut [usize; 2], slo: &mut [f32; 2], shi: &mut [f32; 2]) -> Result<()> {
+    let w = crop.windows(ctx, iteration, source, i, out[0], out[1], None)?;
+    for (d, win) in [w.h, w.w].into_iter().enumerate() {
+        let ratio = (shi[d] as f64 - slo[d] as f64) / out[d] as f64;
+        let offset = slo[d] as f64;
+        let (lo, hi) = (win.anchor as f64, win.anchor as f64 + win.len as f64);
+        slo[d] = (lo * ratio + offset) as f32;
+        shi[d] = (hi * ratio + offset) as f32;
+        // DALI's mask: the last spatial dimension (W) is bit 0, H bit 1.
+        if mirror & (1 << (1 - d)) != 0 {
+            std::mem::swap(&mut slo[d], &mut shi[d]);
+        }
+        out[d] = win.len;
+    }
+    Ok(())
 }
 
 impl Operator for Resize {

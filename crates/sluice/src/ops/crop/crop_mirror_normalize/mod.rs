@@ -13,7 +13,7 @@ mod gpu;
 
 use std::any::TypeId;
 
-use crate::ops::crop::window::{fill_per_channel, CropSpec, OobPolicy, Span, CROP_ARGS};
+use crate::ops::crop::window::{fill_per_channel, CropSpec, OobPolicy, Span, CROP_WINDOW_ARGS, CROP_OOB_ARGS};
 use crate::error::{Error, Result};
 use crate::ops::{arg, removed_arg, for_each_sample, tensor_arg, MAX_LIST, ArgDefault as D, ArgType as T, Device, OpContext, OpDef, OpSchema, Operator, Workspace};
 use crate::tensor::{BatchMeta, DType, Layout, TensorList};
@@ -38,7 +38,7 @@ pub static CROP_MIRROR_NORMALIZE: OpDef = OpDef {
             arg("dtype", T::DType, D::Int(9), "Output type: FLOAT (default), FLOAT16, UINT8 or INT8."),
             arg("output_layout", T::Str, D::Str("CHW"), "Output layout: \"CHW\" (default) or \"HWC\" (FCHW / FHWC for sequences)."),
             arg("pad_output", T::Bool, D::Bool(false), "Pad the channels to 4 (the padding channel gets fill_values under the \"pad\" policy, else 0)."),
-        ], CROP_ARGS],
+        ], CROP_WINDOW_ARGS, CROP_OOB_ARGS],
         arg_aliases: &[("output_dtype", "dtype")],
         legacy_names: &[],
         is_reader: false,
