@@ -520,10 +520,6 @@ def test_conflicting_channels(device, use_positional):
         p.run()
 
 
-# DALI's case draws its alpha channel with `fn.random.uniform(shape=<a DataNode>)`; Sluice's
-# random.uniform takes `shape` as a constant only (random.choice takes it per sample).
-@pytest.mark.xfail(raises=errors.ArgumentError, strict=True,
-                   reason="random.uniform's `shape` as a per-sample argument input is not implemented yet")
 @pytest.mark.parametrize("device", ["cpu", "gpu"])
 @pytest.mark.parametrize("use_positional", [True, False])
 def test_var_channels(small_images, device, use_positional):

@@ -154,8 +154,10 @@ impl Join {
         }
         let mut meta = BatchMeta::new(dtype, out_ndim, shapes.chunks(out_ndim));
         meta.set_layout(self.output_layout(layout, ndim, axis, iteration)?);
-        if used.len() == 1 || self.new_axis {
-            meta.inherit_source_info(first);
+        // As DALI: each sample's source is the first input's that has one.
+        if inputs.iter().any(|m| !m.source_infos().is_empty()) {
+            let infos = (0..n).map(|i| inputs.iter().map(|m| m.source_info(i)).find(|s| !s.is_empty()).unwrap_or("").into()).collect();
+            meta.set_source_info(infos);
         }
         Ok(Plan { meta, used, outer, chunks })
     }

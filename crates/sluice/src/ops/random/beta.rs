@@ -5,13 +5,13 @@
 //! against DALI's samples (`tests/test_random_beta.py`). With an input, each output sample
 //! takes that sample's shape.
 
-use super::sample_shape;
+use super::{output_batch, sample_shape, Generate, OnCpu};
 use crate::error::{Error, Result};
 use crate::ops::cast::require_dtype;
-use crate::ops::{arg, for_each_sample, tensor_arg, ArgDefault as D, ArgType as T, Device, OpContext, OpDef, OpSchema, Operator, Workspace};
+use crate::ops::{arg, for_each_sample, tensor_arg, ArgDefault as D, ArgType as T, Device, OpContext, OpDef, OpSchema, Workspace};
 use crate::rng::SampleRng;
 use crate::tensor::element::store_f64;
-use crate::tensor::{DType, TensorList};
+use crate::tensor::{BatchMeta, DType, TensorList};
 
 /// Schema and backend.
 pub static BETA: OpDef = OpDef {
@@ -26,7 +26,7 @@ pub static BETA: OpDef = OpDef {
         args: &[&[
             tensor_arg("alpha", T::Float, D::Float(1.0), "The alpha parameter, a positive float32 scalar."),
             tensor_arg("beta", T::Float, D::Float(1.0), "The beta parameter, a positive float32 scalar."),
-            arg("shape", T::IntList, D::Optional, "Shape of the output data."),
+            tensor_arg("shape", T::IntList, D::Optional, "Shape of the output data (may differ per sample)."),
             arg("dtype", T::DType, D::Optional, "Output data type: FLOAT (default) or FLOAT64."),
         ]],
         arg_aliases: &[],
@@ -34,14 +34,13 @@ pub static BETA: OpDef = OpDef {
         is_reader: false,
         is_random: true,
     },
-    cpu: Some(|ctx| Ok(Box::new(Beta::new(ctx)?))),
+    cpu: Some(|ctx| Ok(Box::new(OnCpu(Beta::new(ctx)?)))),
     mixed: None,
     gpu: None,
 };
 
 struct Beta {
     ctx: OpContext,
-    shape: Vec<usize>,
     dtype: DType,
 }
 
@@ -49,7 +48,8 @@ impl Beta {
     fn new(ctx: &OpContext) -> Result<Beta> {
         let dtype = super::dtype_or(&ctx.args, DType::F32);
         require_dtype(&ctx.display_name, "dtype", dtype, &[DType::F32, DType::F64])?;
-        Ok(Beta { ctx: ctx.clone(), shape: sample_shape(ctx)?, dtype })
+        sample_shape(ctx)?;
+        Ok(Beta { ctx: ctx.clone(), dtype })
     }
 }
 
@@ -75,16 +75,9 @@ fn gamma(rng: &mut SampleRng, a: f64) -> f64 {
     }
 }
 
-impl Operator for Beta {
-    fn run(&mut self, ws: &Workspace<'_>) -> Result<Vec<TensorList>> {
-        let mut out = match ws.inputs.first() {
-            Some(like) if !self.ctx.args.has("shape") => {
-                let mut o = TensorList::new(self.dtype, like.ndim(), (0..like.len()).map(|i| like.shape(i)));
-                o.inherit_source_info(like);
-                o
-            }
-            _ => TensorList::uniform(self.dtype, &self.shape, ws.batch_size),
-        };
+impl Generate for Beta {
+    fn generate(&mut self, ws: &Workspace<'_>, like: Option<&BatchMeta>) -> Result<TensorList> {
+        let mut out = output_batch(&self.ctx, ws, like, self.dtype)?;
         let name = &self.ctx.display_name;
         let (alpha, beta) = (ws.per_sample(&self.ctx, "alpha"), ws.per_sample(&self.ctx, "beta"));
         let dtype = self.dtype;
@@ -106,6 +99,6 @@ impl Operator for Beta {
             }
             Ok(())
         })?;
-        Ok(vec![out])
+        Ok(out)
     }
 }

@@ -1,24 +1,24 @@
 //! `random.coin_flip`: 1 with probability `probability`, else 0 (Bernoulli).
 
-use super::{alloc, dtype_or, sample_shape};
+use super::{dtype_or, output_batch, sample_shape, Generate, OnCpu, OnGpu};
 use crate::error::{Error, Result};
-use crate::ops::{arg, for_each_sample, tensor_arg, ArgDefault as D, ArgType as T, Device, OpContext, OpDef, OpSchema, Operator, Workspace};
+use crate::ops::{arg, for_each_sample, tensor_arg, ArgDefault as D, ArgType as T, Device, OpContext, OpDef, OpSchema, Workspace};
 use crate::tensor::element::store_f64;
-use crate::tensor::{DType, TensorList};
+use crate::tensor::{BatchMeta, DType, TensorList};
 
 /// Schema and backends.
 pub static COIN_FLIP: OpDef = OpDef {
     schema: OpSchema {
         name: "random__CoinFlip",
-        doc: "Generates random boolean values (0 or 1) following a Bernoulli distribution.",
-        devices: &[Device::Cpu],
+        doc: "Generates random boolean values (0 or 1) following a Bernoulli distribution. The shape comes from `shape`, or from the input (`shape_like`) when one is given; a scalar otherwise.",
+        devices: &[Device::Cpu, Device::Gpu],
         min_inputs: 0,
-        max_inputs: 0,
+        max_inputs: 1,
         num_outputs: 1,
         host_inputs: &[],
         args: &[&[
             tensor_arg("probability", T::Float, D::Float(0.5), "Probability of a 1."),
-            arg("shape", T::IntList, D::Optional, "Shape of each output sample; a scalar when not given."),
+            tensor_arg("shape", T::IntList, D::Optional, "Shape of each output sample (may differ per sample); a scalar when not given."),
             arg("dtype", T::DType, D::Optional, "Output type; INT32 by default."),
         ]],
         arg_aliases: &[],
@@ -26,27 +26,27 @@ pub static COIN_FLIP: OpDef = OpDef {
         is_reader: false,
         is_random: true,
     },
-    cpu: Some(|ctx| Ok(Box::new(CoinFlip::new(ctx)?))),
+    cpu: Some(|ctx| Ok(Box::new(OnCpu(CoinFlip::new(ctx)?)))),
     mixed: None,
-    gpu: None,
+    gpu: Some(|ctx, _| Ok(Box::new(OnGpu(CoinFlip::new(ctx)?)))),
 };
 
 struct CoinFlip {
     ctx: OpContext,
-    shape: Vec<usize>,
     dtype: DType,
 }
 
 impl CoinFlip {
     fn new(ctx: &OpContext) -> Result<CoinFlip> {
-        Ok(CoinFlip { ctx: ctx.clone(), shape: sample_shape(ctx)?, dtype: dtype_or(&ctx.args, DType::I32) })
+        sample_shape(ctx)?;
+        Ok(CoinFlip { ctx: ctx.clone(), dtype: dtype_or(&ctx.args, DType::I32) })
     }
 }
 
-impl Operator for CoinFlip {
-    fn run(&mut self, ws: &Workspace<'_>) -> Result<Vec<TensorList>> {
-        let mut out = alloc(self.dtype, &self.shape, ws.batch_size);
-        let n: usize = self.shape.iter().product();
+impl Generate for CoinFlip {
+    fn generate(&mut self, ws: &Workspace<'_>, like: Option<&BatchMeta>) -> Result<TensorList> {
+        let mut out = output_batch(&self.ctx, ws, like, self.dtype)?;
+        let size = self.dtype.size();
         let probability = ws.per_sample(&self.ctx, "probability");
         for_each_sample(ws.pool, &mut out, |i, bytes| {
             let p = probability.get(&self.ctx.display_name, i)?.unwrap_or(0.5);
@@ -54,11 +54,11 @@ impl Operator for CoinFlip {
                 return Err(Error::arg(&self.ctx.display_name, "probability", format!("must be in [0, 1]; sample {i} has {p}")));
             }
             let mut rng = ws.rng(&self.ctx, i);
-            for k in 0..n {
+            for k in 0..bytes.len() / size {
                 store_f64(self.dtype, bytes, k, rng.bernoulli(p) as u8 as f64);
             }
             Ok(())
         })?;
-        Ok(vec![out])
+        Ok(out)
     }
 }

@@ -1,19 +1,19 @@
 //! `random.normal`: values from N(mean, stddev²), converted to `dtype` with rounding and
 //! saturation (as DALI). With an input, each output sample takes that sample's shape.
 
-use super::sample_shape;
+use super::{output_batch, sample_shape, Generate, OnCpu, OnGpu};
 use crate::error::{Error, Result};
 use crate::ops::cast::require_dtype;
 use crate::tensor::element::store_f64;
-use crate::ops::{arg, for_each_sample, tensor_arg, ArgDefault as D, ArgType as T, Device, OpContext, OpDef, OpSchema, Operator, Workspace};
-use crate::tensor::{DType, TensorList};
+use crate::ops::{arg, for_each_sample, tensor_arg, ArgDefault as D, ArgType as T, Device, OpContext, OpDef, OpSchema, Workspace};
+use crate::tensor::{BatchMeta, DType, TensorList};
 
 /// Schema and backends.
 pub static NORMAL: OpDef = OpDef {
     schema: OpSchema {
         name: "random__Normal",
         doc: "Generates random numbers following a normal distribution. The shape comes from `shape`, or from the input (`shape_like`) when one is given; a scalar otherwise.",
-        devices: &[Device::Cpu],
+        devices: &[Device::Cpu, Device::Gpu],
         min_inputs: 0,
         max_inputs: 1,
         num_outputs: 1,
@@ -21,7 +21,7 @@ pub static NORMAL: OpDef = OpDef {
         args: &[&[
             tensor_arg("mean", T::Float, D::Float(0.0), "Mean of the distribution."),
             tensor_arg("stddev", T::Float, D::Float(1.0), "Standard deviation of the distribution."),
-            arg("shape", T::IntList, D::Optional, "Shape of the output data."),
+            tensor_arg("shape", T::IntList, D::Optional, "Shape of the output data (may differ per sample)."),
             arg("dtype", T::DType, D::Optional, "Output data type (FLOAT by default); values are rounded and clamped to it."),
         ]],
         arg_aliases: &[],
@@ -29,14 +29,13 @@ pub static NORMAL: OpDef = OpDef {
         is_reader: false,
         is_random: true,
     },
-    cpu: Some(|ctx| Ok(Box::new(Normal::new(ctx)?))),
+    cpu: Some(|ctx| Ok(Box::new(OnCpu(Normal::new(ctx)?)))),
     mixed: None,
-    gpu: None,
+    gpu: Some(|ctx, _| Ok(Box::new(OnGpu(Normal::new(ctx)?)))),
 };
 
 struct Normal {
     ctx: OpContext,
-    shape: Vec<usize>,
     dtype: DType,
 }
 
@@ -47,20 +46,14 @@ impl Normal {
             DType::U8, DType::I8, DType::U16, DType::I16, DType::U32, DType::I32,
             DType::U64, DType::I64, DType::F16, DType::F32, DType::F64,
         ])?;
-        Ok(Normal { ctx: ctx.clone(), shape: sample_shape(ctx)?, dtype })
+        sample_shape(ctx)?;
+        Ok(Normal { ctx: ctx.clone(), dtype })
     }
 }
 
-impl Operator for Normal {
-    fn run(&mut self, ws: &Workspace<'_>) -> Result<Vec<TensorList>> {
-        let mut out = match ws.inputs.first() {
-            Some(like) if !self.ctx.args.has("shape") => {
-                let mut o = TensorList::new(self.dtype, like.ndim(), (0..like.len()).map(|i| like.shape(i)));
-                o.inherit_source_info(like);
-                o
-            }
-            _ => TensorList::uniform(self.dtype, &self.shape, ws.batch_size),
-        };
+impl Generate for Normal {
+    fn generate(&mut self, ws: &Workspace<'_>, like: Option<&BatchMeta>) -> Result<TensorList> {
+        let mut out = output_batch(&self.ctx, ws, like, self.dtype)?;
         let name = &self.ctx.display_name;
         let mean = ws.per_sample(&self.ctx, "mean");
         let stddev = ws.per_sample(&self.ctx, "stddev");
@@ -77,6 +70,6 @@ impl Operator for Normal {
             }
             Ok(())
         })?;
-        Ok(vec![out])
+        Ok(out)
     }
 }

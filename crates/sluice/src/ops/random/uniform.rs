@@ -1,25 +1,25 @@
 //! `random.uniform`: values drawn uniformly from `range` = [lo, hi), or picked from `values`.
 
-use super::{alloc, dtype_or, sample_shape};
+use super::{dtype_or, output_batch, sample_shape, Generate, OnCpu, OnGpu};
 use crate::error::{Error, Result};
-use crate::ops::{for_each_sample, ArgDefault as D, ArgType as T, ArgValue, Device, OpContext, OpDef, OpSchema, Operator, Workspace, arg, tensor_arg, MAX_LIST};
+use crate::ops::{for_each_sample, ArgDefault as D, ArgType as T, ArgValue, Device, OpContext, OpDef, OpSchema, Workspace, arg, tensor_arg, MAX_LIST};
 use crate::tensor::element::store_f64;
-use crate::tensor::{DType, TensorList};
+use crate::tensor::{BatchMeta, DType, TensorList};
 
 /// Schema and backends.
 pub static UNIFORM: OpDef = OpDef {
     schema: OpSchema {
         name: "random__Uniform",
-        doc: "Generates random numbers uniformly distributed in [range[0], range[1]), or picked with equal probability from `values`.",
-        devices: &[Device::Cpu],
+        doc: "Generates random numbers uniformly distributed in [range[0], range[1]), or picked with equal probability from `values`. The shape comes from `shape`, or from the input (`shape_like`) when one is given; a scalar otherwise.",
+        devices: &[Device::Cpu, Device::Gpu],
         min_inputs: 0,
-        max_inputs: 0,
+        max_inputs: 1,
         num_outputs: 1,
         host_inputs: &[],
         args: &[&[
             tensor_arg("range", T::FloatList, D::FloatList(&[-1.0, 1.0]), "Range [min, max) of the distribution."),
             tensor_arg("values", T::FloatList, D::Optional, "Discrete values to pick from, with equal probability; replaces `range`."),
-            arg("shape", T::IntList, D::Optional, "Shape of each output sample; a scalar when not given."),
+            tensor_arg("shape", T::IntList, D::Optional, "Shape of each output sample (may differ per sample); a scalar when not given."),
             arg("dtype", T::DType, D::Optional, "Output type; FLOAT by default."),
         ]],
         arg_aliases: &[],
@@ -27,9 +27,9 @@ pub static UNIFORM: OpDef = OpDef {
         is_reader: false,
         is_random: true,
     },
-    cpu: Some(|ctx| Ok(Box::new(Uniform::new(ctx)?))),
+    cpu: Some(|ctx| Ok(Box::new(OnCpu(Uniform::new(ctx)?)))),
     mixed: None,
-    gpu: None,
+    gpu: Some(|ctx, _| Ok(Box::new(OnGpu(Uniform::new(ctx)?)))),
 };
 
 /// Where one sample's values come from.
@@ -49,7 +49,6 @@ fn check_range(op: &str, r: &[f64], sample: Option<usize>) -> Result<Source<'sta
 
 struct Uniform {
     ctx: OpContext,
-    shape: Vec<usize>,
     dtype: DType,
 }
 
@@ -63,14 +62,15 @@ impl Uniform {
         if ctx.args.has("range") {
             check_range(op, ctx.args.floats("range"), None)?;
         }
-        Ok(Uniform { ctx: ctx.clone(), shape: sample_shape(ctx)?, dtype: dtype_or(&ctx.args, DType::F32) })
+        sample_shape(ctx)?;
+        Ok(Uniform { ctx: ctx.clone(), dtype: dtype_or(&ctx.args, DType::F32) })
     }
 }
 
-impl Operator for Uniform {
-    fn run(&mut self, ws: &Workspace<'_>) -> Result<Vec<TensorList>> {
-        let mut out = alloc(self.dtype, &self.shape, ws.batch_size);
-        let n: usize = self.shape.iter().product();
+impl Generate for Uniform {
+    fn generate(&mut self, ws: &Workspace<'_>, like: Option<&BatchMeta>) -> Result<TensorList> {
+        let mut out = output_batch(&self.ctx, ws, like, self.dtype)?;
+        let size = self.dtype.size();
         let op = &self.ctx.display_name;
         let (range, values) = (ws.per_sample_list(&self.ctx, "range"), ws.per_sample_list(&self.ctx, "values"));
         // Constant `values` may be longer than a per-sample list buffer: borrow it as is.
@@ -89,7 +89,7 @@ impl Operator for Uniform {
                 _ => check_range(op, range.get(op, "range", i, &[2], &mut buf)?.unwrap_or(&[-1.0, 1.0]), Some(i))?,
             };
             let mut rng = ws.rng(&self.ctx, i);
-            for k in 0..n {
+            for k in 0..bytes.len() / size {
                 let v = match &source {
                     Source::Range(lo, hi) => rng.uniform(*lo, *hi),
                     Source::Values(vals) => vals[rng.below(vals.len() as u64) as usize],
@@ -98,6 +98,6 @@ impl Operator for Uniform {
             }
             Ok(())
         })?;
-        Ok(vec![out])
+        Ok(out)
     }
 }
