@@ -28,7 +28,7 @@ pub mod scan;
 mod transform;
 
 pub use coefficients::{coefficient_layout, read_coefficients, CoefComponent, CoefLayout};
-pub use encode::encode_jpeg;
+pub use encode::{encode_jpeg, jpeg_round_trip};
 pub use exif::Orientation;
 
 /// Image container formats that can be decoded.

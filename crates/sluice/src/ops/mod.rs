@@ -381,6 +381,7 @@ static REGISTRY: &[&OpDef] = &[
     &warp::WARP_AFFINE,
     &distortion::WATER,
     &distortion::SPHERE,
+    &distortion::JPEG_COMPRESSION_DISTORTION,
     &filters::GAUSSIAN_BLUR,
     &filters::LAPLACIAN,
     &filters::FILTER,

@@ -59,9 +59,11 @@
 //!   mean error).
 
 mod gpu;
+mod jpeg_compression;
 mod sphere;
 mod water;
 
+pub use jpeg_compression::JPEG_COMPRESSION_DISTORTION;
 pub use sphere::SPHERE;
 pub use water::WATER;
 
