@@ -382,6 +382,7 @@ static REGISTRY: &[&OpDef] = &[
     &distortion::WATER,
     &distortion::SPHERE,
     &distortion::JPEG_COMPRESSION_DISTORTION,
+    &distortion::JITTER,
     &filters::GAUSSIAN_BLUR,
     &filters::LAPLACIAN,
     &filters::FILTER,

@@ -263,9 +263,9 @@ mod tests {
         assert!(crop_size("crop", "crop_h", 0.0).is_err());
         assert!(crop_size("crop", "crop_h", -1.0).is_err());
         assert!(crop_size("crop", "crop_h", 0.5).is_err());
-        assert_eq!(span(3, 4, 0.5, OobPolicy::Pad), Ok(Span { anchor: -1, len: 4 }));
-        assert_eq!(span(3, 4, 0.5, OobPolicy::TrimToShape), Ok(Span { anchor: 0, len: 3 }));
-        assert_eq!(span(3, 4, 0.5, OobPolicy::Error), Err(Span { anchor: -1, len: 4 }));
-        assert_eq!(span(5, 7, 0.3, OobPolicy::TrimToShape), Ok(Span { anchor: 0, len: 5 }));
+        assert_eq!(span(3, 4, 0.5, OobPolicy::Pad, false), Ok(Span { anchor: -1, len: 4 }));
+        assert_eq!(span(3, 4, 0.5, OobPolicy::TrimToShape, false), Ok(Span { anchor: 0, len: 3 }));
+        assert_eq!(span(3, 4, 0.5, OobPolicy::Error, false), Err(Span { anchor: -1, len: 4 }));
+        assert_eq!(span(5, 7, 0.3, OobPolicy::TrimToShape, false), Ok(Span { anchor: 0, len: 5 }));
     }
 }

@@ -1,4 +1,4 @@
-// fn.water and fn.sphere on the GPU (ops/distortion), one launch per batch: blockIdx.y
+// fn.water, fn.sphere and fn.jitter on the GPU (ops/distortion), one launch per batch: blockIdx.y
 // selects the sample, threads stride over its pixels, one thread writing every channel of
 // a pixel. The arithmetic repeats the cpu kernel's (ops/distortion/mod.rs, itself DALI's cpu
 // operator) operation for operation in f32 with explicit rounding intrinsics, so no
@@ -6,7 +6,9 @@
 // library's sinf / cosf, which the GPU's differ from), the sphere's point is computed here
 // (the division is IEEE's: NVRTC's default -prec-div=true), the sampling is DALI's with its
 // x86 floor_int, and UINT8 results go through element.cuh's convert_sat (prepended), the
-// cpu's Channel::sat_f32. Both backends give the same bits.
+// cpu's Channel::sat_f32. Jitter's displacement of pixel p is drawn from the sample's Philox
+// stream at counter (p low, p high, stream words 1, 2), as the cpu draws it (philox.cuh,
+// prepended). Both backends give the same bits.
 // No headers: NVRTC runs without the CUDA toolkit's include folder on user machines.
 
 struct DistortSample {
@@ -17,8 +19,14 @@ struct DistortSample {
     int linear;                     // 1: bilinear, 0: nearest
     unsigned fill;                  // fill_value as the element's bits (low bytes)
     float mid_x, mid_y, d;          // sphere: the centre and the divisor, as the cpu's
-    int pad;
+    int n_degree;                   // jitter: displacements in [-n_degree/2, n_degree - 1 - n_degree/2]
+    unsigned key0, key1;            // jitter: the sample's Philox key
+    unsigned ctr1, ctr2;            // jitter: its stream words
 };
+
+#define DISTORT_WATER 0
+#define DISTORT_SPHERE 1
+#define DISTORT_JITTER 2
 
 #define DISTORT_INT_MIN (-2147483647 - 1)
 
@@ -41,10 +49,21 @@ template <> struct DistortFill<float> {
     static __device__ __forceinline__ float of(unsigned bits) { return __int_as_float((int)bits); }
 };
 
-// Where output pixel (x, y) reads: water from the tables, sphere from its centre.
-template <bool SPHERE>
-__device__ __forceinline__ void distort_point(const DistortSample& s, int x, int y, float& sx, float& sy) {
-    if (SPHERE) {
+// Where output pixel (x, y) (the sample's pixel p) reads: water from the tables, sphere from
+// its centre, jitter a whole pixel drawn around it (DALI's: clamped to [0, W] x [0, H], so
+// the column W and the row H read the fill).
+template <int MODE>
+__device__ __forceinline__ void distort_point(const DistortSample& s, int x, int y, unsigned long long p, float& sx, float& sy) {
+    if (MODE == DISTORT_JITTER) {
+        const Block b = philox((unsigned)p, (unsigned)(p >> 32), s.ctr1, s.ctr2, s.key0, s.key1);
+        const unsigned n = (unsigned)s.n_degree;
+        const int half = s.n_degree / 2;
+        int nx = (int)(b.w0 % n) - half + x, ny = (int)(b.w1 % n) - half + y;
+        nx = nx < 0 ? 0 : (nx > s.w ? s.w : nx);
+        ny = ny < 0 ? 0 : (ny > s.h ? s.h : ny);
+        sx = (float)nx;
+        sy = (float)ny;
+    } else if (MODE == DISTORT_SPHERE) {
         const float ty = __fsub_rn(__fadd_rn((float)y, 0.5f), s.mid_y);
         const float tx = __fsub_rn(__fadd_rn((float)x, 0.5f), s.mid_x);
         const float rad = __fsqrt_rn(__fadd_rn(__fmul_rn(tx, tx), __fmul_rn(ty, ty))) / s.d;
@@ -58,7 +77,7 @@ __device__ __forceinline__ void distort_point(const DistortSample& s, int x, int
 
 // I: the pixel index type. Samples below 2^31 pixels use 32-bit division (several times
 // faster than 64-bit on the GPU); p + step then stays below 2^32.
-template <typename T, bool SPHERE, typename I>
+template <typename T, int MODE, typename I>
 __device__ __forceinline__ void distort_pixels(const DistortSample& s) {
     const T* in = (const T*)s.in;
     T* out = (T*)s.out;
@@ -78,7 +97,7 @@ __device__ __forceinline__ void distort_pixels(const DistortSample& s) {
         }
         const int y = (int)(p / w), x = (int)(p - (I)y * w);
         float sx, sy;
-        distort_point<SPHERE>(s, x, y, sx, sy);
+        distort_point<MODE>(s, x, y, (unsigned long long)p, sx, sy);
         if (!s.linear) {
             const int ix = distort_floor_int(sx), iy = distort_floor_int(sy);
             if ((unsigned)ix < uw && (unsigned)iy < uh) {
@@ -112,17 +131,19 @@ __device__ __forceinline__ void distort_pixels(const DistortSample& s) {
     }
 }
 
-template <typename T, bool SPHERE>
+template <typename T, int MODE>
 __device__ __forceinline__ void distort(const DistortSample* samples) {
     const DistortSample& s = samples[blockIdx.y];
     if ((long long)s.h * s.w <= 0x7fffffffLL) {
-        distort_pixels<T, SPHERE, unsigned>(s);
+        distort_pixels<T, MODE, unsigned>(s);
     } else {
-        distort_pixels<T, SPHERE, unsigned long long>(s);
+        distort_pixels<T, MODE, unsigned long long>(s);
     }
 }
 
-extern "C" __global__ void water_u8(const DistortSample* s) { distort<unsigned char, false>(s); }
-extern "C" __global__ void water_f32(const DistortSample* s) { distort<float, false>(s); }
-extern "C" __global__ void sphere_u8(const DistortSample* s) { distort<unsigned char, true>(s); }
-extern "C" __global__ void sphere_f32(const DistortSample* s) { distort<float, true>(s); }
+extern "C" __global__ void water_u8(const DistortSample* s) { distort<unsigned char, DISTORT_WATER>(s); }
+extern "C" __global__ void water_f32(const DistortSample* s) { distort<float, DISTORT_WATER>(s); }
+extern "C" __global__ void sphere_u8(const DistortSample* s) { distort<unsigned char, DISTORT_SPHERE>(s); }
+extern "C" __global__ void sphere_f32(const DistortSample* s) { distort<float, DISTORT_SPHERE>(s); }
+extern "C" __global__ void jitter_u8(const DistortSample* s) { distort<unsigned char, DISTORT_JITTER>(s); }
+extern "C" __global__ void jitter_f32(const DistortSample* s) { distort<float, DISTORT_JITTER>(s); }

@@ -14,7 +14,7 @@ use crate::ops::{GpuOperator, GpuWorkspace};
 use crate::tensor::channel::short_name;
 use crate::tensor::{DType, TensorListGpu};
 
-pub(super) const SRC: &str = concat!(include_str!("../element.cuh"), include_str!("distortion.cu"));
+pub(super) const SRC: &str = concat!(include_str!("../element.cuh"), include_str!("../philox.cuh"), include_str!("distortion.cu"));
 
 cuda_struct! {
     /// One sample (`struct DistortSample` in distortion.cu).
@@ -36,7 +36,12 @@ cuda_struct! {
         mid_x: f32,
         mid_y: f32,
         d: f32,
-        pad: i32,
+        /// Jitter: `nDegree`, the sample's Philox key and its stream words 1 and 2.
+        n_degree: i32,
+        key0: u32,
+        key1: u32,
+        ctr1: u32,
+        ctr2: u32,
     }
 }
 
@@ -56,6 +61,7 @@ fn kernel_name(kind: Kind, dtype: DType) -> String {
     let op = match kind {
         Kind::Water(_) => "water",
         Kind::Sphere => "sphere",
+        Kind::Jitter(_) => "jitter",
     };
     format!("{op}_{}", short_name(dtype).expect("UINT8 or FLOAT, checked by plan_batch"))
 }
@@ -65,7 +71,7 @@ fn kernel_name(kind: Kind, dtype: DType) -> String {
 fn table_lengths(d: &Distortion) -> (usize, usize) {
     match d.kind {
         Kind::Water(_) => d.samples.iter().filter(|s| s.apply).fold((0, 0), |(h, w), s| (h.max(s.h), w.max(s.w))),
-        Kind::Sphere => (0, 0),
+        Kind::Sphere | Kind::Jitter(_) => (0, 0),
     }
 }
 
@@ -94,7 +100,11 @@ fn write_block(d: &Distortion, dtype: DType, block: &mut [u8], base: u64, addres
         let (input, output) = addresses(i);
         let sphere = match d.kind {
             Kind::Sphere => SphereMap::new(s.h, s.w),
-            Kind::Water(_) => SphereMap { mid_x: 0.0, mid_y: 0.0, d: 0.0 },
+            Kind::Water(_) | Kind::Jitter(_) => SphereMap { mid_x: 0.0, mid_y: 0.0, d: 0.0 },
+        };
+        let (n_degree, key, stream) = match d.kind {
+            Kind::Jitter(n) => (n as i32, d.streams[i].0, d.streams[i].1),
+            _ => (0, [0; 2], [0; 3]),
         };
         let desc = DistortSample {
             r#in: input,
@@ -111,7 +121,11 @@ fn write_block(d: &Distortion, dtype: DType, block: &mut [u8], base: u64, addres
             mid_x: sphere.mid_x,
             mid_y: sphere.mid_y,
             d: sphere.d,
-            pad: 0,
+            n_degree,
+            key0: key[0],
+            key1: key[1],
+            ctr1: stream[0],
+            ctr2: stream[1],
         };
         dst.copy_from_slice(bytemuck::bytes_of(&desc));
     }
@@ -182,6 +196,7 @@ typedef void (*Kernel)(const DistortSample*);
 struct Entry { const char* name; Kernel f; };
 static const Entry entries[] = {
     {"water_u8", water_u8}, {"water_f32", water_f32}, {"sphere_u8", sphere_u8}, {"sphere_f32", sphere_f32},
+    {"jitter_u8", jitter_u8}, {"jitter_f32", jitter_f32},
 };
 
 static FILE* in_file;
@@ -279,7 +294,13 @@ int main(int argc, char** argv) {
 
     fn distortion(def: &OpDef, args: Vec<(&str, ArgValue)>) -> Distortion {
         let ctx = context(def, args).unwrap();
-        let kind = if def.is(&WATER) { Kind::Water(Wave::new(&ctx)) } else { Kind::Sphere };
+        let kind = if def.is(&WATER) {
+            Kind::Water(Wave::new(&ctx))
+        } else if def.is(&super::super::JITTER) {
+            Kind::Jitter(ctx.args.int("nDegree") as u32)
+        } else {
+            Kind::Sphere
+        };
         Distortion::new(&ctx, kind).unwrap()
     }
 
@@ -366,6 +387,19 @@ int main(int argc, char** argv) {
             for linear in [false, true] {
                 for fill in [0.0, 5.5, -1.7] {
                     check(&SPHERE, vec![interp(linear), ("fill_value", ArgValue::Float(fill))], &x, None);
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn jitter_on_the_host_equals_the_cpu() {
+        let shapes = vec![vec![1, 1, 3], vec![2, 3, 3], vec![30, 41, 3], vec![7, 300, 1], vec![0, 5, 3], vec![4, 4, 0]];
+        for (k, t) in [DType::U8, DType::F32].into_iter().enumerate() {
+            let x = batch(t, &shapes, 30 + k as u64);
+            for n in [1i64, 2, 5, 16] {
+                for fill in [0.0, 5.5] {
+                    check(&super::super::JITTER, vec![("nDegree", ArgValue::Int(n)), ("fill_value", ArgValue::Float(fill)), ("seed", ArgValue::Int(7))], &x, None);
                 }
             }
         }

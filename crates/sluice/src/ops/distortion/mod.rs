@@ -59,10 +59,12 @@
 //!   mean error).
 
 mod gpu;
+mod jitter;
 mod jpeg_compression;
 mod sphere;
 mod water;
 
+pub use jitter::JITTER;
 pub use jpeg_compression::JPEG_COMPRESSION_DISTORTION;
 pub use sphere::SPHERE;
 pub use water::WATER;
@@ -73,6 +75,7 @@ use crate::ops::{arg, for_each_sample, tensor_arg, ArgDefault as D, ArgSchema, A
 use crate::tensor::channel::Channel;
 use crate::tensor::{BatchMeta, DType, Layout, TensorList};
 
+use jitter::JitterMap;
 use sphere::SphereMap;
 use water::{Wave, WaterMap};
 
@@ -98,6 +101,8 @@ const DISPLACEMENT_ARGS: &[ArgSchema] = &[
 pub(crate) enum Kind {
     Water(Wave),
     Sphere,
+    /// `nDegree`.
+    Jitter(u32),
 }
 
 /// One sample as the kernels see it.
@@ -125,6 +130,8 @@ pub struct Distortion {
     /// Water: the offsets of rows `0..rows.len()` (added to x) and of columns (added to y).
     rows: Vec<f32>,
     cols: Vec<f32>,
+    /// Jitter: each sample's Philox key and stream words.
+    streams: Vec<([u32; 2], [u32; 3])>,
 }
 
 impl Distortion {
@@ -140,7 +147,10 @@ impl Distortion {
         };
         // DALI keeps `fill_value` as a float.
         let fill = ctx.args.float("fill_value") as f32;
-        Ok(Distortion { ctx: ctx.clone(), kind, linear, fill, samples: Vec::new(), rows: Vec::new(), cols: Vec::new() })
+        // Jitter's points are whole pixels: both samplers read the pixel (nearest does it
+        // without the blend, which would turn an infinite neighbour into NaN).
+        let linear = linear && !matches!(kind, Kind::Jitter(_));
+        Ok(Distortion { ctx: ctx.clone(), kind, linear, fill, samples: Vec::new(), rows: Vec::new(), cols: Vec::new(), streams: Vec::new() })
     }
 
     /// Checks the batch, reads `mask`, fills `self.samples` (and grows the water tables to
@@ -185,6 +195,10 @@ impl Distortion {
                 max_w = max_w.max(w);
             }
         }
+        self.streams.clear();
+        if let Kind::Jitter(_) = self.kind {
+            self.streams.extend((0..n).map(|i| ws.rng(&self.ctx, i).key_and_stream()));
+        }
         if let Kind::Water(wave) = self.kind {
             for y in self.rows.len()..max_h {
                 self.rows.push(wave.row(y));
@@ -212,8 +226,8 @@ impl Operator for Distortion {
                 return Ok(());
             }
             match dtype {
-                DType::U8 => this.remap_sample::<u8>(dst, src, s),
-                DType::F32 => this.remap_sample::<f32>(dst, src, s),
+                DType::U8 => this.remap_sample::<u8>(dst, src, i, s),
+                DType::F32 => this.remap_sample::<f32>(dst, src, i, s),
                 t => unreachable!("{t}: refused by plan_batch"),
             }
             Ok(())
@@ -223,12 +237,16 @@ impl Operator for Distortion {
 }
 
 impl Distortion {
-    fn remap_sample<P: Channel>(&self, dst: &mut [u8], src: &[u8], s: SamplePlan) {
+    fn remap_sample<P: Channel>(&self, dst: &mut [u8], src: &[u8], i: usize, s: SamplePlan) {
         let (dst, src): (&mut [P], &[P]) = (bytemuck::cast_slice_mut(dst), bytemuck::cast_slice(src));
         let fill = fill_as::<P>(self.fill);
         match self.kind {
             Kind::Water(_) => remap(dst, src, s, &WaterMap { rows: &self.rows, cols: &self.cols }, self.linear, fill),
             Kind::Sphere => remap(dst, src, s, &SphereMap::new(s.h, s.w), self.linear, fill),
+            Kind::Jitter(n_degree) => {
+                let (key, stream) = self.streams[i];
+                remap(dst, src, s, &JitterMap { key, stream, n_degree, h: s.h, w: s.w }, false, fill)
+            }
         }
     }
 }

@@ -10,7 +10,7 @@ use crate::ops::gpu_params::{cuda_struct, per_sample_launch, ParamUpload};
 use crate::ops::{GpuOperator, GpuWorkspace};
 use crate::tensor::{DType, TensorListGpu};
 
-pub(super) const SRC: &str = concat!(include_str!("../element.cuh"), include_str!("noise.cu"));
+pub(super) const SRC: &str = concat!(include_str!("../element.cuh"), include_str!("../philox.cuh"), include_str!("noise.cu"));
 
 cuda_struct! {
     /// One sample (`struct NoiseSample` in noise.cu).

@@ -18,26 +18,6 @@ struct NoiseSample {
     int channels;
 };
 
-struct Block { unsigned w0, w1, w2, w3; };
-
-// Philox4x32-10 (rng.rs `philox4x32_10`).
-__device__ __forceinline__ Block philox(unsigned c0, unsigned c1, unsigned c2, unsigned c3, unsigned k0, unsigned k1) {
-    for (int r = 0; r < 10; r++) {
-        const unsigned long long p0 = 0xD2511F53ULL * (unsigned long long)c0;
-        const unsigned long long p1 = 0xCD9E8D57ULL * (unsigned long long)c2;
-        const unsigned n0 = (unsigned)(p1 >> 32) ^ c1 ^ k0;
-        const unsigned n1 = (unsigned)p1;
-        const unsigned n2 = (unsigned)(p0 >> 32) ^ c3 ^ k1;
-        const unsigned n3 = (unsigned)p0;
-        c0 = n0; c1 = n1; c2 = n2; c3 = n3;
-        k0 += 0x9E3779B9u;
-        k1 += 0xBB67AE85u;
-    }
-    Block b;
-    b.w0 = c0; b.w1 = c1; b.w2 = c2; b.w3 = c3;
-    return b;
-}
-
 // Block k of the sample stream (draw.rs `block`).
 __device__ __forceinline__ Block sample_block(const NoiseSample& s, long long k) {
     return philox((unsigned)k, s.ctr1, s.ctr2, s.ctr3, s.key0, s.key1);
