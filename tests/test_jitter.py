@@ -36,7 +36,9 @@ def run_jitter(data, device="cpu", num_threads=2, seed=12, mask=None, **kw):
             x = x.gpu()
         if mask is not None:
             kw["mask"] = fn.external_source(lambda: [np.int32(m) for m in mask])
-        return fn.jitter(x, **kw)
+        # The operator's own seed: the gpu pipeline's extra transfer node would otherwise key
+        # its streams differently from the cpu pipeline's.
+        return fn.jitter(x, seed=seed, **kw)
 
     p = pipe()
     p.build()

@@ -6,7 +6,8 @@
   with per-sample sizes, crops, positions and flips, sizing modes and relative ROIs.
 - Parity with DALI 2.4's cpu operator on the same images and arguments (within 1).
 - `fast_resize_crop_mirror` is `resize_crop_mirror` with `antialias=False` by default.
-- The gpu backend equals the cpu's (on the GPU machine).
+- The gpu backend equals the cpu's up to the resize's +-1 (float accumulation order; as
+  `test_gpu_pipeline.py`'s resize cases).
 - DALI's `test_video_rcm` is not ported: Sluice's `resize` family takes HWC images only.
 """
 
@@ -141,4 +142,5 @@ def test_gpu_equals_cpu(kw):
         return _host(p.run()[0])
 
     for a, b in zip(run("cpu"), run("gpu")):
-        assert np.array_equal(a, b)
+        d = np.abs(a.astype(int) - b.astype(int))
+        assert a.shape == b.shape and d.max() <= 1 and d.mean() < 0.05, (d.max(), d.mean())

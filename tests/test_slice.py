@@ -408,10 +408,10 @@ def test_gpu_equals_cpu(kw):
 
 
 @pytest.mark.parametrize("kw", [
-    dict(crop=(4, 5)),
+    dict(crop=(4, 5), out_of_bounds_policy="pad"),
     dict(crop=(12, 9), crop_pos_x=0.2, crop_pos_y=0.9, out_of_bounds_policy="pad", fill_values=[5, 6, 7]),
     dict(crop_h=3, crop_w=40, out_of_bounds_policy="trim_to_shape", dtype=types.FLOAT),
-    dict(crop=(2, 2), dtype=types.FLOAT16),
+    dict(crop=(2, 2), dtype=types.FLOAT16, out_of_bounds_policy="pad", rounding="truncate"),
 ])
 @pytest.mark.parametrize("layout", ["HWC", "CHW"])
 def test_crop_gpu_equals_cpu(kw, layout):
