@@ -35,6 +35,13 @@ OPS = {
     "noise_gaussian": "fn.noise.gaussian(x, stddev=u(1, 20))",
     "salt_and_pepper": "fn.noise.salt_and_pepper(x, prob=0.05)",
     "filter_sharpen": "fn.filter(x, np.array([[0, -1, 0], [-1, 5, -1], [0, -1, 0]], np.float32))",
+    # windows and geometry (this stop's operators)
+    "crop": "fn.crop(x, crop=(224, 224), crop_pos_x=u(0, 1), crop_pos_y=u(0, 1))",
+    "slice": "fn.slice(x, rel_start=fn.random.uniform(range=(0, 0.3), shape=(2,)), rel_shape=(0.6, 0.6), axes=(0, 1))",
+    "paste": "fn.paste(x, ratio=u(1.2, 2.0), paste_x=u(0, 1), paste_y=u(0, 1), fill_value=(118, 185, 0))",
+    "resize_crop_mirror": "fn.resize_crop_mirror(x, resize_shorter=256, crop=(224, 224), mirror=fn.random.coin_flip(dtype=types.INT32))",
+    "jpeg_compression_distortion": "fn.jpeg_compression_distortion(x, quality=fn.random.uniform(range=(20, 90), dtype=types.INT32))",
+    "jitter": "fn.jitter(x, nDegree=3)",
     # issue 19's detection-style chain (on decoded images): warp, colour, blur, normalise
     "detection_chain": "fn.crop_mirror_normalize(fn.gaussian_blur(fn.brightness_contrast(fn.hsv("
                        "fn.warp_affine(x, matrix=[0.9, 0.1, 10.0, -0.1, 0.9, 20.0], fill_value=0), hue=u(-20, 20), saturation=u(0.7, 1.3)),"

@@ -432,3 +432,30 @@ def test_crop_gpu_equals_cpu(kw, layout):
 
     for a, b in zip(run("cpu"), run("gpu")):
         assert a.dtype == b.dtype and np.array_equal(a, b)
+
+
+@needs_dali
+@pytest.mark.parametrize("layout,shape", [("HWC", (9, 7, 3)), ("CHW", (3, 9, 7)), ("FHWC", (2, 9, 7, 3))])
+@pytest.mark.parametrize("kw", [
+    dict(crop=(13, 4), crop_pos_x=0.3, crop_pos_y=0.6, out_of_bounds_policy="pad", fill_values=[7, 8, 9]),
+    dict(crop=(5, 11), out_of_bounds_policy="pad", fill_values=[200]),
+    dict(crop=(20, 20), out_of_bounds_policy="pad", fill_values=[1, 2, 3], dtype=types.FLOAT),
+    dict(crop=(4, 3), crop_pos_x=0.9, crop_pos_y=0.1),
+])
+def test_crop_padding_equals_dali(layout, shape, kw):
+    """fn.crop's padded windows (the fast fills of whole rows and blocks) equal DALI's."""
+    rng = np.random.default_rng(21)
+    data = [rng.integers(0, 255, shape, dtype=np.uint8) for _ in range(2)]
+
+    def run(lib):
+        @lib.pipeline_def(batch_size=2, num_threads=2, device_id=None)
+        def pipe():
+            return lib.fn.crop(lib.fn.external_source(lambda: data, layout=layout), **{
+                k: (getattr(lib.types, v.name) if isinstance(v, types.DALIDataType) else v) for k, v in kw.items()})
+
+        p = pipe()
+        p.build()
+        return [np.array(o) for o in p.run()[0]]
+
+    for a, b in zip(run(sluice), run(dali)):
+        assert a.shape == b.shape and a.dtype == b.dtype and np.array_equal(a, b)

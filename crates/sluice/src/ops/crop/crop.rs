@@ -34,6 +34,26 @@ struct Crop {
     ctx: OpContext,
 }
 
+/// Fills `dst` with `pattern` repeated (its length a multiple of the pattern's), by doubling
+/// copies.
+fn repeat_pattern(dst: &mut [u8], pattern: &[u8]) {
+    if dst.is_empty() || pattern.is_empty() {
+        return;
+    }
+    if pattern.iter().all(|&b| b == pattern[0]) {
+        dst.fill(pattern[0]);
+        return;
+    }
+    let first = pattern.len().min(dst.len());
+    dst[..first].copy_from_slice(&pattern[..first]);
+    let mut done = first;
+    while done < dst.len() {
+        let n = done.min(dst.len() - done);
+        dst.copy_within(..n, done);
+        done += n;
+    }
+}
+
 /// Copies the window `spans` (one per dimension) of `src` (shape `shape`, type `it`) into
 /// `dst` (type `ot`); elements outside the input get `fill[channel]` (already encoded as
 /// `ot` bytes), `c_axis` being the channel dimension, if any.
@@ -72,6 +92,30 @@ impl Nd<'_> {
         let os = self.ot.size();
         let last = a + 1 == self.shape.len();
         let sp = self.spans[a];
+        if last && self.c_axis != Some(a) {
+            self.last_row(dst, src, in_off, out_off, valid, chan);
+            return;
+        }
+        if !last && self.it == self.ot && self.c_axis != Some(a) && self.inner_full(a + 1) {
+            // Whole inner blocks: the run inside the input is one copy, the padding on either
+            // side one fill each.
+            let n = self.out_stride[a];
+            let (lo, hi) = if valid {
+                let lo = (-sp.anchor).clamp(0, sp.len as i64) as usize;
+                (lo, (self.shape[a] as i64 - sp.anchor).clamp(lo as i64, sp.len as i64) as usize)
+            } else {
+                (0, 0)
+            };
+            let (before, rest) = dst[out_off * os..(out_off + sp.len * n) * os].split_at_mut(lo * n * os);
+            let (run, after) = rest.split_at_mut((hi - lo) * n * os);
+            if self.fill_whole_block(before, a + 1, chan) && self.fill_whole_block(after, a + 1, chan) {
+                if hi > lo {
+                    let first = in_off + (sp.anchor + lo as i64) as usize * self.in_stride[a];
+                    run.copy_from_slice(&src[first * os..first * os + run.len()]);
+                }
+                return;
+            }
+        }
         for o in 0..sp.len {
             let s = sp.anchor + o as i64;
             let ok = valid && s >= 0 && (s as usize) < self.shape[a];
@@ -87,16 +131,72 @@ impl Nd<'_> {
                         store(self.ot, d, 0, load(self.it, src, in_o));
                     }
                 } else {
-                    d.copy_from_slice(&self.fill[chan.unwrap_or(0).min(self.fill.len() - 1)]);
+                    d.copy_from_slice(self.fill_of(chan));
                 }
             } else if ok && self.it == self.ot && self.inner_full(a + 1) {
                 // Everything inside is a plain contiguous copy.
                 let n = self.out_stride[a];
                 dst[out_o * os..(out_o + n) * os].copy_from_slice(&src[in_o * os..(in_o + n) * os]);
+            } else if !ok && self.fill_whole_block(&mut dst[out_o * os..(out_o + self.out_stride[a]) * os], a + 1, chan) {
+                // Padding: the block was filled as a repeated pattern.
             } else {
                 self.rec(dst, src, a + 1, in_o, out_o, ok, chan);
             }
         }
+    }
+
+    /// The fill value of channel `chan` (or the only one).
+    fn fill_of(&self, chan: Option<usize>) -> &[u8] {
+        &self.fill[chan.unwrap_or(0).min(self.fill.len() - 1)]
+    }
+
+    /// The innermost dimension when it is not the channels': the run inside the input is
+    /// copied (or converted) at once, the padding on either side filled at once.
+    fn last_row(&self, dst: &mut [u8], src: &[u8], in_off: usize, out_off: usize, valid: bool, chan: Option<usize>) {
+        let os = self.ot.size();
+        let a = self.shape.len() - 1;
+        let sp = self.spans[a];
+        let row = &mut dst[out_off * os..(out_off + sp.len) * os];
+        let fill = self.fill_of(chan);
+        // Output elements lo..hi read the input.
+        let (lo, hi) = if valid {
+            let lo = (-sp.anchor).clamp(0, sp.len as i64) as usize;
+            let hi = (self.shape[a] as i64 - sp.anchor).clamp(lo as i64, sp.len as i64) as usize;
+            (lo, hi)
+        } else {
+            (0, 0)
+        };
+        repeat_pattern(&mut row[..lo * os], fill);
+        repeat_pattern(&mut row[hi * os..], fill);
+        if hi > lo {
+            let first = in_off + (sp.anchor + lo as i64) as usize;
+            if self.it == self.ot {
+                row[lo * os..hi * os].copy_from_slice(&src[first * os..(first + hi - lo) * os]);
+            } else {
+                for k in 0..hi - lo {
+                    store(self.ot, &mut row[lo * os..], k, load(self.it, src, first + k));
+                }
+            }
+        }
+    }
+
+    /// Fills the padding block of dimensions `from..` (output bytes `dst`) when its values
+    /// repeat with a short period: one fill value (the channel is outside the block, or all
+    /// channels fill alike), or the channels innermost and whole. False: not done.
+    fn fill_whole_block(&self, dst: &mut [u8], from: usize, chan: Option<usize>) -> bool {
+        let nd = self.shape.len();
+        let uniform = self.fill.iter().all(|f| f == &self.fill[0]);
+        match self.c_axis {
+            Some(c) if c >= from && !uniform => {
+                if c + 1 != nd {
+                    return false;
+                }
+                let pattern: Vec<u8> = (0..self.spans[c].len).flat_map(|k| self.fill_of(Some(k)).iter().copied()).collect();
+                repeat_pattern(dst, &pattern);
+            }
+            _ => repeat_pattern(dst, self.fill_of(chan)),
+        }
+        true
     }
 
     fn inner_full(&self, from: usize) -> bool {
