@@ -23,9 +23,14 @@ pub struct WindowPlan {
     ndim: usize,
     /// `ndim` spans per sample, outermost dimension first.
     spans: Vec<Span>,
+    /// Samples pushed (0-dimensional ones have no spans).
+    samples: usize,
     /// The fill value of each channel, as output element bytes; channel `c` takes
     /// `fill[min(c, len - 1)]`.
     fill: Vec<Vec<u8>>,
+    /// When not empty: one fill value per sample (output element bytes), which replaces
+    /// `fill` (`fn.pad`'s per-sample `fill_value`).
+    sample_fill: Vec<Vec<u8>>,
     /// The channel dimension (`C` of the layout), if any.
     c_axis: Option<usize>,
     in_type: DType,
@@ -34,13 +39,14 @@ pub struct WindowPlan {
 
 impl WindowPlan {
     pub fn new(ndim: usize, in_type: DType, out_type: DType, c_axis: Option<usize>) -> WindowPlan {
-        WindowPlan { ndim, spans: Vec::new(), fill: vec![vec![0; out_type.size()]], c_axis, in_type, out_type }
+        WindowPlan { ndim, spans: Vec::new(), samples: 0, fill: vec![vec![0; out_type.size()]], sample_fill: Vec::new(), c_axis, in_type, out_type }
     }
 
     /// Appends the next sample's windows (`ndim` of them).
     pub fn push_sample(&mut self, spans: impl IntoIterator<Item = Span>) {
         let before = self.spans.len();
         self.spans.extend(spans);
+        self.samples += 1;
         debug_assert_eq!(self.spans.len() - before, self.ndim, "one span per dimension");
     }
 
@@ -66,12 +72,23 @@ impl WindowPlan {
         self.fill = fill;
     }
 
+    /// Gives each sample its own fill value (output element bytes, one per sample).
+    pub fn set_sample_fill(&mut self, fill: Vec<Vec<u8>>) {
+        debug_assert!(fill.iter().all(|e| e.len() == self.out_type.size()));
+        self.sample_fill = fill;
+    }
+
+    /// Sample `i`'s fill values, one per channel (or one for all).
+    fn fill_of(&self, i: usize) -> &[Vec<u8>] {
+        if self.sample_fill.is_empty() { &self.fill } else { std::slice::from_ref(&self.sample_fill[i]) }
+    }
+
     pub fn spans(&self, i: usize) -> &[Span] {
         &self.spans[i * self.ndim..(i + 1) * self.ndim]
     }
 
     fn len(&self) -> usize {
-        self.spans.len().checked_div(self.ndim).unwrap_or(0)
+        self.samples
     }
 
     /// The output batch's metadata: the windows' shapes, the input's layout and sources.
@@ -88,7 +105,7 @@ impl WindowPlan {
         let mut out = TensorList::for_overwrite(self.out_meta(input.meta()));
         for_each_sample(pool, &mut out, |i, dst| {
             let spans: &[Span] = if self.ndim == 0 { &[] } else { self.spans(i) };
-            crop_nd(dst, input.bytes(i), input.shape(i), spans, self.in_type, self.out_type, &self.fill, self.c_axis);
+            crop_nd(dst, input.bytes(i), input.shape(i), spans, self.in_type, self.out_type, self.fill_of(i), self.c_axis);
             Ok(())
         })?;
         Ok(out)
@@ -156,15 +173,18 @@ impl WindowCopyGpu {
         let out = TensorListGpu::alloc(plan.out_meta(input.meta()), ws.device, ws.stream)?;
         let n = plan.len().min(input.len());
         let desc_bytes = n * std::mem::size_of::<WindowSample>();
+        // The batch's fill words, then each sample's own (when it has one).
         let fill_words: Vec<u64> = plan
             .fill
             .iter()
+            .chain(&plan.sample_fill)
             .map(|e| {
                 let mut w = [0u8; 8];
                 w[..e.len()].copy_from_slice(e);
                 u64::from_le_bytes(w)
             })
             .collect();
+        let per_sample = !plan.sample_fill.is_empty();
         let mut descs: Vec<WindowSample> = Vec::with_capacity(n);
         let mut max_numel = 0usize;
         for i in 0..n {
@@ -175,7 +195,9 @@ impl WindowCopyGpu {
             let shape = input.shape(i);
             let spans: &[Span] = if plan.ndim == 0 { &[] } else { plan.spans(i) };
             let dims = merged_dims(shape, spans).ok_or_else(|| Error::Unsupported(format!("{op}: the window of sample {i} (input shape {shape:?}) cuts more than {MAX_DIMS} dimensions, which the GPU backend does not take")))?;
-            let mut d = WindowSample { r#in: input.sample_ptr(i), out: out.sample_ptr(i), numel: numel as i64, out_ext: [1; MAX_DIMS], in_ext: [1; MAX_DIMS], in_stride: [0; MAX_DIMS], anchor: [0; MAX_DIMS], fill: 0, cstride: 1, ndim: dims.len() as i32, channels: 1, nfill: fill_words.len() as i32, pad: 0 };
+            // `fill` holds the word index until the block's address is known.
+            let (fill_at, nfill) = if per_sample { (plan.fill.len() + i, 1) } else { (0, plan.fill.len()) };
+            let mut d = WindowSample { r#in: input.sample_ptr(i), out: out.sample_ptr(i), numel: numel as i64, out_ext: [1; MAX_DIMS], in_ext: [1; MAX_DIMS], in_stride: [0; MAX_DIMS], anchor: [0; MAX_DIMS], fill: fill_at as u64, cstride: 1, ndim: dims.len() as i32, channels: 1, nfill: nfill as i32, pad: 0 };
             let mut stride = 1i64;
             for (k, &(o, e, a)) in dims.iter().enumerate().rev() {
                 d.out_ext[k] = o;
@@ -204,7 +226,7 @@ impl WindowCopyGpu {
             let fill_at = base + used as u64;
             for (dst, s) in d.chunks_exact_mut(std::mem::size_of::<WindowSample>()).zip(&descs) {
                 let mut s = *s;
-                s.fill = fill_at;
+                s.fill = fill_at + s.fill * 8;
                 dst.copy_from_slice(bytemuck::bytes_of(&s));
             }
             f.copy_from_slice(bytemuck::cast_slice(&fill_words));

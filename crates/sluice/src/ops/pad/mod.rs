@@ -2,11 +2,15 @@
 //! largest extent in the batch (DALI's behaviour), or to `shape` (-1 = batch maximum; a
 //! smaller extent than the sample's keeps the sample's), rounded up to `align`. Matches DALI
 //! 2.4, including how the fill value is converted (C-style truncation, integers wrap).
+//! Both backends execute the same window plan (`ops/crop/window_copy.rs`): each sample at
+//! the origin of its padded shape, the rest its fill value.
 
 use crate::error::{Error, Result};
-use crate::ops::{arg, for_each_sample, tensor_arg, MAX_LIST, ArgDefault as D, ArgType as T, Device, OpContext, OpDef, OpSchema, Operator, Workspace};
+use crate::ops::crop::window::Span;
+use crate::ops::crop::window_copy::{WindowCopyGpu, WindowPlan};
+use crate::ops::{arg, tensor_arg, MAX_LIST, ArgDefault as D, ArgType as T, Device, GpuOperator, GpuWorkspace, OpContext, OpDef, OpSchema, Operator, Workspace};
 use crate::tensor::element::store_static_cast;
-use crate::tensor::TensorList;
+use crate::tensor::{BatchMeta, TensorList, TensorListGpu};
 
 /// Most dimensions a padded tensor may have.
 pub const MAX_NDIM: usize = 16;
@@ -16,7 +20,7 @@ pub static PAD: OpDef = OpDef {
     schema: OpSchema {
         name: "Pad",
         doc: "Pads all samples with `fill_value` in the specified axes to match the biggest extent in the batch for those axes, or to a minimum `shape`, optionally aligned to a multiple of `align`.",
-        devices: &[Device::Cpu],
+        devices: &[Device::Cpu, Device::Gpu],
         min_inputs: 1,
         max_inputs: 1,
         num_outputs: 1,
@@ -35,7 +39,7 @@ pub static PAD: OpDef = OpDef {
     },
     cpu: Some(|ctx| Ok(Box::new(Pad::new(ctx)?))),
     mixed: None,
-    gpu: None,
+    gpu: Some(|ctx, _| Ok(Box::new(PadGpu { pad: Pad::new(ctx)?, copy: WindowCopyGpu::default() }))),
 };
 
 struct Pad {
@@ -94,9 +98,10 @@ impl Pad {
     }
 }
 
-impl Operator for Pad {
-    fn run(&mut self, ws: &Workspace<'_>) -> Result<Vec<TensorList>> {
-        let input = ws.inputs[0];
+impl Pad {
+    /// The batch's windows (each sample at the origin of its padded shape) and fill values,
+    /// shared by both backends.
+    fn plan(&mut self, ws: &Workspace<'_>, input: &BatchMeta) -> Result<WindowPlan> {
         let ndim = input.ndim();
         let n = input.len();
         if ndim > MAX_NDIM {
@@ -136,62 +141,40 @@ impl Operator for Pad {
                 *ext = target.div_ceil(al as usize) * al as usize;
             }
         }
-        let fill = ws.per_sample(&self.ctx, "fill_value");
-        let mut out = TensorList::new(input.dtype(), ndim, (0..n).map(|i| &self.shapes[i * ndim..(i + 1) * ndim]));
-        out.set_layout(input.layout().clone());
-        out.inherit_source_info(input);
         let dtype = input.dtype();
-        let elem = dtype.size();
-        for_each_sample(ws.pool, &mut out, |i, dst| {
+        let mut plan = WindowPlan::new(ndim, dtype, dtype, None);
+        for i in 0..n {
+            plan.push_sample(self.shapes[i * ndim..(i + 1) * ndim].iter().map(|&len| Span { anchor: 0, len }));
+        }
+        let fill = ws.per_sample(&self.ctx, "fill_value");
+        let mut fills = Vec::with_capacity(n);
+        for i in 0..n {
             let v = fill.get(name, i)?.unwrap_or(0.0);
             // The argument is a float in DALI, stored with a plain static_cast.
-            let pattern = store_static_cast(dtype, v as f32);
-            let out_shape = &self.shapes[i * ndim..(i + 1) * ndim];
-            pad_bytes(dst, input.bytes(i), input.shape(i), out_shape, &pattern[..elem]);
-            Ok(())
-        })?;
-        Ok(vec![out])
+            fills.push(store_static_cast(dtype, v as f32)[..dtype.size()].to_vec());
+        }
+        plan.set_sample_fill(fills);
+        Ok(plan)
     }
 }
 
-/// Copies `src` (dense, `in_shape`) into the leading corner of `dst` (dense, `out_shape`,
-/// every extent >= the input's) and fills the rest with `fill` (one element's bytes).
-pub fn pad_bytes(dst: &mut [u8], src: &[u8], in_shape: &[usize], out_shape: &[usize], fill: &[u8]) {
-    let elem = fill.len();
-    let ndim = in_shape.len();
-    if fill.iter().all(|&b| b == 0) {
-        dst.fill(0);
-    } else {
-        for d in dst.chunks_exact_mut(elem) {
-            d.copy_from_slice(fill);
-        }
+impl Operator for Pad {
+    fn run(&mut self, ws: &Workspace<'_>) -> Result<Vec<TensorList>> {
+        let input = ws.inputs[0];
+        Ok(vec![self.plan(ws, input.meta())?.run_cpu(ws.pool, input)?])
     }
-    if src.is_empty() {
-        return;
-    }
-    if ndim == 0 {
-        dst.copy_from_slice(src);
-        return;
-    }
-    let row_in = in_shape[ndim - 1] * elem;
-    let mut out_stride = [0usize; MAX_NDIM];
-    let mut s = elem;
-    for a in (0..ndim).rev() {
-        out_stride[a] = s;
-        s *= out_shape[a];
-    }
-    let mut idx = [0usize; MAX_NDIM];
-    let mut off = 0usize;
-    for row in src.chunks_exact(row_in) {
-        dst[off..off + row_in].copy_from_slice(row);
-        for a in (0..ndim - 1).rev() {
-            idx[a] += 1;
-            off += out_stride[a];
-            if idx[a] < in_shape[a] {
-                break;
-            }
-            off -= idx[a] * out_stride[a];
-            idx[a] = 0;
-        }
+}
+
+/// The gpu backend: the cpu twin's windows, one launch of the window copy.
+struct PadGpu {
+    pad: Pad,
+    copy: WindowCopyGpu,
+}
+
+impl GpuOperator for PadGpu {
+    fn run(&mut self, ws: &GpuWorkspace<'_>) -> Result<Vec<TensorListGpu>> {
+        let input = ws.gpu_inputs[0];
+        let plan = self.pad.plan(&ws.host_view(), input.meta())?;
+        Ok(vec![self.copy.run(ws, &self.pad.ctx.display_name, &plan, input)?])
     }
 }
