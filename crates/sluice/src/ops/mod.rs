@@ -32,6 +32,7 @@ pub mod random;
 pub mod random_resized_crop;
 pub mod readers;
 pub mod reductions;
+pub mod remap;
 pub mod reshape;
 pub mod resize;
 pub mod rotate;
@@ -375,6 +376,8 @@ static REGISTRY: &[&OpDef] = &[
     &color::EQUALIZE,
     &color::EXPERIMENTAL_EQUALIZE,
     &warp::WARP_AFFINE,
+    &warp::perspective::WARP_PERSPECTIVE,
+    &remap::REMAP,
     &distortion::WATER,
     &distortion::SPHERE,
     &filters::GAUSSIAN_BLUR,
