@@ -44,6 +44,8 @@ inline float __int_as_float(int v) { float f; memcpy(&f, &v, 4); return f; }
 inline float __fadd_rn(float a, float b) { return a + b; }
 inline float __fsub_rn(float a, float b) { return a - b; }
 inline float __fmul_rn(float a, float b) { return a * b; }
+inline float __fdiv_rn(float a, float b) { return a / b; }
+inline float __fmaf_rn(float a, float b, float c) { return fmaf(a, b, c); }
 inline float __fsqrt_rn(float a) { return sqrtf(a); }
 inline double __dadd_rn(double a, double b) { return a + b; }
 inline double __dsub_rn(double a, double b) { return a - b; }
@@ -55,6 +57,17 @@ inline float __ll2float_rn(long long v) { return (float)v; }
 inline float __ull2float_rn(unsigned long long v) { return (float)v; }
 inline double __ll2double_rn(long long v) { return (double)v; }
 inline double __ull2double_rn(unsigned long long v) { return (double)v; }
+// Round to nearest, ties to even, saturating, NaN -> 0 (the kernels check the range first).
+inline int __float2int_rn(float v) {
+    if (v != v) return 0;
+    const float f = nearbyintf(v);
+    return f >= 2147483648.f ? INT_MAX : (f < -2147483648.f ? INT_MIN : (int)f);
+}
+inline int __double2int_rn(double v) {
+    if (v != v) return 0;
+    const double f = nearbyint(v);
+    return f >= 2147483648.0 ? INT_MAX : (f < -2147483648.0 ? INT_MIN : (int)f);
+}
 // Round down, saturating, NaN -> 0.
 inline int __float2int_rd(float v) {
     if (v != v) return 0;

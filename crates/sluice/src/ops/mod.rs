@@ -33,6 +33,7 @@ pub mod random;
 pub mod random_resized_crop;
 pub mod readers;
 pub mod reductions;
+pub mod remap;
 pub mod reshape;
 pub mod resize;
 pub mod rotate;
@@ -379,6 +380,8 @@ static REGISTRY: &[&OpDef] = &[
     &color::EQUALIZE,
     &color::EXPERIMENTAL_EQUALIZE,
     &warp::WARP_AFFINE,
+    &warp::perspective::WARP_PERSPECTIVE,
+    &remap::REMAP,
     &distortion::WATER,
     &distortion::SPHERE,
     &distortion::JPEG_COMPRESSION_DISTORTION,

@@ -144,43 +144,10 @@ fn mul(a: &Mat3, b: &Mat3) -> Mat3 {
     r
 }
 
-/// RGB->YIQ inverted as DALI's `inverse` does it: Gauss-Jordan elimination with partial
-/// pivoting, each elimination step a fused multiply-add.
+/// RGB->YIQ inverted as DALI's `inverse` does it (Gauss-Jordan with fused multiply-adds,
+/// `ops::warp::gauss_jordan_inverse3`).
 fn yiq_to_rgb() -> Mat3 {
-    let mut a = RGB_TO_YIQ;
-    let mut b = diag(1.0);
-    for v in 0..3 {
-        let mut pivot = v;
-        for r in v + 1..3 {
-            if a[r][v].abs() > a[pivot][v].abs() {
-                pivot = r;
-            }
-        }
-        a.swap(v, pivot);
-        b.swap(v, pivot);
-        let x = 1.0 / a[v][v];
-        a[v][v] = 1.0;
-        for j in v + 1..3 {
-            a[v][j] *= x;
-        }
-        for j in 0..3 {
-            b[v][j] *= x;
-        }
-        for i in 0..3 {
-            if i == v {
-                continue;
-            }
-            let c = -a[i][v];
-            a[i][v] = 0.0;
-            for j in v + 1..3 {
-                a[i][j] = c.mul_add(a[v][j], a[i][j]);
-            }
-            for j in 0..3 {
-                b[i][j] = c.mul_add(b[v][j], b[i][j]);
-            }
-        }
-    }
-    b
+    crate::ops::warp::gauss_jordan_inverse3(RGB_TO_YIQ).expect("RGB->YIQ is invertible")
 }
 
 #[cfg(test)]

@@ -1,5 +1,7 @@
 //! The warp family: `fn.warp_affine`, and the warp kernels `fn.rotate` also uses
-//! ([`kernel`] on the cpu, [`gpu`] on the GPU).
+//! ([`kernel`] on the cpu, [`gpu`] on the GPU); `fn.experimental.warp_perspective`
+//! ([`perspective`], [`perspective_gpu`]), whose reference is OpenCV's arithmetic rather than
+//! DALI's own warp: [`cv`] (and `cv_sampler.cuh`), which `fn.experimental.remap` samples with too.
 //!
 //! `fn.warp_affine` as DALI 2.4 defines it (checked bit for bit against its cpu operator,
 //! `tests/test_warp_affine.py`):
@@ -16,8 +18,11 @@
 //! - Layouts `HWC`, `FHWC` (one map for every frame), `DHWC`, `FDHWC`; a 4-D input without a
 //!   layout is a sequence.
 
+pub mod cv;
 pub(crate) mod gpu;
 pub mod kernel;
+pub mod perspective;
+pub(crate) mod perspective_gpu;
 
 use kernel::{Border, Interp};
 
@@ -245,47 +250,54 @@ fn invert(map: Map) -> Option<Map> {
             Some(Map::Planar([[i00, i01, -i00 * tx + -i01 * ty], [i10, i11, -i10 * tx + -i11 * ty]]))
         }
         Map::Volume(m) => {
-            let mut a = [[m[0][0], m[0][1], m[0][2]], [m[1][0], m[1][1], m[1][2]], [m[2][0], m[2][1], m[2][2]]];
-            let mut b = [[1.0f32, 0.0, 0.0], [0.0, 1.0, 0.0], [0.0, 0.0, 1.0]];
-            for v in 0..3 {
-                let mut pivot = v;
-                for r in v + 1..3 {
-                    if a[r][v].abs() > a[pivot][v].abs() {
-                        pivot = r;
-                    }
-                }
-                if a[pivot][v] == 0.0 {
-                    return None;
-                }
-                a.swap(v, pivot);
-                b.swap(v, pivot);
-                let x = 1.0 / a[v][v];
-                a[v][v] = 1.0;
-                for j in v + 1..3 {
-                    a[v][j] *= x;
-                }
-                for j in 0..3 {
-                    b[v][j] *= x;
-                }
-                for i in 0..3 {
-                    if i == v {
-                        continue;
-                    }
-                    let c = -a[i][v];
-                    a[i][v] = 0.0;
-                    for j in v + 1..3 {
-                        a[i][j] = c.mul_add(a[v][j], a[i][j]);
-                    }
-                    for j in 0..3 {
-                        b[i][j] = c.mul_add(b[v][j], b[i][j]);
-                    }
-                }
-            }
+            let b = gauss_jordan_inverse3([[m[0][0], m[0][1], m[0][2]], [m[1][0], m[1][1], m[1][2]], [m[2][0], m[2][1], m[2][2]]])?;
             let t = [m[0][3], m[1][3], m[2][3]];
             let row = |i: usize| [b[i][0], b[i][1], b[i][2], -b[i][0] * t[0] + -b[i][1] * t[1] + -b[i][2] * t[2]];
             Some(Map::Volume([row(0), row(1), row(2)]))
         }
     }
+}
+
+/// DALI's `inverse` of a 3x3 f32 matrix: Gauss-Jordan elimination with partial pivoting,
+/// each elimination step a fused multiply-add; `None` when a pivot is 0 (singular). Shared
+/// by the 3-D warp and `fn.color_twist` (YIQ -> RGB).
+pub(crate) fn gauss_jordan_inverse3(mut a: [[f32; 3]; 3]) -> Option<[[f32; 3]; 3]> {
+    let mut b = [[1.0f32, 0.0, 0.0], [0.0, 1.0, 0.0], [0.0, 0.0, 1.0]];
+    for v in 0..3 {
+        let mut pivot = v;
+        for r in v + 1..3 {
+            if a[r][v].abs() > a[pivot][v].abs() {
+                pivot = r;
+            }
+        }
+        if a[pivot][v] == 0.0 {
+            return None;
+        }
+        a.swap(v, pivot);
+        b.swap(v, pivot);
+        let x = 1.0 / a[v][v];
+        a[v][v] = 1.0;
+        for j in v + 1..3 {
+            a[v][j] *= x;
+        }
+        for j in 0..3 {
+            b[v][j] *= x;
+        }
+        for i in 0..3 {
+            if i == v {
+                continue;
+            }
+            let c = -a[i][v];
+            a[i][v] = 0.0;
+            for j in v + 1..3 {
+                a[i][j] = c.mul_add(a[v][j], a[i][j]);
+            }
+            for j in 0..3 {
+                b[i][j] = c.mul_add(b[v][j], b[i][j]);
+            }
+        }
+    }
+    Some(b)
 }
 
 impl Operator for WarpAffine {

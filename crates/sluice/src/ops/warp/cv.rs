@@ -1,0 +1,571 @@
+//! OpenCV 5.0's sampling, reproduced bit for bit: what DALI 2.4's cpu
+//! `fn.experimental.warp_perspective` computes (it calls `cv::warpPerspective` of the
+//! OpenCV 5.0.0 it ships), and `fn.experimental.remap`'s reference (`cv2.remap`). Shared by
+//! both operators on the cpu; `cv_sampler.cuh` is the same arithmetic for their kernels.
+//!
+//! OpenCV 5.0 has two implementations, and which one runs depends on the pixel type:
+//! * The "new" kernels (UINT8, UINT16, FLOAT with 1, 3 or 4 channels; nearest and linear):
+//!   coordinates in f32, nearest rounds half to even (`cvRound`), linear takes `floor` and
+//!   the fraction. Rows are processed 16 pixels at a time in AVX2 vectors (the widest set
+//!   `warp_kernels` is built for), the remainder of a row (`width % 16` pixels) by scalar
+//!   code, and the two map coordinates differently: the vector code computes
+//!   `fma(M0, x, y*M1 + M2)`, the scalar code `x*M0 + y*M1 + M2` as GCC contracts it (C++ is
+//!   compiled with `-ffp-contract=fast`, and the AVX2 unit has FMA): `fma(x, M0, y*M1) + M2`.
+//!   Both interpolate with fused multiply-adds (`fma(a, p01 - p00, p00)`, written so in the
+//!   vector code, contracted in the scalar one). [`vector_end`] says where a row's vector
+//!   part ends, [`Part`] which code computes a pixel. Results round half to even and
+//!   saturate (`saturate_cast`).
+//! * The "old" path (INT16, and 2-channel images): coordinates in f64 per block of the output
+//!   (blocks of `1024 / min(16, height)` columns; the block's first column anchors the sums),
+//!   rounded to 1/32 of a pixel (`INTER_BITS = 5`); nearest rounds the f64 coordinate;
+//!   linear weights are products of multiples of 1/32, in f32 (or as 15-bit integers for
+//!   UINT8), summed in f32 in tap order.
+//!
+//! Borders: OpenCV's `BORDER_CONSTANT` (the fill value), `REPLICATE`, `REFLECT`,
+//! `REFLECT_101` and `WRAP`, tap by tap; a 1-pixel-wide source repeats its pixel in every
+//! mode but constant (OpenCV's rule). Coordinates are `i32` as OpenCV's: NaN and points past
+//! the `int` range become `i32::MIN` (what x86's conversions return), which lies outside.
+
+use crate::tensor::DType;
+
+/// Output pixels per vector step of OpenCV's AVX2 warp kernels (2 x 8 f32 lanes).
+pub const VECTOR_PIXELS: usize = 16;
+
+/// Where the vector part of a row of `width` pixels ends: pixels before it are computed
+/// with fused multiply-adds, the rest by the scalar tail.
+#[inline(always)]
+pub fn vector_end(width: usize) -> usize {
+    width / VECTOR_PIXELS * VECTOR_PIXELS
+}
+
+/// OpenCV's border modes, with OpenCV's codes (the GPU kernel receives the code).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum BorderMode {
+    Constant = 0,
+    Replicate = 1,
+    Reflect = 2,
+    Wrap = 3,
+    Reflect101 = 4,
+}
+
+impl BorderMode {
+    /// DALI's `border_mode` names.
+    pub fn parse(name: &str) -> Option<BorderMode> {
+        Some(match name {
+            "constant" => BorderMode::Constant,
+            "replicate" => BorderMode::Replicate,
+            "reflect" => BorderMode::Reflect,
+            "reflect_101" => BorderMode::Reflect101,
+            "wrap" => BorderMode::Wrap,
+            _ => return None,
+        })
+    }
+}
+
+/// Nearest or linear (the interpolations both OpenCV paths share here).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Interp {
+    Nearest,
+    Linear,
+}
+
+/// Which code of OpenCV's new kernels computes a pixel: the vector loop or the scalar tail
+/// of its row. They map coordinates differently, and they store the fill value (constant
+/// border, linear) for a point whose four taps all lie outside under different conditions:
+/// the tail always, the vector code only when all 16 points of its step do (otherwise it
+/// interpolates the fill value: the same value, but NaN where the point is not finite).
+/// [`fills_directly`] decides it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Part {
+    Vector,
+    Tail,
+}
+
+impl Part {
+    /// The part computing column `x` of a row of `width` pixels.
+    #[inline(always)]
+    pub fn of(x: usize, width: usize) -> Part {
+        if x < vector_end(width) { Part::Vector } else { Part::Tail }
+    }
+}
+
+/// Whether the four taps around (sx, sy) all lie outside a `w` x `h` image.
+#[inline(always)]
+pub fn outside(sx: f32, sy: f32, w: i32, h: i32) -> bool {
+    let (x1, y1) = (cv_floor(sx).wrapping_add(1), cv_floor(sy).wrapping_add(1));
+    (x1 as u32) >= (w + 1) as u32 || (y1 as u32) >= (h + 1) as u32
+}
+
+/// Whether linear interpolation with a constant border stores the fill value directly for
+/// point (sx, sy) of column `x` (`point(x)` gives the point of any column of the row) when
+/// its taps all lie outside: in the tail, or when every point of its vector step lies
+/// outside. Only a non-finite point can tell the two apart, so only then are the others
+/// computed.
+#[inline(always)]
+pub fn fills_directly(part: Part, x: usize, sx: f32, sy: f32, w: i32, h: i32, point: impl Fn(usize) -> (f32, f32)) -> bool {
+    if part == Part::Tail || (sx.is_finite() && sy.is_finite()) {
+        return true;
+    }
+    let step = x / VECTOR_PIXELS * VECTOR_PIXELS;
+    (step..step + VECTOR_PIXELS).all(|x| {
+        let (sx, sy) = point(x);
+        outside(sx, sy, w, h)
+    })
+}
+
+/// `cvRound(float)`: half to even; NaN and values past the `int` range give `i32::MIN`.
+#[inline(always)]
+pub fn cv_round(v: f32) -> i32 {
+    if v >= -2147483648.0 && v < 2147483648.0 {
+        v.round_ties_even() as i32
+    } else {
+        i32::MIN
+    }
+}
+
+/// `cvRound(double)`, likewise.
+#[inline(always)]
+pub fn cv_round_f64(v: f64) -> i32 {
+    if v > -2147483648.5 && v < 2147483647.5 {
+        v.round_ties_even() as i32
+    } else {
+        i32::MIN
+    }
+}
+
+/// `cvFloor(float)` (and the vector `v_floor`): the rounded value, less one where it
+/// exceeds `v`, wrapping as the integer arithmetic does.
+#[inline(always)]
+pub fn cv_floor(v: f32) -> i32 {
+    let i = cv_round(v);
+    i.wrapping_sub(((i as f32) > v) as i32)
+}
+
+/// The source index OpenCV reads for coordinate `p` of an axis of `len` (>= 1) pixels, or
+/// `None` where the fill value stands (constant border).
+#[inline(always)]
+pub fn border_index(p: i32, len: i32, mode: BorderMode) -> Option<usize> {
+    if (p as u32) < len as u32 {
+        return Some(p as usize);
+    }
+    if mode == BorderMode::Constant {
+        return None;
+    }
+    if len == 1 {
+        return Some(0);
+    }
+    let (p, n) = (p as i64, len as i64);
+    Some(match mode {
+        BorderMode::Constant => unreachable!("handled above"),
+        BorderMode::Replicate => p.clamp(0, n - 1),
+        // Mirror images of the axis, period 2n (edge pixels repeated) or 2n - 2 (not).
+        BorderMode::Reflect => {
+            let q = p.rem_euclid(2 * n);
+            if q < n { q } else { 2 * n - 1 - q }
+        }
+        BorderMode::Reflect101 => {
+            let q = p.rem_euclid(2 * n - 2);
+            if q < n { q } else { 2 * n - 2 - q }
+        }
+        BorderMode::Wrap => p.rem_euclid(n),
+    } as usize)
+}
+
+/// A pixel type OpenCV warps: UINT8, UINT16, INT16, FLOAT.
+pub trait CvPixel: bytemuck::Pod + Send + Sync + 'static {
+    const DTYPE: DType;
+    fn to_f32(self) -> f32;
+    /// `saturate_cast<T>(float)`: round half to even, saturate (FLOAT: the value).
+    fn from_f32(v: f32) -> Self;
+    /// `saturate_cast<T>(double)`.
+    fn from_f64(v: f64) -> Self;
+}
+
+macro_rules! int_pixel {
+    ($($t:ty => $d:ident),*) => {$(
+        impl CvPixel for $t {
+            const DTYPE: DType = DType::$d;
+            #[inline(always)]
+            fn to_f32(self) -> f32 { self as f32 }
+            #[inline(always)]
+            fn from_f32(v: f32) -> Self { cv_round(v).clamp(<$t>::MIN as i32, <$t>::MAX as i32) as $t }
+            #[inline(always)]
+            fn from_f64(v: f64) -> Self { cv_round_f64(v).clamp(<$t>::MIN as i32, <$t>::MAX as i32) as $t }
+        }
+    )*};
+}
+int_pixel!(u8 => U8, u16 => U16, i16 => I16);
+
+impl CvPixel for f32 {
+    const DTYPE: DType = DType::F32;
+    #[inline(always)]
+    fn to_f32(self) -> f32 {
+        self
+    }
+    #[inline(always)]
+    fn from_f32(v: f32) -> Self {
+        v
+    }
+    #[inline(always)]
+    fn from_f64(v: f64) -> Self {
+        v as f32
+    }
+}
+
+/// A kernel generic over the pixel type; [`dispatch`] picks it.
+pub trait CvKernel {
+    type Output;
+    fn run<T: CvPixel>(self) -> Self::Output;
+}
+
+/// Runs `kernel` for UINT8, UINT16, INT16 or FLOAT; `None` for other types.
+pub fn dispatch<K: CvKernel>(t: DType, kernel: K) -> Option<K::Output> {
+    Some(match t {
+        DType::U8 => kernel.run::<u8>(),
+        DType::U16 => kernel.run::<u16>(),
+        DType::I16 => kernel.run::<i16>(),
+        DType::F32 => kernel.run::<f32>(),
+        _ => return None,
+    })
+}
+
+/// Whether OpenCV 5.0 warps `t` with `channels` channels in its new kernels (else the old
+/// path): UINT8, UINT16 and FLOAT with 1, 3 or 4 channels.
+pub fn new_kernels(t: DType, channels: usize) -> bool {
+    matches!(t, DType::U8 | DType::U16 | DType::F32) && matches!(channels, 1 | 3 | 4)
+}
+
+/// An HWC image (`channels` <= 4), not empty.
+pub struct Image<'a, T> {
+    pub data: &'a [T],
+    pub h: i32,
+    pub w: i32,
+    pub c: usize,
+}
+
+impl<T: CvPixel> Image<'_, T> {
+    #[inline(always)]
+    fn at(&self, x: usize, y: usize) -> usize {
+        (y * self.w as usize + x) * self.c
+    }
+
+    /// Pixel (x, y) through the border: its offset, or `None` for the fill value.
+    #[inline(always)]
+    fn tap(&self, x: i32, y: i32, border: BorderMode) -> Option<usize> {
+        if (x as u32) < self.w as u32 && (y as u32) < self.h as u32 {
+            return Some(self.at(x as usize, y as usize));
+        }
+        Some(self.at(border_index(x, self.w, border)?, border_index(y, self.h, border)?))
+    }
+
+    #[inline(always)]
+    fn copy_tap(&self, out: &mut [T], tap: Option<usize>, fill: &[T; 4]) {
+        match tap {
+            Some(o) => out.copy_from_slice(&self.data[o..o + self.c]),
+            None => out.copy_from_slice(&fill[..self.c]),
+        }
+    }
+
+    /// The new kernels' nearest neighbour of source point (sx, sy).
+    #[inline(always)]
+    pub fn nearest(&self, out: &mut [T], sx: f32, sy: f32, border: BorderMode, fill: &[T; 4]) {
+        self.copy_tap(out, self.tap(cv_round(sx), cv_round(sy), border), fill);
+    }
+
+    /// The new kernels' bilinear interpolation at source point (sx, sy); `fill_directly`:
+    /// store the fill value where all four taps lie outside (see [`fills_directly`]; else
+    /// they are interpolated).
+    #[inline(always)]
+    pub fn linear(&self, out: &mut [T], sx: f32, sy: f32, border: BorderMode, fill: &[T; 4], fill_directly: impl Fn() -> bool) {
+        let (ix, iy) = (cv_floor(sx), cv_floor(sy));
+        let (a, b) = (sx - ix as f32, sy - iy as f32);
+        let taps = if (ix as u32) < (self.w - 1) as u32 && (iy as u32) < (self.h - 1) as u32 {
+            let o = self.at(ix as usize, iy as usize);
+            let down = self.w as usize * self.c;
+            [Some(o), Some(o + self.c), Some(o + down), Some(o + down + self.c)]
+        } else {
+            let (x1, y1) = (ix.wrapping_add(1), iy.wrapping_add(1));
+            if border == BorderMode::Constant && outside(sx, sy, self.w, self.h) && fill_directly() {
+                out.copy_from_slice(&fill[..self.c]);
+                return;
+            }
+            [self.tap(ix, iy, border), self.tap(x1, iy, border), self.tap(ix, y1, border), self.tap(x1, y1, border)]
+        };
+        for (k, o) in out.iter_mut().enumerate() {
+            let p = |t: Option<usize>| t.map_or(fill[k], |t| self.data[t + k]).to_f32();
+            let (p00, p01, p10, p11) = (p(taps[0]), p(taps[1]), p(taps[2]), p(taps[3]));
+            let v0 = a.mul_add(p01 - p00, p00);
+            let v1 = a.mul_add(p11 - p10, p10);
+            *o = T::from_f32(b.mul_add(v1 - v0, v0));
+        }
+    }
+
+    /// The old path's nearest neighbour of the integer point (x, y) (OpenCV's `remapNearest`).
+    #[inline(always)]
+    pub fn nearest_fixed(&self, out: &mut [T], x: i32, y: i32, border: BorderMode, fill: &[T; 4]) {
+        self.copy_tap(out, self.tap(x, y, border), fill);
+    }
+
+    /// The old path's bilinear interpolation (`remapBilinear`) at (x + fx/32, y + fy/32),
+    /// `fx`, `fy` in 0..32: weights from the 1/32 table, 15-bit integers for UINT8.
+    #[inline(always)]
+    pub fn linear_fixed(&self, out: &mut [T], x: i32, y: i32, fx: i32, fy: i32, border: BorderMode, fill: &[T; 4]) {
+        let taps = if (x as u32) < (self.w - 1).max(0) as u32 && (y as u32) < (self.h - 1).max(0) as u32 {
+            let o = self.at(x as usize, y as usize);
+            let down = self.w as usize * self.c;
+            [Some(o), Some(o + self.c), Some(o + down), Some(o + down + self.c)]
+        } else {
+            if border == BorderMode::Constant && (x >= self.w || x.wrapping_add(1) < 0 || y >= self.h || y.wrapping_add(1) < 0) {
+                out.copy_from_slice(&fill[..self.c]);
+                return;
+            }
+            let (x1, y1) = (x.wrapping_add(1), y.wrapping_add(1));
+            [self.tap(x, y, border), self.tap(x1, y, border), self.tap(x, y1, border), self.tap(x1, y1, border)]
+        };
+        let w = fixed_weights(fx, fy);
+        for (k, o) in out.iter_mut().enumerate() {
+            let p = |t: Option<usize>| t.map_or(fill[k], |t| self.data[t + k]);
+            let v = [p(taps[0]), p(taps[1]), p(taps[2]), p(taps[3])];
+            *o = if T::DTYPE == DType::U8 {
+                let iw = w.map(|w| (w * 32768.0) as i32); // exact: multiples of 1/1024
+                let sum: i32 = (0..4).map(|t| v[t].to_f32() as i32 * iw[t]).sum();
+                T::from_f32(((sum + (1 << 14)) >> 15) as f32)
+            } else {
+                T::from_f32(v[0].to_f32() * w[0] + v[1].to_f32() * w[1] + v[2].to_f32() * w[2] + v[3].to_f32() * w[3])
+            };
+        }
+    }
+}
+
+/// OpenCV's `BilinearTab_f` entry for fractions `fx`, `fy` (in 1/32): the tap weights
+/// 00, 01, 10, 11, each a product of multiples of 1/32 (exact in f32).
+#[inline(always)]
+pub fn fixed_weights(fx: i32, fy: i32) -> [f32; 4] {
+    let (ax, ay) = (fx as f32 * (1.0 / 32.0), fy as f32 * (1.0 / 32.0));
+    let (bx, by) = (1.0 - ax, 1.0 - ay);
+    [by * bx, by * ax, ay * bx, ay * ax]
+}
+
+/// The perspective map of one sample, destination pixel to source point (OpenCV's pixel
+/// centres at integers): row-major 3x3, in f32 for the new kernels and in f64 for the old
+/// path (OpenCV converts the f64 matrix to f32 in the new kernels).
+#[derive(Debug, Clone, Copy)]
+pub struct Perspective {
+    pub m: [f64; 9],
+}
+
+impl Perspective {
+    pub fn f32(&self) -> [f32; 9] {
+        self.m.map(|v| v as f32)
+    }
+}
+
+/// The new kernels' source point of output pixel (x, y), as the vector code or the scalar
+/// tail computes it.
+#[inline(always)]
+pub fn mapped_point(m: &[f32; 9], x: usize, y: usize, part: Part) -> (f32, f32) {
+    let (xf, yf) = (x as f32, y as f32);
+    // `M0*x + (M1*y + M2)` (vector) or `(M0*x + M1*y) + M2` (tail), contracted as GCC does.
+    let dot = |a: f32, b: f32, c: f32| match part {
+        Part::Vector => a.mul_add(xf, yf * b + c),
+        Part::Tail => xf.mul_add(a, yf * b) + c,
+    };
+    let w = dot(m[6], m[7], m[8]);
+    (dot(m[0], m[1], m[2]) / w, dot(m[3], m[4], m[5]) / w)
+}
+
+/// The old path's block width for an output `out_h` x `out_w` (`WarpPerspectiveInvoker`:
+/// blocks of at most 32 x 32 pixels, `min(16, height)` rows high).
+pub fn old_block_width(out_h: usize, out_w: usize) -> usize {
+    let bh = out_h.clamp(1, 16);
+    (1024 / bh).min(out_w).max(1)
+}
+
+/// The old path's source point of output pixel (x, y) in 1/32 pixels (linear) or pixels
+/// (nearest), as `i32`s: sums anchored at the block's first column `x0`, in f64.
+#[inline(always)]
+pub fn old_mapped_point(m: &[f64; 9], x0: usize, x: usize, y: usize, scale: f64) -> (i32, i32) {
+    let (xb, yf, x1) = (x0 as f64, y as f64, (x - x0) as f64);
+    let px = m[0] * xb + m[1] * yf + m[2];
+    let py = m[3] * xb + m[4] * yf + m[5];
+    let pw = m[6] * xb + m[7] * yf + m[8];
+    let w = pw + m[6] * x1;
+    let w = if w != 0.0 { scale / w } else { 0.0 };
+    let clamp = |v: f64| if v.is_nan() { v } else { v.clamp(i32::MIN as f64, i32::MAX as f64) };
+    (cv_round_f64(clamp((px + m[0] * x1) * w)), cv_round_f64(clamp((py + m[3] * x1) * w)))
+}
+
+/// Saturating conversion to `short` (the old path stores coordinates as 16-bit integers).
+#[inline(always)]
+pub fn sat_i16(v: i32) -> i32 {
+    v.clamp(i16::MIN as i32, i16::MAX as i32)
+}
+
+/// `cv::warpPerspective` of one HWC image (the map already destination to source):
+/// `dst` is `out_h` x `out_w` x `src.c`.
+pub fn warp_perspective<T: CvPixel>(dst: &mut [T], out_h: usize, out_w: usize, src: &Image<'_, T>, map: &Perspective, interp: Interp, border: BorderMode, fill: &[T; 4]) {
+    let c = src.c;
+    debug_assert_eq!(dst.len(), out_h * out_w * c);
+    if dst.is_empty() {
+        return;
+    }
+    if new_kernels(T::DTYPE, c) {
+        let m = map.f32();
+        for (y, row) in dst.chunks_exact_mut(out_w * c).enumerate() {
+            for (x, px) in row.chunks_exact_mut(c).enumerate() {
+                let part = Part::of(x, out_w);
+                let (sx, sy) = mapped_point(&m, x, y, part);
+                match interp {
+                    Interp::Nearest => src.nearest(px, sx, sy, border, fill),
+                    Interp::Linear => src.linear(px, sx, sy, border, fill, || fills_directly(part, x, sx, sy, src.w, src.h, |x| mapped_point(&m, x, y, Part::Vector))),
+                }
+            }
+        }
+    } else {
+        let bw = old_block_width(out_h, out_w);
+        for (y, row) in dst.chunks_exact_mut(out_w * c).enumerate() {
+            for (x, px) in row.chunks_exact_mut(c).enumerate() {
+                let x0 = x / bw * bw;
+                match interp {
+                    Interp::Nearest => {
+                        let (sx, sy) = old_mapped_point(&map.m, x0, x, y, 1.0);
+                        src.nearest_fixed(px, sat_i16(sx), sat_i16(sy), border, fill);
+                    }
+                    Interp::Linear => {
+                        let (sx, sy) = old_mapped_point(&map.m, x0, x, y, 32.0);
+                        src.linear_fixed(px, sat_i16(sx >> 5), sat_i16(sy >> 5), sx & 31, sy & 31, border, fill);
+                    }
+                }
+            }
+        }
+    }
+}
+
+/// `cv2.remap` of one HWC image with absolute f32 maps (`out_w` x `out_h` points each, plus
+/// `shift`): the new kernels' sampler, or for the old path's types (INT16, 2 channels) the
+/// point rounded to 1/32 pixel (`cvRound(v * 32)`) and `remapBilinear` (nearest is the same
+/// on both paths).
+#[allow(clippy::too_many_arguments)]
+pub fn remap<T: CvPixel>(dst: &mut [T], out_w: usize, src: &Image<'_, T>, mapx: &[f32], mapy: &[f32], shift: f32, interp: Interp, border: BorderMode, fill: &[T; 4]) {
+    let c = src.c;
+    if dst.is_empty() {
+        return;
+    }
+    let fresh = new_kernels(T::DTYPE, c);
+    for (y, row) in dst.chunks_exact_mut(out_w * c).enumerate() {
+        for (x, px) in row.chunks_exact_mut(c).enumerate() {
+            let point = |x: usize| (mapx[y * out_w + x] + shift, mapy[y * out_w + x] + shift);
+            let (sx, sy) = point(x);
+            match interp {
+                Interp::Nearest => src.nearest(px, sx, sy, border, fill),
+                Interp::Linear if fresh => src.linear(px, sx, sy, border, fill, || fills_directly(Part::of(x, out_w), x, sx, sy, src.w, src.h, point)),
+                Interp::Linear => {
+                    let (fx, fy) = (cv_round(sx * 32.0), cv_round(sy * 32.0));
+                    src.linear_fixed(px, sat_i16(fx >> 5), sat_i16(fy >> 5), fx & 31, fy & 31, border, fill);
+                }
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn rounding_is_opencvs() {
+        for (v, r, f) in [(2.5f32, 2, 2), (3.5, 4, 3), (-2.5, -2, -3), (-0.5, 0, -1), (0.49999997, 0, 0), (-1.0, -1, -1), (7.9, 8, 7)] {
+            assert_eq!((cv_round(v), cv_floor(v)), (r, f), "{v}");
+        }
+        for v in [f32::NAN, 3e9, f32::INFINITY] {
+            assert_eq!(cv_round(v), i32::MIN, "{v}");
+            assert_eq!(cv_floor(v), i32::MIN, "{v}");
+        }
+        // Far below: the rounded INT_MIN exceeds the value, and the subtraction wraps (as in
+        // OpenCV).
+        for v in [-3e9, f32::NEG_INFINITY] {
+            assert_eq!((cv_round(v), cv_floor(v)), (i32::MIN, i32::MAX), "{v}");
+        }
+        assert_eq!(cv_round_f64(-2.5), -2);
+        assert_eq!(cv_round_f64(2147483647.4), i32::MAX);
+        assert_eq!(cv_round_f64(f64::NAN), i32::MIN);
+        assert_eq!(u8::from_f32(254.5), 254);
+        assert_eq!(u8::from_f32(255.5), 255);
+        assert_eq!(u8::from_f32(-3.0), 0);
+        assert_eq!(i16::from_f32(-32768.6), -32768);
+        assert_eq!(u16::from_f64(1.5), 2);
+    }
+
+    /// OpenCV's looping `borderInterpolate`, for comparison.
+    fn reference_border(mut p: i32, len: i32, mode: BorderMode) -> i32 {
+        if (p as u32) < len as u32 {
+            return p;
+        }
+        match mode {
+            BorderMode::Constant => -1,
+            BorderMode::Replicate => if p < 0 { 0 } else { len - 1 },
+            BorderMode::Reflect | BorderMode::Reflect101 => {
+                if len == 1 {
+                    return 0;
+                }
+                let delta = (mode == BorderMode::Reflect101) as i32;
+                while (p as u32) >= len as u32 {
+                    p = if p < 0 { -p - 1 + delta } else { len - 1 - (p - len) - delta };
+                }
+                p
+            }
+            BorderMode::Wrap => {
+                if p < 0 {
+                    p -= ((p - len + 1) / len) * len;
+                }
+                if p >= len { p % len } else { p }
+            }
+        }
+    }
+
+    #[test]
+    fn border_indices_are_opencvs() {
+        for mode in [BorderMode::Constant, BorderMode::Replicate, BorderMode::Reflect, BorderMode::Reflect101, BorderMode::Wrap] {
+            for len in 1..7 {
+                for p in -40..40 {
+                    let want = reference_border(p, len, mode);
+                    assert_eq!(border_index(p, len, mode).map_or(-1, |i| i as i32), want, "{mode:?} p={p} len={len}");
+                }
+            }
+        }
+        assert_eq!(BorderMode::parse("reflect_101"), Some(BorderMode::Reflect101));
+        assert_eq!(BorderMode::parse("foo"), None);
+    }
+
+    #[test]
+    fn the_identity_map_copies_on_both_paths() {
+        let id = Perspective { m: [1.0, 0.0, 0.0, 0.0, 1.0, 0.0, 0.0, 0.0, 1.0] };
+        let data: Vec<u8> = (0..7 * 37 * 2).map(|v| (v * 7 % 251) as u8).collect();
+        for c in [1usize, 2] {
+            let (h, w) = (7, 37 * 2 / c);
+            let img = Image { data: &data[..h * w * c], h: h as i32, w: w as i32, c };
+            for interp in [Interp::Nearest, Interp::Linear] {
+                let mut out = vec![0u8; h * w * c];
+                warp_perspective(&mut out, h, w, &img, &id, interp, BorderMode::Constant, &[9; 4]);
+                assert_eq!(out, img.data, "{c} channels, {interp:?}");
+            }
+        }
+    }
+
+    #[test]
+    fn fill_and_borders_outside_the_source() {
+        // Shift right by 2.5 pixels: x - 2.5 is left of the source for x < 2.
+        let m = Perspective { m: [1.0, 0.0, -2.5, 0.0, 1.0, 0.0, 0.0, 0.0, 1.0] };
+        let data = [10u8, 20, 30, 40];
+        let img = Image { data: &data, h: 1, w: 4, c: 1 };
+        let mut out = [0u8; 4];
+        warp_perspective(&mut out, 1, 4, &img, &m, Interp::Nearest, BorderMode::Constant, &[99; 4]);
+        // round(-2.5) = -2, round(-1.5) = -2, round(-0.5) = 0, round(0.5) = 0 (half to even).
+        assert_eq!(out, [99, 99, 10, 10]);
+        warp_perspective(&mut out, 1, 4, &img, &m, Interp::Linear, BorderMode::Replicate, &[99; 4]);
+        assert_eq!(out, [10, 10, 10, 15]);
+        warp_perspective(&mut out, 1, 4, &img, &m, Interp::Linear, BorderMode::Constant, &[100; 4]);
+        // x=1: -1.5 -> taps -2 (fill) and -1 (fill); x=2: -0.5 -> fill and 10: 55; x=3: 15.
+        assert_eq!(out, [100, 100, 55, 15]);
+    }
+}
