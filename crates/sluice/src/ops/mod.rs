@@ -21,6 +21,7 @@ pub mod fused;
 pub mod gpu_params;
 pub mod grid_mask;
 pub mod join;
+pub mod morphology;
 pub mod strided_copy_gpu;
 pub mod multi_paste;
 pub mod noise;
@@ -402,6 +403,9 @@ static REGISTRY: &[&OpDef] = &[
     &grid_mask::GRID_MASK,
     &multi_paste::MULTI_PASTE,
     &paste::PASTE,
+    &morphology::DILATE,
+    &morphology::ERODE,
+    &morphology::MEDIAN_BLUR,
     &reductions::MIN,
     &reductions::MAX,
     &reductions::SUM,
