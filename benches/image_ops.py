@@ -42,6 +42,10 @@ OPS = {
     "resize_crop_mirror": "fn.resize_crop_mirror(x, resize_shorter=256, crop=(224, 224), mirror=fn.random.coin_flip(dtype=types.INT32))",
     "jpeg_compression_distortion": "fn.jpeg_compression_distortion(x, quality=fn.random.uniform(range=(20, 90), dtype=types.INT32))",
     "jitter": "fn.jitter(x, nDegree=3)",
+    "dilate": "fn.experimental.dilate(x, mask_size=[5, 5])",
+    "erode": "fn.experimental.erode(x, mask_size=[3, 3], iterations=2)",
+    "median_blur": "fn.experimental.median_blur(x, window_size=[5, 5])",
+    "warp_perspective": "fn.experimental.warp_perspective(x, matrix=[0.9, 0.1, 10.0, -0.1, 0.9, 20.0, 0.0001, 0.0002, 1.0], fill_value=0)",
     # issue 19's detection-style chain (on decoded images): warp, colour, blur, normalise
     "detection_chain": "fn.crop_mirror_normalize(fn.gaussian_blur(fn.brightness_contrast(fn.hsv("
                        "fn.warp_affine(x, matrix=[0.9, 0.1, 10.0, -0.1, 0.9, 20.0], fill_value=0), hue=u(-20, 20), saturation=u(0.7, 1.3)),"
