@@ -11,9 +11,16 @@
 
 use crate::ops::readers::c_int;
 
-/// Most boundary points one polygon may upsample to: a polygon far outside its image (a
-/// hostile or broken file) is refused instead of allocating without bound.
+/// Most boundary points one polygon may upsample to, whatever its image: a polygon far
+/// outside its image (a hostile or broken file) is refused instead of allocating without
+/// bound.
 const MAX_BOUNDARY_POINTS: u64 = 1 << 27;
+
+/// Most boundary points one edge may upsample to, per pixel of the image's larger side: an
+/// edge between vertices within one image size of the image (at most 3 sides long) at the
+/// rasteriser's 5x scale. A vertex millions of pixels away (found by fuzzing: seconds of
+/// rasterising for an 8x6 image) is refused.
+const EDGE_POINTS_PER_PIXEL: u64 = 15;
 
 /// `rleFrPoly`: the runs of polygon `xy` (`x0, y0, x1, y1, ...`) in an `h` x `w` image.
 pub fn rle_from_polygon(xy: &[f64], h: usize, w: usize) -> Result<Vec<u32>, String> {
@@ -28,8 +35,11 @@ pub fn rle_from_polygon(xy: &[f64], h: usize, w: usize) -> Result<Vec<u32>, Stri
     x.push(x[0]);
     y.push(y[0]);
     let points: u64 = (0..k).map(|j| (x[j] as i64 - x[j + 1] as i64).unsigned_abs().max((y[j] as i64 - y[j + 1] as i64).unsigned_abs()) + 1).sum();
-    if points > MAX_BOUNDARY_POINTS {
-        return Err(format!("polygon too large: its outline spans {points} points at 5x scale, far outside its {w}x{h} image"));
+    let limit = MAX_BOUNDARY_POINTS.min(k as u64 * (EDGE_POINTS_PER_PIXEL * h.max(w) as u64 + 16));
+    if points > limit {
+        return Err(format!(
+            "polygon too large: its outline spans {points} points at 5x scale, more than the {limit} of a polygon whose vertices lie within one image size of its {w}x{h} image"
+        ));
     }
     // Upsampled boundary points, densely along every edge.
     let (mut u, mut v) = (Vec::with_capacity(points as usize), Vec::with_capacity(points as usize));
@@ -274,6 +284,19 @@ mod tests {
         }
         assert_eq!(rle_from_polygon(&[], 4, 3).unwrap(), vec![12]);
         assert!(rle_from_polygon(&[0.0, 0.0, 1e9, 0.0, 0.0, 1.0], 5, 5).is_err());
+    }
+
+    #[test]
+    fn polygons_far_outside_their_image_are_refused_at_once() {
+        // tests/bad/reader_records/coco-polygon-vertex-millions-of-pixels-away: a vertex at
+        // y = 5555551 in an 8x6 image took seconds to rasterise (a fuzzing timeout).
+        let t = std::time::Instant::now();
+        let err = rle_from_polygon(&[2.0, 5555551.0, 5.0, 1.0, 2.0, 4.0, 1.0, 3.0], 6, 8).unwrap_err();
+        assert!(err.contains("polygon too large") && err.contains("8x6"), "{err}");
+        assert!(t.elapsed().as_millis() < 100);
+        // Vertices within one image size of the image still rasterise (clipped to it).
+        let runs = rle_from_polygon(&[-7.0, -5.0, 15.0, -5.0, 15.0, 11.0, -7.0, 11.0], 6, 8).unwrap();
+        assert_eq!(runs, vec![0, 48]);
     }
 
     #[test]
