@@ -418,19 +418,34 @@ pub fn warp_perspective<T: CvPixel>(dst: &mut [T], out_h: usize, out_w: usize, s
         }
         warp_new_per_pixel(dst, out_w, src, &m, interp, border, fill);
     } else {
-        let bw = old_block_width(out_h, out_w);
-        for (y, row) in dst.chunks_exact_mut(out_w * c).enumerate() {
-            for (x, px) in row.chunks_exact_mut(c).enumerate() {
-                let x0 = x / bw * bw;
-                match interp {
-                    Interp::Nearest => {
-                        let (sx, sy) = old_mapped_point(&map.m, x0, x, y, 1.0);
-                        src.nearest_fixed(px, sat_i16(sx), sat_i16(sy), border, fill);
-                    }
-                    Interp::Linear => {
-                        let (sx, sy) = old_mapped_point(&map.m, x0, x, y, 32.0);
-                        src.linear_fixed(px, sat_i16(sx >> 5), sat_i16(sy >> 5), sx & 31, sy & 31, border, fill);
-                    }
+        #[cfg(target_arch = "x86_64")]
+        if x86::available() {
+            // SAFETY: the CPU has AVX2 and FMA.
+            return unsafe { x86::warp_old(dst, out_h, out_w, src, map, interp, border, fill) };
+        }
+        warp_old(dst, out_h, out_w, src, map, interp, border, fill);
+    }
+}
+
+/// The old path's warp, pixel by pixel. Inlined into [`x86::warp_old`] too, where the f64
+/// roundings are instructions rather than library calls (the same operations, so the same
+/// bits: Rust never contracts `a * b + c` into a fused multiply-add).
+#[inline(always)]
+#[allow(clippy::too_many_arguments)]
+fn warp_old<T: CvPixel>(dst: &mut [T], out_h: usize, out_w: usize, src: &Image<'_, T>, map: &Perspective, interp: Interp, border: BorderMode, fill: &[T; 4]) {
+    let c = src.c;
+    let bw = old_block_width(out_h, out_w);
+    for (y, row) in dst.chunks_exact_mut(out_w * c).enumerate() {
+        for (x, px) in row.chunks_exact_mut(c).enumerate() {
+            let x0 = x / bw * bw;
+            match interp {
+                Interp::Nearest => {
+                    let (sx, sy) = old_mapped_point(&map.m, x0, x, y, 1.0);
+                    src.nearest_fixed(px, sat_i16(sx), sat_i16(sy), border, fill);
+                }
+                Interp::Linear => {
+                    let (sx, sy) = old_mapped_point(&map.m, x0, x, y, 32.0);
+                    src.linear_fixed(px, sat_i16(sx >> 5), sat_i16(sy >> 5), sx & 31, sy & 31, border, fill);
                 }
             }
         }
@@ -495,6 +510,16 @@ pub(crate) mod x86 {
             (4, Interp::Linear) => rows::<T, 4, true>(dst, out_w, src, m, border, fill),
             _ => unreachable!("the new kernels take 1, 3 or 4 channels"),
         }
+    }
+
+    /// [`super::warp_old`] compiled with AVX2 and FMA.
+    ///
+    /// # Safety
+    /// The CPU must have AVX2 and FMA ([`available`]).
+    #[target_feature(enable = "avx2,fma")]
+    #[allow(clippy::too_many_arguments)]
+    pub unsafe fn warp_old<T: CvPixel>(dst: &mut [T], out_h: usize, out_w: usize, src: &Image<'_, T>, map: &Perspective, interp: Interp, border: BorderMode, fill: &[T; 4]) {
+        super::warp_old(dst, out_h, out_w, src, map, interp, border, fill)
     }
 
     /// The source points of up to 16 consecutive output pixels of a row: the point, its
@@ -850,6 +875,44 @@ mod tests {
         row_kernels_match::<f32>(&mut rng, |r| [f32::NAN, 3e38, -3e38, 0.5, 1e-40][(r.next() % 5) as usize], f32::NAN);
     }
 
+    /// The old path (INT16, 2 channels) gives the same bytes compiled with AVX2 and FMA.
+    #[test]
+    #[cfg(target_arch = "x86_64")]
+    fn the_old_path_is_the_same_with_avx2() {
+        if !x86::available() {
+            return;
+        }
+        let mut rng = Rng(0x0dd_5eed);
+        let borders = [BorderMode::Constant, BorderMode::Replicate, BorderMode::Reflect, BorderMode::Reflect101, BorderMode::Wrap];
+        let mut case = 0;
+        for &(h, w) in &[(1, 1), (5, 1), (9, 16), (13, 37), (40, 50)] {
+            let d16: Vec<i16> = (0..h * w * 2).map(|_| rng.next() as i16).collect();
+            let d8: Vec<u8> = (0..h * w * 2).map(|_| rng.next() as u8).collect();
+            let df: Vec<f32> = (0..h * w * 2).map(|_| rng.f(-1e3, 1e3) as f32).collect();
+            for (oh, ow) in [(h, w), (6, 35), (20, 70)] {
+                for interp in [Interp::Nearest, Interp::Linear] {
+                    for border in borders {
+                        case += 1;
+                        let map = random_map(&mut rng, h, w, case);
+                        fn check<T: CvPixel + PartialEq + std::fmt::Debug>(data: &[T], h: usize, w: usize, c: usize, oh: usize, ow: usize, map: &Perspective, interp: Interp, border: BorderMode, fill: T) {
+                            let img = Image { data, h: h as i32, w: w as i32, c };
+                            let mut want = vec![fill; oh * ow * c];
+                            let mut got = want.clone();
+                            warp_old(&mut want, oh, ow, &img, map, interp, border, &[fill; 4]);
+                            // SAFETY: checked by the caller.
+                            unsafe { x86::warp_old(&mut got, oh, ow, &img, map, interp, border, &[fill; 4]) };
+                            assert!(bytemuck::cast_slice::<T, u8>(&want) == bytemuck::cast_slice::<T, u8>(&got), "{:?} {h}x{w}x{c} {interp:?} {border:?} {map:?}", T::DTYPE);
+                        }
+                        check(&d16, h, w, 1, oh, ow, &map, interp, border, -7i16);
+                        check(&d16, h, w, 2, oh, ow, &map, interp, border, 1234i16);
+                        check(&d8, h, w, 2, oh, ow, &map, interp, border, 9u8);
+                        check(&df, h, w, 2, oh, ow, &map, interp, border, 0.5f32);
+                    }
+                }
+            }
+        }
+    }
+
     /// `cargo test --release -p sluice --lib warp_timing -- --ignored --nocapture`: one
     /// 480x640x3 UINT8 image, linear, constant border, a mild perspective (some of it
     /// outside the source), single thread.
@@ -876,6 +939,15 @@ mod tests {
             let before = time(&mut || warp_new_per_pixel(&mut out, w, &img, &m, interp, BorderMode::Constant, &[0; 4]));
             let after = time(&mut || warp_perspective(&mut out, h, w, &img, &map, interp, BorderMode::Constant, &[0; 4]));
             eprintln!("{interp:?}: per pixel {before:.2} ms, row kernels {after:.2} ms ({:.1}x)", before / after);
+        }
+        // The old path: INT16.
+        let d16: Vec<i16> = data.iter().map(|&v| v as i16 * 100).collect();
+        let img = Image { data: &d16, h: h as i32, w: w as i32, c };
+        let mut out = vec![0i16; h * w * c];
+        for interp in [Interp::Linear, Interp::Nearest] {
+            let before = time(&mut || warp_old(&mut out, h, w, &img, &map, interp, BorderMode::Constant, &[0; 4]));
+            let after = time(&mut || warp_perspective(&mut out, h, w, &img, &map, interp, BorderMode::Constant, &[0; 4]));
+            eprintln!("INT16 {interp:?}: plain {before:.2} ms, with AVX2 + FMA {after:.2} ms ({:.1}x)", before / after);
         }
     }
 
