@@ -963,6 +963,7 @@ mod tests {
                     for border in borders {
                         case += 1;
                         let map = random_map(&mut rng, h, w, case);
+                        #[allow(clippy::too_many_arguments)]
                         fn check<T: CvPixel + PartialEq + std::fmt::Debug>(data: &[T], h: usize, w: usize, c: usize, oh: usize, ow: usize, map: &Perspective, interp: Interp, border: BorderMode, fill: T) {
                             let img = Image { data, h: h as i32, w: w as i32, c };
                             let mut want = vec![fill; oh * ow * c];
