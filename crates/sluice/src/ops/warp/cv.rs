@@ -411,32 +411,340 @@ pub fn warp_perspective<T: CvPixel>(dst: &mut [T], out_h: usize, out_w: usize, s
     }
     if new_kernels(T::DTYPE, c) {
         let m = map.f32();
-        for (y, row) in dst.chunks_exact_mut(out_w * c).enumerate() {
-            for (x, px) in row.chunks_exact_mut(c).enumerate() {
-                let part = Part::of(x, out_w);
-                let (sx, sy) = mapped_point(&m, x, y, part);
-                match interp {
-                    Interp::Nearest => src.nearest(px, sx, sy, border, fill),
-                    Interp::Linear => src.linear(px, sx, sy, border, fill, || fills_directly(part, x, sx, sy, src.w, src.h, |x| mapped_point(&m, x, y, Part::Vector))),
+        #[cfg(target_arch = "x86_64")]
+        if x86::available() {
+            // SAFETY: the CPU has AVX2 and FMA.
+            return unsafe { x86::warp_new(dst, out_w, src, &m, interp, border, fill) };
+        }
+        warp_new_per_pixel(dst, out_w, src, &m, interp, border, fill);
+    } else {
+        #[cfg(target_arch = "x86_64")]
+        if x86::available() {
+            // SAFETY: the CPU has AVX2 and FMA.
+            return unsafe { x86::warp_old(dst, out_h, out_w, src, map, interp, border, fill) };
+        }
+        warp_old(dst, out_h, out_w, src, map, interp, border, fill);
+    }
+}
+
+/// The old path's warp, pixel by pixel. Inlined into [`x86::warp_old`] too, where the f64
+/// roundings are instructions rather than library calls (the same operations, so the same
+/// bits: Rust never contracts `a * b + c` into a fused multiply-add).
+#[inline(always)]
+#[allow(clippy::too_many_arguments)]
+fn warp_old<T: CvPixel>(dst: &mut [T], out_h: usize, out_w: usize, src: &Image<'_, T>, map: &Perspective, interp: Interp, border: BorderMode, fill: &[T; 4]) {
+    let c = src.c;
+    let bw = old_block_width(out_h, out_w);
+    for (y, row) in dst.chunks_exact_mut(out_w * c).enumerate() {
+        for (x, px) in row.chunks_exact_mut(c).enumerate() {
+            let x0 = x / bw * bw;
+            match interp {
+                Interp::Nearest => {
+                    let (sx, sy) = old_mapped_point(&map.m, x0, x, y, 1.0);
+                    src.nearest_fixed(px, sat_i16(sx), sat_i16(sy), border, fill);
+                }
+                Interp::Linear => {
+                    let (sx, sy) = old_mapped_point(&map.m, x0, x, y, 32.0);
+                    src.linear_fixed(px, sat_i16(sx >> 5), sat_i16(sy >> 5), sx & 31, sy & 31, border, fill);
                 }
             }
         }
-    } else {
-        let bw = old_block_width(out_h, out_w);
-        for (y, row) in dst.chunks_exact_mut(out_w * c).enumerate() {
-            for (x, px) in row.chunks_exact_mut(c).enumerate() {
-                let x0 = x / bw * bw;
-                match interp {
-                    Interp::Nearest => {
-                        let (sx, sy) = old_mapped_point(&map.m, x0, x, y, 1.0);
-                        src.nearest_fixed(px, sat_i16(sx), sat_i16(sy), border, fill);
-                    }
-                    Interp::Linear => {
-                        let (sx, sy) = old_mapped_point(&map.m, x0, x, y, 32.0);
-                        src.linear_fixed(px, sat_i16(sx >> 5), sat_i16(sy >> 5), sx & 31, sy & 31, border, fill);
+    }
+}
+
+/// The new kernels' warp pixel by pixel, every pixel through the border-aware samplers: the
+/// fallback where AVX2 and FMA are missing (`f32::mul_add` is then a library call), and the
+/// reference the row kernels ([`x86`]) are tested against.
+pub fn warp_new_per_pixel<T: CvPixel>(dst: &mut [T], out_w: usize, src: &Image<'_, T>, m: &[f32; 9], interp: Interp, border: BorderMode, fill: &[T; 4]) {
+    for (y, row) in dst.chunks_exact_mut(out_w * src.c).enumerate() {
+        for (x, px) in row.chunks_exact_mut(src.c).enumerate() {
+            let part = Part::of(x, out_w);
+            let (sx, sy) = mapped_point(m, x, y, part);
+            match interp {
+                Interp::Nearest => src.nearest(px, sx, sy, border, fill),
+                Interp::Linear => src.linear(px, sx, sy, border, fill, || fills_directly(part, x, sx, sy, src.w, src.h, |x| mapped_point(m, x, y, Part::Vector))),
+            }
+        }
+    }
+}
+
+/// The new kernels' row loop with AVX2 and FMA, as fast as OpenCV's and with the same bits
+/// as [`warp_new_per_pixel`]: what cost time there was the per-pixel work around the
+/// arithmetic (without the target features every `mul_add` and `round_ties_even` is a
+/// library call; the interpolation and channel count are dispatched per pixel; every tap
+/// goes through the border logic). Here:
+/// * the channel count and interpolation are constants of each monomorphised row loop;
+/// * source points are computed 16 at a time (two 8-lane vectors) exactly as OpenCV's
+///   vector step does (`fma(M0, x, M1*y + M2)`, divided by the `w` sum; `cvRound` and
+///   `v_floor` are `cvtps_epi32` and its correction, which give `cvRound`'s `INT_MIN` for
+///   NaN and out-of-range values too); the scalar tail's points with [`mapped_point`];
+/// * a point whose 2x2 taps (nearest: its pixel) lie inside the image is sampled directly;
+///   with 3 or 4 channels, all channels at once in 4 f32 lanes: the same three fused
+///   multiply-adds per channel, `cvtps_epi32` (round half to even under the default MXCSR)
+///   and saturating packs (`saturate_cast`: `INT_MIN` from a NaN becomes 0, as in
+///   `from_f32`); with 1 channel, 8 pixels at a time in 8 lanes (gathered taps) where all
+///   8 lie inside;
+/// * any other point goes through [`Image::nearest`] / [`Image::linear`], the per-pixel
+///   code itself, so the borders and the fill rules are unchanged.
+#[cfg(target_arch = "x86_64")]
+pub(crate) mod x86 {
+    use super::*;
+    use std::arch::x86_64::*;
+
+    /// Whether the row kernels can run (AVX2 and FMA; `std` caches the answer).
+    pub fn available() -> bool {
+        is_x86_feature_detected!("avx2") && is_x86_feature_detected!("fma")
+    }
+
+    /// [`warp_new_per_pixel`]'s output, faster.
+    ///
+    /// # Safety
+    /// The CPU must have AVX2 and FMA ([`available`]).
+    #[target_feature(enable = "avx2,fma")]
+    pub unsafe fn warp_new<T: CvPixel>(dst: &mut [T], out_w: usize, src: &Image<'_, T>, m: &[f32; 9], interp: Interp, border: BorderMode, fill: &[T; 4]) {
+        match (src.c, interp) {
+            (1, Interp::Nearest) => rows::<T, 1, false>(dst, out_w, src, m, border, fill),
+            (3, Interp::Nearest) => rows::<T, 3, false>(dst, out_w, src, m, border, fill),
+            (4, Interp::Nearest) => rows::<T, 4, false>(dst, out_w, src, m, border, fill),
+            (1, Interp::Linear) => rows::<T, 1, true>(dst, out_w, src, m, border, fill),
+            (3, Interp::Linear) => rows::<T, 3, true>(dst, out_w, src, m, border, fill),
+            (4, Interp::Linear) => rows::<T, 4, true>(dst, out_w, src, m, border, fill),
+            _ => unreachable!("the new kernels take 1, 3 or 4 channels"),
+        }
+    }
+
+    /// [`super::warp_old`] compiled with AVX2 and FMA.
+    ///
+    /// # Safety
+    /// The CPU must have AVX2 and FMA ([`available`]).
+    #[target_feature(enable = "avx2,fma")]
+    #[allow(clippy::too_many_arguments)]
+    pub unsafe fn warp_old<T: CvPixel>(dst: &mut [T], out_h: usize, out_w: usize, src: &Image<'_, T>, map: &Perspective, interp: Interp, border: BorderMode, fill: &[T; 4]) {
+        super::warp_old(dst, out_h, out_w, src, map, interp, border, fill)
+    }
+
+    /// The source points of up to 16 consecutive output pixels of a row: the point, its
+    /// integer part (`cvRound` for nearest, `cvFloor` for linear) and fraction.
+    #[derive(Default)]
+    struct Points {
+        sx: [f32; VECTOR_PIXELS],
+        sy: [f32; VECTOR_PIXELS],
+        ix: [i32; VECTOR_PIXELS],
+        iy: [i32; VECTOR_PIXELS],
+        a: [f32; VECTOR_PIXELS],
+        b: [f32; VECTOR_PIXELS],
+    }
+
+    #[target_feature(enable = "avx2,fma")]
+    #[inline]
+    unsafe fn rows<T: CvPixel, const C: usize, const LINEAR: bool>(dst: &mut [T], out_w: usize, src: &Image<'_, T>, m: &[f32; 9], border: BorderMode, fill: &[T; 4]) {
+        let (w, h) = (src.w, src.h);
+        let (data, down) = (src.data, w as usize * C);
+        let vend = vector_end(out_w);
+        let mut pts = Points::default();
+        // `linear8`'s preconditions: offsets within `i32`, and room for its 4-byte reads.
+        let gather = w >= 4 && h >= 3 && data.len() < i32::MAX as usize / 4;
+        for (y, row) in dst.chunks_exact_mut(out_w * C).enumerate() {
+            let mut x0 = 0;
+            while x0 < out_w {
+                let n = (out_w - x0).min(VECTOR_PIXELS);
+                let part = if x0 < vend { Part::Vector } else { Part::Tail };
+                if part == Part::Vector {
+                    vector_points::<LINEAR>(m, x0, y, &mut pts);
+                } else {
+                    for i in 0..n {
+                        let (sx, sy) = mapped_point(m, x0 + i, y, Part::Tail);
+                        let (ix, iy) = if LINEAR { (cv_floor(sx), cv_floor(sy)) } else { (cv_round(sx), cv_round(sy)) };
+                        (pts.sx[i], pts.sy[i], pts.ix[i], pts.iy[i]) = (sx, sy, ix, iy);
+                        (pts.a[i], pts.b[i]) = (sx - ix as f32, sy - iy as f32);
                     }
                 }
+                let out = &mut row[x0 * C..(x0 + n) * C];
+                let mut i = 0;
+                while i < n {
+                    // One channel: 8 pixels at a time where all their taps lie inside.
+                    if LINEAR && C == 1 && gather && n - i >= 8 && linear8(&mut out[i..i + 8], data, w, h, &pts, i) {
+                        i += 8;
+                        continue;
+                    }
+                    let end = if LINEAR && C == 1 { (i + 8).min(n) } else { n };
+                    for i in i..end {
+                        let px = &mut out[i * C..(i + 1) * C];
+                        let (ix, iy, sx, sy) = (pts.ix[i], pts.iy[i], pts.sx[i], pts.sy[i]);
+                        if !LINEAR {
+                            if (ix as u32) < w as u32 && (iy as u32) < h as u32 {
+                                let o = (iy as usize * w as usize + ix as usize) * C;
+                                px.copy_from_slice(&data[o..o + C]);
+                            } else {
+                                src.nearest(px, sx, sy, border, fill);
+                            }
+                        } else if (ix as u32) < (w - 1) as u32 && (iy as u32) < (h - 1) as u32 {
+                            let o = (iy as usize * w as usize + ix as usize) * C;
+                            // 4 lanes read a 4th element past the last tap: within the image
+                            // but for the last pixel of a 3-channel one.
+                            if C > 1 && o + down + C + 4 <= data.len() {
+                                linear_lanes::<T, C>(px, data.as_ptr().add(o), down, pts.a[i], pts.b[i]);
+                            } else {
+                                linear_scalar::<T, C>(px, &data[o..o + 2 * C], &data[o + down..o + down + 2 * C], pts.a[i], pts.b[i]);
+                            }
+                        } else {
+                            let x = x0 + i;
+                            src.linear(px, sx, sy, border, fill, || fills_directly(part, x, sx, sy, w, h, |x| mapped_point(m, x, y, Part::Vector)));
+                        }
+                    }
+                    i = end;
+                }
+                x0 += n;
             }
+        }
+    }
+
+    /// OpenCV's vector step: the points of pixels `x0..x0 + 16` of row `y`.
+    #[target_feature(enable = "avx2,fma")]
+    #[inline]
+    unsafe fn vector_points<const LINEAR: bool>(m: &[f32; 9], x0: usize, y: usize, pts: &mut Points) {
+        let yf = y as f32;
+        // `M1*y + M2` for each sum, rounded before the fused `M0*x` (as `mapped_point`).
+        let (tx, ty, tw) = (yf * m[1] + m[2], yf * m[4] + m[5], yf * m[7] + m[8]);
+        for half in 0..2 {
+            let at = half * 8;
+            let xv = _mm256_cvtepi32_ps(_mm256_add_epi32(_mm256_set1_epi32((x0 + at) as i32), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7)));
+            let wv = _mm256_fmadd_ps(_mm256_set1_ps(m[6]), xv, _mm256_set1_ps(tw));
+            let sx = _mm256_div_ps(_mm256_fmadd_ps(_mm256_set1_ps(m[0]), xv, _mm256_set1_ps(tx)), wv);
+            let sy = _mm256_div_ps(_mm256_fmadd_ps(_mm256_set1_ps(m[3]), xv, _mm256_set1_ps(ty)), wv);
+            let (ix, iy) = if LINEAR { (floor(sx), floor(sy)) } else { (_mm256_cvtps_epi32(sx), _mm256_cvtps_epi32(sy)) };
+            _mm256_storeu_ps(pts.sx.as_mut_ptr().add(at), sx);
+            _mm256_storeu_ps(pts.sy.as_mut_ptr().add(at), sy);
+            _mm256_storeu_si256(pts.ix.as_mut_ptr().add(at) as *mut __m256i, ix);
+            _mm256_storeu_si256(pts.iy.as_mut_ptr().add(at) as *mut __m256i, iy);
+            _mm256_storeu_ps(pts.a.as_mut_ptr().add(at), _mm256_sub_ps(sx, _mm256_cvtepi32_ps(ix)));
+            _mm256_storeu_ps(pts.b.as_mut_ptr().add(at), _mm256_sub_ps(sy, _mm256_cvtepi32_ps(iy)));
+        }
+    }
+
+    /// `v_floor` (= [`cv_floor`]): the rounded value, less one where it exceeds `v`.
+    #[target_feature(enable = "avx2,fma")]
+    #[inline]
+    unsafe fn floor(v: __m256) -> __m256i {
+        let i = _mm256_cvtps_epi32(v);
+        // The comparison's mask is -1 where true; NaN compares false.
+        _mm256_add_epi32(i, _mm256_castps_si256(_mm256_cmp_ps::<_CMP_GT_OQ>(_mm256_cvtepi32_ps(i), v)))
+    }
+
+    /// Bilinear interpolation of an inside point, channel by channel (as `Image::linear`):
+    /// `r0`, `r1` hold taps 00, 01 and 10, 11.
+    #[inline(always)]
+    fn linear_scalar<T: CvPixel, const C: usize>(px: &mut [T], r0: &[T], r1: &[T], a: f32, b: f32) {
+        for k in 0..C {
+            let (p00, p01, p10, p11) = (r0[k].to_f32(), r0[C + k].to_f32(), r1[k].to_f32(), r1[C + k].to_f32());
+            let v0 = a.mul_add(p01 - p00, p00);
+            let v1 = a.mul_add(p11 - p10, p10);
+            px[k] = T::from_f32(b.mul_add(v1 - v0, v0));
+        }
+    }
+
+    /// Bilinear interpolation of an inside point, all channels in 4 lanes: tap 00 at `p`,
+    /// the row below `down` elements on; 4 elements readable at each tap.
+    #[target_feature(enable = "avx2,fma")]
+    #[inline]
+    unsafe fn linear_lanes<T: CvPixel, const C: usize>(px: &mut [T], p: *const T, down: usize, a: f32, b: f32) {
+        let (p00, p01, p10, p11) = (load4(p), load4(p.add(C)), load4(p.add(down)), load4(p.add(down + C)));
+        let (a, b) = (_mm_set1_ps(a), _mm_set1_ps(b));
+        let v0 = _mm_fmadd_ps(a, _mm_sub_ps(p01, p00), p00);
+        let v1 = _mm_fmadd_ps(a, _mm_sub_ps(p11, p10), p10);
+        store::<T, C>(px, _mm_fmadd_ps(b, _mm_sub_ps(v1, v0), v0));
+    }
+
+    /// Bilinear interpolation of 8 one-channel pixels (points `at..at + 8` of `pts`) in 8
+    /// lanes, the same operations as [`linear_scalar`], where every point has its taps
+    /// inside and its lower taps above the last row (the 4-byte gathers of UINT8 and UINT16
+    /// then stay within the image, `w` >= 4); false, writing nothing, otherwise.
+    #[target_feature(enable = "avx2,fma")]
+    #[inline]
+    unsafe fn linear8<T: CvPixel>(out: &mut [T], data: &[T], w: i32, h: i32, pts: &Points, at: usize) -> bool {
+        let ix = _mm256_loadu_si256(pts.ix.as_ptr().add(at) as *const __m256i);
+        let iy = _mm256_loadu_si256(pts.iy.as_ptr().add(at) as *const __m256i);
+        // Unsigned `ix <= w - 2` and `iy <= h - 3` (negative values are huge).
+        let okx = _mm256_cmpeq_epi32(_mm256_min_epu32(ix, _mm256_set1_epi32(w - 2)), ix);
+        let oky = _mm256_cmpeq_epi32(_mm256_min_epu32(iy, _mm256_set1_epi32(h - 3)), iy);
+        if _mm256_movemask_epi8(_mm256_and_si256(okx, oky)) != -1 {
+            return false;
+        }
+        let o = _mm256_add_epi32(_mm256_mullo_epi32(iy, _mm256_set1_epi32(w)), ix);
+        let o1 = _mm256_add_epi32(o, _mm256_set1_epi32(w));
+        let one = _mm256_set1_epi32(1);
+        let base = data.as_ptr();
+        let (p00, p01) = (gather8(base, o), gather8(base, _mm256_add_epi32(o, one)));
+        let (p10, p11) = (gather8(base, o1), gather8(base, _mm256_add_epi32(o1, one)));
+        let a = _mm256_loadu_ps(pts.a.as_ptr().add(at));
+        let b = _mm256_loadu_ps(pts.b.as_ptr().add(at));
+        let v0 = _mm256_fmadd_ps(a, _mm256_sub_ps(p01, p00), p00);
+        let v1 = _mm256_fmadd_ps(a, _mm256_sub_ps(p11, p10), p10);
+        let v = _mm256_fmadd_ps(b, _mm256_sub_ps(v1, v0), v0);
+        match T::DTYPE {
+            DType::U8 => {
+                let i = _mm256_cvtps_epi32(v);
+                let s16 = _mm_packs_epi32(_mm256_castsi256_si128(i), _mm256_extracti128_si256::<1>(i));
+                _mm_storel_epi64(bytemuck::cast_slice_mut::<T, u8>(out).as_mut_ptr() as *mut __m128i, _mm_packus_epi16(s16, s16));
+            }
+            DType::U16 => {
+                let i = _mm256_cvtps_epi32(v);
+                let s = _mm_packus_epi32(_mm256_castsi256_si128(i), _mm256_extracti128_si256::<1>(i));
+                _mm_storeu_si128(bytemuck::cast_slice_mut::<T, u16>(out).as_mut_ptr() as *mut __m128i, s);
+            }
+            DType::F32 => _mm256_storeu_ps(bytemuck::cast_slice_mut::<T, f32>(out).as_mut_ptr(), v),
+            _ => unreachable!("the new kernels take UINT8, UINT16 and FLOAT"),
+        }
+        true
+    }
+
+    /// The elements at offsets `o` as f32 lanes (UINT8 and UINT16 read 4 bytes each).
+    #[target_feature(enable = "avx2,fma")]
+    #[inline]
+    unsafe fn gather8<T: CvPixel>(base: *const T, o: __m256i) -> __m256 {
+        match T::DTYPE {
+            DType::U8 => _mm256_cvtepi32_ps(_mm256_and_si256(_mm256_i32gather_epi32::<1>(base as *const i32, o), _mm256_set1_epi32(0xff))),
+            DType::U16 => _mm256_cvtepi32_ps(_mm256_and_si256(_mm256_i32gather_epi32::<2>(base as *const i32, o), _mm256_set1_epi32(0xffff))),
+            DType::F32 => _mm256_i32gather_ps::<4>(base as *const f32, o),
+            _ => unreachable!("the new kernels take UINT8, UINT16 and FLOAT"),
+        }
+    }
+
+    /// 4 consecutive elements as f32 lanes.
+    #[target_feature(enable = "avx2,fma")]
+    #[inline]
+    unsafe fn load4<T: CvPixel>(p: *const T) -> __m128 {
+        match T::DTYPE {
+            DType::U8 => _mm_cvtepi32_ps(_mm_cvtepu8_epi32(_mm_cvtsi32_si128((p as *const i32).read_unaligned()))),
+            DType::U16 => _mm_cvtepi32_ps(_mm_cvtepu16_epi32(_mm_loadl_epi64(p as *const __m128i))),
+            DType::F32 => _mm_loadu_ps(p as *const f32),
+            _ => unreachable!("the new kernels take UINT8, UINT16 and FLOAT"),
+        }
+    }
+
+    /// The first `C` lanes as `saturate_cast<T>` stores them.
+    #[target_feature(enable = "avx2,fma")]
+    #[inline]
+    unsafe fn store<T: CvPixel, const C: usize>(px: &mut [T], v: __m128) {
+        match T::DTYPE {
+            DType::U8 => {
+                let i = _mm_cvtps_epi32(v);
+                let packed = _mm_packus_epi16(_mm_packs_epi32(i, i), _mm_setzero_si128());
+                let bytes = (_mm_cvtsi128_si32(packed) as u32).to_le_bytes();
+                bytemuck::cast_slice_mut::<T, u8>(px).copy_from_slice(&bytes[..C]);
+            }
+            DType::U16 => {
+                let i = _mm_cvtps_epi32(v);
+                let mut t = [0u16; 8];
+                _mm_storeu_si128(t.as_mut_ptr() as *mut __m128i, _mm_packus_epi32(i, i));
+                bytemuck::cast_slice_mut::<T, u16>(px).copy_from_slice(&t[..C]);
+            }
+            DType::F32 => {
+                let mut t = [0f32; 4];
+                _mm_storeu_ps(t.as_mut_ptr(), v);
+                bytemuck::cast_slice_mut::<T, f32>(px).copy_from_slice(&t[..C]);
+            }
+            _ => unreachable!("the new kernels take UINT8, UINT16 and FLOAT"),
         }
     }
 }
@@ -549,6 +857,188 @@ mod tests {
                 warp_perspective(&mut out, h, w, &img, &id, interp, BorderMode::Constant, &[9; 4]);
                 assert_eq!(out, img.data, "{c} channels, {interp:?}");
             }
+        }
+    }
+
+    /// xorshift64*: reproducible test data.
+    struct Rng(u64);
+
+    impl Rng {
+        fn next(&mut self) -> u64 {
+            self.0 ^= self.0 >> 12;
+            self.0 ^= self.0 << 25;
+            self.0 ^= self.0 >> 27;
+            self.0.wrapping_mul(0x2545_f491_4f6c_dd1d)
+        }
+
+        /// Uniform in [lo, hi).
+        fn f(&mut self, lo: f64, hi: f64) -> f64 {
+            lo + (hi - lo) * (self.next() >> 11) as f64 / (1u64 << 53) as f64
+        }
+    }
+
+    /// Maps that stay inside, cross the borders, shrink, magnify, mirror, reach the horizon
+    /// (`w` sums crossing 0: huge, infinite and NaN points) or land on exact halves.
+    fn random_map(rng: &mut Rng, h: usize, w: usize, k: usize) -> Perspective {
+        let (h, w) = (h as f64, w as f64);
+        match k % 6 {
+            0 => Perspective { m: [1.0, 0.0, rng.f(-0.5, 0.5).round() + 0.5, 0.0, 1.0, -0.5, 0.0, 0.0, 1.0] },
+            1 => Perspective { m: [rng.f(-2.0, 2.0), rng.f(-0.5, 0.5), rng.f(-w, w), rng.f(-0.5, 0.5), rng.f(-2.0, 2.0), rng.f(-h, h), 0.0, 0.0, 1.0] },
+            2 => Perspective { m: [rng.f(0.5, 1.5), rng.f(-0.3, 0.3), rng.f(-3.0, 3.0), rng.f(-0.3, 0.3), rng.f(0.5, 1.5), rng.f(-3.0, 3.0), rng.f(-2e-3, 2e-3), rng.f(-2e-3, 2e-3), 1.0] },
+            3 => Perspective { m: [rng.f(-1.0, 1.0), rng.f(-1.0, 1.0), rng.f(-w, w), rng.f(-1.0, 1.0), rng.f(-1.0, 1.0), rng.f(-h, h), rng.f(-0.2, 0.2), rng.f(-0.2, 0.2), rng.f(-2.0, 2.0)] },
+            // The horizon through the output: w = 0 at x = 4 on every row, 0/0 at (4, 4).
+            4 => Perspective { m: [1.0, 0.0, -4.0, 0.0, 1.0, -4.0, 0.25, 0.0, -1.0] },
+            _ => Perspective { m: [rng.f(0.9, 1.1), 0.0, rng.f(-1.0, 1.0), 0.0, rng.f(0.9, 1.1), rng.f(-1.0, 1.0), 0.0, 0.0, 1.0] },
+        }
+    }
+
+    fn row_kernels_match<T: CvPixel + PartialEq + std::fmt::Debug>(rng: &mut Rng, value: impl Fn(&mut Rng) -> T, fill: T) {
+        let borders = [BorderMode::Constant, BorderMode::Replicate, BorderMode::Reflect, BorderMode::Reflect101, BorderMode::Wrap];
+        let sizes = [(1, 1), (1, 7), (5, 1), (2, 2), (9, 16), (13, 37), (24, 50), (7, 33)];
+        let mut case = 0;
+        for c in [1usize, 3, 4] {
+            for &(h, w) in &sizes {
+                let data: Vec<T> = (0..h * w * c).map(|_| value(rng)).collect();
+                let img = Image { data: &data, h: h as i32, w: w as i32, c };
+                for (oh, ow) in [(h, w), (6, 35), (3, 16), (4, 49)] {
+                    for interp in [Interp::Nearest, Interp::Linear] {
+                        for border in borders {
+                            case += 1;
+                            let m = random_map(rng, h, w, case).f32();
+                            let mut want = vec![fill; oh * ow * c];
+                            let mut got = want.clone();
+                            warp_new_per_pixel(&mut want, ow, &img, &m, interp, border, &[fill; 4]);
+                            // SAFETY: checked above.
+                            unsafe { x86::warp_new(&mut got, ow, &img, &m, interp, border, &[fill; 4]) };
+                            // Bit for bit, but for the sign and payload of NaNs: the
+                            // reference's `mul_add` is glibc's `fmaf` without the FMA
+                            // feature, which propagates NaNs unlike the instruction.
+                            let bits = |v: &T| if v.to_f32().is_nan() { vec![0xff] } else { bytemuck::bytes_of(v).to_vec() };
+                            let same = want.iter().zip(&got).all(|(a, b)| bits(a) == bits(b));
+                            if !same {
+                                let show = |v: &[T]| v.iter().map(|v| format!("{:x}", u32::from_le_bytes(std::array::from_fn(|k| *bytemuck::bytes_of(v).get(k).unwrap_or(&0))))).collect::<Vec<_>>().join(" ");
+                                panic!("{:?} c={c} {h}x{w} -> {oh}x{ow} {interp:?} {border:?} m={m:?}\nwant {}\ngot  {}", T::DTYPE, show(&want), show(&got));
+                            }
+                        }
+                    }
+                }
+            }
+        }
+    }
+
+    /// The AVX2 row kernels give the per-pixel code's bytes: every type, channel count,
+    /// interpolation and border, rows with and without a scalar tail, points inside, on
+    /// and past the borders, and non-finite ones.
+    #[test]
+    #[cfg(target_arch = "x86_64")]
+    fn row_kernels_match_the_per_pixel_code() {
+        if !x86::available() {
+            eprintln!("no AVX2 + FMA: the row kernels cannot run here");
+            return;
+        }
+        let mut rng = Rng(0x5eed_1234_abcd_0001);
+        row_kernels_match::<u8>(&mut rng, |r| r.next() as u8, 77);
+        row_kernels_match::<u16>(&mut rng, |r| r.next() as u16, 60001);
+        row_kernels_match::<f32>(&mut rng, |r| r.f(-1e3, 1e3) as f32, -2.5);
+        // Extremes: saturation at both ends, and NaN pixels.
+        row_kernels_match::<f32>(&mut rng, |r| [f32::NAN, 3e38, -3e38, 0.5, 1e-40][(r.next() % 5) as usize], f32::NAN);
+    }
+
+    /// The old path (INT16, 2 channels) gives the same bytes compiled with AVX2 and FMA.
+    #[test]
+    #[cfg(target_arch = "x86_64")]
+    fn the_old_path_is_the_same_with_avx2() {
+        if !x86::available() {
+            return;
+        }
+        let mut rng = Rng(0x0dd_5eed);
+        let borders = [BorderMode::Constant, BorderMode::Replicate, BorderMode::Reflect, BorderMode::Reflect101, BorderMode::Wrap];
+        let mut case = 0;
+        for &(h, w) in &[(1, 1), (5, 1), (9, 16), (13, 37), (40, 50)] {
+            let d16: Vec<i16> = (0..h * w * 2).map(|_| rng.next() as i16).collect();
+            let d8: Vec<u8> = (0..h * w * 2).map(|_| rng.next() as u8).collect();
+            let df: Vec<f32> = (0..h * w * 2).map(|_| rng.f(-1e3, 1e3) as f32).collect();
+            for (oh, ow) in [(h, w), (6, 35), (20, 70)] {
+                for interp in [Interp::Nearest, Interp::Linear] {
+                    for border in borders {
+                        case += 1;
+                        let map = random_map(&mut rng, h, w, case);
+                        #[allow(clippy::too_many_arguments)]
+                        fn check<T: CvPixel + PartialEq + std::fmt::Debug>(data: &[T], h: usize, w: usize, c: usize, oh: usize, ow: usize, map: &Perspective, interp: Interp, border: BorderMode, fill: T) {
+                            let img = Image { data, h: h as i32, w: w as i32, c };
+                            let mut want = vec![fill; oh * ow * c];
+                            let mut got = want.clone();
+                            warp_old(&mut want, oh, ow, &img, map, interp, border, &[fill; 4]);
+                            // SAFETY: checked by the caller.
+                            unsafe { x86::warp_old(&mut got, oh, ow, &img, map, interp, border, &[fill; 4]) };
+                            assert!(bytemuck::cast_slice::<T, u8>(&want) == bytemuck::cast_slice::<T, u8>(&got), "{:?} {h}x{w}x{c} {interp:?} {border:?} {map:?}", T::DTYPE);
+                        }
+                        check(&d16, h, w, 1, oh, ow, &map, interp, border, -7i16);
+                        check(&d16, h, w, 2, oh, ow, &map, interp, border, 1234i16);
+                        check(&d8, h, w, 2, oh, ow, &map, interp, border, 9u8);
+                        check(&df, h, w, 2, oh, ow, &map, interp, border, 0.5f32);
+                    }
+                }
+            }
+        }
+    }
+
+    /// `cargo test --release -p sluice --lib warp_timing -- --ignored --nocapture`: one
+    /// 480x640x3 UINT8 image, linear, constant border, a mild perspective (some of it
+    /// outside the source), single thread.
+    #[test]
+    #[ignore]
+    fn warp_timing() {
+        let (h, w, c) = (480usize, 640usize, 3usize);
+        let mut rng = Rng(7);
+        let data: Vec<u8> = (0..h * w * 4).map(|_| rng.next() as u8).collect();
+        let img = Image { data: &data[..h * w * c], h: h as i32, w: w as i32, c };
+        let map = Perspective { m: [0.95, 0.1, -20.0, -0.08, 1.05, 15.0, 1e-4, -5e-5, 1.0] };
+        let m = map.f32();
+        let mut out = vec![0u8; h * w * c];
+        let time = |f: &mut dyn FnMut()| {
+            let mut best = f64::INFINITY;
+            for _ in 0..15 {
+                let t = std::time::Instant::now();
+                f();
+                best = best.min(t.elapsed().as_secs_f64() * 1e3);
+            }
+            best
+        };
+        for interp in [Interp::Linear, Interp::Nearest] {
+            let before = time(&mut || warp_new_per_pixel(&mut out, w, &img, &m, interp, BorderMode::Constant, &[0; 4]));
+            let after = time(&mut || warp_perspective(&mut out, h, w, &img, &map, interp, BorderMode::Constant, &[0; 4]));
+            eprintln!("{interp:?}: per pixel {before:.2} ms, row kernels {after:.2} ms ({:.1}x)", before / after);
+        }
+        // Other channel counts and types, linear.
+        let fdata: Vec<f32> = data[..h * w * c].iter().map(|&v| v as f32 * 0.37).collect();
+        let wdata: Vec<u16> = data[..h * w * c].iter().map(|&v| v as u16 * 250).collect();
+        for c in [1usize, 4] {
+            let n = h * w * c;
+            let img = Image { data: &data[..n], h: h as i32, w: w as i32, c };
+            let mut out = vec![0u8; n];
+            let before = time(&mut || warp_new_per_pixel(&mut out, w, &img, &m, Interp::Linear, BorderMode::Constant, &[0; 4]));
+            let after = time(&mut || warp_perspective(&mut out, h, w, &img, &map, Interp::Linear, BorderMode::Constant, &[0; 4]));
+            eprintln!("UINT8 x{c} Linear: per pixel {before:.2} ms, row kernels {after:.2} ms ({:.1}x)", before / after);
+        }
+        let img = Image { data: &wdata, h: h as i32, w: w as i32, c };
+        let mut out = vec![0u16; h * w * c];
+        let before = time(&mut || warp_new_per_pixel(&mut out, w, &img, &m, Interp::Linear, BorderMode::Replicate, &[0; 4]));
+        let after = time(&mut || warp_perspective(&mut out, h, w, &img, &map, Interp::Linear, BorderMode::Replicate, &[0; 4]));
+        eprintln!("UINT16 x3 Linear replicate: per pixel {before:.2} ms, row kernels {after:.2} ms ({:.1}x)", before / after);
+        let img = Image { data: &fdata, h: h as i32, w: w as i32, c };
+        let mut out = vec![0f32; h * w * c];
+        let before = time(&mut || warp_new_per_pixel(&mut out, w, &img, &m, Interp::Linear, BorderMode::Constant, &[0.0; 4]));
+        let after = time(&mut || warp_perspective(&mut out, h, w, &img, &map, Interp::Linear, BorderMode::Constant, &[0.0; 4]));
+        eprintln!("FLOAT x3 Linear: per pixel {before:.2} ms, row kernels {after:.2} ms ({:.1}x)", before / after);
+        // The old path: INT16.
+        let d16: Vec<i16> = data[..h * w * c].iter().map(|&v| v as i16 * 100).collect();
+        let img = Image { data: &d16, h: h as i32, w: w as i32, c };
+        let mut out = vec![0i16; h * w * c];
+        for interp in [Interp::Linear, Interp::Nearest] {
+            let before = time(&mut || warp_old(&mut out, h, w, &img, &map, interp, BorderMode::Constant, &[0; 4]));
+            let after = time(&mut || warp_perspective(&mut out, h, w, &img, &map, interp, BorderMode::Constant, &[0; 4]));
+            eprintln!("INT16 {interp:?}: plain {before:.2} ms, with AVX2 + FMA {after:.2} ms ({:.1}x)", before / after);
         }
     }
 
