@@ -235,7 +235,7 @@ impl Slice {
                     OobPolicy::Error => {
                         return Err(Error::data(
                             at(),
-                            format!("slice {start}..{end} of axis {ax} is out of bounds of extent {e}; set out_of_bounds_policy to \"pad\" or \"trim_to_shape\""),
+                            format!("slice {start}..{end} of axis {ax} (from {}) is out of bounds of extent {e}; set out_of_bounds_policy to \"pad\" or \"trim_to_shape\"", given_by(mode, start_arg, end_arg)),
                         ))
                     }
                     OobPolicy::Pad => {}
@@ -275,6 +275,16 @@ impl Slice {
         let channels = ca.filter(|_| !data.is_empty()).map_or(1, |c| data.shape(0).get(c).copied().unwrap_or(1)).max(1);
         plan.set_fill(op, fill, channels)?;
         Ok(plan)
+    }
+}
+
+/// What gave the window, for errors: the inputs, or the named arguments.
+fn given_by(mode: Option<(bool, bool)>, start: Option<&str>, end: Option<&str>) -> String {
+    match (mode, start, end) {
+        (Some(_), _, _) => "inputs 'anchor' and 'shape'".into(),
+        (None, Some(s), Some(e)) => format!("arguments '{s}' and '{e}'"),
+        (None, Some(a), None) | (None, None, Some(a)) => format!("argument '{a}'"),
+        (None, None, None) => "no slice arguments".into(),
     }
 }
 
