@@ -95,6 +95,11 @@ impl OpContext {
             source: (!source.is_empty()).then(|| source.to_string()),
         }
     }
+
+    /// True when argument `name` was given, as a constant or as an argument input.
+    pub fn given(&self, name: &str) -> bool {
+        self.args.has(name) || self.arg_input_names.iter().any(|a| a == name)
+    }
 }
 
 /// The data of one operator invocation.

@@ -158,8 +158,7 @@ fn uniform_input<'a>(op: &str, ws: &Workspace<'a>, name: &str, n: usize, what: &
 
 impl CoordTransform {
     fn new(ctx: &OpContext) -> Result<CoordTransform> {
-        let given = |name: &str| ctx.args.has(name) || ctx.arg_input_names.iter().any(|a| a == name);
-        if given("MT") && (given("M") || given("T")) {
+        if ctx.given("MT") && (ctx.given("M") || ctx.given("T")) {
             return Err(Error::arg(&ctx.display_name, "MT", "The combined ``MT`` argument cannot be used together with separate ``M``, ``T`` arguments."));
         }
         Ok(CoordTransform { ctx: ctx.clone(), dtype: ctx.args.dtype("dtype") })

@@ -166,17 +166,12 @@ pub struct MultiPaste {
     rows: [Vec<f64>; 3],
 }
 
-/// True when `name` was given, as a constant or an argument input.
-fn given(ctx: &OpContext, name: &str) -> bool {
-    ctx.args.has(name) || ctx.arg_input_names.iter().any(|a| a == name)
-}
-
 impl MultiPaste {
     fn new(ctx: &OpContext) -> Result<MultiPaste> {
         let op = ctx.display_name.as_str();
         // Both forms of one argument: refused at build, as soon as the call is known.
         for p in [IN_ANCHORS, SHAPES, OUT_ANCHORS] {
-            if given(ctx, p.abs) && given(ctx, p.rel) {
+            if ctx.given(p.abs) && ctx.given(p.rel) {
                 return Err(Error::arg(op, p.rel, format!("The `{}` and `{}` cannot be specified together", p.abs, p.rel)));
             }
         }
@@ -208,7 +203,7 @@ impl MultiPaste {
         let seq = check_inputs(ctx, ws, inputs)?;
         let in_dtype = first.dtype();
         let out_dtype = self.dtype.unwrap_or(in_dtype);
-        let use_ids = given(ctx, "in_ids");
+        let use_ids = ctx.given("in_ids");
         if use_ids && inputs.len() != 1 {
             return Err(Error::arg(op, "in_ids", format!("If the `in_ids` is specified, the operator accepts exactly one positional input batch. Got: {} inputs.", inputs.len())));
         }
@@ -246,7 +241,7 @@ impl MultiPaste {
         }
         let ids_arg = ws.per_sample_list(ctx, "in_ids");
         let pairs = [IN_ANCHORS, SHAPES, OUT_ANCHORS].map(|p| {
-            let (name, rel) = if given(ctx, p.rel) { (p.rel, true) } else { (p.abs, false) };
+            let (name, rel) = if ctx.given(p.rel) { (p.rel, true) } else { (p.abs, false) };
             (name, rel, ws.per_sample_list(ctx, name))
         });
         let mut shapes: Vec<usize> = Vec::with_capacity(n * (3 + h_dim));

@@ -54,8 +54,7 @@ const ONE_OF_END_OR_SHAPE: &str = "Either ROI end or ROI shape should be defined
 impl RoiRandomCrop {
     fn new(ctx: &OpContext) -> Result<RoiRandomCrop> {
         let op = &ctx.display_name;
-        let given = |n: &str| ctx.args.has(n) || ctx.arg_input_names.iter().any(|a| a == n);
-        let by_end = match (given("roi_end"), given("roi_shape")) {
+        let by_end = match (ctx.given("roi_end"), ctx.given("roi_shape")) {
             (true, false) => true,
             (false, true) => false,
             (true, true) => return Err(Error::arg(op, "roi_shape", format!("{ONE_OF_END_OR_SHAPE}: `roi_end` and `roi_shape` are mutually exclusive"))),

@@ -232,25 +232,24 @@ fn supported(d: DType) -> bool {
 impl Resize {
     fn new(ctx: &OpContext) -> Result<Resize> {
         let name = ctx.display_name.as_str();
-        let given = |n: &str| ctx.args.has(n) || ctx.arg_input_names.iter().any(|a| a == n);
-        let separate = given("resize_x") || given("resize_y");
-        let count = separate as usize + given("size") as usize + given("resize_shorter") as usize + given("resize_longer") as usize;
+        let separate = ctx.given("resize_x") || ctx.given("resize_y");
+        let count = separate as usize + ctx.given("size") as usize + ctx.given("resize_shorter") as usize + ctx.given("resize_longer") as usize;
         if count != 1 {
             let what = if count == 0 { "no output size given" } else { "more than one way of giving the output size" };
-            let arg = ["resize_shorter", "resize_longer", "size", "resize_x"].into_iter().find(|a| given(a)).unwrap_or("size");
+            let arg = ["resize_shorter", "resize_longer", "size", "resize_x"].into_iter().find(|a| ctx.given(a)).unwrap_or("size");
             return Err(Error::arg(name, arg, format!(
                 "{what}: use exactly one of resize_x/resize_y, size, resize_shorter or resize_longer"
             )));
         }
-        if given("mode") && (given("resize_shorter") || given("resize_longer")) {
-            let a = if given("resize_shorter") { "resize_shorter" } else { "resize_longer" };
+        if ctx.given("mode") && (ctx.given("resize_shorter") || ctx.given("resize_longer")) {
+            let a = if ctx.given("resize_shorter") { "resize_shorter" } else { "resize_longer" };
             return Err(Error::arg(name, a, "is mutually exclusive with 'mode'"));
         }
         let method = if separate {
             Method::Separate
-        } else if given("size") {
+        } else if ctx.given("size") {
             Method::Size
-        } else if given("resize_shorter") {
+        } else if ctx.given("resize_shorter") {
             Method::Shorter
         } else {
             Method::Longer
@@ -292,8 +291,8 @@ impl Resize {
         }
         pair("roi_start")?;
         pair("roi_end")?;
-        let roi = given("roi_start");
-        if roi != given("roi_end") {
+        let roi = ctx.given("roi_start");
+        if roi != ctx.given("roi_end") {
             return Err(Error::arg(name, "roi_start", "roi_start and roi_end must be given together"));
         }
         let interp = |a: &str| -> Result<Option<FilterKind>> {

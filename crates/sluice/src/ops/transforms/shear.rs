@@ -33,8 +33,7 @@ pub static SHEAR: OpDef = OpDef {
 /// The operator, after DALI's construction-time check that exactly one of `shear` and
 /// `angles` is given.
 fn new(ctx: &OpContext) -> Result<TransformOp> {
-    let given = |name: &str| ctx.args.has(name) || ctx.arg_input_names.iter().any(|a| a == name);
-    if given("shear") == given("angles") {
+    if ctx.given("shear") == ctx.given("angles") {
         return Err(Error::arg(&ctx.display_name, "shear", "One and only one of the following arguments is expected: ``shear`` or ``angles``"));
     }
     Ok(TransformOp::new(ctx, build))

@@ -276,14 +276,13 @@ impl NumpyReader {
         if a.bool("use_o_direct") && !a.bool("dont_use_mmap") {
             return Err(Error::arg(op, "use_o_direct", "use_o_direct requires dont_use_mmap=True"));
         }
-        let given = |name: &str| a.has(name) || ctx.arg_input_names.iter().any(|n| n == name);
-        if given("roi_start") && given("rel_roi_start") {
+        if ctx.given("roi_start") && ctx.given("rel_roi_start") {
             return Err(Error::arg(op, "rel_roi_start", "\"roi_start\" and \"rel_roi_start\" arguments are mutually exclusive"));
         }
-        if ROI_ARGS[2..].iter().filter(|n| given(n)).count() > 1 {
+        if ROI_ARGS[2..].iter().filter(|n| ctx.given(n)).count() > 1 {
             return Err(Error::arg(op, "roi_end", "\"roi_end\", \"rel_roi_end\", \"roi_shape\", and \"rel_roi_shape\" arguments are mutually exclusive"));
         }
-        let has_roi = ROI_ARGS.iter().any(|n| given(n));
+        let has_roi = ROI_ARGS.iter().any(|n| ctx.given(n));
         let opts = super::file::storage_options(ctx)?;
         let files = list_files(ctx, &opts)?;
         let n = files.names.len();
