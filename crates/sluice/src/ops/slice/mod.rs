@@ -70,39 +70,39 @@ const ENDS: [&str; 4] = ["end", "rel_end", "shape", "rel_shape"];
 pub(crate) struct Slice {
     ctx: OpContext,
     policy: OobPolicy,
-}
-
-/// Whether the argument was given, as a constant or an argument input.
-fn given(ctx: &OpContext, name: &str) -> bool {
-    ctx.args.has(name) || ctx.arg_input_names.iter().any(|n| n == name)
+    /// The named arguments given for the start and for the end (or shape), if any.
+    start_arg: Option<&'static str>,
+    end_arg: Option<&'static str>,
 }
 
 impl Slice {
     pub(crate) fn new(ctx: &OpContext) -> Result<Slice> {
         let op = ctx.display_name.as_str();
-        if STARTS.iter().all(|n| given(ctx, n)) {
+        if STARTS.iter().all(|n| ctx.given(n)) {
             return Err(Error::arg(op, "rel_start", "\"start\" and \"rel_start\" arguments are mutually exclusive"));
         }
-        if ENDS.iter().filter(|n| given(ctx, n)).count() > 1 {
+        if ENDS.iter().filter(|n| ctx.given(n)).count() > 1 {
             return Err(Error::arg(op, "shape", "\"end\", \"rel_end\", \"shape\", and \"rel_shape\" arguments are mutually exclusive"));
         }
-        if given(ctx, "axes") && ctx.args.has("axis_names") {
+        if ctx.given("axes") && ctx.args.has("axis_names") {
             return Err(Error::arg(op, "axis_names", "\"axes\" and \"axis_names\" are mutually exclusive"));
         }
         // Operators without the argument (decoders.image_slice) refuse windows leaving the input.
         let policy = OobPolicy::parse(op, ctx.args.opt_str("out_of_bounds_policy").unwrap_or("error"))?;
-        Ok(Slice { ctx: ctx.clone(), policy })
+        let start_arg = STARTS.into_iter().find(|n| ctx.given(n));
+        let end_arg = ENDS.into_iter().find(|n| ctx.given(n));
+        Ok(Slice { ctx: ctx.clone(), policy, start_arg, end_arg })
     }
 
     fn named(&self) -> bool {
-        STARTS.iter().chain(&ENDS).any(|n| given(&self.ctx, n))
+        self.start_arg.is_some() || self.end_arg.is_some()
     }
 
     /// The sliced axes of sample `i` (checked, negatives resolved) into `out`.
     fn axes(&self, ws: &Workspace<'_>, i: usize, layout: &str, nd: usize, out: &mut Vec<usize>) -> Result<()> {
         let op = self.ctx.display_name.as_str();
         out.clear();
-        let use_names = self.ctx.args.has("axis_names") || (!given(&self.ctx, "axes") && !layout.is_empty());
+        let use_names = self.ctx.args.has("axis_names") || (!self.ctx.given("axes") && !layout.is_empty());
         if use_names {
             let names = self.ctx.args.opt_str("axis_names").unwrap_or("WH");
             for c in names.chars() {
@@ -166,8 +166,7 @@ impl Slice {
         let ctx = &self.ctx;
         let op = ctx.display_name.as_str();
         let at = || ctx.at(ws.iteration, i, source);
-        let start_arg = STARTS.into_iter().find(|n| given(ctx, n));
-        let end_arg = ENDS.into_iter().find(|n| given(ctx, n));
+        let (start_arg, end_arg) = (self.start_arg, self.end_arg);
         let (mut start_buf, mut end_buf) = ([0.0; MAX_LIST], [0.0; MAX_LIST]);
         self.axes(ws, i, layout, sh.len(), axes)?;
         let axes: &[usize] = axes;
