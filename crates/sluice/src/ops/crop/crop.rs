@@ -66,7 +66,12 @@ pub fn crop_nd(dst: &mut [u8], src: &[u8], shape: &[usize], spans: &[Span], it: 
         in_stride[a] = in_stride[a + 1] * shape[a + 1];
         out_stride[a] = out_stride[a + 1] * spans[a + 1].len;
     }
-    let ctx = Nd { shape, spans, in_stride: &in_stride, out_stride: &out_stride, it, ot, fill, c_axis };
+    // Padding that spans whole pixels of innermost channels repeats this row of fill values.
+    let uniform = fill.iter().all(|f| f == &fill[0]);
+    let channel_row: Option<Vec<u8>> = c_axis
+        .filter(|&c| !uniform && c + 1 == nd)
+        .map(|c| (0..spans[c].len).flat_map(|k| fill[k.min(fill.len() - 1)].iter().copied()).collect());
+    let ctx = Nd { shape, spans, in_stride: &in_stride, out_stride: &out_stride, it, ot, fill, uniform, channel_row: channel_row.as_deref(), c_axis };
     if nd == 0 {
         dst.copy_from_slice(src);
         return;
@@ -82,6 +87,10 @@ struct Nd<'a> {
     it: DType,
     ot: DType,
     fill: &'a [Vec<u8>],
+    /// Every channel fills alike.
+    uniform: bool,
+    /// The fill values of one pixel when the channels are innermost and fill differently.
+    channel_row: Option<&'a [u8]>,
     c_axis: Option<usize>,
 }
 
@@ -184,16 +193,11 @@ impl Nd<'_> {
     /// repeat with a short period: one fill value (the channel is outside the block, or all
     /// channels fill alike), or the channels innermost and whole. False: not done.
     fn fill_whole_block(&self, dst: &mut [u8], from: usize, chan: Option<usize>) -> bool {
-        let nd = self.shape.len();
-        let uniform = self.fill.iter().all(|f| f == &self.fill[0]);
         match self.c_axis {
-            Some(c) if c >= from && !uniform => {
-                if c + 1 != nd {
-                    return false;
-                }
-                let pattern: Vec<u8> = (0..self.spans[c].len).flat_map(|k| self.fill_of(Some(k)).iter().copied()).collect();
-                repeat_pattern(dst, &pattern);
-            }
+            Some(c) if c >= from && !self.uniform => match self.channel_row {
+                Some(row) => repeat_pattern(dst, row),
+                None => return false,
+            },
             _ => repeat_pattern(dst, self.fill_of(chan)),
         }
         true

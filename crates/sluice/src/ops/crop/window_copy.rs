@@ -112,6 +112,43 @@ impl WindowPlan {
     }
 }
 
+impl WindowPlan {
+    /// The fill words `window.cu` reads: the batch's, then each sample's own (if any), each
+    /// an output element's bits in the low bytes.
+    fn fill_words(&self) -> Vec<u64> {
+        self.fill
+            .iter()
+            .chain(&self.sample_fill)
+            .map(|e| {
+                let mut w = [0u8; 8];
+                w[..e.len()].copy_from_slice(e);
+                u64::from_le_bytes(w)
+            })
+            .collect()
+    }
+
+    /// Sample `i`'s descriptor for `window.cu` (input of `shape`, `numel` output elements, at
+    /// device addresses `src` and `dst`). Its `fill` holds the index of its first fill word in
+    /// [`WindowPlan::fill_words`], made an address once the block is placed. `None`: the
+    /// window cuts more than [`MAX_DIMS`] dimensions.
+    fn descriptor(&self, i: usize, shape: &[usize], numel: usize, src: u64, dst: u64) -> Option<WindowSample> {
+        let spans: &[Span] = if self.ndim == 0 { &[] } else { self.spans(i) };
+        let dims = merged_dims(shape, spans)?;
+        let (fill, nfill) = if self.sample_fill.is_empty() { (0, self.fill.len()) } else { (self.fill.len() + i, 1) };
+        let mut d = WindowSample { r#in: src, out: dst, numel: numel as i64, out_ext: [1; MAX_DIMS], in_ext: [1; MAX_DIMS], in_stride: [0; MAX_DIMS], anchor: [0; MAX_DIMS], fill: fill as u64, cstride: 1, ndim: dims.len() as i32, channels: 1, nfill: nfill as i32, pad: 0 };
+        let mut stride = 1i64;
+        for (k, &(o, e, a)) in dims.iter().enumerate().rev() {
+            (d.out_ext[k], d.in_ext[k], d.anchor[k], d.in_stride[k]) = (o, e, a, stride);
+            stride *= e;
+        }
+        if let Some(c) = self.c_axis.filter(|&c| c < spans.len()) {
+            d.channels = spans[c].len.max(1) as i32;
+            d.cstride = spans[c + 1..].iter().map(|s| s.len as i64).product::<i64>().max(1);
+        }
+        Some(d)
+    }
+}
+
 /// Dimensions `window.cu` takes after merging.
 const MAX_DIMS: usize = 6;
 
@@ -164,52 +201,27 @@ fn merged_dims(shape: &[usize], spans: &[Span]) -> Option<Vec<(i64, i64, i64)>> 
 #[derive(Default)]
 pub struct WindowCopyGpu {
     params: ParamUpload,
-    block: Vec<u8>,
 }
 
 impl WindowCopyGpu {
     /// Queues the copy of every sample's window of `input` on the stream; returns the output.
     pub fn run(&mut self, ws: &GpuWorkspace<'_>, op: &str, plan: &WindowPlan, input: &TensorListGpu) -> Result<TensorListGpu> {
+        let (Some(in_code), Some(out_code)) = (type_code(plan.in_type), type_code(plan.out_type)) else {
+            return Err(Error::Unsupported(format!("{op}: {} -> {} is not supported on the GPU", plan.in_type, plan.out_type)));
+        };
         let out = TensorListGpu::alloc(plan.out_meta(input.meta()), ws.device, ws.stream)?;
-        let n = plan.len().min(input.len());
-        let desc_bytes = n * std::mem::size_of::<WindowSample>();
-        // The batch's fill words, then each sample's own (when it has one).
-        let fill_words: Vec<u64> = plan
-            .fill
-            .iter()
-            .chain(&plan.sample_fill)
-            .map(|e| {
-                let mut w = [0u8; 8];
-                w[..e.len()].copy_from_slice(e);
-                u64::from_le_bytes(w)
-            })
-            .collect();
-        let per_sample = !plan.sample_fill.is_empty();
-        let mut descs: Vec<WindowSample> = Vec::with_capacity(n);
+        let fill_words = plan.fill_words();
+        let mut descs: Vec<WindowSample> = Vec::with_capacity(plan.len());
         let mut max_numel = 0usize;
-        for i in 0..n {
+        for i in 0..plan.len().min(input.len()) {
             let numel = out.numel(i);
             if numel == 0 {
                 continue;
             }
             let shape = input.shape(i);
-            let spans: &[Span] = if plan.ndim == 0 { &[] } else { plan.spans(i) };
-            let dims = merged_dims(shape, spans).ok_or_else(|| Error::Unsupported(format!("{op}: the window of sample {i} (input shape {shape:?}) cuts more than {MAX_DIMS} dimensions, which the GPU backend does not take")))?;
-            // `fill` holds the word index until the block's address is known.
-            let (fill_at, nfill) = if per_sample { (plan.fill.len() + i, 1) } else { (0, plan.fill.len()) };
-            let mut d = WindowSample { r#in: input.sample_ptr(i), out: out.sample_ptr(i), numel: numel as i64, out_ext: [1; MAX_DIMS], in_ext: [1; MAX_DIMS], in_stride: [0; MAX_DIMS], anchor: [0; MAX_DIMS], fill: fill_at as u64, cstride: 1, ndim: dims.len() as i32, channels: 1, nfill: nfill as i32, pad: 0 };
-            let mut stride = 1i64;
-            for (k, &(o, e, a)) in dims.iter().enumerate().rev() {
-                d.out_ext[k] = o;
-                d.in_ext[k] = e;
-                d.anchor[k] = a;
-                d.in_stride[k] = stride;
-                stride *= e;
-            }
-            if let Some(c) = plan.c_axis.filter(|&c| c < spans.len()) {
-                d.channels = spans[c].len.max(1) as i32;
-                d.cstride = spans[c + 1..].iter().map(|s| s.len as i64).product::<i64>().max(1);
-            }
+            let d = plan.descriptor(i, shape, numel, input.sample_ptr(i), out.sample_ptr(i)).ok_or_else(|| {
+                Error::Unsupported(format!("{op}: the window of sample {i} (input shape {shape:?}) cuts more than {MAX_DIMS} dimensions, which the GPU backend does not take"))
+            })?;
             max_numel = max_numel.max(numel);
             descs.push(d);
         }
@@ -217,9 +229,7 @@ impl WindowCopyGpu {
             return Ok(out);
         }
         // One block: the descriptors, then the fill words.
-        self.block.clear();
         let used = descs.len() * std::mem::size_of::<WindowSample>();
-        debug_assert!(used <= desc_bytes);
         let len = used + fill_words.len() * 8;
         let base = self.params.upload_with(ws, len, |block, base| {
             let (d, f) = block.split_at_mut(used);
@@ -232,9 +242,6 @@ impl WindowCopyGpu {
             f.copy_from_slice(bytemuck::cast_slice(&fill_words));
             Ok(())
         })?;
-        let (Some(in_code), Some(out_code)) = (type_code(plan.in_type), type_code(plan.out_type)) else {
-            return Err(Error::Unsupported(format!("{op}: {} -> {} is not supported on the GPU", plan.in_type, plan.out_type)));
-        };
         let copy_bytes = if plan.in_type == plan.out_type { plan.in_type.size() as i32 } else { 0 };
         let out_bytes = plan.out_type.size() as i32;
         let f = ws.device.kernels().function(ws.device.context(), ws.device.compute_capability(), "window", SRC, "window_copy")?;
@@ -294,7 +301,7 @@ int main(int argc, char** argv) {
     for (WindowSample& s : samples) {
         s.in += (unsigned long long)input.data();
         s.out += (unsigned long long)out.data();
-        s.fill = (unsigned long long)fill.data();
+        s.fill = (unsigned long long)(fill.data() + s.fill);  // a word index in the case file
     }
     const unsigned threads = 32, blocks = head[6];
     blockDim = {threads, 1, 1};
@@ -311,8 +318,8 @@ int main(int argc, char** argv) {
 }
 "#;
 
-    /// Runs `plan` over `input` with window.cu on the host, descriptors built as
-    /// [`WindowCopyGpu::run`] builds them; returns every sample's output bytes.
+    /// Runs `plan` over `input` with window.cu on the host, with the descriptors
+    /// [`WindowCopyGpu::run`] uploads; returns every sample's output bytes.
     fn run_on_host(plan: &WindowPlan, input: &TensorList) -> Vec<Vec<u8>> {
         use std::sync::OnceLock;
         static KERNELS: OnceLock<crate::ops::gpu_params::HostKernels> = OnceLock::new();
@@ -321,18 +328,7 @@ int main(int argc, char** argv) {
         let (mut in_bytes, mut descs, mut out_at) = (Vec::new(), Vec::new(), Vec::new());
         let mut out_len = 0usize;
         for i in 0..input.len() {
-            let dims = merged_dims(input.shape(i), plan.spans(i)).unwrap();
-            let mut d = WindowSample { r#in: in_bytes.len() as u64, out: out_len as u64, numel: meta.numel(i) as i64, out_ext: [1; MAX_DIMS], in_ext: [1; MAX_DIMS], in_stride: [0; MAX_DIMS], anchor: [0; MAX_DIMS], fill: 0, cstride: 1, ndim: dims.len() as i32, channels: 1, nfill: plan.fill.len() as i32, pad: 0 };
-            let mut stride = 1i64;
-            for (k, &(o, e, a)) in dims.iter().enumerate().rev() {
-                (d.out_ext[k], d.in_ext[k], d.anchor[k], d.in_stride[k]) = (o, e, a, stride);
-                stride *= e;
-            }
-            if let Some(c) = plan.c_axis {
-                d.channels = plan.spans(i)[c].len as i32;
-                d.cstride = plan.spans(i)[c + 1..].iter().map(|s| s.len as i64).product::<i64>().max(1);
-            }
-            descs.push(d);
+            descs.push(plan.descriptor(i, input.shape(i), meta.numel(i), in_bytes.len() as u64, out_len as u64).unwrap());
             in_bytes.extend_from_slice(input.bytes(i));
             while in_bytes.len() % 8 != 0 {
                 in_bytes.push(0);
@@ -342,15 +338,12 @@ int main(int argc, char** argv) {
         }
         let mut case = Vec::new();
         let same = plan.in_type == plan.out_type;
-        for v in [descs.len() as i32, plan.fill.len() as i32, type_code(plan.in_type).unwrap(), type_code(plan.out_type).unwrap(), if same { plan.in_type.size() as i32 } else { 0 }, plan.out_type.size() as i32, 3] {
+        let fill_words = plan.fill_words();
+        for v in [descs.len() as i32, fill_words.len() as i32, type_code(plan.in_type).unwrap(), type_code(plan.out_type).unwrap(), if same { plan.in_type.size() as i32 } else { 0 }, plan.out_type.size() as i32, 3] {
             case.extend(v.to_le_bytes());
         }
         case.extend(bytemuck::cast_slice::<WindowSample, u8>(&descs));
-        for e in &plan.fill {
-            let mut w = [0u8; 8];
-            w[..e.len()].copy_from_slice(e);
-            case.extend(w);
-        }
+        case.extend(bytemuck::cast_slice::<u64, u8>(&fill_words));
         case.extend((in_bytes.len() as u64).to_le_bytes());
         case.extend(&in_bytes);
         case.extend((out_len as u64).to_le_bytes());
@@ -406,6 +399,16 @@ int main(int argc, char** argv) {
         plan.set_fill("t", &[9.0], 4).unwrap();
         let cpu = plan.run_cpu(&pool, &input).unwrap();
         assert_eq!(cpu.bytes(0), &run_on_host(&plan, &input)[0][..]);
+        // A fill value per sample (fn.pad), with the per-channel ones unused.
+        let input = batch(DType::I16, &[[3, 4, 2], [2, 2, 2]]);
+        let mut plan = WindowPlan::new(3, DType::I16, DType::I16, None);
+        plan.push_sample([sp(0, 5), sp(0, 6), Span::full(2)]);
+        plan.push_sample([sp(0, 4), sp(0, 2), sp(0, 3)]);
+        plan.set_sample_fill(vec![7i16.to_le_bytes().to_vec(), (-300i16).to_le_bytes().to_vec()]);
+        let cpu = plan.run_cpu(&pool, &input).unwrap();
+        for (i, g) in run_on_host(&plan, &input).iter().enumerate() {
+            assert_eq!(cpu.bytes(i), &g[..], "per-sample fill, sample {i}");
+        }
     }
 
     #[test]
