@@ -20,7 +20,7 @@ import sluice
 from sluice import fn, ops, types
 from sluice.pipeline import Pipeline
 
-from conftest import dali_or_none
+from conftest import dali_or_none, require_gpu
 
 dali = dali_or_none()
 needs_dali = pytest.mark.skipif(dali is None, reason="needs DALI 2.4 (CPU) as the reference")
@@ -32,16 +32,17 @@ def _source(batch):
     return lambda: batch
 
 
-def _run(lib, build, feeds, layouts=None):
+def _run(lib, build, feeds, layouts=None, device_id=None):
     """Runs `build(fn, types, nodes)` on `feeds` (names to one array per sample, each an
     external source); returns the output samples, their dtype and layout."""
     layouts = layouts or {}
-    pipe = lib.pipeline.Pipeline(batch_size=len(next(iter(feeds.values()))), num_threads=2, device_id=None, seed=1234)
+    pipe = lib.pipeline.Pipeline(batch_size=len(next(iter(feeds.values()))), num_threads=2, device_id=device_id, seed=1234)
     with pipe:
         nodes = {k: lib.fn.external_source(source=_source(v), batch=True, layout=layouts.get(k)) for k, v in feeds.items()}
         pipe.set_outputs(build(lib.fn, lib.types, nodes))
     pipe.build()
     (out,) = pipe.run()
+    out = out.as_cpu() if hasattr(out, "as_cpu") else out
     return [np.array(out.at(i)) for i in range(len(out))], out.layout()
 
 
@@ -387,8 +388,12 @@ class CoordFlipPipeline(Pipeline):
 @pytest.mark.parametrize("center_x,center_y,center_z", [(0.5, 0.5, 0.5), (0.0, 1.0, -0.5)])
 @pytest.mark.parametrize("layout,shape", [("x", (10, 1)), ("xy", (10, 2)), ("xyz", (10, 3)), ("xy", (0, 2))])
 @pytest.mark.parametrize("batch_size", [1, 3])
-def test_dali_operator_coord_flip(batch_size, layout, shape, center_x, center_y, center_z, device="cpu"):
-    pipe = CoordFlipPipeline(device, batch_size, iter(RandomDataIterator(batch_size, shape=shape)), layout, center_x, center_y, center_z)
+@pytest.mark.parametrize("device", ["cpu", "gpu"])
+def test_dali_operator_coord_flip(batch_size, layout, shape, center_x, center_y, center_z, device):
+    if device == "gpu":
+        require_gpu()
+    device_id = 0 if device == "gpu" else None
+    pipe = CoordFlipPipeline(device, batch_size, iter(RandomDataIterator(batch_size, shape=shape)), layout, center_x, center_y, center_z, device_id=device_id)
     for _ in range(30):
         outputs = tuple(out.as_cpu() for out in pipe.run())
         for sample in range(batch_size):
@@ -407,6 +412,54 @@ def test_dali_operator_coord_flip(batch_size, layout, shape, center_x, center_y,
                 if flip_dim[d]:
                     expected_out_coords[:, d] = 2 * center_dim[d] - in_coords[:, d]
             np.testing.assert_allclose(out_coords, expected_out_coords)  # every column (DALI checks the last)
+
+
+# ---------------------------------------------------------------- gpu equal to cpu
+@pytest.mark.parametrize("np_type", list(DTYPES), ids=lambda t: t.__name__)
+@pytest.mark.parametrize("kind", ["M_T_lists", "MT_scalar", "M_T_inputs", "M_T_scalar_inputs", "MT_input"])
+def test_coord_transform_gpu_equals_cpu(kind, np_type):
+    require_gpu()
+    for same_type in [False, True]:
+        for j, (n, m) in enumerate(CT_DIMS):
+            if kind in ("MT_scalar", "M_T_scalar_inputs") and m != n:
+                continue
+            shapes = [(17, n), (0, n), (1, n), (4000, n)]
+            consts, per_sample = _ct_case(kind, n, m, len(shapes), seed=10 * j)
+            feeds = {"X": _points(np_type, shapes, seed=j), **per_sample}
+            dtype = DTYPES[np_type] if same_type else None
+            build = _ct_build(consts, per_sample, dtype)
+
+            def on_gpu(fn, types, nodes):
+                return build(fn, types, {**nodes, "X": nodes["X"].gpu()})
+
+            cpu, _ = _run(sluice, build, feeds, {"X": "NX"})
+            gpu, layout = _run(sluice, on_gpu, feeds, {"X": "NX"}, device_id=0)
+            assert layout == "NX"
+            _assert_same(gpu, cpu)
+
+
+@pytest.mark.parametrize("layout", ["x", "yx", "zxy"])
+def test_coord_flip_gpu_equals_cpu(layout):
+    require_gpu()
+    ndim = len(layout)
+    rng = np.random.default_rng(ndim)
+    shapes = [(33, ndim), (0, ndim), (5000, ndim)]
+    feeds = {
+        "X": [rng.uniform(-2, 2, s).astype(np.float32) for s in shapes],
+        "fy": [np.array(v, np.int32) for v in (1, 0, 1)],
+        "cy": [np.array(v, np.float32) for v in (0.3, -2.0, 7.5)],
+    }
+
+    def build(gpu):
+        def b(fn, types, nodes):
+            x = nodes["X"].gpu() if gpu else nodes["X"]
+            return fn.coord_flip(x, layout=layout, flip_y=nodes["fy"], center_y=nodes["cy"], flip_z=1, center_x=0.75)
+
+        return b
+
+    cpu, _ = _run(sluice, build(False), feeds)
+    gpu, _ = _run(sluice, build(True), feeds, device_id=0)
+    _assert_same(gpu, cpu)
 
 
 # ---------------------------------------------------------------- errors

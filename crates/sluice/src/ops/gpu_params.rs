@@ -184,6 +184,99 @@ impl HostKernels {
     }
 }
 
+/// The common case of [`HostKernels`]: kernels `void k(const Desc* samples)` launched as
+/// [`per_sample_launch`] does (grid row y = sample), whose descriptors hold device addresses
+/// in the fields `inputs` (into one input block) and `outputs` (into one output block). The
+/// test writes those fields as byte offsets; the harness relocates them, runs every thread
+/// of a small grid (32 threads x 3 blocks, so the kernels' stride loops run) and returns the
+/// output block, with the bytes no thread wrote left as 0xab.
+#[cfg(test)]
+pub(crate) struct PerSampleKernels(HostKernels);
+
+#[cfg(test)]
+impl PerSampleKernels {
+    /// Builds the harness of `source` (named `name`) for descriptor struct `desc` and the
+    /// kernels `kernels`.
+    pub(crate) fn build(name: &str, source: &str, desc: &str, inputs: &[&str], outputs: &[&str], kernels: &[&str]) -> PerSampleKernels {
+        let mut relocate = String::new();
+        for (fields, base) in [(inputs, "input"), (outputs, "out")] {
+            for f in fields {
+                relocate.push_str(&format!("        s.{f} += (unsigned long long){base}.data();\n"));
+            }
+        }
+        let dispatch: String = kernels.iter().map(|k| format!("    if (name == \"{k}\") kernel = {k};\n")).collect();
+        let harness = PER_SAMPLE_HARNESS.replace("@DESC@", desc).replace("@RELOCATE@", &relocate).replace("@DISPATCH@", &dispatch);
+        PerSampleKernels(HostKernels::build(name, source, &harness))
+    }
+
+    /// Runs `kernel` over the descriptors `descs` with `input` and an output block of
+    /// `out_len` bytes; returns the output block.
+    pub(crate) fn run(&self, kernel: &str, descs: &[u8], samples: usize, input: &[u8], out_len: usize) -> Vec<u8> {
+        let (threads, blocks) = (32u32, 3u32);
+        let mut case = Vec::new();
+        case.extend((kernel.len() as u32).to_le_bytes());
+        case.extend(kernel.as_bytes());
+        for v in [samples as u32, threads, blocks] {
+            case.extend(v.to_le_bytes());
+        }
+        case.extend((descs.len() as u64).to_le_bytes());
+        case.extend(descs);
+        case.extend((input.len() as u64).to_le_bytes());
+        case.extend(input);
+        case.extend((out_len as u64).to_le_bytes());
+        let stdout = self.0.run(kernel, &case);
+        assert_eq!(stdout.len(), out_len, "{kernel}: output size");
+        stdout
+    }
+}
+
+#[cfg(test)]
+const PER_SAMPLE_HARNESS: &str = r#"#include <cstdlib>
+#include <string>
+#include "@SHIM@"
+#include "@SRC@"
+typedef void (*Kernel)(const @DESC@*);
+
+static FILE* in_file;
+static void read_exactly(void* p, size_t n) {
+    if (fread(p, 1, n, in_file) != n) { fprintf(stderr, "short case file\n"); exit(2); }
+}
+
+int main(int argc, char** argv) {
+    if (argc != 2 || !(in_file = fopen(argv[1], "rb"))) return 2;
+    unsigned name_len, n, threads, blocks;
+    read_exactly(&name_len, 4);
+    std::string name(name_len, '\0');
+    read_exactly(&name[0], name_len);
+    read_exactly(&n, 4); read_exactly(&threads, 4); read_exactly(&blocks, 4);
+    unsigned long long desc_len, in_len, out_len;
+    read_exactly(&desc_len, 8);
+    if (desc_len != n * sizeof(@DESC@)) { fprintf(stderr, "descriptor size\n"); return 2; }
+    std::vector<@DESC@> samples(n);
+    read_exactly(samples.data(), desc_len);
+    read_exactly(&in_len, 8);
+    std::vector<unsigned long long> input(in_len / 8 + 1);
+    read_exactly(input.data(), in_len);
+    read_exactly(&out_len, 8);
+    std::vector<unsigned long long> out(out_len / 8 + 1, 0xababababababababULL);
+    for (@DESC@& s : samples) {
+@RELOCATE@    }
+    Kernel kernel = nullptr;
+@DISPATCH@    if (!kernel) { fprintf(stderr, "no kernel %s\n", name.c_str()); return 3; }
+    blockDim = {threads, 1, 1};
+    gridDim = {blocks, n, 1};
+    for (unsigned y = 0; y < n; y++)
+        for (unsigned b = 0; b < blocks; b++)
+            for (unsigned t = 0; t < threads; t++) {
+                blockIdx = {b, y, 0};
+                threadIdx = {t, 0, 0};
+                kernel(samples.data());
+            }
+    fwrite(out.data(), 1, out_len, stdout);
+    return 0;
+}
+"#;
+
 /// Checks a kernel source where there is no GPU: compiles it, as NVRTC receives it, with
 /// the host's C++ compiler (`CXX`, else `c++`) against tools/cuda_shim/shim.h, with a
 /// `static_assert` per size and field offset of each parameter struct's Rust layout

@@ -479,6 +479,49 @@ pub fn unknown_operator(name: &str) -> Error {
     Error::Graph(format!("unknown operator '{name}'"))
 }
 
+/// What operator unit tests need: a context from constant arguments, and a cpu run.
+#[cfg(test)]
+pub(crate) mod testing {
+    use std::collections::HashMap;
+
+    use super::*;
+
+    /// The context of the operator `def` with constant arguments `given` and argument inputs
+    /// named `arg_inputs`, checked as the graph checks a call.
+    pub(crate) fn context(def: &OpDef, given: Vec<(&str, ArgValue)>, arg_inputs: &[&str]) -> Result<OpContext> {
+        let arg_input_names: Vec<String> = arg_inputs.iter().map(|s| s.to_string()).collect();
+        let name = def.schema.name.to_string();
+        Ok(OpContext {
+            args: Args::check(&def.schema, &name, given.into_iter().map(|(k, v)| (k.to_string(), v)).collect(), &arg_input_names)?,
+            display_name: name.clone(),
+            instance_name: name,
+            op_id: 1,
+            seed: 1,
+            max_batch_size: 8,
+            num_threads: 2,
+            device_id: None,
+            arg_input_names,
+            resume_samples: 0,
+        })
+    }
+
+    /// Runs `op` once on the cpu (two workers) with `inputs` and the argument inputs `args`.
+    pub(crate) fn run(op: &mut dyn Operator, inputs: &[&TensorList], args: &[(&'static str, &TensorList)]) -> Result<Vec<TensorList>> {
+        let pool = rayon::ThreadPoolBuilder::new().num_threads(2).build().unwrap();
+        let arg_inputs: HashMap<&str, &TensorList> = args.iter().copied().collect();
+        let batch_size = inputs.first().map_or(0, |x| x.len());
+        let ws = Workspace { inputs: inputs.to_vec(), arg_inputs, iteration: 0, batch_size, pool: &pool };
+        op.run(&ws)
+    }
+
+    /// A workspace of argument inputs only, for the planning a gpu backend shares (`f` gets it).
+    pub(crate) fn with_args<R>(args: &[(&'static str, &TensorList)], batch_size: usize, f: impl FnOnce(&Workspace<'_>) -> R) -> R {
+        let pool = rayon::ThreadPoolBuilder::new().num_threads(1).build().unwrap();
+        let arg_inputs: HashMap<&str, &TensorList> = args.iter().copied().collect();
+        f(&Workspace { inputs: vec![], arg_inputs, iteration: 0, batch_size, pool: &pool })
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

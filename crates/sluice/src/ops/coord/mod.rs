@@ -31,6 +31,8 @@
 //! `coord_transform` is a batch of points like any other, which is what DALI computes when
 //! the arguments are not per frame.
 
+mod gpu;
+
 use crate::error::{Error, Result};
 use crate::ops::args::element_as_f64;
 use crate::ops::{arg, for_each_sample, tensor_arg, ArgDefault as D, ArgType as T, ArgValue, Device, OpContext, OpDef, OpSchema, Operator, Workspace};
@@ -48,7 +50,7 @@ pub static COORD_TRANSFORM: OpDef = OpDef {
     schema: OpSchema {
         name: "CoordTransform",
         doc: "Applies a linear transformation to points or vectors: out = M * in + T. The last dimension of the input holds the vectors' components; all other dimensions are treated as a batch of vectors. The number of components in the output is the number of rows of M. Inputs of type UINT8, INT16, UINT16, INT32 and FLOAT are supported.",
-        devices: &[Device::Cpu],
+        devices: &[Device::Cpu, Device::Gpu],
         min_inputs: 1,
         max_inputs: 1,
         num_outputs: 1,
@@ -66,7 +68,7 @@ pub static COORD_TRANSFORM: OpDef = OpDef {
     },
     cpu: Some(|ctx| Ok(Box::new(CoordTransform::new(ctx)?))),
     mixed: None,
-    gpu: None,
+    gpu: Some(|ctx, _| Ok(Box::new(gpu::CoordTransformGpu::new(CoordTransform::new(ctx)?)))),
 };
 
 /// `fn.coord_flip`.
@@ -74,7 +76,7 @@ pub static COORD_FLIP: OpDef = OpDef {
     schema: OpSchema {
         name: "CoordFlip",
         doc: "Transforms vectors or points by flipping (reflecting) their coordinates with respect to a given center. The input is a float32 tensor of shape (N, ndim) with ndim of 1, 2 or 3.",
-        devices: &[Device::Cpu],
+        devices: &[Device::Cpu, Device::Gpu],
         min_inputs: 1,
         max_inputs: 1,
         num_outputs: 1,
@@ -95,7 +97,7 @@ pub static COORD_FLIP: OpDef = OpDef {
     },
     cpu: Some(|ctx| Ok(Box::new(CoordFlip { ctx: ctx.clone() }))),
     mixed: None,
-    gpu: None,
+    gpu: Some(|ctx, _| Ok(Box::new(gpu::CoordFlipGpu::new(CoordFlip { ctx: ctx.clone() })))),
 };
 
 // ---------------------------------------------------------------- coord_transform
@@ -253,10 +255,17 @@ impl CoordTransform {
     }
 }
 
-impl Operator for CoordTransform {
-    fn run(&mut self, ws: &Workspace<'_>) -> Result<Vec<TensorList>> {
+/// One batch of `coord_transform` planned by the host: the output metadata and, when some
+/// sample has points, their components `n` and the affine map.
+struct TransformPlan {
+    meta: BatchMeta,
+    affine: Option<Affine>,
+}
+
+impl CoordTransform {
+    /// Checks `input` and the arguments and plans the batch (both backends).
+    fn plan(&self, ws: &Workspace<'_>, input: &BatchMeta) -> Result<TransformPlan> {
         let op = &self.ctx.display_name;
-        let input = ws.inputs[0];
         let (in_type, out_type) = (input.dtype(), self.dtype);
         if out_type != in_type && out_type != DType::F32 {
             return Err(Error::arg(op, "dtype", format!(
@@ -293,12 +302,12 @@ impl Operator for CoordTransform {
             }
             let mut meta = BatchMeta::new(out_type, ndim, shapes.chunks(ndim));
             meta.set_layout(input.layout().clone());
-            meta.inherit_source_info(input.meta());
+            meta.inherit_source_info(input);
             meta
         };
         if n == 0 {
             // Nothing to transform: DALI checks nothing more and gives 0 components.
-            return Ok(vec![TensorList::for_overwrite(out_meta(0))]);
+            return Ok(TransformPlan { meta: out_meta(0), affine: None });
         }
         let affine = self.affine(ws, n, samples)?;
         let m = affine.m;
@@ -313,7 +322,18 @@ impl Operator for CoordTransform {
             let names: Vec<&str> = POINT_TYPES.iter().map(|d| d.dali_name()).collect();
             return Err(Error::type_mismatch(op, format!("Unsupported input type: {}; supported: {}", in_type.dali_name(), names.join(", "))));
         }
-        let mut out = TensorList::for_overwrite(out_meta(m));
+        Ok(TransformPlan { meta: out_meta(m), affine: Some(affine) })
+    }
+}
+
+impl Operator for CoordTransform {
+    fn run(&mut self, ws: &Workspace<'_>) -> Result<Vec<TensorList>> {
+        let input = ws.inputs[0];
+        let plan = self.plan(ws, input.meta())?;
+        let out_type = plan.meta.dtype();
+        let mut out = TensorList::for_overwrite(plan.meta);
+        let Some(affine) = plan.affine else { return Ok(vec![out]) };
+        let (n, m, in_type) = (affine.n, affine.m, input.dtype());
         for_each_sample(ws.pool, &mut out, |i, dst| {
             let points = points_f32(in_type, input.bytes(i));
             let (mat, t) = affine.sample(i);
@@ -363,10 +383,23 @@ struct CoordFlip {
 
 const FLIP_ARGS: [(&'static str, &'static str); 3] = [("flip_x", "center_x"), ("flip_y", "center_y"), ("flip_z", "center_z")];
 
-impl Operator for CoordFlip {
-    fn run(&mut self, ws: &Workspace<'_>) -> Result<Vec<TensorList>> {
+/// One batch of `coord_flip` planned by the host: per sample, which of the point's
+/// coordinates flip and the mirror `2 * center` of each.
+struct FlipPlan {
+    ndim: usize,
+    samples: Vec<FlipSample>,
+}
+
+#[derive(Clone, Copy)]
+struct FlipSample {
+    flip: [bool; 3],
+    mirror: [f32; 3],
+}
+
+impl CoordFlip {
+    /// Checks `input` and the arguments and plans the batch (both backends).
+    fn plan(&self, ws: &Workspace<'_>, input: &BatchMeta) -> Result<FlipPlan> {
         let op = &self.ctx.display_name;
-        let input = ws.inputs[0];
         if input.dtype() != DType::F32 {
             return Err(Error::type_mismatch(op, format!("Input is expected to be float (FLOAT), got {}", input.dtype().dali_name())));
         }
@@ -374,9 +407,8 @@ impl Operator for CoordFlip {
             return Err(Error::type_mismatch(op, format!("expects 2-D input: points or vectors of shape (N, ndim); got {}-D samples", input.ndim())));
         }
         let samples = input.len();
-        let mut out = TensorList::for_overwrite(input.meta().clone());
         if samples == 0 {
-            return Ok(vec![out]);
+            return Ok(FlipPlan { ndim: 0, samples: Vec::new() });
         }
         let ndim = input.shape(0)[1];
         if let Some(i) = (1..samples).find(|&i| input.shape(i)[1] != ndim) {
@@ -404,24 +436,32 @@ impl Operator for CoordFlip {
                 return Err(Error::arg(op, name, format!("argument input has {} samples, the batch has {samples}", b.len())));
             }
         }
-        // Per sample: which coordinates flip and `2 * center` for each, slots set in DALI's
-        // order x, y, z (a later letter wins a shared slot).
+        // Slots are set in DALI's order x, y, z (a later letter wins a shared slot).
         let mut plans = Vec::with_capacity(samples);
         for i in 0..samples {
-            let mut flip = [false; 3];
-            let mut mirror = [1.0f32; 3];
+            let mut s = FlipSample { flip: [false; 3], mirror: [1.0; 3] };
             for (&d, (flip_arg, center_arg)) in dims.iter().zip(FLIP_ARGS) {
                 let f = ws.per_sample(&self.ctx, flip_arg).get(op, i)?.unwrap_or(0.0);
                 let c = ws.per_sample(&self.ctx, center_arg).get(op, i)?.unwrap_or(0.5) as f32;
                 if d < 3 {
-                    flip[d] = f != 0.0;
-                    mirror[d] = 2.0 * c;
+                    s.flip[d] = f != 0.0;
+                    s.mirror[d] = 2.0 * c;
                 }
             }
-            plans.push((flip, mirror));
+            plans.push(s);
         }
+        Ok(FlipPlan { ndim, samples: plans })
+    }
+}
+
+impl Operator for CoordFlip {
+    fn run(&mut self, ws: &Workspace<'_>) -> Result<Vec<TensorList>> {
+        let input = ws.inputs[0];
+        let plan = self.plan(ws, input.meta())?;
+        let mut out = TensorList::for_overwrite(input.meta().clone());
+        let ndim = plan.ndim;
         for_each_sample(ws.pool, &mut out, |i, dst| {
-            let (flip, mirror) = plans[i];
+            let FlipSample { flip, mirror } = plan.samples[i];
             let src: &[f32] = bytemuck::cast_slice(input.bytes(i));
             let dst: &mut [f32] = bytemuck::cast_slice_mut(dst);
             for (k, (o, &v)) in dst.iter_mut().zip(src).enumerate() {
