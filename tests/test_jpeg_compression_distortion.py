@@ -1,4 +1,4 @@
-"""`fn.jpeg_compression_distortion` (cpu) against DALI 2.4's cpu operator and OpenCV.
+"""`fn.jpeg_compression_distortion` (cpu and gpu) against DALI 2.4's cpu operator and OpenCV.
 
 - DALI's tests (operator_1/test_jpeg_compression_distortion.py) ported with `nvidia.dali`
   replaced by `sluice` (generated images instead of DALI_extra's TIFFs): the OpenCV
@@ -8,7 +8,8 @@
 - Parity with DALI 2.4's cpu operator on the same images and qualities, bit for bit: both
   run libjpeg-turbo's baseline 4:2:0 coder (accurate DCT, fancy upsampling).
 - Errors name the operator and the sample; the pipeline goes on.
-- DALI's gpu cases are not ported: Sluice has no gpu backend for this operator yet.
+- DALI's gpu cases run on Sluice's gpu backend (the same OpenCV bound), and the gpu equals
+  the cpu bit for bit (libjpeg-turbo's integer arithmetic without the entropy coding).
 """
 
 import numpy as np
@@ -17,7 +18,7 @@ import pytest
 import sluice
 from sluice import errors, fn, pipeline_def, types
 
-from conftest import dali_or_none
+from conftest import dali_or_none, require_gpu
 
 dali = dali_or_none()
 needs_dali = pytest.mark.skipif(dali is None, reason="needs DALI 2.4 (CPU) as the reference")
@@ -60,20 +61,25 @@ def _stack(rng):
 @pytest.mark.parametrize("batch_size", [1, 15])
 @pytest.mark.parametrize("quality", [2, None, 50])
 @pytest.mark.parametrize("layout", ["HWC", "FHWC"])
-def test_jpeg_compression_distortion(batch_size, quality, layout):
+@pytest.mark.parametrize("device", ["cpu", "gpu"])
+def test_jpeg_compression_distortion(batch_size, quality, layout, device):
+    if device == "gpu":
+        require_gpu()
     rng = np.random.default_rng(batch_size)
     source = _images_iter(rng, layout)
 
-    @pipeline_def(batch_size=batch_size, num_threads=2, device_id=None, seed=3)
+    @pipeline_def(batch_size=batch_size, num_threads=2, device_id=0 if device == "gpu" else None, seed=3)
     def jpeg_distortion_pipe():
         in_tensors = fn.external_source(source=source, layout=layout, batch=False)
+        inputs = in_tensors.gpu() if device == "gpu" else in_tensors
         q = quality if quality is not None else fn.random.uniform(range=[1, 99], dtype=types.INT32)
-        return fn.jpeg_compression_distortion(in_tensors, quality=q), in_tensors, q
+        return fn.jpeg_compression_distortion(inputs, quality=q), in_tensors, q
 
     pipe = jpeg_distortion_pipe()
     pipe.build()
     for _ in range(2):
         out, inp, q = pipe.run()
+        out = out.as_cpu() if device == "gpu" else out
         assert out.layout() == layout
         for i in range(batch_size):
             o, x = np.array(out[i]), np.array(inp[i])
@@ -129,6 +135,35 @@ def test_equals_dali(quality):
     ours, theirs = _distort(sluice, data, quality), _distort(dali, data, quality)
     for a, b in zip(ours, theirs):
         assert a.shape == b.shape and np.array_equal(a, b)
+
+
+@pytest.mark.parametrize("layout", ["HWC", "FHWC"])
+def test_gpu_equals_cpu(layout):
+    require_gpu()
+    rng = np.random.default_rng(23)
+    if layout == "HWC":
+        sizes = [(61, 83), (1, 1), (2, 7), (16, 16), (17, 33), (480, 640), (5, 3), (0, 4)]
+        data = [rng.integers(0, 256, (h, w, 3), dtype=np.uint8) for h, w in sizes[:4]] + _smooth_images(rng, 1, 17, 33) + _smooth_images(rng, 1, 480, 640) + [rng.integers(0, 256, (h, w, 3), dtype=np.uint8) for h, w in sizes[6:]]
+    else:
+        data = [_stack(rng), np.zeros((0, 8, 8, 3), np.uint8), np.stack(_smooth_images(rng, 2, 9, 13))]
+    quality = [int(v) for v in rng.integers(-5, 110, len(data))]
+
+    def run(device):
+        @pipeline_def(batch_size=len(data), num_threads=2, device_id=0 if device == "gpu" else None)
+        def pipe():
+            x = fn.external_source(lambda: data, layout=layout)
+            q = fn.external_source(lambda: [np.int32(v) for v in quality])
+            x = x.gpu() if device == "gpu" else x
+            return fn.jpeg_compression_distortion(x, quality=q), fn.jpeg_compression_distortion(x, quality=7)
+
+        p = pipe()
+        p.build()
+        outs = p.run()
+        return [[np.array(o.as_cpu()[i] if device == "gpu" else o[i]) for i in range(len(data))] for o in outs]
+
+    for got, want in zip(run("gpu"), run("cpu")):
+        for a, b in zip(got, want):
+            assert a.shape == b.shape and np.array_equal(a, b)
 
 
 @needs_dali

@@ -35,6 +35,8 @@ inline unsigned long long min(unsigned long long a, unsigned long long b) { retu
 inline int min(int a, int b) { return a < b ? a : b; }
 inline int max(int a, int b) { return a > b ? a : b; }
 inline unsigned atomicAdd(unsigned* p, unsigned v) { return __atomic_fetch_add(p, v, __ATOMIC_RELAXED); }
+// Leading zero bits of a 32-bit word (32 for 0), as the GPU intrinsic.
+inline int __clz(int v) { return v == 0 ? 32 : __builtin_clz((unsigned)v); }
 struct uint2 { unsigned x, y; };
 inline uint2 make_uint2(unsigned x, unsigned y) { return {x, y}; }
 

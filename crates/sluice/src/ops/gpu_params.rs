@@ -204,13 +204,13 @@ impl PerSampleKernels {
                 relocate.push_str(&format!("        s.{f} += (unsigned long long){base}.data();\n"));
             }
         }
-        let dispatch: String = kernels.iter().map(|k| format!("    if (name == \"{k}\") kernel = {k};\n")).collect();
+        let dispatch: String = kernels.iter().map(|k| format!("        if (k == \"{k}\") kernel = {k};\n")).collect();
         let harness = PER_SAMPLE_HARNESS.replace("@DESC@", desc).replace("@RELOCATE@", &relocate).replace("@DISPATCH@", &dispatch);
         PerSampleKernels(HostKernels::build(name, source, &harness))
     }
 
-    /// Runs `kernel` over the descriptors `descs` with `input` and an output block of
-    /// `out_len` bytes; returns the output block.
+    /// Runs `kernel` (or several, separated by commas, in turn) over the descriptors
+    /// `descs` with `input` and an output block of `out_len` bytes; returns the output block.
     pub(crate) fn run(&self, kernel: &str, descs: &[u8], samples: usize, input: &[u8], out_len: usize) -> Vec<u8> {
         let (threads, blocks) = (32u32, 3u32);
         let mut case = Vec::new();
@@ -261,17 +261,25 @@ int main(int argc, char** argv) {
     std::vector<unsigned long long> out(out_len / 8 + 1, 0xababababababababULL);
     for (@DESC@& s : samples) {
 @RELOCATE@    }
-    Kernel kernel = nullptr;
-@DISPATCH@    if (!kernel) { fprintf(stderr, "no kernel %s\n", name.c_str()); return 3; }
-    blockDim = {threads, 1, 1};
-    gridDim = {blocks, n, 1};
-    for (unsigned y = 0; y < n; y++)
-        for (unsigned b = 0; b < blocks; b++)
-            for (unsigned t = 0; t < threads; t++) {
-                blockIdx = {b, y, 0};
-                threadIdx = {t, 0, 0};
-                kernel(samples.data());
-            }
+    // `name`: kernels separated by commas, launched in turn (as on one stream).
+    size_t start = 0;
+    while (start <= name.size()) {
+        size_t end = name.find(',', start);
+        if (end == std::string::npos) end = name.size();
+        const std::string k = name.substr(start, end - start);
+        start = end + 1;
+        Kernel kernel = nullptr;
+@DISPATCH@        if (!kernel) { fprintf(stderr, "no kernel %s\n", k.c_str()); return 3; }
+        blockDim = {threads, 1, 1};
+        gridDim = {blocks, n, 1};
+        for (unsigned y = 0; y < n; y++)
+            for (unsigned b = 0; b < blocks; b++)
+                for (unsigned t = 0; t < threads; t++) {
+                    blockIdx = {b, y, 0};
+                    threadIdx = {t, 0, 0};
+                    kernel(samples.data());
+                }
+    }
     fwrite(out.data(), 1, out_len, stdout);
     return 0;
 }

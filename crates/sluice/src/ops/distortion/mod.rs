@@ -61,6 +61,7 @@
 mod gpu;
 mod jitter;
 mod jpeg_compression;
+mod jpeg_compression_gpu;
 mod sphere;
 mod water;
 
