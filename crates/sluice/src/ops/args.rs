@@ -99,6 +99,8 @@ fn edit_distance(a: &str, b: &str) -> usize {
 pub struct Args {
     op: String,
     values: HashMap<&'static str, ArgValue>,
+    /// The arguments the user gave as constants (the others hold defaults or are unset).
+    given: Vec<&'static str>,
 }
 
 impl Args {
@@ -107,6 +109,7 @@ impl Args {
     /// arguments given as argument inputs (they count as given).
     pub fn check(schema: &OpSchema, display: &str, given: Vec<(String, ArgValue)>, per_sample: &[String]) -> Result<Args> {
         let mut values = Args::check_given(schema, display, given)?;
+        let given: Vec<&'static str> = values.keys().copied().collect();
         for name in per_sample {
             let Some(a) = schema.find_arg(name) else {
                 return Err(unknown_argument(schema, display, name));
@@ -135,7 +138,7 @@ impl Args {
             };
             values.insert(a.name, v);
         }
-        Ok(Args { op: display.to_string(), values })
+        Ok(Args { op: display.to_string(), values, given })
     }
 
     /// The arguments given so far, checked by name and type (aliases resolved), with
@@ -176,6 +179,9 @@ impl Args {
     pub fn set(&mut self, schema: &OpSchema, name: &str, value: ArgValue) {
         let a = schema.find_arg(name).unwrap_or_else(|| panic!("{}: no argument '{name}'", self.op));
         self.values.insert(a.name, value);
+        if !self.given.contains(&a.name) {
+            self.given.push(a.name);
+        }
     }
 
     /// The operator's display name (for error messages).
@@ -186,6 +192,11 @@ impl Args {
     /// True when the argument has a value (given or defaulted).
     pub fn has(&self, name: &str) -> bool {
         self.values.contains_key(name)
+    }
+
+    /// True when the user gave `name` as a constant (not its schema default).
+    pub fn was_given(&self, name: &str) -> bool {
+        self.given.contains(&name)
     }
 
     /// The raw value, or `None` when unset.

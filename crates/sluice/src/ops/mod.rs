@@ -38,6 +38,7 @@ pub mod remap;
 pub mod reshape;
 pub mod resize;
 pub mod rotate;
+pub mod segmentation;
 pub mod schema;
 pub mod shapes;
 pub mod slice;
@@ -96,9 +97,10 @@ impl OpContext {
         }
     }
 
-    /// True when argument `name` was given, as a constant or as an argument input.
+    /// True when argument `name` was given, as a constant or as an argument input (a schema
+    /// default does not count).
     pub fn given(&self, name: &str) -> bool {
-        self.args.has(name) || self.arg_input_names.iter().any(|a| a == name)
+        self.args.was_given(name) || self.arg_input_names.iter().any(|a| a == name)
     }
 }
 
@@ -419,6 +421,8 @@ static REGISTRY: &[&OpDef] = &[
     &reductions::RMS,
     &reductions::STD_DEV,
     &reductions::VARIANCE,
+    &segmentation::SELECT_MASKS,
+    &segmentation::RANDOM_MASK_PIXEL,
 ];
 
 /// Runs `f(sample_index, sample_bytes)` for every sample of `out` on the worker pool. When
