@@ -265,3 +265,327 @@ def test_random_mask_pixel_errors():
     assert "random_mask_pixel" in str(e.value)
     (o,) = pipe.run()
     assert np.array(o.at(0)).shape == (2,)
+
+
+# ---------------------------------------------------------------- random_object_bbox
+# DALI's operator_2/test_random_object_bbox.py, ported: its generator of Gaussian blobs, its
+# references by scipy.ndimage (face-connected components), its parameter sweeps as pytest
+# parameters (fewer iterations), its errors.
+from sluice import ops  # noqa: E402
+
+scipy_ndimage = pytest.importorskip("scipy.ndimage")
+
+ROB_DATA = [
+    np.int32([[1, 0, 0, 0], [1, 2, 2, 1], [1, 1, 2, 0], [2, 0, 0, 1]]),
+    np.int32([[0, 3, 3, 0], [1, 0, 1, 2], [0, 1, 1, 0], [0, 2, 0, 1], [0, 2, 2, 1]]),
+]
+
+
+def _count(outs):
+    return 1 if isinstance(outs, sluice.pipeline.DataNode) else len(outs)
+
+
+def test_random_object_bbox_num_outputs():
+    pipe = sluice.pipeline.Pipeline(batch_size=1, num_threads=1, device_id=None)
+    with pipe:
+        inp = fn.external_source(ROB_DATA, batch=False)
+        assert len(fn.segmentation.random_object_bbox(inp)) == 2
+        for label_out_param in [None, False, True]:
+            for format, num_box_outputs in [("anchor_shape", 2), ("start_end", 2), ("box", 1)]:
+                outs = fn.segmentation.random_object_bbox(inp, format=format, output_class=label_out_param)
+                assert _count(outs) == (1 if label_out_param else 0) + num_box_outputs
+
+
+@pytest.mark.parametrize("classes,weights,bg", [(None, None, None), (None, None, 1), ([1, 2, 3], None, None), (None, [1, 1, 1], None), (None, [1, 1, 1], 0), ([1, 2, 3], [1, 1, 1], None)])
+def test_random_object_bbox_uses_foreground(classes, weights, bg):
+    pipe = sluice.pipeline.Pipeline(10, 4, None, 12345)
+    with pipe:
+        inp = fn.external_source(ROB_DATA, batch=False, cycle="quiet")
+        kw = {k: v for k, v in dict(classes=classes, class_weights=weights, background=bg).items() if v is not None}
+        pipe.set_outputs(*fn.segmentation.random_object_bbox(inp, output_class=True, foreground_prob=1, **kw))
+    pipe.build()
+    outs = pipe.run()
+    for i in range(len(outs[2])):
+        assert int(np.array(outs[2].at(i))) != (bg or 0)
+
+
+def _objects2boxes(objects, input_shape):
+    if len(objects) == 0:
+        return np.int32([[0] * len(input_shape) + list(input_shape)])
+    return np.int32([[s.start for s in obj] + [s.stop for s in obj] for obj in objects])
+
+
+def _box_extent(box):
+    n = len(box) // 2
+    return box[n:] - box[:n]
+
+
+def _box_volume(box):
+    return np.prod(_box_extent(box))
+
+
+def _box_in_k_largest(boxes, box, k):
+    if len(boxes) == 0:
+        return False
+    boxes = sorted(boxes, reverse=True, key=_box_volume)
+    prev = _box_volume(boxes[0])
+    for i in range(len(boxes)):
+        vol = _box_volume(boxes[i])
+        if i >= k and vol < prev:
+            break
+        prev = vol
+        if np.array_equal(boxes[i], box):
+            return True
+    return False
+
+
+def _all_boxes(array, background):
+    labels = [v for v in np.unique(array) if v != background]
+    objects = []
+    for lbl in labels:
+        cc, _ = scipy_ndimage.label(array == lbl)
+        objects += [o for o in scipy_ndimage.find_objects(cc) if o is not None]
+    return _objects2boxes(objects, array.shape)
+
+
+def _class_boxes(array, label):
+    cc, _ = scipy_ndimage.label(array == label)
+    return _objects2boxes(scipy_ndimage.find_objects(cc), array.shape)
+
+
+def _generate_data(rs, shape, num_classes, blobs_per_class):
+    """DALI's generate_data: Gaussian blobs, each point the class of its strongest blob, or
+    background below a threshold keeping 50-70% background."""
+    ndim = len(shape)
+    idx = np.stack(np.meshgrid(*[np.arange(s) for s in shape], indexing="ij"), ndim)
+    radii = np.array([shape])
+    mean = rs.random([num_classes, blobs_per_class, ndim]) * radii
+    sigma = (rs.random([num_classes, blobs_per_class, ndim]) * 0.8 + 0.2) * radii / 2
+    mean = np.expand_dims(mean, list(range(2, ndim + 2)))
+    isigma = 1 / np.expand_dims(sigma, list(range(2, ndim + 2)))
+    pos = np.expand_dims(idx, [0, 1])
+    g = np.exp(-np.sum(((pos - mean) * isigma) ** 2, axis=-1)).max(axis=1)
+    maxfg = g.max(axis=0)
+    lo, hi, volume = 0.0, 1.0, np.prod(shape)
+    while hi - lo > 1e-2:
+        threshold = (lo + hi) / 2
+        frac = np.count_nonzero(maxfg < threshold) / volume
+        if frac < 0.5:
+            lo = threshold
+        elif frac > 0.7:
+            hi = threshold
+        else:
+            break
+    label = np.argmax(g, axis=0) + 1
+    label[maxfg < threshold] = 0
+    return label
+
+
+def _batch_generator(rs, batch_size, ndim, dtype):
+    def gen():
+        return [_generate_data(rs, list(rs.integers(5, 13, [ndim])), int(rs.integers(1, 10)), int(rs.integers(1, 10))).astype(dtype) for _ in range(batch_size)]
+
+    return gen
+
+
+def _convert_boxes(outs, format):
+    if format == "box":
+        return outs[0]
+    if format == "start_end":
+        return [np.concatenate([s, e]) for s, e in zip(outs[0], outs[1])]
+    return [np.concatenate([a, a + s]) for a, s in zip(outs[0], outs[1])]
+
+
+def _contains_box(boxes, box):
+    return (boxes == box).all(axis=1).any()
+
+
+INT_TYPES = [np.int8, np.uint8, np.int16, np.uint16, np.int32, np.uint32]
+# (format, fg_prob, classes, weights, background, threshold, k_largest, ndim, dtype): a sweep
+# over DALI's options ("DN" marks a per-sample argument input, as DALI's test draws them).
+WITH_CLASS = [
+    (None, None, None, None, None, None, None, 2, np.int32),
+    ("anchor_shape", 0.7, None, [0.5, 1, 0.1, 0.2], None, 3, 1, 3, np.uint8),
+    ("start_end", None, None, "DN", None, "DN", 2, 1, np.int16),
+    ("box", "DN", [1], None, None, None, 5, 2, np.uint16),
+    (None, 0.1, [2, 4, 5, 7], [1, 2, 3, 4], None, "list", None, 4, np.int8),
+    ("anchor_shape", None, "DN", None, None, None, 2, 3, np.uint32),
+    ("start_end", None, None, None, 0, 3, None, 2, np.int32),
+    ("box", 0.7, [1], None, 0, None, 1, 1, np.uint8),
+    (None, None, [2, 4, 5, 7], None, -1, "DN", 5, 3, np.int16),
+    ("anchor_shape", None, [0], None, -1, None, None, 2, np.uint16),
+    ("start_end", "DN", None, [1], 5, "list", 2, 2, np.int32),
+    ("box", None, [2, 4, 7], [1, 2, 3], 5, None, None, 3, np.int16),
+    (None, 0.7, None, None, "DN", 3, 1, 2, np.uint8),
+    ("box", None, None, None, "DN", None, None, 4, np.int32),
+]
+
+
+@pytest.mark.parametrize("format,fg_prob,classes,weights,background,threshold,k_largest,ndim,dtype", WITH_CLASS)
+def test_random_object_bbox_with_class(format, fg_prob, classes, weights, background, threshold, k_largest, ndim, dtype):
+    rs = np.random.default_rng(hash((str(format), ndim, str(classes))) % (1 << 31))
+    batch = 4
+    pipe = sluice.pipeline.Pipeline(batch, 4, device_id=None, seed=4321)
+    with pipe:
+        inp = fn.external_source(_batch_generator(rs, batch, ndim, dtype))
+        if background == "DN":
+            background = fn.random.uniform(range=(-5, 10), dtype=types.INT32, seed=12321)
+        if classes == "DN":
+            bgv = 0 if background is None else background
+
+            def get_classes():
+                tmp = [c for c in np.flatnonzero(rs.random([10]) > 0.5) if c != bgv]
+                return np.int32(tmp)
+
+            classes = fn.external_source(get_classes, batch=False)
+        if weights == "DN":
+            weights = fn.external_source(lambda: rs.random(int(rs.integers(1, 10))).astype(np.float32), batch=False)
+        if threshold == "DN":
+            threshold = fn.random.uniform(range=(1, 5), shape=[ndim], dtype=types.INT32, seed=13231)
+        elif threshold == "list":
+            threshold = list(range(1, 1 + ndim))
+        if fg_prob == "DN":
+            fg_prob = fn.random.uniform(range=(0, 1), seed=1515)
+        background_out = 0 if background is None else background
+        if isinstance(background, sluice.pipeline.DataNode) or (background is not None and background >= 0):
+            inp = fn.cast(inp + (background_out + 1), dtype=types.to_dali_type(np.dtype(dtype)) if hasattr(types, "to_dali_type") else {np.int8: types.INT8, np.uint8: types.UINT8, np.int16: types.INT16, np.uint16: types.UINT16, np.int32: types.INT32, np.uint32: types.UINT32}[dtype])
+        kw = {k: v for k, v in dict(format=format, foreground_prob=fg_prob, classes=classes, class_weights=weights, background=background, threshold=threshold, k_largest=k_largest).items() if v is not None}
+        op = ops.segmentation.RandomObjectBBox(seed=1234, **kw)
+        outs1 = op(inp, cache_objects=True)
+        outs2 = op(inp, output_class=True)
+        outs1 = outs1 if isinstance(outs1, list) else [outs1]
+        classes_out = np.int32([]) if classes is None else np.int32(classes) if isinstance(classes, list) else classes
+        threshold_out = np.int32([]) if threshold is None else np.int32(threshold) if isinstance(threshold, (list, int)) else threshold
+        pipe.set_outputs(inp, classes_out, background_out, threshold_out, *outs1, *outs2)
+    pipe.build()
+    format = format or "anchor_shape"
+    for _ in range(10):
+        inp, classes_o, background_o, threshold_o, *outs = pipe.run()
+        nout = (len(outs) - 1) // 2
+        outs1, outs2 = outs[:nout], outs[nout:]
+        for a, b in zip(outs1, outs2):
+            for i in range(len(a)):
+                np.testing.assert_array_equal(np.array(a.at(i)), np.array(b.at(i)))
+        boxes = _convert_boxes(tuple([np.array(o.at(i)) for i in range(len(o))] for o in outs1), format)
+        labels = [int(np.array(outs2[-1].at(i))) for i in range(len(outs2[-1]))]
+        for i in range(len(inp)):
+            x = np.array(inp.at(i))
+            class_labels = np.array(classes_o.at(i))
+            if background is not None or classes is None:
+                bg = int(np.array(background_o.at(i)))
+            else:
+                bg = 0 if 0 not in class_labels else int(np.min(class_labels)) - 1
+            label = labels[i]
+            if classes is not None:
+                assert label == bg or label in list(class_labels)
+            is_fg = label != bg
+            cls_boxes = _class_boxes(x, label if is_fg else None)
+            if is_fg:
+                ref = cls_boxes
+                if threshold is not None:
+                    thr = np.array(threshold_o.at(i))
+                    assert np.all(_box_extent(boxes[i]) >= thr)
+                    ref = [b for b in cls_boxes if np.all(_box_extent(b) >= thr)]
+                if k_largest is not None:
+                    assert _box_in_k_largest(ref, boxes[i], k_largest)
+            assert _contains_box(cls_boxes, boxes[i])
+
+
+@pytest.mark.parametrize("format,background,threshold,k_largest,ndim,dtype", [
+    (None, None, None, None, 2, np.int32), ("anchor_shape", 0, 3, 1, 3, np.uint8), ("start_end", -1, "list", 2, 1, np.int16),
+    ("box", 5, "DN", 5, 2, np.uint16), ("box", "DN", None, None, 4, np.int8), (None, "DN", 3, 2, 3, np.uint32),
+])
+def test_random_object_bbox_ignore_class(format, background, threshold, k_largest, ndim, dtype):
+    rs = np.random.default_rng(ndim * 7 + len(str(format)))
+    batch = 5
+    pipe = sluice.pipeline.Pipeline(batch, 4, device_id=None, seed=4321)
+    with pipe:
+        inp = fn.external_source(_batch_generator(rs, batch, ndim, dtype))
+        if background == "DN":
+            background = fn.random.uniform(range=(-5, 10), dtype=types.INT32, seed=12321)
+        if threshold == "DN":
+            threshold = fn.random.uniform(range=(1, 5), shape=[ndim], dtype=types.INT32, seed=13231)
+        elif threshold == "list":
+            threshold = list(range(1, 1 + ndim))
+        kw = {k: v for k, v in dict(format=format, background=background, threshold=threshold, k_largest=k_largest).items() if v is not None}
+        outs = fn.segmentation.random_object_bbox(inp, ignore_class=True, seed=1234, **kw)
+        outs = outs if isinstance(outs, list) else [outs]
+        threshold_out = np.int32([]) if threshold is None else np.int32(threshold) if isinstance(threshold, (list, int)) else threshold
+        pipe.set_outputs(inp, 0 if background is None else background, threshold_out, *outs)
+    pipe.build()
+    format = format or "anchor_shape"
+    for _ in range(10):
+        inp, background_o, threshold_o, *outs = pipe.run()
+        boxes = _convert_boxes(tuple([np.array(o.at(i)) for i in range(len(o))] for o in outs), format)
+        for i in range(len(inp)):
+            x = np.array(inp.at(i))
+            ref = _all_boxes(x, int(np.array(background_o.at(i))))
+            if threshold is not None:
+                thr = np.array(threshold_o.at(i))
+                ref = [b for b in ref if np.all(_box_extent(b) >= thr)]
+                if len(ref) == 0:
+                    ref = np.int32([[0] * x.ndim + list(x.shape)])
+            if k_largest is not None:
+                assert _box_in_k_largest(ref, boxes[i], k_largest)
+            else:
+                assert _contains_box(np.array(ref), boxes[i])
+
+
+@pytest.mark.parametrize("fg,expected_bg", [([1, 2, 3], 0), ([0, 1, 2], -1), ([-1, 1], 0), ([0, -5], -6), ([-0x80000000, 0x7FFFFFFF], 0), ([-0x80000000, 0x7FFFFFFF, 0, 0x7FFFFFFE], 0x7FFFFFFD)])
+def test_random_object_bbox_auto_bg(fg, expected_bg):
+    pipe = sluice.pipeline.Pipeline(batch_size=1, num_threads=1, device_id=None, seed=1234)
+    with pipe:
+        data = fn.external_source(lambda: [np.uint32([0, 1, 2, 3])])
+        box, label = fn.segmentation.random_object_bbox(data, foreground_prob=1e-9, format="box", output_class=1, classes=fg)
+        pipe.set_outputs(box, label)
+    pipe.build()
+    _, labels = pipe.run()
+    assert int(np.array(labels.at(0))) == expected_bg
+
+
+def _err_args(**kwargs):
+    pipe = sluice.pipeline.Pipeline(batch_size=1, num_threads=1, device_id=None, seed=1234)
+    with pipe:
+        inp = fn.external_source(ROB_DATA, batch=False)
+        pipe.set_outputs(*fn.segmentation.random_object_bbox(inp, **kwargs))
+    pipe.build()
+    pipe.run()
+
+
+def test_random_object_bbox_errors():
+    with pytest.raises(RuntimeError, match="Class label 0 coincides with background label"):
+        _err_args(classes=[0, 1, 2, 3], background=0)
+    msg = r"If both ``classes`` and ``class_weights`` are provided, their shapes must match. Got:\s+classes.shape = \{4\}\s+weights.shape = \{3\}"
+    with pytest.raises(RuntimeError, match=msg):
+        _err_args(classes=[0, 1, 2, 3], class_weights=np.float32([1, 2, 3]))
+    with pytest.raises(RuntimeError, match=msg):
+        _err_args(classes=np.int32([0, 1, 2, 3]), class_weights=[3, 2, 1])
+    with pytest.raises(RuntimeError, match=r"Class-related arguments .* cannot be used when ``ignore_class`` is True"):
+        _err_args(classes=[0, 1, 2, 3], ignore_class=True)
+    for k in (-1, 0):
+        with pytest.raises(RuntimeError, match=f"``k_largest`` must be at least 1; got {k}"):
+            _err_args(k_largest=k)
+    with pytest.raises(RuntimeError, match="Argument \"threshold\" expected shape 2 but got 5 values, which can't be interpreted as the expected shape."):
+        _err_args(threshold=[1, 2, 3, 4, 5])
+
+
+@needs_dali
+def test_random_object_bbox_whole_input_and_fixed_boxes_equal_dali():
+    # With one blob per class and a class picked by weights 0/1, the result is deterministic.
+    x = np.zeros((7, 9), np.int32)
+    x[1:3, 2:6] = 4
+    x[4:7, 0:2] = 9
+    outs = []
+    for lib in (sluice, dali):
+        pipe = lib.pipeline.Pipeline(batch_size=2, num_threads=1, device_id=None, seed=1)
+        with pipe:
+            inp = lib.fn.external_source(lambda: [x, x])
+            a = lib.fn.segmentation.random_object_bbox(inp, classes=[4, 9], class_weights=[0.0, 1.0], format="start_end", output_class=True)
+            b = lib.fn.segmentation.random_object_bbox(inp, foreground_prob=0.0, format="box")
+            pipe.set_outputs(*a, b)
+        pipe.build()
+        outs.append([[np.array(o.at(i)) for i in range(2)] for o in pipe.run()])
+    for ours, theirs in zip(*outs):
+        for p, q in zip(ours, theirs):
+            assert p.dtype == q.dtype and p.shape == q.shape
+            np.testing.assert_array_equal(p, q)

@@ -114,14 +114,14 @@ const OUTPUT_LISTS: &[&str] = &["_feature_names", "ext"];
 
 impl CheckedOp {
     /// How many outputs this instance has: its `num_outputs` argument for operators that
-    /// take one (python_function), the count readers with optional outputs compute from their
-    /// arguments (coco, caffe2), one per entry of the list argument readers have one output
+    /// take one (python_function), the count operators with optional outputs compute from their
+    /// arguments (`ops::num_outputs`: coco, caffe2, random_object_bbox), one per entry of the list argument readers have one output
     /// per (tfrecord's `_feature_names`, webdataset's `ext`), else the schema's count.
     pub fn num_outputs(&self) -> usize {
         if self.def.schema.find_arg("num_outputs").is_some() {
             return self.args.int("num_outputs").max(0) as usize;
         }
-        if let Some(n) = crate::ops::readers::num_outputs(self.def.schema.name, &self.args) {
+        if let Some(n) = crate::ops::num_outputs(self.def.schema.name, &self.args) {
             return n;
         }
         match OUTPUT_LISTS.iter().find(|name| self.def.schema.find_arg(name).is_some()) {

@@ -423,7 +423,14 @@ static REGISTRY: &[&OpDef] = &[
     &reductions::VARIANCE,
     &segmentation::SELECT_MASKS,
     &segmentation::RANDOM_MASK_PIXEL,
+    &segmentation::RANDOM_OBJECT_BBOX,
 ];
+
+/// How many outputs an operator has when its arguments decide the count (`None`: the
+/// schema's `num_outputs`): one line per operator family that has such operators.
+pub fn num_outputs(schema: &str, args: &Args) -> Option<usize> {
+    readers::num_outputs(schema, args).or_else(|| segmentation::num_outputs(schema, args))
+}
 
 /// Runs `f(sample_index, sample_bytes)` for every sample of `out` on the worker pool. When
 /// several samples fail, the error of the lowest index is returned, so the message does not
