@@ -342,3 +342,32 @@ def test_gpu_of_a_gpu_node_is_the_node_itself():
         g = x.gpu()
         assert g.device == "gpu" and g.gpu() is g
         pipe.set_outputs(g.gpu())
+
+
+def test_multiple_input_sets():
+    """DALI's multiple input sets: a list of DataNodes as a positional input records the
+    operator once per element (other inputs repeat); one set gives a plain output."""
+    import numpy as np
+
+    import sluice
+    from sluice import fn
+
+    a = [np.full((2, 3), 1, np.float32), np.full((1, 2), 2, np.float32)]
+    b = [np.full((2, 3), 10, np.float32), np.full((1, 2), 20, np.float32)]
+    pipe = sluice.pipeline.Pipeline(batch_size=2, num_threads=1, device_id=None)
+    with pipe:
+        x, y = fn.external_source(source=lambda: (a, b), num_outputs=2)
+        single = fn.cast([x], dtype=sluice.types.INT32)
+        assert isinstance(single, sluice.pipeline.DataNode)
+        sets = fn.cast([x, y], dtype=sluice.types.INT32)
+        assert isinstance(sets, list) and len(sets) == 2
+        sums = fn.cat([x, y], x)  # the second input repeats
+        assert len(sums) == 2
+        with pytest.raises(ValueError, match="must have the same length"):
+            fn.cat([x, y], [x])
+        pipe.set_outputs(single, *sets, *sums)
+    pipe.build()
+    s, c0, c1, j0, j1 = pipe.run()
+    np.testing.assert_array_equal(np.array(s.at(0)), np.ones((2, 3), np.int32))
+    np.testing.assert_array_equal(np.array(c1.at(1)), np.full((1, 2), 20, np.int32))
+    np.testing.assert_array_equal(np.array(j1.at(0)), np.concatenate([b[0], a[0]]))

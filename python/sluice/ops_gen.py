@@ -59,6 +59,8 @@ def make_node(schema_name, inputs, kwargs, device=None, name=None, warn=True):
         outs = make_node(schema_name, inputs, kwargs, device=device, name=name, warn=warn)
         return dict(zip(names, outs if isinstance(outs, list) else [outs]))
     display = SCHEMAS[schema_name]["fn_name"] if schema_name in SCHEMAS else schema_name
+    if any(_is_input_set(x) for x in inputs):
+        return _call_input_sets(schema_name, inputs, kwargs, device, name, warn, display)
     if _debug.active() is not None:  # debug mode: the operator runs now
         return _debug_node(schema_name, list(inputs), kwargs, device, name)
     if any(not isinstance(x, DataNode) for x in inputs):
@@ -85,6 +87,30 @@ def make_node(schema_name, inputs, kwargs, device=None, name=None, warn=True):
     if conditions is not None:
         conditions.register(outs, has_node_inputs=bool(inputs or arg_inputs))
     return outs[0] if len(outs) == 1 else outs
+
+
+def _is_input_set(x):
+    """A Python list holding DataNodes as a positional input: DALI's "multiple input sets"."""
+    return isinstance(x, list) and any(isinstance(e, DataNode) for e in x)
+
+
+def _call_input_sets(schema_name, inputs, kwargs, device, name, warn, display):
+    """DALI's multiple input sets: list inputs (of one length) are taken element by element,
+    other inputs repeat, and the operator is recorded once per set. One set gives that
+    instance's outputs as they are; several give, per output, the list over the sets (a
+    flat list when the operator has one output)."""
+    lengths = {len(x) for x in inputs if _is_input_set(x)}
+    if len(lengths) != 1:
+        raise ValueError(f"All argument lists for Multiple Input Sets used with operator `{display}` must have the same length")
+    (count,) = lengths
+    sets = [[x[k] if _is_input_set(x) else x for x in inputs] for k in range(count)]
+    outs = [make_node(schema_name, s, kwargs, device=device, name=name if count == 1 else None, warn=warn) for s in sets]
+    if count == 1:
+        return outs[0]
+    outs = [o if isinstance(o, list) else [o] for o in outs]
+    if len(outs[0]) == 1:
+        return [o[0] for o in outs]
+    return [list(t) for t in zip(*outs)]
 
 
 def _to_branch(conditions, schema_name, inputs, arg_inputs):

@@ -321,6 +321,7 @@ static REGISTRY: &[&OpDef] = &[
     &decoders::IMAGE_SLICE,
     &decoders::PEEK_IMAGE_SHAPE,
     &decoders::EXPERIMENTAL_PEEK_IMAGE_SHAPE,
+    &decoders::NUMPY,
     &random::UNIFORM,
     &random::COIN_FLIP,
     &readers::FILE,

@@ -1,4 +1,4 @@
-//! Image decoders: `decoders.image`, `image_crop`, `image_slice` and `image_random_crop`, on
+//! Decoders: `decoders.numpy` (`.npy` bytes to arrays) and the image decoders: `decoders.image`, `image_crop`, `image_slice` and `image_random_crop`, on
 //! the cpu (libjpeg-turbo for JPEG, image-rs codecs for PNG, BMP, TIFF, WebP, PNM) and mixed
 //! (nvJPEG's hardware engine, Sluice's GPU entropy decoder and IDCT, the workers for the rest).
 //!
@@ -16,6 +16,7 @@ mod image_crop;
 mod image_random_crop;
 mod image_slice;
 mod mixed;
+mod numpy;
 mod peek_image_shape;
 pub mod random_crop_window;
 mod window;
@@ -24,4 +25,5 @@ pub use self::image::IMAGE;
 pub use self::image_crop::IMAGE_CROP;
 pub use self::image_random_crop::IMAGE_RANDOM_CROP;
 pub use self::image_slice::IMAGE_SLICE;
+pub use self::numpy::NUMPY;
 pub use self::peek_image_shape::{EXPERIMENTAL_PEEK_IMAGE_SHAPE, PEEK_IMAGE_SHAPE};

@@ -14,7 +14,7 @@ pub mod loader;
 mod lmdb;
 pub(crate) mod protobuf;
 mod mxnet;
-mod numpy;
+pub(crate) mod numpy;
 mod sequence;
 pub mod skip;
 pub mod tfrecord;

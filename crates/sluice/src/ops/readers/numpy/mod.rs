@@ -20,7 +20,7 @@
 //! that batch is the output as it is; otherwise `run` cuts or reorders it on the workers.
 //! A file that cannot be read fails its batch only, with an error naming the file.
 
-pub(super) mod header;
+pub(crate) mod header;
 
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
