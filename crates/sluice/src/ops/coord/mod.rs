@@ -335,28 +335,15 @@ impl Operator for CoordTransform {
         let Some(affine) = plan.affine else { return Ok(vec![out]) };
         let (n, m, in_type) = (affine.n, affine.m, input.dtype());
         for_each_sample(ws.pool, &mut out, |i, dst| {
-            let points = points_f32(in_type, input.bytes(i));
             let (mat, t) = affine.sample(i);
-            let mut values = vec![0.0f32; points.len() / n * m];
-            for (p, o) in points.chunks_exact(n).zip(values.chunks_exact_mut(m)) {
-                for (r, o) in o.iter_mut().enumerate() {
-                    let row = &mat[r * n..(r + 1) * n];
-                    let mut s = row[0] * p[0];
-                    for j in 1..n {
-                        s += row[j] * p[j];
-                    }
-                    *o = s + t[r];
-                }
-            }
-            if out_type == DType::F32 {
-                for (d, v) in dst.chunks_exact_mut(4).zip(&values) {
-                    d.copy_from_slice(&v.to_le_bytes());
-                }
-            } else {
-                // DALI's ConvertSat: round half away from zero, saturate.
-                for (k, &v) in values.iter().enumerate() {
-                    store_f64(out_type, dst, k, v as f64);
-                }
+            let src = input.bytes(i);
+            // The common shapes with their sizes known to the compiler (unrolled loops).
+            match (n, m) {
+                (2, 2) => transform_sample::<2, 2>(in_type, src, out_type, dst, mat, t),
+                (3, 3) => transform_sample::<3, 3>(in_type, src, out_type, dst, mat, t),
+                (2, 3) => transform_sample::<2, 3>(in_type, src, out_type, dst, mat, t),
+                (3, 2) => transform_sample::<3, 2>(in_type, src, out_type, dst, mat, t),
+                _ => transform_dyn(in_type, src, out_type, dst, mat, t, n, m),
             }
             Ok(())
         })?;
@@ -364,14 +351,73 @@ impl Operator for CoordTransform {
     }
 }
 
-/// A sample's elements as f32, as DALI's `(float)v` converts them.
-fn points_f32(dtype: DType, b: &[u8]) -> Vec<f32> {
+/// `M * p + T` for every point of a sample, the arithmetic DALI's cpu does: left to right,
+/// no FMA, then the output type's conversion.
+#[inline(always)]
+fn transform_point(p: &[f32], mat: &[f32], t: &[f32], o: &mut [f32]) {
+    let n = p.len();
+    for (r, o) in o.iter_mut().enumerate() {
+        let row = &mat[r * n..(r + 1) * n];
+        let mut s = row[0] * p[0];
+        for j in 1..n {
+            s += row[j] * p[j];
+        }
+        *o = s + t[r];
+    }
+}
+
+fn store_point(out_type: DType, dst: &mut [u8], k: usize, o: &[f32]) {
+    let m = o.len();
+    if out_type == DType::F32 {
+        let d: &mut [f32] = bytemuck::cast_slice_mut(&mut dst[k * m * 4..(k + 1) * m * 4]);
+        d.copy_from_slice(o);
+    } else {
+        // DALI's ConvertSat: round half away from zero, saturate.
+        for (r, &v) in o.iter().enumerate() {
+            store_f64(out_type, dst, k * m + r, v as f64);
+        }
+    }
+}
+
+fn transform_sample<const N: usize, const M: usize>(in_type: DType, src: &[u8], out_type: DType, dst: &mut [u8], mat: &[f32], t: &[f32]) {
+    let mut o = [0.0f32; M];
+    if in_type == DType::F32 && out_type == DType::F32 {
+        let src: &[f32] = bytemuck::cast_slice(src);
+        let dst: &mut [f32] = bytemuck::cast_slice_mut(dst);
+        for (p, d) in src.chunks_exact(N).zip(dst.chunks_exact_mut(M)) {
+            transform_point(p, mat, t, d);
+        }
+        return;
+    }
+    let mut p = [0.0f32; N];
+    for (k, point) in src.chunks_exact(N * in_type.size()).enumerate() {
+        point_f32(in_type, point, &mut p);
+        transform_point(&p, mat, t, &mut o);
+        store_point(out_type, dst, k, &o);
+    }
+}
+
+#[allow(clippy::too_many_arguments)]
+fn transform_dyn(in_type: DType, src: &[u8], out_type: DType, dst: &mut [u8], mat: &[f32], t: &[f32], n: usize, m: usize) {
+    let mut p = [0.0f32; MAX_POINT_DIM];
+    let mut o = [0.0f32; MAX_POINT_DIM];
+    for (k, point) in src.chunks_exact(n * in_type.size()).enumerate() {
+        point_f32(in_type, point, &mut p[..n]);
+        transform_point(&p[..n], mat, t, &mut o[..m]);
+        store_point(out_type, dst, k, &o[..m]);
+    }
+}
+
+/// A point's components (`dst.len()` elements of `dtype` in `b`) as f32, as DALI's `(float)v`
+/// converts them.
+#[inline(always)]
+fn point_f32(dtype: DType, b: &[u8], dst: &mut [f32]) {
     match dtype {
-        DType::U8 => b.iter().map(|&v| v as f32).collect(),
-        DType::I16 => b.chunks_exact(2).map(|c| i16::from_le_bytes([c[0], c[1]]) as f32).collect(),
-        DType::U16 => b.chunks_exact(2).map(|c| u16::from_le_bytes([c[0], c[1]]) as f32).collect(),
-        DType::I32 => b.chunks_exact(4).map(|c| i32::from_le_bytes([c[0], c[1], c[2], c[3]]) as f32).collect(),
-        _ => b.chunks_exact(4).map(|c| f32::from_le_bytes([c[0], c[1], c[2], c[3]])).collect(),
+        DType::U8 => dst.iter_mut().zip(b).for_each(|(d, &v)| *d = v as f32),
+        DType::I16 => dst.iter_mut().zip(b.chunks_exact(2)).for_each(|(d, c)| *d = i16::from_le_bytes([c[0], c[1]]) as f32),
+        DType::U16 => dst.iter_mut().zip(b.chunks_exact(2)).for_each(|(d, c)| *d = u16::from_le_bytes([c[0], c[1]]) as f32),
+        DType::I32 => dst.iter_mut().zip(b.chunks_exact(4)).for_each(|(d, c)| *d = i32::from_le_bytes([c[0], c[1], c[2], c[3]]) as f32),
+        _ => dst.iter_mut().zip(b.chunks_exact(4)).for_each(|(d, c)| *d = f32::from_le_bytes([c[0], c[1], c[2], c[3]])),
     }
 }
 
@@ -460,13 +506,19 @@ impl Operator for CoordFlip {
         let plan = self.plan(ws, input.meta())?;
         let mut out = TensorList::for_overwrite(input.meta().clone());
         let ndim = plan.ndim;
+        if ndim == 0 {
+            return Ok(vec![out]);
+        }
         for_each_sample(ws.pool, &mut out, |i, dst| {
             let FlipSample { flip, mirror } = plan.samples[i];
             let src: &[f32] = bytemuck::cast_slice(input.bytes(i));
             let dst: &mut [f32] = bytemuck::cast_slice_mut(dst);
-            for (k, (o, &v)) in dst.iter_mut().zip(src).enumerate() {
-                let d = k % ndim;
-                *o = if flip[d] { mirror[d] - v } else { v };
+            dst.copy_from_slice(src);
+            // Each flipped coordinate is a strided column: `mirror - v` down it.
+            for d in (0..ndim).filter(|&d| flip[d]) {
+                for v in dst.iter_mut().skip(d).step_by(ndim) {
+                    *v = mirror[d] - *v;
+                }
             }
             Ok(())
         })?;

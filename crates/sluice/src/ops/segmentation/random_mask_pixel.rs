@@ -73,22 +73,53 @@ enum Foreground {
     Nothing,
 }
 
-/// The mask's element `k` (of `dtype`) as f64, and as C++ converts it to float.
-macro_rules! for_each_typed {
-    ($dtype:expr, $bytes:expr, |$v:ident: f64, $f:ident: f32| $body:expr) => {
-        match $dtype {
-            DType::U8 | DType::Bool => $bytes.iter().map(|&x| { let $v = x as f64; let $f = x as f32; $body }).sum::<u64>(),
-            DType::I8 => $bytes.iter().map(|&x| { let $v = x as i8 as f64; let $f = x as i8 as f32; $body }).sum::<u64>(),
-            DType::U16 => bytemuck::cast_slice::<u8, u16>($bytes).iter().map(|&x| { let $v = x as f64; let $f = x as f32; $body }).sum::<u64>(),
-            DType::I16 => bytemuck::cast_slice::<u8, i16>($bytes).iter().map(|&x| { let $v = x as f64; let $f = x as f32; $body }).sum::<u64>(),
-            DType::U32 => bytemuck::cast_slice::<u8, u32>($bytes).iter().map(|&x| { let $v = x as f64; let $f = x as f32; $body }).sum::<u64>(),
-            DType::I32 => bytemuck::cast_slice::<u8, i32>($bytes).iter().map(|&x| { let $v = x as f64; let $f = x as f32; $body }).sum::<u64>(),
-            DType::U64 => bytemuck::cast_slice::<u8, u64>($bytes).iter().map(|&x| { let $v = x as f64; let $f = x as f32; $body }).sum::<u64>(),
-            DType::I64 => bytemuck::cast_slice::<u8, i64>($bytes).iter().map(|&x| { let $v = x as f64; let $f = x as f32; $body }).sum::<u64>(),
-            DType::F32 => bytemuck::cast_slice::<u8, f32>($bytes).iter().map(|&x| { let $v = x as f64; let $f = x; $body }).sum::<u64>(),
-            _ => bytemuck::cast_slice::<u8, f64>($bytes).iter().map(|&x| { let $v = x; let $f = x as f32; $body }).sum::<u64>(),
+/// A mask element type: its value as C++ converts it to float (for `threshold`) and as f64
+/// (exact for every value `value` can select, see [`cast_value`]).
+trait MaskElement: bytemuck::Pod {
+    fn as_f32(self) -> f32;
+    fn as_f64(self) -> f64;
+}
+
+macro_rules! mask_element {
+    ($($t:ty),*) => {$(impl MaskElement for $t {
+        #[inline(always)]
+        fn as_f32(self) -> f32 { self as f32 }
+        #[inline(always)]
+        fn as_f64(self) -> f64 { self as f64 }
+    })*};
+}
+mask_element!(u8, i8, u16, i16, u32, i32, u64, i64, f32, f64);
+
+/// The number of foreground elements of `mask` and, when `k` is given, the flat index of the
+/// `k`-th one (a typed loop per rule, so each compiles to a plain comparison).
+fn foreground<T: MaskElement>(mask: &[T], fg: Foreground, k: Option<u64>) -> (u64, Option<usize>) {
+    fn scan<T: Copy>(mask: &[T], hit: impl Fn(T) -> bool, k: Option<u64>) -> (u64, Option<usize>) {
+        match k {
+            None => (mask.iter().filter(|&&x| hit(x)).count() as u64, None),
+            Some(k) => (0, mask.iter().enumerate().filter(|&(_, &x)| hit(x)).nth(k as usize).map(|(i, _)| i)),
         }
-    };
+    }
+    match fg {
+        Foreground::Equal(v) => scan(mask, |x: T| x.as_f64() == v, k),
+        Foreground::Above(t) => scan(mask, |x: T| x.as_f32() > t, k),
+        Foreground::Nothing => (0, None),
+    }
+}
+
+/// [`foreground`] on a sample's bytes of type `dtype` (BOOL is read as UINT8).
+fn foreground_bytes(dtype: DType, bytes: &[u8], fg: Foreground, k: Option<u64>) -> (u64, Option<usize>) {
+    match dtype {
+        DType::U8 | DType::Bool => foreground::<u8>(bytes, fg, k),
+        DType::I8 => foreground::<i8>(bytemuck::cast_slice(bytes), fg, k),
+        DType::U16 => foreground::<u16>(bytemuck::cast_slice(bytes), fg, k),
+        DType::I16 => foreground::<i16>(bytemuck::cast_slice(bytes), fg, k),
+        DType::U32 => foreground::<u32>(bytemuck::cast_slice(bytes), fg, k),
+        DType::I32 => foreground::<i32>(bytemuck::cast_slice(bytes), fg, k),
+        DType::U64 => foreground::<u64>(bytemuck::cast_slice(bytes), fg, k),
+        DType::I64 => foreground::<i64>(bytemuck::cast_slice(bytes), fg, k),
+        DType::F32 => foreground::<f32>(bytemuck::cast_slice(bytes), fg, k),
+        _ => foreground::<f64>(bytemuck::cast_slice(bytes), fg, k),
+    }
 }
 
 /// `static_cast<T>(value)` for the mask's type, as f64, when it survives DALI's check
@@ -108,36 +139,6 @@ fn cast_value(dtype: DType, value: i64) -> Option<f64> {
         _ => (v as f64, v as i64),
     };
     (back == value).then_some(t)
-}
-
-impl Foreground {
-    fn test(self, v: f64, f: f32) -> bool {
-        match self {
-            Foreground::Equal(x) => v == x,
-            Foreground::Above(t) => f > t,
-            Foreground::Nothing => false,
-        }
-    }
-}
-
-/// The flat index of the `k`-th foreground pixel of `bytes`.
-fn kth(dtype: DType, bytes: &[u8], fg: Foreground, k: u64) -> usize {
-    let mut seen = 0u64;
-    let mut found = usize::MAX;
-    let mut index = 0usize;
-    // One pass that stops counting at the k-th hit (the macro sums, so it goes on cheaply).
-    for_each_typed!(dtype, bytes, |v: f64, f: f32| {
-        let hit = fg.test(v, f);
-        if hit {
-            if seen == k {
-                found = index;
-            }
-            seen += 1;
-        }
-        index += 1;
-        0
-    });
-    found
 }
 
 impl Operator for RandomMaskPixel {
@@ -175,8 +176,8 @@ impl Operator for RandomMaskPixel {
             let mut pos = vec![0i64; ndim];
             let flat = rules[i].and_then(|fg| {
                 let bytes = mask.bytes(i);
-                let count = for_each_typed!(dtype, bytes, |v: f64, f: f32| fg.test(v, f) as u64);
-                (count > 0).then(|| kth(dtype, bytes, fg, rng.below(count)))
+                let (count, _) = foreground_bytes(dtype, bytes, fg, None);
+                (count > 0).then(|| foreground_bytes(dtype, bytes, fg, Some(rng.below(count))).1.expect("k is below the count"))
             });
             match flat {
                 Some(mut flat) => {

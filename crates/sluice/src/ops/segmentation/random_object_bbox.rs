@@ -89,6 +89,8 @@ pub fn num_outputs(args: &Args) -> usize {
 
 const LABEL_TYPES: [DType; 7] = [DType::Bool, DType::U8, DType::I8, DType::U16, DType::I16, DType::U32, DType::I32];
 const MAX_DIMS: usize = 6;
+/// Elements of one label map: blob labelling indexes them with u32.
+const MAX_ELEMENTS: usize = u32::MAX as usize;
 
 struct RandomObjectBBox {
     ctx: OpContext,
@@ -133,29 +135,45 @@ impl BlobBox {
     }
 }
 
-/// Labels of a sample widened to i64 (label maps are small integer types).
-fn labels_of(dtype: DType, bytes: &[u8]) -> Vec<i64> {
-    match dtype {
-        DType::Bool | DType::U8 => bytes.iter().map(|&v| v as i64).collect(),
-        DType::I8 => bytes.iter().map(|&v| v as i8 as i64).collect(),
-        DType::U16 => bytemuck::cast_slice::<u8, u16>(bytes).iter().map(|&v| v as i64).collect(),
-        DType::I16 => bytemuck::cast_slice::<u8, i16>(bytes).iter().map(|&v| v as i64).collect(),
-        DType::U32 => bytemuck::cast_slice::<u8, u32>(bytes).iter().map(|&v| v as i64).collect(),
-        _ => bytemuck::cast_slice::<u8, i32>(bytes).iter().map(|&v| v as i64).collect(),
-    }
+/// A label map's element type (BOOL is read as UINT8).
+trait Label: bytemuck::Pod + PartialEq {
+    fn value(self) -> i64;
 }
 
-fn find(parent: &mut [usize], mut x: usize) -> usize {
-    while parent[x] != x {
-        parent[x] = parent[parent[x]];
-        x = parent[x];
+macro_rules! label {
+    ($($t:ty),*) => {$(impl Label for $t {
+        #[inline(always)]
+        fn value(self) -> i64 { self as i64 }
+    })*};
+}
+label!(u8, i8, u16, i16, u32, i32);
+
+/// The labels present in `labels`, but `background`, sorted (runs of one label are skipped,
+/// as DALI does, so a map of a few labels costs one comparison per element).
+fn present<T: Label>(labels: &[T], background: i64) -> Vec<i64> {
+    let mut seen = BTreeSet::new();
+    let mut prev: Option<T> = None;
+    for &x in labels {
+        if prev != Some(x) {
+            seen.insert(x.value());
+            prev = Some(x);
+        }
+    }
+    seen.remove(&background);
+    seen.into_iter().collect()
+}
+
+fn find(parent: &mut [u32], mut x: u32) -> u32 {
+    while parent[x as usize] != x {
+        parent[x as usize] = parent[parent[x as usize] as usize];
+        x = parent[x as usize];
     }
     x
 }
 
 /// The boxes of the face-connected blobs of elements for which `member` holds, neighbours
 /// joining when `same(a, b)` (equal labels), in order of each blob's first element.
-fn blob_boxes(labels: &[i64], shape: &[usize], member: impl Fn(i64) -> bool) -> Vec<BlobBox> {
+fn blob_boxes<T: Label>(labels: &[T], shape: &[usize], member: impl Fn(T) -> bool) -> Vec<BlobBox> {
     let n = labels.len();
     let ndim = shape.len();
     let mut strides = [0usize; MAX_DIMS];
@@ -164,7 +182,8 @@ fn blob_boxes(labels: &[i64], shape: &[usize], member: impl Fn(i64) -> bool) -> 
         strides[d] = s;
         s *= shape[d];
     }
-    let mut parent: Vec<usize> = (0..n).collect();
+    // Flat indices fit in u32: larger maps are refused before labelling (MAX_ELEMENTS).
+    let mut parent: Vec<u32> = (0..n as u32).collect();
     let mut coord = [0usize; MAX_DIMS];
     for k in 0..n {
         if member(labels[k]) {
@@ -172,11 +191,11 @@ fn blob_boxes(labels: &[i64], shape: &[usize], member: impl Fn(i64) -> bool) -> 
                 if coord[d] > 0 {
                     let j = k - strides[d];
                     if labels[j] == labels[k] {
-                        let (a, b) = (find(&mut parent, j), find(&mut parent, k));
+                        let (a, b) = (find(&mut parent, j as u32), find(&mut parent, k as u32));
                         if a != b {
                             // The smaller index becomes the root: roots are first elements.
                             let (lo, hi) = if a < b { (a, b) } else { (b, a) };
-                            parent[hi] = lo;
+                            parent[hi as usize] = lo;
                         }
                     }
                 }
@@ -197,7 +216,7 @@ fn blob_boxes(labels: &[i64], shape: &[usize], member: impl Fn(i64) -> bool) -> 
     coord = [0; MAX_DIMS];
     for k in 0..n {
         if member(labels[k]) {
-            let root = find(&mut parent, k);
+            let root = find(&mut parent, k as u32) as usize;
             let b = if root == k {
                 blob_of[k] = boxes.len();
                 let mut bx = BlobBox { lo: [0; MAX_DIMS], hi: [0; MAX_DIMS] };
@@ -263,11 +282,64 @@ fn list(ws: &Workspace<'_>, ctx: &OpContext, name: &'static str, i: usize) -> Re
     })
 }
 
+/// A sample's arguments, read before its data is looked at.
+struct Setup {
+    fg: Option<f64>,
+    background: i64,
+    classes: Option<Vec<i64>>,
+    weights: Option<Vec<f64>>,
+    threshold: Option<Vec<f64>>,
+}
+
 /// One sample's result: the box (or the whole input) and the class.
 struct Picked {
     lo: [i64; MAX_DIMS],
     hi: [i64; MAX_DIMS],
     class: i64,
+}
+
+impl RandomObjectBBox {
+    /// A foreground object of `labels` (shape `shape`) drawn as the module docs say, or
+    /// `None` (then the whole input is the box).
+    fn pick_object<T: Label>(&self, labels: &[T], shape: &[usize], s: &Setup, rng: &mut SampleRng) -> Option<Picked> {
+        let ndim = shape.len();
+        let bg = s.background;
+        if self.ignore_class {
+            let boxes = blob_boxes(labels, shape, |v: T| v.value() != bg);
+            return pick_box(&boxes, ndim, s.threshold.as_deref(), self.k_largest, rng).map(|b| Picked { lo: b.lo, hi: b.hi, class: bg });
+        }
+        let present = present(labels, bg);
+        let (classes, mut weights): (Vec<i64>, Vec<f64>) = match (&s.classes, &s.weights) {
+            (None, _) => (present.clone(), vec![1.0; present.len()]),
+            (Some(c), w) => {
+                let w = w.clone().unwrap_or_else(|| vec![1.0; c.len()]);
+                (c.clone(), c.iter().zip(w).map(|(cls, w)| if present.binary_search(cls).is_ok() { w } else { 0.0 }).collect())
+            }
+        };
+        loop {
+            // DALI's CDF: running sums of the f32 weights in f64, each stored as f32.
+            let mut sum = 0.0f64;
+            let cdf: Vec<f32> = weights.iter().map(|&w| { sum += w as f32 as f64; sum as f32 }).collect();
+            if !(sum > 0.0) {
+                return None;
+            }
+            let pos = rng.next_f64() * *cdf.last().expect("non-empty when the sum is positive") as f64;
+            let mut idx = cdf.partition_point(|&c| (c as f64) < pos);
+            while idx < weights.len() && weights[idx] == 0.0 {
+                idx += 1;
+            }
+            if idx >= weights.len() {
+                return None;
+            }
+            let label = classes[idx];
+            let boxes = blob_boxes(labels, shape, |v: T| v.value() == label);
+            if let Some(b) = pick_box(&boxes, ndim, s.threshold.as_deref(), self.k_largest, rng) {
+                return Some(Picked { lo: b.lo, hi: b.hi, class: label });
+            }
+            // No blob of this class is large enough: it is out, draw another.
+            weights[idx] = 0.0;
+        }
+    }
 }
 
 impl Operator for RandomObjectBBox {
@@ -280,19 +352,15 @@ impl Operator for RandomObjectBBox {
         if n > 0 && !(1..=MAX_DIMS).contains(&ndim) {
             return Err(Error::type_mismatch(op, format!("Unsuported number of dimensions {ndim}; must be 1..6")));
         }
+        if let Some(i) = (0..n).find(|&i| input.numel(i) > MAX_ELEMENTS) {
+            return Err(Error::data(ctx.at(ws.iteration, i, input.source_info(i)), format!("label maps of at most {MAX_ELEMENTS} elements are supported, got shape {:?}", input.shape(i))));
+        }
         if n > 0 && !LABEL_TYPES.contains(&input.dtype()) {
             return Err(Error::type_mismatch(op, format!("Unsupported input type: {}", input.dtype().dali_name())));
         }
         let (prob, background) = (ws.per_sample(ctx, "foreground_prob"), ws.per_sample(ctx, "background"));
         let bg_given = ctx.given("background");
         // Per sample: the class list and weights (before looking at the data) and the rest.
-        struct Setup {
-            fg: Option<f64>,
-            background: i64,
-            classes: Option<Vec<i64>>,
-            weights: Option<Vec<f64>>,
-            threshold: Option<Vec<f64>>,
-        }
         let mut setups = Vec::with_capacity(n);
         for i in 0..n {
             let mut classes = if self.ignore_class { None } else { list(ws, ctx, "classes", i)?.map(|v| v.iter().map(|&c| c as i64).collect::<Vec<i64>>()) };
@@ -361,46 +429,16 @@ impl Operator for RandomObjectBBox {
             if rng.next_f64() >= s.fg.unwrap_or(1.0) || input.numel(i) == 0 {
                 return whole;
             }
-            let labels = labels_of(input.dtype(), input.bytes(i));
-            let bg = s.background;
-            if self.ignore_class {
-                let boxes = blob_boxes(&labels, shape, |v| v != bg);
-                return match pick_box(&boxes, ndim, s.threshold.as_deref(), self.k_largest, &mut rng) {
-                    Some(b) => Picked { lo: b.lo, hi: b.hi, class: bg },
-                    None => whole,
-                };
-            }
-            let present: BTreeSet<i64> = labels.iter().copied().filter(|&v| v != bg).collect();
-            let (classes, mut weights): (Vec<i64>, Vec<f64>) = match (&s.classes, &s.weights) {
-                (None, _) => (present.iter().copied().collect(), vec![1.0; present.len()]),
-                (Some(c), w) => {
-                    let w = w.clone().unwrap_or_else(|| vec![1.0; c.len()]);
-                    (c.clone(), c.iter().zip(w).map(|(cls, w)| if present.contains(cls) { w } else { 0.0 }).collect())
-                }
+            let bytes = input.bytes(i);
+            let found = match input.dtype() {
+                DType::U8 | DType::Bool => self.pick_object::<u8>(bytes, shape, s, &mut rng),
+                DType::I8 => self.pick_object::<i8>(bytemuck::cast_slice(bytes), shape, s, &mut rng),
+                DType::U16 => self.pick_object::<u16>(bytemuck::cast_slice(bytes), shape, s, &mut rng),
+                DType::I16 => self.pick_object::<i16>(bytemuck::cast_slice(bytes), shape, s, &mut rng),
+                DType::U32 => self.pick_object::<u32>(bytemuck::cast_slice(bytes), shape, s, &mut rng),
+                _ => self.pick_object::<i32>(bytemuck::cast_slice(bytes), shape, s, &mut rng),
             };
-            loop {
-                // DALI's CDF: running sums of the f32 weights in f64, each stored as f32.
-                let mut sum = 0.0f64;
-                let cdf: Vec<f32> = weights.iter().map(|&w| { sum += w as f32 as f64; sum as f32 }).collect();
-                if !(sum > 0.0) {
-                    return whole;
-                }
-                let pos = rng.next_f64() * *cdf.last().expect("non-empty when the sum is positive") as f64;
-                let mut idx = cdf.partition_point(|&c| (c as f64) < pos);
-                while idx < weights.len() && weights[idx] == 0.0 {
-                    idx += 1;
-                }
-                if idx >= weights.len() {
-                    return whole;
-                }
-                let label = classes[idx];
-                let boxes = blob_boxes(&labels, shape, |v| v == label);
-                if let Some(b) = pick_box(&boxes, ndim, s.threshold.as_deref(), self.k_largest, &mut rng) {
-                    return Picked { lo: b.lo, hi: b.hi, class: label };
-                }
-                // No blob of this class is large enough: it is out, draw another.
-                weights[idx] = 0.0;
-            }
+            found.unwrap_or(whole)
         };
         let picks: Vec<Picked> = {
             use rayon::prelude::*;
