@@ -1,5 +1,10 @@
-//! `fn.reshape`: the same bytes seen with other shapes (and maybe another layout). Nothing
-//! is copied on either backend: the output shares the input's buffer with new metadata.
+//! The reshape family: `fn.reshape`, `fn.reinterpret` (`reinterpret.rs`), `fn.expand_dims`
+//! (`expand_dims.rs`) and `fn.squeeze` (`squeeze.rs`): the same bytes seen with other shapes
+//! (and maybe another layout or type). Nothing is copied on either backend: each operator
+//! only computes the output's metadata ([`Relabel`]), and [`OnCpu`] / [`OnGpu`] hand out the
+//! input's buffer under it.
+//!
+//! `fn.reshape`:
 //!
 //! The output shape of a sample comes from one of (checked against DALI 2.4):
 //! - `shape` (or the second input, a 1-D integer tensor per sample): the extents; one
@@ -16,11 +21,46 @@
 //! dimensionality of output"), against its own documentation; Sluice does what the
 //! documentation says (`src_dims=[-1, 1, 0]` of 300x200x1 is 1x200x300).
 
-mod gpu;
+mod expand_dims;
+mod reinterpret;
+mod squeeze;
+
+pub use expand_dims::EXPAND_DIMS;
+pub use reinterpret::REINTERPRET;
+pub use squeeze::SQUEEZE;
 
 use crate::error::{Error, Result};
-use crate::ops::{arg, tensor_arg, ArgDefault as D, ArgType as T, Device, OpContext, OpDef, OpSchema, Operator, PerSampleList, Workspace, MAX_LIST};
-use crate::tensor::{BatchMeta, Layout, TensorList};
+use crate::ops::{arg, tensor_arg, ArgDefault as D, ArgType as T, Device, GpuOperator, GpuWorkspace, OpContext, OpDef, OpSchema, Operator, PerSampleList, Workspace, MAX_LIST};
+use crate::tensor::{BatchMeta, Layout, TensorList, TensorListGpu};
+
+/// An operator of this family: the output's metadata from the input's (and the optional
+/// second input, read on the host, and the argument inputs in `ws`).
+pub(crate) trait Relabel: Send + 'static {
+    fn output_meta(&self, input: &BatchMeta, second: Option<&TensorList>, ws: &Workspace<'_>) -> Result<BatchMeta>;
+}
+
+/// The cpu backend of a [`Relabel`] operator: the input's buffer under the new metadata.
+pub(crate) struct OnCpu<R>(pub R);
+
+impl<R: Relabel> Operator for OnCpu<R> {
+    fn run(&mut self, ws: &Workspace<'_>) -> Result<Vec<TensorList>> {
+        let input = ws.inputs[0];
+        let meta = self.0.output_meta(input.meta(), ws.inputs.get(1).copied(), ws)?;
+        Ok(vec![input.reinterpreted(meta)])
+    }
+}
+
+/// The gpu backend of a [`Relabel`] operator: the input's device memory under the new
+/// metadata (no kernel, no copy). A second input lives on the host (a cpu operator's output).
+pub(crate) struct OnGpu<R>(pub R);
+
+impl<R: Relabel> GpuOperator for OnGpu<R> {
+    fn run(&mut self, ws: &GpuWorkspace<'_>) -> Result<Vec<TensorListGpu>> {
+        let input = ws.gpu_inputs[0];
+        let meta = self.0.output_meta(input.meta(), ws.cpu_inputs.first().copied(), &ws.host_view())?;
+        Ok(vec![input.reinterpreted(meta)])
+    }
+}
 
 /// Schema and backends.
 pub static RESHAPE: OpDef = OpDef {
@@ -43,13 +83,13 @@ pub static RESHAPE: OpDef = OpDef {
         is_reader: false,
         is_random: false,
     },
-    cpu: Some(|ctx| Ok(Box::new(Reshape::new(ctx)?))),
+    cpu: Some(|ctx| Ok(Box::new(OnCpu(Reshape::new(ctx)?)))),
     mixed: None,
-    gpu: Some(|ctx, _| Ok(Box::new(gpu::ReshapeGpu(Reshape::new(ctx)?)))),
+    gpu: Some(|ctx, _| Ok(Box::new(OnGpu(Reshape::new(ctx)?)))),
 };
 
 /// The planning both backends share: arguments in, output metadata out.
-struct Reshape {
+pub(crate) struct Reshape {
     ctx: OpContext,
     layout: Option<Layout>,
 }
@@ -67,7 +107,7 @@ impl Reshape {
 
     /// The output metadata of `input` for this batch. `shape_input` is the optional second
     /// positional input; `ws` holds the argument inputs.
-    fn output_meta(&self, input: &BatchMeta, shape_input: Option<&TensorList>, ws: &Workspace<'_>) -> Result<BatchMeta> {
+    pub(crate) fn shaped(&self, input: &BatchMeta, shape_input: Option<&TensorList>, ws: &Workspace<'_>) -> Result<BatchMeta> {
         let op = self.ctx.display_name.as_str();
         if shape_input.is_some() && (self.ctx.args.has("shape") || ws.arg_inputs.contains_key("shape")) {
             return Err(Error::arg(op, "shape", "given both as an argument and as the second input"));
@@ -190,10 +230,8 @@ fn infer_extent(op: &str, arg: &str, i: usize, at: Option<usize>, in_shape: &[us
     Ok(())
 }
 
-impl Operator for Reshape {
-    fn run(&mut self, ws: &Workspace<'_>) -> Result<Vec<TensorList>> {
-        let input = ws.inputs[0];
-        let meta = self.output_meta(input.meta(), ws.inputs.get(1).copied(), ws)?;
-        Ok(vec![input.reinterpreted(meta)])
+impl Relabel for Reshape {
+    fn output_meta(&self, input: &BatchMeta, second: Option<&TensorList>, ws: &Workspace<'_>) -> Result<BatchMeta> {
+        self.shaped(input, second, ws)
     }
 }
