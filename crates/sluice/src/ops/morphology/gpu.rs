@@ -343,7 +343,7 @@ int main(int argc, char** argv) {
     }
 
     fn median_case<E: Keyed>(gen: impl Fn(usize, u64) -> Vec<E>, name: &str) {
-        let windows = [(3, 3), (1, 1), (1, 5), (5, 3), (7, 7), (9, 9), (3, 29), (11, 11)];
+        let windows = [(3, 3), (1, 1), (1, 5), (5, 3), (5, 5), (7, 7), (9, 9), (3, 29), (11, 11)];
         let esize = std::mem::size_of::<E>();
         for (k, &win) in windows.iter().enumerate() {
             let sizes: Vec<usize> = SHAPES.iter().map(|d| d.0 * d.1 * d.2 * d.3).collect();
