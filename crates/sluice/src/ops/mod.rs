@@ -4,6 +4,7 @@
 
 pub mod args;
 pub mod arithmetic;
+pub mod bbox;
 pub mod cast;
 pub mod color;
 pub mod conditional;
@@ -410,6 +411,7 @@ static REGISTRY: &[&OpDef] = &[
     &transforms::COMBINE,
     &coord::COORD_TRANSFORM,
     &coord::COORD_FLIP,
+    &bbox::BB_FLIP,
     &erase::ERASE,
     &grid_mask::GRID_MASK,
     &multi_paste::MULTI_PASTE,
