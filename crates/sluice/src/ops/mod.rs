@@ -412,6 +412,7 @@ static REGISTRY: &[&OpDef] = &[
     &coord::COORD_TRANSFORM,
     &coord::COORD_FLIP,
     &bbox::BB_FLIP,
+    &bbox::BBOX_PASTE,
     &erase::ERASE,
     &grid_mask::GRID_MASK,
     &multi_paste::MULTI_PASTE,

@@ -1,12 +1,15 @@
-//! Bounding-box operators of DALI's detection (SSD) pipelines: `fn.bb_flip` ([`flip`]).
+//! Bounding-box operators of DALI's detection (SSD) pipelines: `fn.bb_flip` ([`flip`]), `fn.bbox_paste`
+//! ([`paste`]).
 //!
 //! Boxes are float32, 4 (2-D) or 6 (3-D) coordinates each, relative to the image (0 to 1).
 //! Each operator's module says which DALI behaviour it reproduces and how that was checked.
 
 pub mod flip;
 mod flip_gpu;
+pub mod paste;
 
 pub use flip::BB_FLIP;
+pub use paste::BBOX_PASTE;
 
 use crate::error::{Error, Result};
 use crate::ops::OpContext;
