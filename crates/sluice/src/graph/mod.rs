@@ -107,6 +107,8 @@ pub struct CheckedOp {
     /// The argument inputs' names as the schema spells them (aliases resolved), in the
     /// spec's order.
     pub arg_input_names: Vec<&'static str>,
+    /// Positional inputs given (some operators have one more output per optional input).
+    pub num_inputs: usize,
 }
 
 /// List arguments whose length is the operator's number of outputs.
@@ -115,13 +117,14 @@ const OUTPUT_LISTS: &[&str] = &["_feature_names", "ext"];
 impl CheckedOp {
     /// How many outputs this instance has: its `num_outputs` argument for operators that
     /// take one (python_function), the count operators with optional outputs compute from their
-    /// arguments (`ops::num_outputs`: coco, caffe2, random_object_bbox), one per entry of the list argument readers have one output
+    /// arguments or inputs (`ops::num_outputs`: coco, caffe2, random_object_bbox,
+    /// random_bbox_crop's labels), one per entry of the list argument readers have one output
     /// per (tfrecord's `_feature_names`, webdataset's `ext`), else the schema's count.
     pub fn num_outputs(&self) -> usize {
         if self.def.schema.find_arg("num_outputs").is_some() {
             return self.args.int("num_outputs").max(0) as usize;
         }
-        if let Some(n) = crate::ops::num_outputs(self.def.schema.name, &self.args) {
+        if let Some(n) = crate::ops::num_outputs(self.def.schema.name, &self.args, self.num_inputs) {
             return n;
         }
         match OUTPUT_LISTS.iter().find(|name| self.def.schema.find_arg(name).is_some()) {
@@ -190,7 +193,7 @@ pub fn check_op(op: &OpSpec, inputs_on_gpu: &[bool], arg_inputs_on_gpu: &[bool])
     let per_sample: Vec<String> = op.arg_inputs.iter().map(|(k, _)| k.clone()).collect();
     let args = Args::check(schema, &display, op.args.clone(), &per_sample)?;
     let arg_input_names = per_sample.iter().map(|k| schema.find_arg(k).expect("checked by Args::check").name).collect();
-    Ok(CheckedOp { def, device, args, arg_input_names })
+    Ok(CheckedOp { def, device, args, arg_input_names, num_inputs: inputs_on_gpu.len() })
 }
 
 /// A pipeline's own parameters as the user gives them, DALI's way: `None` or -1 asks for
@@ -330,7 +333,7 @@ impl Graph {
             if !names.insert(op.name.clone()) {
                 return Err(Error::Graph(format!("two operators are named '{}'", op.name)));
             }
-            let CheckedOp { def, device, args, arg_input_names } = checked[i].clone();
+            let CheckedOp { def, device, args, arg_input_names, .. } = checked[i].clone();
             new_index[i] = nodes.len();
             let remap = |e: &Edge| Edge { op: new_index[e.op], output: e.output };
             nodes.push(Node {

@@ -413,6 +413,7 @@ static REGISTRY: &[&OpDef] = &[
     &coord::COORD_FLIP,
     &bbox::BB_FLIP,
     &bbox::BBOX_PASTE,
+    &bbox::RANDOM_BBOX_CROP,
     &erase::ERASE,
     &grid_mask::GRID_MASK,
     &multi_paste::MULTI_PASTE,
@@ -433,10 +434,13 @@ static REGISTRY: &[&OpDef] = &[
     &segmentation::RANDOM_OBJECT_BBOX,
 ];
 
-/// How many outputs an operator has when its arguments decide the count (`None`: the
-/// schema's `num_outputs`): one line per operator family that has such operators.
-pub fn num_outputs(schema: &str, args: &Args) -> Option<usize> {
-    readers::num_outputs(schema, args).or_else(|| segmentation::num_outputs(schema, args))
+/// How many outputs an operator has when its arguments (or how many positional inputs it
+/// was given) decide the count (`None`: the schema's `num_outputs`): one line per operator
+/// family that has such operators.
+pub fn num_outputs(schema: &str, args: &Args, num_inputs: usize) -> Option<usize> {
+    readers::num_outputs(schema, args)
+        .or_else(|| segmentation::num_outputs(schema, args))
+        .or_else(|| bbox::num_outputs(schema, args, num_inputs))
 }
 
 /// Runs `f(sample_index, sample_bytes)` for every sample of `out` on the worker pool. When

@@ -1,5 +1,5 @@
 //! Bounding-box operators of DALI's detection (SSD) pipelines: `fn.bb_flip` ([`flip`]), `fn.bbox_paste`
-//! ([`paste`]).
+//! ([`paste`]), `fn.random_bbox_crop` ([`random_crop`]).
 //!
 //! Boxes are float32, 4 (2-D) or 6 (3-D) coordinates each, relative to the image (0 to 1).
 //! Each operator's module says which DALI behaviour it reproduces and how that was checked.
@@ -7,12 +7,14 @@
 pub mod flip;
 mod flip_gpu;
 pub mod paste;
+pub mod random_crop;
 
 pub use flip::BB_FLIP;
 pub use paste::BBOX_PASTE;
+pub use random_crop::RANDOM_BBOX_CROP;
 
 use crate::error::{Error, Result};
-use crate::ops::OpContext;
+use crate::ops::{Args, OpContext};
 use crate::tensor::BatchMeta;
 
 /// Checks that every sample of `boxes` holds whole boxes of `size` coordinates: `(N, size)`
@@ -33,4 +35,10 @@ pub(crate) fn check_box_shapes(ctx: &OpContext, iteration: u64, input: &str, box
         }
     }
     Ok(())
+}
+
+/// Outputs of the operators here whose count depends on their inputs or arguments (see
+/// `graph::CheckedOp::num_outputs`); `None` for the others.
+pub fn num_outputs(schema: &str, args: &Args, num_inputs: usize) -> Option<usize> {
+    (schema == RANDOM_BBOX_CROP.schema.name).then(|| random_crop::num_outputs(args, num_inputs))
 }
