@@ -22,11 +22,13 @@ pub mod fused;
 pub mod gpu_params;
 pub mod grid_mask;
 pub mod join;
+pub mod lookup_table;
 pub mod morphology;
 pub mod strided_copy_gpu;
 pub mod multi_paste;
 pub mod noise;
 pub mod normalize;
+pub mod one_hot;
 pub mod pad;
 pub mod paste;
 pub mod permute;
@@ -364,6 +366,8 @@ static REGISTRY: &[&OpDef] = &[
     &reshape::REINTERPRET,
     &reshape::EXPAND_DIMS,
     &reshape::SQUEEZE,
+    &one_hot::ONE_HOT,
+    &lookup_table::LOOKUP_TABLE,
     &shapes::SHAPES,
     &external_source::EXTERNAL_SOURCE,
     &python_function::PYTHON_FUNCTION,
