@@ -19,6 +19,7 @@ pub mod filters;
 pub mod flip;
 pub mod full;
 pub mod fused;
+pub mod get_property;
 pub mod gpu_params;
 pub mod grid_mask;
 pub mod join;
@@ -368,6 +369,7 @@ static REGISTRY: &[&OpDef] = &[
     &reshape::SQUEEZE,
     &one_hot::ONE_HOT,
     &lookup_table::LOOKUP_TABLE,
+    &get_property::GET_PROPERTY,
     &shapes::SHAPES,
     &external_source::EXTERNAL_SOURCE,
     &python_function::PYTHON_FUNCTION,
