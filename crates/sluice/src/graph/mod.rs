@@ -112,14 +112,15 @@ pub struct CheckedOp {
 }
 
 /// List arguments whose length is the operator's number of outputs.
-const OUTPUT_LISTS: &[&str] = &["_feature_names", "ext"];
+const OUTPUT_LISTS: &[&str] = &["_feature_names", "ext", "element_map"];
 
 impl CheckedOp {
     /// How many outputs this instance has: its `num_outputs` argument for operators that
     /// take one (python_function), the count operators with optional outputs compute from their
     /// arguments or inputs (`ops::num_outputs`: coco, caffe2, random_object_bbox,
-    /// random_bbox_crop's labels), one per entry of the list argument readers have one output
-    /// per (tfrecord's `_feature_names`, webdataset's `ext`), else the schema's count.
+    /// random_bbox_crop's labels), one per entry of the list argument operators have one
+    /// output per (tfrecord's `_feature_names`, webdataset's `ext`, element_extract's
+    /// `element_map`), else the schema's count.
     pub fn num_outputs(&self) -> usize {
         if self.def.schema.find_arg("num_outputs").is_some() {
             return self.args.int("num_outputs").max(0) as usize;
@@ -128,7 +129,11 @@ impl CheckedOp {
             return n;
         }
         match OUTPUT_LISTS.iter().find(|name| self.def.schema.find_arg(name).is_some()) {
-            Some(name) => self.args.strs(name).len(),
+            Some(name) => match self.args.value(name) {
+                Some(crate::ops::ArgValue::IntList(l)) => l.len(),
+                Some(_) => self.args.strs(name).len(),
+                None => self.def.schema.num_outputs,
+            },
             None => self.def.schema.num_outputs,
         }
     }

@@ -44,6 +44,7 @@ pub mod resize;
 pub mod rotate;
 pub mod segmentation;
 pub mod schema;
+pub mod sequence;
 pub mod shapes;
 pub mod slice;
 pub mod subscript;
@@ -367,6 +368,8 @@ static REGISTRY: &[&OpDef] = &[
     &reshape::REINTERPRET,
     &reshape::EXPAND_DIMS,
     &reshape::SQUEEZE,
+    &sequence::ELEMENT_EXTRACT,
+    &sequence::SEQUENCE_REARRANGE,
     &one_hot::ONE_HOT,
     &lookup_table::LOOKUP_TABLE,
     &get_property::GET_PROPERTY,
