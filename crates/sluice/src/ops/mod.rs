@@ -368,6 +368,7 @@ static REGISTRY: &[&OpDef] = &[
     &reshape::REINTERPRET,
     &reshape::EXPAND_DIMS,
     &reshape::SQUEEZE,
+    &reshape::PER_FRAME,
     &sequence::ELEMENT_EXTRACT,
     &sequence::SEQUENCE_REARRANGE,
     &one_hot::ONE_HOT,

@@ -7,14 +7,15 @@ use std::fmt;
 pub struct Layout(String);
 
 impl Layout {
-    /// A layout from its letters. Letters must be ASCII and unique.
+    /// A layout from its letters. Letters must be ASCII and unique, but for `*` (a
+    /// dimension without a name: `fn.per_frame` of a 3-D input without layout is "F**").
     pub fn new(s: &str) -> Result<Layout, String> {
         if !s.is_ascii() {
             return Err(format!("layout '{s}' must be ASCII letters"));
         }
         let mut seen = [false; 128];
         for b in s.bytes() {
-            if seen[b as usize] {
+            if seen[b as usize] && b != b'*' {
                 return Err(format!("layout '{s}' names dimension '{}' twice", b as char));
             }
             seen[b as usize] = true;

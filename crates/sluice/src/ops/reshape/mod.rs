@@ -1,5 +1,6 @@
 //! The reshape family: `fn.reshape`, `fn.reinterpret` (`reinterpret.rs`), `fn.expand_dims`
-//! (`expand_dims.rs`) and `fn.squeeze` (`squeeze.rs`): the same bytes seen with other shapes
+//! (`expand_dims.rs`), `fn.squeeze` (`squeeze.rs`) and `fn.per_frame` (`per_frame.rs`, a new
+//! layout only): the same bytes seen with other shapes
 //! (and maybe another layout or type). Nothing is copied on either backend: each operator
 //! only computes the output's metadata ([`Relabel`]), and [`OnCpu`] / [`OnGpu`] hand out the
 //! input's buffer under it.
@@ -22,10 +23,12 @@
 //! documentation says (`src_dims=[-1, 1, 0]` of 300x200x1 is 1x200x300).
 
 mod expand_dims;
+mod per_frame;
 mod reinterpret;
 mod squeeze;
 
 pub use expand_dims::EXPAND_DIMS;
+pub use per_frame::PER_FRAME;
 pub use reinterpret::REINTERPRET;
 pub use squeeze::SQUEEZE;
 

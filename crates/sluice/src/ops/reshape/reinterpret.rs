@@ -1,8 +1,8 @@
 //! `fn.reinterpret` (cpu and gpu, no copy): `fn.reshape` that may also change the element
-//! type (DALI 2.4's `Reinterpret`). With a new `dtype` the innermost extent is first rescaled
-//! to the new type's elements (its bytes must divide), then `shape`, `rel_shape` or
-//! `src_dims` apply as in `fn.reshape`; with an explicit `shape` only the sample's total bytes
-//! must divide. Checked against DALI 2.4 by `tests/test_reinterpret.py`.
+//! type (DALI 2.4's `Reinterpret`). With a new `dtype`: `rel_shape` and `src_dims` apply in
+//! the input's elements, then the innermost extent is rescaled to the new type's (its bytes
+//! must divide); an explicit `shape` counts elements of the new type, and only the sample's
+//! total bytes must divide. Checked against DALI 2.4 by `tests/test_reinterpret.py`.
 
 use super::{OnCpu, OnGpu, Relabel, Reshape};
 use crate::error::{Error, Result};
@@ -63,10 +63,34 @@ impl Relabel for Reinterpret {
             return self.reshape.shaped(input, second, ws);
         };
         let (isz, osz) = (input.dtype().size(), out.size());
+        if !(self.shape_given || second.is_some()) {
+            // DALI: `rel_shape` / `src_dims` apply in the input's elements, then the innermost
+            // extent is rescaled to the new type's.
+            let shaped = self.reshape.shaped(input, second, ws)?;
+            let ndim = shaped.ndim();
+            let mut shapes: Vec<usize> = Vec::with_capacity(shaped.len() * ndim);
+            for i in 0..shaped.len() {
+                let sh = shaped.shape(i);
+                let last = sh.last().copied().unwrap_or(1) * isz;
+                if ndim == 0 || last % osz != 0 {
+                    return Err(Error::arg(op, "dtype", format!(
+                        "sample {i}: the innermost dimension of shape {sh:?} ({last} bytes of {}) is not divisible by the size of {} ({osz} bytes)",
+                        input.dtype().dali_name(),
+                        out.dali_name()
+                    )));
+                }
+                shapes.extend_from_slice(&sh[..ndim - 1]);
+                shapes.push(last / osz);
+            }
+            let mut meta = BatchMeta::new(out, ndim, (0..shaped.len()).map(|i| &shapes[i * ndim..(i + 1) * ndim]));
+            meta.set_layout(shaped.layout().clone());
+            meta.inherit_source_info(input);
+            return Ok(meta);
+        }
+        // An explicit shape counts elements of the new type: the input is first seen in that
+        // type, innermost extent rescaled, or (when that does not divide) as one dimension of
+        // all its bytes.
         let ndim = input.ndim();
-        let explicit = self.shape_given || second.is_some();
-        // The input seen in the new type: innermost extent rescaled, or (with an explicit
-        // shape, when that does not divide) one dimension of all its bytes.
         let rescales = ndim > 0 && (0..input.len()).all(|i| (input.shape(i)[ndim - 1] * isz) % osz == 0);
         let mut shapes: Vec<usize> = Vec::with_capacity(input.len() * ndim.max(1));
         let seen_ndim = if rescales {
@@ -76,7 +100,7 @@ impl Relabel for Reinterpret {
                 shapes.push(sh[ndim - 1] * isz / osz);
             }
             ndim
-        } else if explicit {
+        } else {
             for i in 0..input.len() {
                 let bytes = input.numel(i) * isz;
                 if bytes % osz != 0 {
@@ -85,15 +109,6 @@ impl Relabel for Reinterpret {
                 shapes.push(bytes / osz);
             }
             1
-        } else {
-            let i = (0..input.len()).find(|&i| ndim == 0 || (input.shape(i)[ndim - 1] * isz) % osz != 0).unwrap_or(0);
-            return Err(Error::arg(op, "dtype", format!(
-                "sample {i}: the innermost dimension of shape {:?} ({} bytes of {}) is not divisible by the size of {} ({osz} bytes)",
-                input.shape(i),
-                input.shape(i).last().copied().unwrap_or(1) * isz,
-                input.dtype().dali_name(),
-                out.dali_name()
-            )));
         };
         let mut seen = BatchMeta::new(out, seen_ndim, (0..input.len()).map(|i| &shapes[i * seen_ndim..(i + 1) * seen_ndim]));
         if seen_ndim == ndim {
