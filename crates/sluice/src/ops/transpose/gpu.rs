@@ -27,10 +27,11 @@ impl GpuOperator for TransposeGpu {
         let out = TensorListGpu::alloc(meta, ws.device, ws.stream)?;
         let name = &self.transpose.ctx.display_name;
         self.gathers.clear();
+        let perm = self.transpose.perm_for(input.ndim());
         for i in 0..input.len() {
             // Unit dimensions drop and dimensions that stay neighbours merge, so only
             // permutations that scatter more than MAX_DIMS dimensions are refused.
-            let g = Gather::transpose(input.shape(i), &self.transpose.perm).ok_or_else(|| {
+            let g = Gather::transpose(input.shape(i), &perm).ok_or_else(|| {
                 Error::Unsupported(format!(
                     "{name}: sample {i} of shape {:?} keeps more than {MAX_DIMS} dimensions after merging; not supported on the GPU",
                     input.shape(i)

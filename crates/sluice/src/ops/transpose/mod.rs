@@ -22,7 +22,7 @@ pub static TRANSPOSE: OpDef = OpDef {
         num_outputs: 1,
         host_inputs: &[],
         args: &[&[
-            arg("perm", T::IntList, D::Required, "Permutation of the dimensions of the input, for example [2, 0, 1]."),
+            arg("perm", T::IntList, D::Optional, "Permutation of the dimensions of the input, for example [2, 0, 1]. When not given, the dimensions are reversed."),
             arg("transpose_layout", T::Bool, D::Bool(true), "When True, the output layout is the input layout permuted by `perm`; otherwise it is kept as is. Ignored when `output_layout` is set."),
             arg("output_layout", T::Str, D::Optional, "Explicitly sets the output layout; overrides `transpose_layout`."),
         ]],
@@ -39,14 +39,16 @@ pub static TRANSPOSE: OpDef = OpDef {
 /// Argument checks and output planning, shared by the cpu and gpu backends.
 struct Transpose {
     ctx: OpContext,
-    perm: Vec<usize>,
+    /// The permutation; `None`: the input's dimensions reversed (DALI 2.4's default).
+    perm: Option<Vec<usize>>,
     output_layout: Option<Layout>,
 }
 
 impl Transpose {
     fn new(ctx: &OpContext) -> Result<Transpose> {
         let name = &ctx.display_name;
-        let raw = ctx.args.ints("perm");
+        let given = ctx.args.has("perm");
+        let raw: &[i64] = if given { ctx.args.ints("perm") } else { &[] };
         let n = raw.len();
         let mut seen = vec![false; n];
         let mut perm = Vec::with_capacity(n);
@@ -66,20 +68,28 @@ impl Transpose {
             None => None,
         };
         if let Some(l) = &output_layout {
-            if !l.is_empty() && l.ndim() != n {
+            if given && !l.is_empty() && l.ndim() != n {
                 return Err(Error::arg(name, "output_layout", format!("'{l}' does not have {n} dimensions")));
             }
         }
-        Ok(Transpose { ctx: ctx.clone(), perm, output_layout })
+        Ok(Transpose { ctx: ctx.clone(), perm: given.then_some(perm), output_layout })
     }
 }
 
 impl Transpose {
+    /// The permutation for inputs of `ndim` dimensions.
+    fn perm_for(&self, ndim: usize) -> Vec<usize> {
+        self.perm.clone().unwrap_or_else(|| (0..ndim).rev().collect())
+    }
+
     /// The output of a batch of `input`: shapes permuted, layout per `transpose_layout` /
     /// `output_layout`; an error when `perm` does not fit the input's dimensions.
     fn output_meta(&self, ws: &Workspace<'_>, input: &BatchMeta) -> Result<BatchMeta> {
         let ndim = input.ndim();
-        let perm = &self.perm;
+        let perm = &self.perm_for(ndim);
+        if let Some(l) = self.output_layout.as_ref().filter(|l| !l.is_empty() && l.ndim() != ndim) {
+            return Err(Error::arg(&self.ctx.display_name, "output_layout", format!("'{l}' does not have {ndim} dimensions")));
+        }
         if ndim != perm.len() {
             return Err(Error::data(
                 self.ctx.at(ws.iteration, 0, input.source_info(0)),
@@ -114,7 +124,7 @@ impl Operator for Transpose {
     fn run(&mut self, ws: &Workspace<'_>) -> Result<Vec<TensorList>> {
         let input = ws.inputs[0];
         let mut out = TensorList::for_overwrite(self.output_meta(ws, input.meta())?); // every element is written
-        let (perm, elem) = (&self.perm, input.dtype().size());
+        let (perm, elem) = (&self.perm_for(input.ndim()), input.dtype().size());
         for_each_sample(ws.pool, &mut out, |i, dst| {
             transpose_bytes(dst, input.bytes(i), input.shape(i), perm, elem);
             Ok(())
