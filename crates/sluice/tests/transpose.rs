@@ -90,8 +90,15 @@ fn bad_permutations_are_errors_naming_the_operator_and_argument() {
     // Valid permutation of the wrong length: a run-time error naming the sample.
     let err = run_op("Transpose", vec![perm(&[1, 0])], &[&x], &[]).err().unwrap().to_string();
     assert!(err.contains("transpose") && err.contains("perm") && err.contains("sample 0"), "{err}");
-    let err = run_op("Transpose", vec![], &[&x], &[]).err().unwrap().to_string();
-    assert!(err.contains("perm") && err.contains("required"), "{err}");
+}
+
+#[test]
+fn without_perm_the_axes_are_reversed() {
+    let x = arange_u8(&[2, 3, 4], "HWC");
+    let out = run_op("Transpose", vec![], &[&x], &[]).expect("perm is optional (DALI 2.4)");
+    assert_eq!(out[0].shape(0), &[4, 3, 2]);
+    assert_eq!(out[0].layout().as_str(), "CWH");
+    assert_eq!(out[0].bytes(0), &reference(x.bytes(0), &[2, 3, 4], &[2, 1, 0], 1)[..]);
 }
 
 /// Naive reference: out[idx] = in[idx permuted back].
