@@ -371,3 +371,23 @@ def test_multiple_input_sets():
     np.testing.assert_array_equal(np.array(s.at(0)), np.ones((2, 3), np.int32))
     np.testing.assert_array_equal(np.array(c1.at(1)), np.full((1, 2), 20, np.int32))
     np.testing.assert_array_equal(np.array(j1.at(0)), np.concatenate([b[0], a[0]]))
+
+
+def test_a_list_of_numbers_is_one_constant_output():
+    """DALI: a 1-D list or tuple of numbers returned as an output is one constant (INT32 or
+    FLOAT); lists holding DataNodes are outputs one by one."""
+    import numpy as np
+
+    from sluice import fn, pipeline_def
+
+    @pipeline_def(batch_size=2, num_threads=1, device_id=None)
+    def p():
+        x = fn.external_source(lambda: [np.ones(2, np.float32)] * 2)
+        return x, [1, 2], (1.5, 2.0)
+
+    pipe = p()
+    pipe.build()
+    out = pipe.run()
+    assert len(out) == 3
+    np.testing.assert_array_equal(np.array(out[1][0]), np.int32([1, 2]))
+    assert np.array(out[1][0]).dtype == np.int32 and np.array(out[2][1]).dtype == np.float32

@@ -452,7 +452,10 @@ class Pipeline:
         """Declares the pipeline's outputs (DataNodes)."""
         flat = []
         for o in outputs:
-            if isinstance(o, (list, tuple)):
+            if isinstance(o, (list, tuple)) and o and all(isinstance(e, (int, float, bool, np.generic)) for e in o):
+                # A 1-D list of numbers is one constant output, as in DALI.
+                flat.append(np.asarray(o))
+            elif isinstance(o, (list, tuple)):
                 flat.extend(o)
             else:
                 flat.append(o)
