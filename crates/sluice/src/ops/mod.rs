@@ -523,7 +523,8 @@ pub(crate) mod testing {
     /// named `arg_inputs`, checked as the graph checks a call.
     pub(crate) fn context(def: &OpDef, given: Vec<(&str, ArgValue)>, arg_inputs: &[&str]) -> Result<OpContext> {
         let arg_input_names: Vec<String> = arg_inputs.iter().map(|s| s.to_string()).collect();
-        let name = def.schema.name.to_string();
+        // The name users see, as the engine gives it (`bb_flip`, `segmentation.select_masks`).
+        let name = def.schema.fn_name();
         Ok(OpContext {
             args: Args::check(&def.schema, &name, given.into_iter().map(|(k, v)| (k.to_string(), v)).collect(), &arg_input_names)?,
             display_name: name.clone(),

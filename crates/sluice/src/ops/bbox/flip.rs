@@ -120,35 +120,17 @@ impl Operator for BbFlip {
 
 #[cfg(test)]
 pub(super) mod tests {
-    use std::collections::HashMap;
-
     use super::*;
-    use crate::ops::{ArgValue, Args};
+    use crate::ops::{testing, ArgValue};
 
     /// The operator with constant arguments `given` and argument inputs named `inputs`.
     pub(in crate::ops::bbox) fn op(given: Vec<(&str, ArgValue)>, inputs: &[&str]) -> Result<BbFlip> {
-        let per_sample: Vec<String> = inputs.iter().map(|s| s.to_string()).collect();
-        let ctx = OpContext {
-            args: Args::check(&BB_FLIP.schema, "bb_flip", given.into_iter().map(|(k, v)| (k.to_string(), v)).collect(), &per_sample)?,
-            display_name: "bb_flip".into(),
-            instance_name: "b".into(),
-            op_id: 1,
-            seed: 1,
-            max_batch_size: 8,
-            num_threads: 1,
-            device_id: None,
-            arg_input_names: per_sample,
-            resume_samples: 0,
-        };
-        Ok(BbFlip::new(&ctx))
+        Ok(BbFlip::new(&testing::context(&BB_FLIP, given, inputs)?))
     }
 
     /// Runs the cpu backend on `x` with argument inputs `args`.
     pub(in crate::ops::bbox) fn run(f: &mut BbFlip, x: &TensorList, args: &[(&'static str, &TensorList)]) -> Result<TensorList> {
-        let pool = rayon::ThreadPoolBuilder::new().num_threads(2).build().unwrap();
-        let arg_inputs: HashMap<&str, &TensorList> = args.iter().copied().collect();
-        let ws = Workspace { inputs: vec![x], arg_inputs, iteration: 0, batch_size: x.len(), pool: &pool };
-        Ok(f.run(&ws)?.remove(0))
+        Ok(testing::run(f, &[x], args)?.remove(0))
     }
 
     #[test]

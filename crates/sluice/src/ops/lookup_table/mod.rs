@@ -118,30 +118,14 @@ impl Operator for LookupTable {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::ops::ArgValue;
+    use crate::ops::{testing, ArgValue};
 
     pub(super) fn op(args: Vec<(&str, ArgValue)>) -> Result<LookupTable> {
-        let given = args.into_iter().map(|(k, v)| (k.to_string(), v)).collect();
-        let args = crate::ops::Args::check(&LOOKUP_TABLE.schema, "lookup_table", given, &[])?;
-        let ctx = OpContext {
-            args,
-            display_name: "lookup_table".into(),
-            instance_name: "lookup_table".into(),
-            op_id: 0,
-            seed: 0,
-            max_batch_size: 8,
-            num_threads: 1,
-            device_id: None,
-            arg_input_names: vec![],
-            resume_samples: 0,
-        };
-        LookupTable::new(&ctx)
+        LookupTable::new(&testing::context(&LOOKUP_TABLE, args, &[])?)
     }
 
     pub(super) fn run(o: &mut LookupTable, x: &TensorList) -> Result<TensorList> {
-        let pool = rayon::ThreadPoolBuilder::new().num_threads(2).build().unwrap();
-        let ws = Workspace { inputs: vec![x], arg_inputs: Default::default(), iteration: 0, batch_size: x.len(), pool: &pool };
-        Ok(o.run(&ws)?.remove(0))
+        Ok(testing::run(o, &[x], &[])?.remove(0))
     }
 
     #[test]
