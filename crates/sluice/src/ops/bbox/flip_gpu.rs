@@ -78,7 +78,7 @@ mod cuda_twins {
 
     use super::super::flip::tests::{op, run};
     use super::*;
-    use crate::ops::gpu_params::HostKernels;
+    use crate::ops::gpu_params::PerSampleKernels;
     use crate::ops::ArgValue;
     use crate::tensor::TensorList;
 
@@ -87,52 +87,9 @@ mod cuda_twins {
         crate::ops::gpu_params::check_cuda_source("bb_flip", SRC, &[("BbFlipSample", &BbFlipSample::LAYOUT)]);
     }
 
-    /// A C++ program running one launch of bb_flip.cu on the CPU (tools/cuda_shim/shim.h,
-    /// every thread of the grid in turn) from a case file: sample count, threads, blocks,
-    /// the descriptors (addresses as offsets), the input bytes, the output length.
-    const HARNESS: &str = r#"#include <cstdlib>
-#include <vector>
-#include "@SHIM@"
-#include "@SRC@"
-
-static FILE* in_file;
-static void read_exactly(void* p, size_t n) {
-    if (fread(p, 1, n, in_file) != n) { fprintf(stderr, "short case file\n"); exit(2); }
-}
-
-int main(int argc, char** argv) {
-    if (argc != 2 || !(in_file = fopen(argv[1], "rb"))) return 2;
-    unsigned n, threads, blocks;
-    read_exactly(&n, 4); read_exactly(&threads, 4); read_exactly(&blocks, 4);
-    std::vector<BbFlipSample> samples(n);
-    read_exactly(samples.data(), n * sizeof(BbFlipSample));
-    unsigned long long in_len, out_len;
-    read_exactly(&in_len, 8);
-    std::vector<float> input(in_len / 4 + 1);
-    read_exactly(input.data(), in_len);
-    read_exactly(&out_len, 8);
-    std::vector<unsigned> out(out_len / 4 + 1, 0xababababu);
-    for (BbFlipSample& s : samples) {
-        s.in += (unsigned long long)input.data();
-        s.out += (unsigned long long)out.data();
-    }
-    blockDim = {threads, 1, 1};
-    gridDim = {blocks, n, 1};
-    for (unsigned y = 0; y < n; y++)
-        for (unsigned b = 0; b < blocks; b++)
-            for (unsigned t = 0; t < threads; t++) {
-                blockIdx = {b, y, 0};
-                threadIdx = {t, 0, 0};
-                bb_flip(samples.data());
-            }
-    fwrite(out.data(), 1, out_len, stdout);
-    return 0;
-}
-"#;
-
-    fn harness() -> &'static HostKernels {
-        static KERNELS: OnceLock<HostKernels> = OnceLock::new();
-        KERNELS.get_or_init(|| HostKernels::build("bb_flip", SRC, HARNESS))
+    fn harness() -> &'static PerSampleKernels {
+        static KERNELS: OnceLock<PerSampleKernels> = OnceLock::new();
+        KERNELS.get_or_init(|| PerSampleKernels::build("bb_flip", SRC, "BbFlipSample", &["in"], &["out"], &["bb_flip"]))
     }
 
     #[test]
@@ -156,17 +113,8 @@ int main(int argc, char** argv) {
             let mut f = op(vec![("ltrb", ArgValue::Bool(ltrb))], &["horizontal", "vertical"]).unwrap();
             let want = run(&mut f, &x, &[("horizontal", &h), ("vertical", &v)]).unwrap();
             let descs: Vec<BbFlipSample> = f.flips.iter().enumerate().map(|(i, &fl)| describe(fl, ltrb, x.numel(i) / 4, x.offset(i) as u64, x.offset(i) as u64)).collect();
-            let (threads, blocks) = (32u32, 2u32);
-            let mut case = Vec::new();
-            for w in [descs.len() as u32, threads, blocks] {
-                case.extend(w.to_le_bytes());
-            }
-            case.extend(bytemuck::cast_slice::<BbFlipSample, u8>(&descs));
             let input = &x.buffer().as_slice()[..x.total_bytes()];
-            case.extend((input.len() as u64).to_le_bytes());
-            case.extend(input);
-            case.extend((x.total_bytes() as u64).to_le_bytes());
-            let got = harness().run("bb_flip", &case);
+            let got = harness().run("bb_flip", bytemuck::cast_slice(&descs), descs.len(), input, x.total_bytes());
             for i in 0..x.len() {
                 assert_eq!(&got[x.byte_range(i)], want.bytes(i), "ltrb {ltrb}: sample {i}");
             }
