@@ -104,7 +104,7 @@ mod cuda_twins {
 
     use super::super::tests::{op, run};
     use super::*;
-    use crate::ops::gpu_params::HostKernels;
+    use crate::ops::gpu_params::PerSampleKernels;
     use crate::ops::ArgValue;
     use crate::tensor::TensorList;
 
@@ -113,43 +113,16 @@ mod cuda_twins {
         crate::ops::gpu_params::check_cuda_source("one_hot", SRC, &[("OneHotSample", &OneHotSample::LAYOUT)]);
     }
 
-    /// Runs one launch of a one_hot.cu kernel on the CPU (every thread of a small grid in
-    /// turn, so the stride loop runs) from a case file: name, sample count, descriptors
-    /// (addresses as offsets), input bytes, output length. Writes the output bytes.
-    const HARNESS: &str = r#"#include <cstdlib>
-#include <string>
-#include <vector>
-#include "@SHIM@"
-#include "@SRC@"
-typedef void (*Kernel)(const OneHotSample*);
-static FILE* f;
-static void rd(void* p, size_t n) { if (fread(p, 1, n, f) != n) { fprintf(stderr, "short case\n"); exit(2); } }
-#define K(n) if (name == "one_hot_" #n "_1") k = one_hot_##n##_1; if (name == "one_hot_" #n "_2") k = one_hot_##n##_2; \
-    if (name == "one_hot_" #n "_4") k = one_hot_##n##_4; if (name == "one_hot_" #n "_8") k = one_hot_##n##_8;
-int main(int argc, char** argv) {
-    if (argc != 2 || !(f = fopen(argv[1], "rb"))) return 2;
-    unsigned len, n;
-    rd(&len, 4); std::string name(len, '\0'); rd(&name[0], len); rd(&n, 4);
-    std::vector<OneHotSample> s(n); rd(s.data(), n * sizeof(OneHotSample));
-    unsigned long long in_len, out_len;
-    rd(&in_len, 8); std::vector<unsigned long long> in(in_len / 8 + 1); rd(in.data(), in_len);
-    rd(&out_len, 8); std::vector<unsigned long long> out(out_len / 8 + 1, 0xababababababababULL);
-    for (auto& d : s) { d.in += (unsigned long long)in.data(); d.out += (unsigned long long)out.data(); }
-    Kernel k = nullptr;
-    K(u8) K(i8) K(u16) K(i16) K(u32) K(i32) K(u64) K(i64) K(f32) K(f64)
-    if (!k) { fprintf(stderr, "no kernel %s\n", name.c_str()); return 3; }
-    blockDim = {32, 1, 1}; gridDim = {3, n, 1};
-    for (unsigned y = 0; y < n; y++) for (unsigned b = 0; b < 3; b++) for (unsigned t = 0; t < 32; t++) {
-        blockIdx = {b, y, 0}; threadIdx = {t, 0, 0}; k(s.data());
-    }
-    fwrite(out.data(), 1, out_len, stdout);
-    return 0;
-}
-"#;
-
-    fn harness() -> &'static HostKernels {
-        static KERNELS: OnceLock<HostKernels> = OnceLock::new();
-        KERNELS.get_or_init(|| HostKernels::build("one_hot", SRC, HARNESS))
+    fn harness() -> &'static PerSampleKernels {
+        static KERNELS: OnceLock<PerSampleKernels> = OnceLock::new();
+        KERNELS.get_or_init(|| {
+            let names: Vec<String> = ["u8", "i8", "u16", "i16", "u32", "i32", "u64", "i64", "f32", "f64"]
+                .iter()
+                .flat_map(|t| [1, 2, 4, 8].map(|size| format!("one_hot_{t}_{size}")))
+                .collect();
+            let names: Vec<&str> = names.iter().map(String::as_str).collect();
+            PerSampleKernels::build("one_hot", SRC, "OneHotSample", &["in"], &["out"], &names)
+        })
     }
 
     /// A batch of `t` holding classes in and around 0..classes (negative, too large,
@@ -186,15 +159,7 @@ int main(int argc, char** argv) {
                     let plan = g.plan(x.meta()).unwrap();
                     let descs: Vec<OneHotSample> = plan.split.iter().enumerate().map(|(i, &s)| g.describe(s, x.offset(i) as u64, want.offset(i) as u64)).collect();
                     let name = kernel_name(t, o.size());
-                    let mut case = Vec::new();
-                    case.extend((name.len() as u32).to_le_bytes());
-                    case.extend(name.as_bytes());
-                    case.extend((descs.len() as u32).to_le_bytes());
-                    case.extend(bytemuck::cast_slice::<OneHotSample, u8>(&descs));
-                    case.extend((x.total_bytes() as u64).to_le_bytes());
-                    case.extend(&x.buffer().as_slice()[..x.total_bytes()]);
-                    case.extend((want.total_bytes() as u64).to_le_bytes());
-                    let got = harness().run(&name, &case);
+                    let got = harness().run(&name, bytemuck::cast_slice(&descs), descs.len(), &x.buffer().as_slice()[..x.total_bytes()], want.total_bytes());
                     for i in 0..x.len() {
                         assert_eq!(&got[want.byte_range(i)], want.bytes(i), "{t} -> {o}, axis {axis:?}, sample {i}");
                     }
