@@ -163,3 +163,38 @@ def test_permute_batch_on_the_gpu():
     for x, y, k in zip(g.as_cpu(), c, perm):
         np.testing.assert_array_equal(np.array(x), np.array(y))
         np.testing.assert_array_equal(np.array(y), images[int(np.array(k))])
+
+
+def test_views_reach_python_functions_and_dense_exports():
+    """A split's halves and permute_batch's output share their input's memory on the GPU (no
+    copy): a GPU python_function in a branch still gets whole arrays, and a permuted batch
+    with repeated samples exports as one dense tensor."""
+    from conftest import require_gpu
+
+    require_gpu()
+    cupy = pytest.importorskip("cupy")
+    rng = np.random.default_rng(9)
+    images = [rng.integers(0, 100, (6, 5, 3), dtype=np.uint8) for _ in range(8)]
+    seen = []
+
+    def double(a):
+        seen.append(type(a))
+        return a * 2
+
+    @sluice.pipeline_def(batch_size=8, num_threads=2, device_id=0, seed=4, enable_conditionals=True)
+    def p():
+        img = fn.external_source(lambda info: images[info.idx_in_batch], batch=False, layout="HWC")
+        i = fn.external_source(lambda info: np.int32(info.idx_in_batch), batch=False)
+        g = img.gpu()
+        if i % 3 == 1:
+            out = fn.python_function(g, function=double, device="gpu")
+        else:
+            out = g
+        return out, fn.permute_batch(g, indices=[3, 3, 0, 7, 1, 1, 6, 2])
+
+    out, perm = p().run()
+    assert seen and all(t is cupy.ndarray for t in seen)
+    for k, x in enumerate(out.as_cpu()):
+        np.testing.assert_array_equal(np.array(x), images[k] * 2 if k % 3 == 1 else images[k])
+    dense = cupy.asarray(perm.as_tensor())
+    np.testing.assert_array_equal(cupy.asnumpy(dense), np.stack([images[k] for k in [3, 3, 0, 7, 1, 1, 6, 2]]))

@@ -499,7 +499,8 @@ impl PyPipeline {
         out.into_iter()
             .map(|b| match b {
                 Batch::Cpu(t) => Ok(Bound::new(py, PyTensorList { inner: Arc::new(t) })?.into_any()),
-                Batch::Gpu(t) => Ok(Bound::new(py, PyTensorListGpu { inner: Arc::new(t) })?.into_any()),
+                // Outputs are exported as whole arrays: a view (permute_batch's) is gathered.
+                Batch::Gpu(t) => Ok(Bound::new(py, PyTensorListGpu { inner: Arc::new(t.packed().map_err(to_py)?) })?.into_any()),
             })
             .collect()
     }
@@ -646,10 +647,13 @@ impl sluice::ops::python_function::FunctionHost for PyFunctionHost {
         device: &Arc<sluice_cuda::GpuDevice>,
         stream: &Arc<sluice_cuda::CudaStream>,
     ) -> Result<Vec<EngineTensorListGpu>, String> {
+        // The function sees each input as one array: a split's view inside a branch is
+        // gathered first (queued on the pipeline stream, so the wait below covers it).
+        let packed = call.inputs.iter().map(|t| t.packed()).collect::<sluice::error::Result<Vec<_>>>().map_err(|e| e.to_string())?;
         // The function may read its inputs on any stream (DLPack consumers, PyTorch's): they
         // must be complete first. Fed batches carry their event; the others were queued
         // on `stream` by this iteration's operators.
-        for t in call.inputs {
+        for t in &packed {
             if let Some(ev) = t.ready() {
                 ev.synchronize().map_err(|e| e.to_string())?;
             }
@@ -657,10 +661,9 @@ impl sluice::ops::python_function::FunctionHost for PyFunctionHost {
         stream.synchronize().map_err(|e| e.to_string())?;
         Python::attach(|py| {
             let run = || -> PyResult<Vec<EngineTensorListGpu>> {
-                let inputs = call
-                    .inputs
+                let inputs = packed
                     .iter()
-                    .map(|t| Bound::new(py, PyTensorListGpu { inner: Arc::new((*t).clone()) }))
+                    .map(|t| Bound::new(py, PyTensorListGpu { inner: Arc::new(t.clone()) }))
                     .collect::<PyResult<Vec<_>>>()?;
                 let module = py.import("sluice.python_function")?;
                 let args = (call.function_id, inputs, call.batch_size, call.batch_processing, call.num_outputs, call.kind, stream.cu_stream() as usize);

@@ -891,8 +891,7 @@ fn zero_samples(b: &mut Batch, places: &[usize]) -> Result<()> {
         }
         Batch::Gpu(t) => {
             for &i in places.iter().filter(|&&i| i < t.len()) {
-                let range = t.meta().byte_range(i);
-                t.buffer().zero_range_async(range.start, range.len())?;
+                t.buffer().zero_range_async(t.data_offset(i), t.meta().byte_range(i).len())?;
             }
         }
     }

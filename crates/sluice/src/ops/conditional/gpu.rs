@@ -1,6 +1,6 @@
 //! GPU backends of split and merge: the host plans from the predicate (an argument input,
-//! always on the host) exactly as the cpu twins do; one batched copy kernel moves the
-//! samples.
+//! always on the host) exactly as the cpu twins do. A split's halves are views of its input
+//! (no device work at all); a merge gathers the branches' samples with one batched copy.
 
 use crate::error::Result;
 use crate::ops::strided_copy_gpu::StridedCopy;
@@ -11,13 +11,11 @@ use super::{Merge, Split};
 
 pub(super) struct SplitGpu {
     split: Split,
-    copy: StridedCopy,
-    jobs: Vec<(u64, u64, usize)>,
 }
 
 impl SplitGpu {
     pub(super) fn new(split: Split) -> SplitGpu {
-        SplitGpu { split, copy: StridedCopy::default(), jobs: Vec::new() }
+        SplitGpu { split }
     }
 }
 
@@ -25,15 +23,7 @@ impl GpuOperator for SplitGpu {
     fn run(&mut self, ws: &GpuWorkspace<'_>) -> Result<Vec<TensorListGpu>> {
         let input = ws.gpu_inputs[0];
         let halves = self.split.halves(&ws.arg_inputs, input.len(), ws.iteration)?;
-        let mut outs = Vec::with_capacity(2);
-        self.jobs.clear();
-        for picks in &halves {
-            let out = TensorListGpu::alloc(input.meta().picked(picks), ws.device, ws.stream)?;
-            self.jobs.extend(picks.iter().enumerate().map(|(k, &i)| (input.sample_ptr(i), out.sample_ptr(k), input.numel(i))));
-            outs.push(out);
-        }
-        self.copy.copy_samples(ws, &self.split.ctx.display_name, input.dtype().size(), &self.jobs)?;
-        Ok(outs)
+        Ok(halves.iter().map(|picks| input.picked(picks)).collect())
     }
 }
 

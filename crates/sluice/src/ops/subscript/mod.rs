@@ -1,10 +1,14 @@
 //! `TensorSubscript`: `node[...]` on DataNodes. Integer indices (negative count from the end)
 //! remove their dimension; slices `lo:hi:step` keep it, with Python's semantics (clamped
 //! bounds, negative steps). Indices may be per-sample argument inputs. Matches DALI 2.4.
+//! Both backends share the plan (each sample's selection per axis); the GPU backend
+//! (`gpu.rs`) turns it into strided gathers.
+
+mod gpu;
 
 use crate::error::{Error, Result};
 use crate::ops::{arg, for_each_sample, tensor_arg, ArgDefault as D, ArgSchema, ArgType as T, Device, OpContext, OpDef, OpSchema, Operator, Workspace};
-use crate::tensor::{Layout, TensorList};
+use crate::tensor::{BatchMeta, Layout, TensorList};
 
 /// Most subscripts one `[...]` may have.
 pub const MAX_SUBSCRIPTS: usize = 8;
@@ -32,7 +36,7 @@ pub static TENSOR_SUBSCRIPT: OpDef = OpDef {
     schema: OpSchema {
         name: "_TensorSubscript",
         doc: "Indexes and slices each sample (`node[1:3, :, 0]`). Created by `DataNode.__getitem__`.",
-        devices: &[Device::Cpu],
+        devices: &[Device::Cpu, Device::Gpu],
         min_inputs: 1,
         max_inputs: 1,
         num_outputs: 1,
@@ -48,7 +52,7 @@ pub static TENSOR_SUBSCRIPT: OpDef = OpDef {
     },
     cpu: Some(|ctx| Ok(Box::new(Subscript::new(ctx)?))),
     mixed: None,
-    gpu: None,
+    gpu: Some(|ctx, _| Ok(Box::new(gpu::SubscriptGpu::new(Subscript::new(ctx)?)))),
 };
 
 struct Subscript {
@@ -95,9 +99,23 @@ pub fn resolve_slice(lo: Option<i64>, hi: Option<i64>, step: i64, len: usize) ->
     (start, count as usize)
 }
 
-impl Operator for Subscript {
-    fn run(&mut self, ws: &Workspace<'_>) -> Result<Vec<TensorList>> {
-        let input = ws.inputs[0];
+/// One batch's plan: the output's metadata and every sample's selection, `ndim` axes per
+/// sample in source order.
+struct Plan {
+    meta: BatchMeta,
+    sels: Vec<AxisSel>,
+    ndim: usize,
+}
+
+impl Plan {
+    fn sample(&self, i: usize) -> &[AxisSel] {
+        &self.sels[i * self.ndim..(i + 1) * self.ndim]
+    }
+}
+
+impl Subscript {
+    /// Resolves every sample's indices and slices against its shape (errors name the sample).
+    fn plan(&self, ws: &Workspace<'_>, input: &BatchMeta) -> Result<Plan> {
         let name = &self.ctx.display_name;
         let n = input.len();
         let ndim = input.ndim();
@@ -142,21 +160,49 @@ impl Operator for Subscript {
                 sels.push(sel);
             }
         }
-        let mut out = TensorList::new(input.dtype(), out_ndim, (0..n).map(|i| &shapes[i * out_ndim..(i + 1) * out_ndim]));
+        let mut meta = BatchMeta::new(input.dtype(), out_ndim, (0..n).map(|i| &shapes[i * out_ndim..(i + 1) * out_ndim]));
         let layout = input.layout();
         if !layout.is_empty() {
             let kept: String = layout.as_str().chars().enumerate().filter(|(a, _)| !(*a < MAX_SUBSCRIPTS && removed[*a])).map(|(_, c)| c).collect();
-            out.set_layout(Layout::new(&kept).expect("subset of a valid layout"));
+            meta.set_layout(Layout::new(&kept).expect("subset of a valid layout"));
         }
-        out.inherit_source_info(input);
+        meta.inherit_source_info(input);
+        Ok(Plan { meta, sels, ndim })
+    }
+}
+
+impl Operator for Subscript {
+    fn run(&mut self, ws: &Workspace<'_>) -> Result<Vec<TensorList>> {
+        let input = ws.inputs[0];
+        let plan = self.plan(ws, input.meta())?;
+        let mut out = TensorList::for_overwrite(plan.meta.clone());
         let elem = input.dtype().size();
         for_each_sample(ws.pool, &mut out, |i, dst| {
-            let sel = &sels[i * ndim..(i + 1) * ndim];
-            gather(dst, input.bytes(i), input.shape(i), sel, elem);
+            gather(dst, input.bytes(i), input.shape(i), plan.sample(i), elem);
             Ok(())
         })?;
         Ok(vec![out])
     }
+}
+
+/// Sample `i`'s selection as (first element, then (count, element step) per walked axis,
+/// outermost first), for a dense tensor of `shape`: what both the cpu walk and the GPU's
+/// strided gather follow.
+fn walk<'a>(shape: &'a [usize], sel: &'a [AxisSel]) -> (i64, impl Iterator<Item = (usize, i64)> + 'a) {
+    let stride = |a: usize| shape[a + 1..].iter().product::<usize>() as i64;
+    let base = sel
+        .iter()
+        .enumerate()
+        .map(|(a, s)| match *s {
+            AxisSel::At(i) => i as i64 * stride(a),
+            AxisSel::Range { start, .. } => start * stride(a),
+        })
+        .sum();
+    let walked = sel.iter().enumerate().filter_map(move |(a, s)| match *s {
+        AxisSel::At(_) => None,
+        AxisSel::Range { count, step, .. } => Some((count, step * stride(a))),
+    });
+    (base, walked)
 }
 
 /// Copies the selected elements of `src` (a dense tensor of `shape`) to `dst`.
@@ -167,28 +213,14 @@ pub fn gather(dst: &mut [u8], src: &[u8], shape: &[usize], sel: &[AxisSel], elem
     if dst.is_empty() {
         return;
     }
-    // Source element strides.
-    let mut stride = [0i64; MAXD];
-    let mut s = 1i64;
-    for a in (0..nd).rev() {
-        stride[a] = s;
-        s *= shape[a] as i64;
-    }
-    // Base offset and the walked axes (count, byte step).
-    let mut base = 0i64;
+    let (base, walked) = walk(shape, sel);
     let mut counts = [0usize; MAXD];
     let mut steps = [0i64; MAXD];
     let mut m = 0;
-    for a in 0..nd {
-        match sel[a] {
-            AxisSel::At(i) => base += i as i64 * stride[a],
-            AxisSel::Range { start, count, step } => {
-                base += start * stride[a];
-                counts[m] = count;
-                steps[m] = step * stride[a];
-                m += 1;
-            }
-        }
+    for (count, step) in walked {
+        counts[m] = count;
+        steps[m] = step;
+        m += 1;
     }
     // The innermost walked axis with unit step on the last source axis is a contiguous run.
     let (run, outer) = if m > 0 && steps[m - 1] == 1 { (counts[m - 1], m - 1) } else { (1, m) };
