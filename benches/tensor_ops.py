@@ -42,6 +42,12 @@ CASES = {
                            "    return m\n"
                            "feeds = [[blobs() for _ in range(B)]]",
                            "fn.segmentation.random_object_bbox(a, format='box', k_largest=3)", False),
+    # subscripts on 64 sequences of 16 frames of 96x96x3: a strided gather, and a frame (one
+    # run of each sample's memory: a view on the GPU, no copy)
+    "subscript": ("feeds = [[rng.integers(0, 255, (16, 96, 96, 3), dtype=np.uint8) for _ in range(B)]]",
+                  "a[2:14, ::2, 8:-8, 1]", True),
+    "subscript_frame": ("feeds = [[rng.integers(0, 255, (16, 96, 96, 3), dtype=np.uint8) for _ in range(B)]]",
+                        "a[5]", True),
     "decoders_numpy": ("import io\n"
                        "def npy(x):\n"
                        "    f = io.BytesIO(); np.save(f, x); return np.frombuffer(f.getvalue(), np.uint8)\n"

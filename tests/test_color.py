@@ -366,6 +366,50 @@ def test_gpu_equals_cpu(op, in_type, out_type):
     _assert_same(cpu, gpu)
 
 
+CHAINS = {
+    # Detection pipelines' pair; a matrix then a scale, a scale then a matrix, two scales.
+    "hsv>bc": lambda fn, x, a, mid, out: fn.brightness_contrast(fn.hsv(x, hue=a["h"], saturation=a["s"], value=a["v"], **mid), brightness=a["b"], contrast=a["c"], **out),
+    "bc>twist": lambda fn, x, a, mid, out: fn.color_twist(fn.brightness_contrast(x, brightness=a["b"], brightness_shift=a["s"], **mid), hue=a["h"], saturation=a["v"], **out),
+    "brightness>contrast": lambda fn, x, a, mid, out: fn.contrast(fn.brightness(x, brightness=a["b"], **mid), contrast=a["c"], **out),
+    # Both name `hue`: not fused (the fused node reads argument inputs by name).
+    "hue>twist": lambda fn, x, a, mid, out: fn.color_twist(fn.hue(x, hue=a["h"], **mid), hue=a["v"], **out),
+}
+
+
+@pytest.mark.parametrize("chain", list(CHAINS))
+@pytest.mark.parametrize("in_type,mid_type,out_type", [
+    (types.UINT8, None, None), (types.UINT8, types.FLOAT, types.UINT8), (types.FLOAT, types.FLOAT, types.FLOAT),
+    (types.UINT8, types.UINT8, types.FLOAT),
+    # No fused kernel for these types: the fused node runs its two operators in turn.
+    (types.INT16, types.INT16, types.INT32),
+])
+@pytest.mark.parametrize("layout", ["HWC", "FHWC"])
+def test_gpu_color_chains_are_fused_and_equal_cpu(chain, in_type, mid_type, out_type, layout):
+    """Two colour operators in a row on the GPU run as one node (`<a>+<b>` in the statistics)
+    with the bits of the cpu operators run one after the other."""
+    require_gpu()
+    build = CHAINS[chain]
+    shape = (33, 47, 3) if layout == "HWC" else (2, 17, 21, 3)
+    images = _images(NP[in_type], shape, 6, seed=21) + [np.zeros((0,) + shape[1:], NP[in_type])]
+    args = {**_bc_args(7, in_type, 22), **_twist_args(7, 23)}
+    mid = {} if mid_type is None else {"dtype": mid_type}
+    out = {} if out_type is None else {"dtype": out_type}
+    got = {}
+    for device in ("cpu", "gpu"):
+        pipe = sluice.pipeline.Pipeline(batch_size=len(images), num_threads=3, device_id=None if device == "cpu" else 0, seed=7)
+        with pipe:
+            x = fn.external_source(source=lambda: images, batch=True, layout=layout)
+            nodes = {k: fn.external_source(source=_constant_source([np.float32(v) for v in vals]), batch=True) for k, vals in args.items()}
+            pipe.set_outputs(build(fn, x.gpu() if device == "gpu" else x, nodes, mid, out))
+        pipe.build()
+        for _ in range(2):
+            (o,) = pipe.run()
+        got[device] = [np.array(s) for s in (o.as_cpu() if device == "gpu" else o)]
+        fused = [n for n in pipe.executor_statistics() if "+" in n]
+        assert len(fused) == (device == "gpu" and chain != "hue>twist"), (device, fused)
+    _assert_same(got["cpu"], got["gpu"])
+
+
 @pytest.mark.parametrize("op", ["brightness_contrast", "hsv"])
 def test_gpu_sequences_equal_cpu(op):
     require_gpu()

@@ -657,6 +657,10 @@ impl Executor {
                     skipped.push(op.skipped());
                     Backend::Cpu(op)
                 }
+                Device::Gpu if !node.fused.is_empty() => {
+                    let parts: Vec<_> = node.fused.iter().map(|n| (n.def, context(n, spec, num_threads, 0))).collect();
+                    Backend::Gpu(crate::ops::fused::build_gpu(&parts)?, Device::Gpu)
+                }
                 d => {
                     let factory = if d == Device::Mixed { node.def.mixed } else { node.def.gpu };
                     let device = &gpu.as_ref().expect("GPU stage opened above").device;

@@ -357,6 +357,7 @@ impl Graph {
         // The decoder hint reads the resize's arguments: it runs before the resize is fused.
         graph.fuse_random_crop_decode_with_resize();
         graph.fuse_resize_into_crop_mirror_normalize();
+        graph.fuse_color_chains();
         Ok(graph)
     }
 
@@ -436,29 +437,58 @@ impl Graph {
                 i += 1;
                 continue;
             };
-            let (resize, cmn) = (self.nodes[i].clone(), self.nodes[k].clone());
-            self.nodes[k] = Node {
-                spec_index: cmn.spec_index,
-                def: cmn.def,
-                device: Device::Cpu,
-                name: format!("{}+{}", resize.name, cmn.name),
-                inputs: resize.inputs.clone(),
-                arg_inputs: resize.arg_inputs.iter().chain(&cmn.arg_inputs).cloned().collect(),
-                args: cmn.args.clone(),
-                fused: vec![resize, cmn],
-            };
-            // Nothing reads node i any more: drop it and shift the later indices down.
-            self.nodes.remove(i);
-            let shift = |e: &mut Edge| {
-                if e.op > i {
-                    e.op -= 1;
-                }
-            };
-            for n in &mut self.nodes {
-                n.inputs.iter_mut().for_each(shift);
-                n.arg_inputs.iter_mut().for_each(|(_, e)| shift(e));
-            }
-            self.outputs.iter_mut().for_each(shift);
+            self.fuse_pair(i, k);
         }
+    }
+
+    /// Two operators in a row on the GPU of the colour family's affine maps (`hsv`,
+    /// `brightness_contrast`, `color_twist`...; `ops::color::affine_kind`), the first read only
+    /// by the second, become one node running both in one pass (`ops::color`'s chain kernel,
+    /// the unfused pair's bits): detection pipelines' `hsv -> brightness_contrast` reads and
+    /// writes the image once instead of twice. Named `<first>+<second>`.
+    fn fuse_color_chains(&mut self) {
+        let mut i = 0;
+        while i < self.nodes.len() {
+            let a = &self.nodes[i];
+            let affine_gpu = |n: &Node| n.device == Device::Gpu && n.fused.is_empty() && ops::color::affine_kind(n.def).is_some();
+            let target = affine_gpu(a).then(|| self.only_consumer(i)).flatten().filter(|&k| {
+                let b = &self.nodes[k];
+                // The fused node takes both operators' argument inputs by name.
+                affine_gpu(b) && !b.arg_inputs.iter().any(|(x, _)| a.arg_inputs.iter().any(|(y, _)| x == y))
+            });
+            match target {
+                Some(k) => self.fuse_pair(i, k),
+                None => i += 1,
+            }
+        }
+    }
+
+    /// Replaces node `k`, the only consumer of node `i`, with one node standing for both
+    /// (named `<i>+<k>`, `fused` holding the two, in data order) reading `i`'s inputs, and
+    /// drops node `i`.
+    fn fuse_pair(&mut self, i: usize, k: usize) {
+        let (first, second) = (self.nodes[i].clone(), self.nodes[k].clone());
+        self.nodes[k] = Node {
+            spec_index: second.spec_index,
+            def: second.def,
+            device: second.device,
+            name: format!("{}+{}", first.name, second.name),
+            inputs: first.inputs.clone(),
+            arg_inputs: first.arg_inputs.iter().chain(&second.arg_inputs).cloned().collect(),
+            args: second.args.clone(),
+            fused: vec![first, second],
+        };
+        // Nothing reads node i any more: drop it and shift the later indices down.
+        self.nodes.remove(i);
+        let shift = |e: &mut Edge| {
+            if e.op > i {
+                e.op -= 1;
+            }
+        };
+        for n in &mut self.nodes {
+            n.inputs.iter_mut().for_each(shift);
+            n.arg_inputs.iter_mut().for_each(|(_, e)| shift(e));
+        }
+        self.outputs.iter_mut().for_each(shift);
     }
 }

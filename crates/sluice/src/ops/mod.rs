@@ -244,6 +244,15 @@ impl<'a> GpuWorkspace<'a> {
         SampleRng::new(ctx.seed, ctx.op_id, self.iteration, i as u64)
     }
 
+    /// This invocation with other GPU inputs: a fused operator running its parts one after
+    /// the other.
+    pub fn with_gpu_inputs<'b>(&self, gpu_inputs: Vec<&'b TensorListGpu>) -> GpuWorkspace<'b>
+    where
+        'a: 'b,
+    {
+        GpuWorkspace { cpu_inputs: self.cpu_inputs.clone(), gpu_inputs, arg_inputs: self.arg_inputs.clone(), ..*self }
+    }
+
     /// A host workspace with this invocation's argument inputs and CPU inputs, for the
     /// planning code GPU backends share with their cpu twins.
     pub fn host_view(&self) -> Workspace<'a> {

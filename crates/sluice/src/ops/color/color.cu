@@ -13,6 +13,15 @@ struct ColorSample {
     int pad;
 };
 
+// One map's arithmetic, shared by the single and the chained kernels so that a fused pair
+// gives the bits of the two operators run one after the other.
+__device__ __forceinline__ float scale_value(float v, float mul, float add) {
+    return __fadd_rn(__fmul_rn(v, mul), add);
+}
+__device__ __forceinline__ float matrix_row(const float* row, float r, float g, float b, float offset) {
+    return __fadd_rn(__fadd_rn(__fadd_rn(__fmul_rn(row[0], r), __fmul_rn(row[1], g)), __fmul_rn(row[2], b)), offset);
+}
+
 template <typename I, typename O>
 __device__ __forceinline__ void color(const ColorSample* samples) {
     const ColorSample& s = samples[blockIdx.y];
@@ -23,15 +32,64 @@ __device__ __forceinline__ void color(const ColorSample* samples) {
     if (!s.matrix) {
         const float mul = s.m[0], add = s.offset;
         for (; k < s.count; k += step)
-            out[k] = channel_from_float<O>(__fadd_rn(__fmul_rn(channel_to_float(in[k]), mul), add));
+            out[k] = channel_from_float<O>(scale_value(channel_to_float(in[k]), mul, add));
         return;
     }
     for (; k < s.count; k += step) {
         const float r = channel_to_float(in[3 * k]), g = channel_to_float(in[3 * k + 1]), b = channel_to_float(in[3 * k + 2]);
+        for (int c = 0; c < 3; c++)
+            out[3 * k + c] = channel_from_float<O>(matrix_row(s.m + 3 * c, r, g, b, s.offset));
+    }
+}
+
+// Two colour operators fused (Graph::fuse_color_chains): the first map, its output type M
+// (saturated and rounded exactly as its own output would be), then the second map; one read
+// and one write of the image instead of two of each.
+struct ColorMap {
+    float m[9];  // scale: m[0] is the multiplier; matrix: row-major 3x3
+    float offset;
+    int matrix;
+};
+
+struct ChainSample {
+    unsigned long long in, out;
+    long long count;  // 3-channel pixels when `pixels`, else elements
+    int pixels;
+    int pad;
+    ColorMap first, second;
+};
+
+// `v` (3 channels) through `map`, then as the type T stores it.
+template <typename T>
+__device__ __forceinline__ void map_pixel(const ColorMap& map, float v[3]) {
+    float r = v[0], g = v[1], b = v[2];
+    for (int c = 0; c < 3; c++) {
+        const float x = map.matrix ? matrix_row(map.m + 3 * c, r, g, b, map.offset) : scale_value(v[c], map.m[0], map.offset);
+        v[c] = channel_to_float(channel_from_float<T>(x));
+    }
+}
+
+template <typename I, typename M, typename O>
+__device__ __forceinline__ void color_chain(const ChainSample* samples) {
+    const ChainSample& s = samples[blockIdx.y];
+    const I* in = (const I*)s.in;
+    O* out = (O*)s.out;
+    const long long step = (long long)gridDim.x * blockDim.x;
+    long long k = (long long)blockIdx.x * blockDim.x + threadIdx.x;
+    if (!s.pixels) {
+        for (; k < s.count; k += step) {
+            const float mid = channel_to_float(channel_from_float<M>(scale_value(channel_to_float(in[k]), s.first.m[0], s.first.offset)));
+            out[k] = channel_from_float<O>(scale_value(mid, s.second.m[0], s.second.offset));
+        }
+        return;
+    }
+    for (; k < s.count; k += step) {
+        float v[3] = {channel_to_float(in[3 * k]), channel_to_float(in[3 * k + 1]), channel_to_float(in[3 * k + 2])};
+        map_pixel<M>(s.first, v);
+        float r = v[0], g = v[1], b = v[2];
         for (int c = 0; c < 3; c++) {
-            const float* row = s.m + 3 * c;
-            const float v = __fadd_rn(__fadd_rn(__fadd_rn(__fmul_rn(row[0], r), __fmul_rn(row[1], g)), __fmul_rn(row[2], b)), s.offset);
-            out[3 * k + c] = channel_from_float<O>(v);
+            const float x = s.second.matrix ? matrix_row(s.second.m + 3 * c, r, g, b, s.second.offset) : scale_value(v[c], s.second.m[0], s.second.offset);
+            out[3 * k + c] = channel_from_float<O>(x);
         }
     }
 }
@@ -46,3 +104,13 @@ COLOR_KERNELS_FROM(i16, short)
 COLOR_KERNELS_FROM(i32, int)
 COLOR_KERNELS_FROM(f32, float)
 COLOR_KERNELS_FROM(f16, half_bits)
+
+// The chains common pipelines build (8-bit images, float after a cast); other type
+// combinations run as two launches.
+#define CHAIN_KERNEL(NI, I, NM, M, NO, O) \
+    extern "C" __global__ void color_chain_##NI##_##NM##_##NO(const ChainSample* s) { color_chain<I, M, O>(s); }
+#define CHAIN_KERNELS_FROM(NI, I) \
+    CHAIN_KERNEL(NI, I, u8, unsigned char, u8, unsigned char) CHAIN_KERNEL(NI, I, u8, unsigned char, f32, float) \
+    CHAIN_KERNEL(NI, I, f32, float, u8, unsigned char) CHAIN_KERNEL(NI, I, f32, float, f32, float)
+CHAIN_KERNELS_FROM(u8, unsigned char)
+CHAIN_KERNELS_FROM(f32, float)

@@ -29,7 +29,7 @@ pub use conversion::COLOR_SPACE_CONVERSION;
 pub use equalize::{EQUALIZE, EXPERIMENTAL_EQUALIZE};
 
 use crate::error::{Error, Result};
-use crate::ops::{for_each_sample, OpContext, Operator, Workspace};
+use crate::ops::{for_each_sample, GpuOperator, OpContext, OpDef, Operator, Workspace};
 use crate::tensor::channel::{dispatch_pair, Channel, PairKernel};
 use crate::tensor::{BatchMeta, DType, Layout, TensorList};
 
@@ -133,6 +133,26 @@ impl Color {
         meta.inherit_source_info(input);
         Ok(ColorBatch { meta, in_type, out_type })
     }
+}
+
+/// The affine operators of the family and their kinds: a pair of them in a row runs as one
+/// pass on the GPU (`Graph::fuse_color_chains`).
+pub fn affine_kind(def: &OpDef) -> Option<Kind> {
+    if [&BRIGHTNESS, &CONTRAST, &BRIGHTNESS_CONTRAST].iter().any(|d| def.is(d)) {
+        Some(Kind::BrightnessContrast)
+    } else if def.is(&HSV) {
+        Some(Kind::Hsv)
+    } else if [&HUE, &SATURATION, &COLOR_TWIST].iter().any(|d| def.is(d)) {
+        Some(Kind::ColorTwist)
+    } else {
+        None
+    }
+}
+
+/// The GPU operator running `first` then `second` (affine operators, see [`affine_kind`]) as
+/// one pass.
+pub fn chain_gpu(first: (Kind, &OpContext), second: (Kind, &OpContext)) -> Result<Box<dyn GpuOperator>> {
+    Ok(Box::new(gpu::ColorChainGpu::new(Color::new(first.1, first.0)?, Color::new(second.1, second.0)?)))
 }
 
 /// A per-sample float argument as DALI reads it (an f32), `default` when not given; an
