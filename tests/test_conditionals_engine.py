@@ -187,7 +187,7 @@ def test_views_reach_python_functions_and_dense_exports():
         i = fn.external_source(lambda info: np.int32(info.idx_in_batch), batch=False)
         g = img.gpu()
         if i % 3 == 1:
-            out = fn.python_function(g, function=double, device="gpu")
+            out = fn.python_function(g, function=double, device="gpu", output_layouts="HWC")
         else:
             out = g
         return out, fn.permute_batch(g, indices=[3, 3, 0, 7, 1, 1, 6, 2])

@@ -123,7 +123,19 @@ pub struct Workspace<'a> {
     pub pool: &'a rayon::ThreadPool,
 }
 
+/// The argument inputs operator `ctx` was given, out of a fused node's (which holds its
+/// parts' together): an operator may look up argument names its family shares with the
+/// other part (`brightness` reads `contrast`), and must not see the other part's.
+fn own_arg_inputs<'a>(arg_inputs: &HashMap<&'a str, &'a TensorList>, ctx: &OpContext) -> HashMap<&'a str, &'a TensorList> {
+    arg_inputs.iter().filter(|(k, _)| ctx.arg_input_names.iter().any(|n| n == *k)).map(|(k, v)| (*k, *v)).collect()
+}
+
 impl<'a> Workspace<'a> {
+    /// This invocation as `ctx`, one part of a fused node, sees it: its own argument inputs.
+    pub fn for_part(&self, ctx: &OpContext) -> Workspace<'a> {
+        Workspace { inputs: self.inputs.clone(), arg_inputs: own_arg_inputs(&self.arg_inputs, ctx), ..*self }
+    }
+
     /// A numeric argument that may come per sample: the argument input when one was wired,
     /// else the constant (or `Unset`).
     pub fn per_sample(&self, ctx: &OpContext, name: &'static str) -> PerSample<'a> {
@@ -244,13 +256,13 @@ impl<'a> GpuWorkspace<'a> {
         SampleRng::new(ctx.seed, ctx.op_id, self.iteration, i as u64)
     }
 
-    /// This invocation with other GPU inputs: a fused operator running its parts one after
-    /// the other.
-    pub fn with_gpu_inputs<'b>(&self, gpu_inputs: Vec<&'b TensorListGpu>) -> GpuWorkspace<'b>
+    /// This invocation as `ctx`, one part of a fused node, sees it: its own argument inputs
+    /// (see [`Workspace::for_part`]) and `gpu_inputs`.
+    pub fn for_part<'b>(&self, ctx: &OpContext, gpu_inputs: Vec<&'b TensorListGpu>) -> GpuWorkspace<'b>
     where
         'a: 'b,
     {
-        GpuWorkspace { cpu_inputs: self.cpu_inputs.clone(), gpu_inputs, arg_inputs: self.arg_inputs.clone(), ..*self }
+        GpuWorkspace { cpu_inputs: self.cpu_inputs.clone(), gpu_inputs, arg_inputs: own_arg_inputs(&self.arg_inputs, ctx), ..*self }
     }
 
     /// A host workspace with this invocation's argument inputs and CPU inputs, for the

@@ -130,12 +130,12 @@ impl ColorChainGpu {
 impl GpuOperator for ColorChainGpu {
     fn run(&mut self, ws: &GpuWorkspace<'_>) -> Result<Vec<TensorListGpu>> {
         let input = ws.gpu_inputs[0];
-        let host = ws.host_view();
-        let first = self.first.color.plan_batch(&host, input.meta())?;
-        let second = self.second.color.plan_batch(&host, &first.meta)?;
+        let ws_first = ws.for_part(&self.first.color.ctx, vec![input]);
+        let first = self.first.color.plan_batch(&ws_first.host_view(), input.meta())?;
+        let second = self.second.color.plan_batch(&ws.for_part(&self.second.color.ctx, vec![]).host_view(), &first.meta)?;
         let Some(kernel) = Self::kernel([first.in_type, first.out_type, second.out_type]) else {
-            let mid = self.first.run(ws)?.pop().expect("one output");
-            return self.second.run(&ws.with_gpu_inputs(vec![&mid]));
+            let mid = self.first.run(&ws_first)?.pop().expect("one output");
+            return self.second.run(&ws.for_part(&self.second.color.ctx, vec![&mid]));
         };
         let out = TensorListGpu::alloc(second.meta, ws.device, ws.stream)?;
         let maps = self.first.color.transforms.iter().zip(&self.second.color.transforms);

@@ -41,11 +41,12 @@ impl ResizeCmn {
 impl Operator for ResizeCmn {
     fn run(&mut self, ws: &Workspace<'_>) -> Result<Vec<TensorList>> {
         let input = ws.inputs[0];
-        let resized = self.resize.plan_batch(ws, input.meta())?;
-        let b = self.cmn.plan_batch(ws, &resized.meta)?;
+        let (ws_resize, ws_cmn) = (ws.for_part(self.resize.ctx()), ws.for_part(self.cmn.ctx()));
+        let resized = self.resize.plan_batch(&ws_resize, input.meta())?;
+        let b = self.cmn.plan_batch(&ws_cmn, &resized.meta)?;
         if !self.fusable(&resized, &b) {
-            let r = self.resize.resample_batch(ws, input, resized)?;
-            return Ok(vec![self.cmn.crop_batch(ws, &r, &b)?]);
+            let r = self.resize.resample_batch(&ws_resize, input, resized)?;
+            return Ok(vec![self.cmn.crop_batch(&ws_cmn, &r, &b)?]);
         }
         let mut out = TensorList::for_overwrite(b.meta.clone()); // every element is written
         let (plans, windows, chw, ctx) = (self.resize.plans(), self.cmn.windows(), self.cmn.chw(), self.resize.ctx());

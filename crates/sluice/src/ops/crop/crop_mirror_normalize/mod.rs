@@ -333,6 +333,10 @@ impl Cmn {
         self.pad
     }
 
+    pub(crate) fn ctx(&self) -> &OpContext {
+        &self.ctx
+    }
+
     /// Per-sample (window h, window w, mirror) of the last planned batch.
     pub(crate) fn windows(&self) -> &[(Span, Span, bool)] {
         &self.plan
