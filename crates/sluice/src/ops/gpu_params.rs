@@ -188,8 +188,9 @@ impl HostKernels {
 /// [`per_sample_launch`] does (grid row y = sample), whose descriptors hold device addresses
 /// in the fields `inputs` (into one input block) and `outputs` (into one output block). The
 /// test writes those fields as byte offsets; the harness relocates them, runs every thread
-/// of a small grid (32 threads x 3 blocks, so the kernels' stride loops run) and returns the
-/// output block, with the bytes no thread wrote left as 0xab.
+/// of a small grid (32 threads x 3 blocks, so the kernels' stride loops run; or, with
+/// [`run_blocks`](PerSampleKernels::run_blocks), one cooperative block of 32 per sample) and
+/// returns the output block, with the bytes no thread wrote left as 0xab.
 #[cfg(test)]
 pub(crate) struct PerSampleKernels(HostKernels);
 
@@ -212,11 +213,22 @@ impl PerSampleKernels {
     /// Runs `kernel` (or several, separated by commas, in turn) over the descriptors
     /// `descs` with `input` and an output block of `out_len` bytes; returns the output block.
     pub(crate) fn run(&self, kernel: &str, descs: &[u8], samples: usize, input: &[u8], out_len: usize) -> Vec<u8> {
-        let (threads, blocks) = (32u32, 3u32);
+        self.launch(kernel, descs, samples, input, out_len, 3, false)
+    }
+
+    /// Like [`run`](Self::run), for kernels of one block per sample (grid 1 x samples) whose
+    /// threads cooperate through `__shared__` memory and `__syncthreads()`: each block's 32
+    /// threads run as OS threads meeting at a barrier (tools/cuda_shim/shim.h).
+    pub(crate) fn run_blocks(&self, kernel: &str, descs: &[u8], samples: usize, input: &[u8], out_len: usize) -> Vec<u8> {
+        self.launch(kernel, descs, samples, input, out_len, 1, true)
+    }
+
+    fn launch(&self, kernel: &str, descs: &[u8], samples: usize, input: &[u8], out_len: usize, blocks: u32, cooperative: bool) -> Vec<u8> {
+        let threads = 32u32;
         let mut case = Vec::new();
         case.extend((kernel.len() as u32).to_le_bytes());
         case.extend(kernel.as_bytes());
-        for v in [samples as u32, threads, blocks] {
+        for v in [samples as u32, threads, blocks, cooperative as u32] {
             case.extend(v.to_le_bytes());
         }
         case.extend((descs.len() as u64).to_le_bytes());
@@ -244,11 +256,11 @@ static void read_exactly(void* p, size_t n) {
 
 int main(int argc, char** argv) {
     if (argc != 2 || !(in_file = fopen(argv[1], "rb"))) return 2;
-    unsigned name_len, n, threads, blocks;
+    unsigned name_len, n, threads, blocks, cooperative;
     read_exactly(&name_len, 4);
     std::string name(name_len, '\0');
     read_exactly(&name[0], name_len);
-    read_exactly(&n, 4); read_exactly(&threads, 4); read_exactly(&blocks, 4);
+    read_exactly(&n, 4); read_exactly(&threads, 4); read_exactly(&blocks, 4); read_exactly(&cooperative, 4);
     unsigned long long desc_len, in_len, out_len;
     read_exactly(&desc_len, 8);
     if (desc_len != n * sizeof(@DESC@)) { fprintf(stderr, "descriptor size\n"); return 2; }
@@ -273,12 +285,27 @@ int main(int argc, char** argv) {
         blockDim = {threads, 1, 1};
         gridDim = {blocks, n, 1};
         for (unsigned y = 0; y < n; y++)
-            for (unsigned b = 0; b < blocks; b++)
+            for (unsigned b = 0; b < blocks; b++) {
+                if (cooperative) {
+                    // One block at a time, so its __shared__ statics are its own.
+                    std::barrier<> barrier(threads);
+                    block_barrier = &barrier;
+                    std::vector<std::thread> block;
+                    for (unsigned t = 0; t < threads; t++)
+                        block.emplace_back([&, t] {
+                            blockIdx = {b, y, 0};
+                            threadIdx = {t, 0, 0};
+                            kernel(samples.data());
+                        });
+                    for (std::thread& t : block) t.join();
+                    continue;
+                }
                 for (unsigned t = 0; t < threads; t++) {
                     blockIdx = {b, y, 0};
                     threadIdx = {t, 0, 0};
                     kernel(samples.data());
                 }
+            }
     }
     fwrite(out.data(), 1, out_len, stdout);
     return 0;
