@@ -17,6 +17,9 @@
 //! DALI 2.4's cpu operator bit for bit (`tests/test_box_encoder.py`), with libm's `logf`.
 //! The IoU matrix is never stored: the boxes' best anchors are found first, then each anchor
 //! scans the boxes (no per-sample allocation beyond the boxes' list).
+//!
+//! The gpu backend (`box_encoder_gpu.rs`, `box_encoder.cu`) shares this module's argument
+//! checks and [`BoxEncoder::plan`], and repeats [`BoxEncoder::encode`]'s f32 operations.
 
 use crate::error::{Error, Result};
 use crate::ops::{arg, for_each_sample, ArgDefault as D, ArgType as T, Device, OpContext, OpDef, OpSchema, Operator, Workspace};
@@ -29,7 +32,7 @@ pub static BOX_ENCODER: OpDef = OpDef {
         doc: "Encodes the input bounding boxes and labels using a set of default boxes (anchors) passed as an argument.
 
 This operator follows the algorithm described in \"SSD: Single Shot MultiBox Detector\" and implemented in https://github.com/mlperf/training/tree/master/single_stage_detector/ssd. Inputs must be supplied as the following Tensors: ``BBoxes`` that contain bounding boxes that are represented as ``[l,t,r,b]``; ``Labels`` that contain the corresponding label for each bounding box. The results are two tensors: ``EncodedBBoxes`` that contain M-encoded bounding boxes, where M is number of anchors; ``EncodedLabels`` that contain the corresponding label for each encoded box.",
-        devices: &[Device::Cpu],
+        devices: &[Device::Cpu, Device::Gpu],
         min_inputs: 2,
         max_inputs: 2,
         num_outputs: 2,
@@ -49,12 +52,14 @@ This operator follows the algorithm described in \"SSD: Single Shot MultiBox Det
     },
     cpu: Some(|ctx| Ok(Box::new(BoxEncoder::new(ctx)?))),
     mixed: None,
-    gpu: None,
+    gpu: Some(|ctx, _| Ok(Box::new(super::box_encoder_gpu::BoxEncoderGpu::new(BoxEncoder::new(ctx)?)))),
 };
 
-/// A box as DALI's `Box<2, float>`: corners `lo` and `hi`.
-#[derive(Clone, Copy, Debug)]
-struct Corners {
+/// A box as DALI's `Box<2, float>`: corners `lo` and `hi` (in memory `[l, t, r, b]`, as the
+/// gpu backend uploads the anchors).
+#[repr(C)]
+#[derive(Clone, Copy, Debug, bytemuck::Pod, bytemuck::Zeroable)]
+pub(super) struct Corners {
     lo: [f32; 2],
     hi: [f32; 2],
 }
@@ -91,18 +96,18 @@ impl Corners {
     }
 }
 
-struct BoxEncoder {
-    ctx: OpContext,
-    anchors: Vec<Corners>,
-    criteria: f32,
-    offset: bool,
-    scale: f32,
-    means: [f32; 4],
-    stds: [f32; 4],
+pub(super) struct BoxEncoder {
+    pub(super) ctx: OpContext,
+    pub(super) anchors: Vec<Corners>,
+    pub(super) criteria: f32,
+    pub(super) offset: bool,
+    pub(super) scale: f32,
+    pub(super) means: [f32; 4],
+    pub(super) stds: [f32; 4],
 }
 
 impl BoxEncoder {
-    fn new(ctx: &OpContext) -> Result<BoxEncoder> {
+    pub(super) fn new(ctx: &OpContext) -> Result<BoxEncoder> {
         let op = &ctx.display_name;
         let criteria = ctx.args.float("criteria") as f32;
         if criteria < 0.0 {
@@ -145,7 +150,7 @@ impl BoxEncoder {
             }
             out_labels[k] = 0;
         }
-        if boxes.is_empty() {
+        if boxes.is_empty() || self.anchors.is_empty() {
             return;
         }
         // Each box's best anchor (the last among equals), which it keeps with an IoU of 2.
@@ -193,24 +198,24 @@ impl BoxEncoder {
             out_labels[k] = labels[best.0];
         }
     }
-}
 
-impl Operator for BoxEncoder {
-    fn run(&mut self, ws: &Workspace<'_>) -> Result<Vec<TensorList>> {
+    /// The planning both backends share: checks the inputs' types, that every sample of
+    /// `boxes` holds whole boxes and that `labels` has one label per box; returns the
+    /// outputs' metadata (`[anchors, 4]` FLOAT rows, `[anchors]` INT32 labels per sample).
+    pub(super) fn plan(&self, iteration: u64, boxes: &BatchMeta, labels: &BatchMeta) -> Result<(BatchMeta, BatchMeta)> {
         let ctx = &self.ctx;
         let op = ctx.display_name.as_str();
-        let (boxes, labels) = (ws.inputs[0], ws.inputs[1]);
         if boxes.dtype() != DType::F32 {
             return Err(Error::type_mismatch(op, format!("input 0 (bboxes): expected FLOAT boxes, got {}", boxes.dtype().dali_name())));
         }
         if labels.dtype() != DType::I32 {
             return Err(Error::type_mismatch(op, format!("input 1 (labels): expected INT32 labels, got {}", labels.dtype().dali_name())));
         }
-        super::check_box_shapes(ctx, ws.iteration, "bboxes", boxes.meta(), 4)?;
+        super::check_box_shapes(ctx, iteration, "bboxes", boxes, 4)?;
         let n = boxes.len();
         for i in 0..n {
             if labels.numel(i) != boxes.numel(i) / 4 {
-                return Err(Error::data(ctx.at(ws.iteration, i, boxes.source_info(i)), format!(
+                return Err(Error::data(ctx.at(iteration, i, boxes.source_info(i)), format!(
                     "{} labels for {} boxes: one label per box is expected (labels of shape {:?})",
                     labels.numel(i),
                     boxes.numel(i) / 4,
@@ -219,9 +224,18 @@ impl Operator for BoxEncoder {
             }
         }
         let m = self.anchors.len();
-        let mut out_boxes = TensorList::for_overwrite(BatchMeta::new(DType::F32, 2, (0..n).map(|_| [m, 4]).collect::<Vec<_>>().iter().map(|s| &s[..])));
-        let mut label_meta = BatchMeta::new(DType::I32, 1, (0..n).map(|_| [m]).collect::<Vec<_>>().iter().map(|s| &s[..]));
-        label_meta.inherit_source_info(labels.meta());
+        let out_boxes = BatchMeta::new(DType::F32, 2, std::iter::repeat_n(&[m, 4][..], n));
+        let mut out_labels = BatchMeta::new(DType::I32, 1, std::iter::repeat_n(&[m][..], n));
+        out_labels.inherit_source_info(labels);
+        Ok((out_boxes, out_labels))
+    }
+}
+
+impl Operator for BoxEncoder {
+    fn run(&mut self, ws: &Workspace<'_>) -> Result<Vec<TensorList>> {
+        let (boxes, labels) = (ws.inputs[0], ws.inputs[1]);
+        let (box_meta, label_meta) = self.plan(ws.iteration, boxes.meta(), labels.meta())?;
+        let mut out_boxes = TensorList::for_overwrite(box_meta);
         let mut out_labels = TensorList::for_overwrite(label_meta);
         // Labels first (cheap), then boxes with the labels' rows written alongside.
         let label_rows: Vec<&mut [u8]> = out_labels.samples_mut();
@@ -234,5 +248,42 @@ impl Operator for BoxEncoder {
         })?;
         drop(label_rows);
         Ok(vec![out_boxes, out_labels])
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::ops::{testing, ArgValue};
+
+    fn encoder(anchors: Vec<f64>) -> BoxEncoder {
+        BoxEncoder::new(&testing::context(&BOX_ENCODER, vec![("anchors", ArgValue::FloatList(anchors))], &[]).unwrap()).unwrap()
+    }
+
+    #[test]
+    fn the_shared_plan_refuses_bad_inputs_naming_the_operator_and_the_sample() {
+        let enc = encoder(vec![0.0, 0.0, 0.5, 0.5]);
+        let boxes = BatchMeta::new(DType::F32, 2, [&[1usize, 4][..], &[2, 5][..]]);
+        let labels = BatchMeta::new(DType::I32, 1, [&[1usize][..], &[2][..]]);
+        let e = enc.plan(3, &boxes, &labels).unwrap_err().to_string();
+        assert!(e.contains("box_encoder") && e.contains("sample 1") && e.contains("[2, 5]"), "{e}");
+        let boxes = BatchMeta::new(DType::F32, 2, [&[1usize, 4][..], &[2, 4][..]]);
+        let e = enc.plan(3, &boxes, &labels).unwrap();
+        assert_eq!((e.0.shape(1), e.1.shape(1)), (&[1, 4][..], &[1][..]));
+        let labels = BatchMeta::new(DType::I32, 1, [&[1usize][..], &[3][..]]);
+        let e = enc.plan(3, &boxes, &labels).unwrap_err().to_string();
+        assert!(e.contains("box_encoder") && e.contains("sample 1") && e.contains("3 labels for 2 boxes"), "{e}");
+        let labels = BatchMeta::new(DType::F32, 1, [&[1usize][..], &[2][..]]);
+        let e = enc.plan(3, &boxes, &labels).unwrap_err().to_string();
+        assert!(e.contains("box_encoder") && e.contains("INT32 labels"), "{e}");
+    }
+
+    #[test]
+    fn no_anchors_give_empty_rows_not_a_panic() {
+        let mut enc = encoder(vec![]);
+        let boxes = TensorList::from_samples(&[vec![1, 4]], &[vec![0.0f32, 0.0, 0.5, 0.5]]);
+        let labels = TensorList::from_samples(&[vec![1]], &[vec![3i32]]);
+        let out = testing::run(&mut enc, &[&boxes, &labels], &[]).unwrap();
+        assert_eq!((out[0].shape(0), out[1].shape(0)), (&[0, 4][..], &[0][..]));
     }
 }

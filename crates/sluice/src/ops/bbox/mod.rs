@@ -5,6 +5,7 @@
 //! Each operator's module says which DALI behaviour it reproduces and how that was checked.
 
 mod box_encoder;
+mod box_encoder_gpu;
 pub mod flip;
 mod flip_gpu;
 pub mod paste;
