@@ -48,6 +48,14 @@ CASES = {
                   "a[2:14, ::2, 8:-8, 1]", True),
     "subscript_frame": ("feeds = [[rng.integers(0, 255, (16, 96, 96, 3), dtype=np.uint8) for _ in range(B)]]",
                         "a[5]", True),
+    # SSD's encoding: 20 boxes per sample against 8732 anchors (SSD300's count)
+    "box_encoder": ("lt = rng.uniform(0, 0.6, (8732, 2))\n"
+                    "anchors = np.concatenate([lt, lt + rng.uniform(0.02, 0.4, (8732, 2))], 1).astype(np.float32).ravel().tolist()\n"
+                    "def boxes():\n"
+                    "    lt = rng.uniform(0, 0.7, (20, 2))\n"
+                    "    return np.concatenate([lt, lt + rng.uniform(0.05, 0.3, (20, 2))], 1).astype(np.float32)\n"
+                    "feeds = [[boxes() for _ in range(B)], [rng.integers(1, 80, (20,)).astype(np.int32) for _ in range(B)]]",
+                    "fn.box_encoder(a, b, anchors=anchors, criteria=0.5, offset=True, scale=2, stds=[0.1, 0.1, 0.2, 0.2])[0]", True),
     "decoders_numpy": ("import io\n"
                        "def npy(x):\n"
                        "    f = io.BytesIO(); np.save(f, x); return np.frombuffer(f.getvalue(), np.uint8)\n"
