@@ -132,15 +132,33 @@ impl TensorListGpu {
     }
 
     /// This batch with its samples back to back in memory of its own: itself when they
-    /// already are, else a copy queued on the buffer's stream (one device-to-device copy
-    /// per sample: for the rare consumer that needs one range, e.g. a dense DLPack export of
-    /// a split inside a branch).
+    /// already are, else a copy queued on the buffer's stream (one rectangle copy, or one
+    /// copy per sample: for consumers that need one range, e.g. a pipeline output or a gpu
+    /// `python_function` in a branch).
     pub fn packed(&self) -> Result<TensorListGpu> {
         if self.packed_start() == Some(0) {
             return Ok(self.clone());
         }
         let meta = self.meta.clone();
         let out = DeviceBuffer::alloc(self.data.device(), self.data.stream(), meta.total_bytes())?;
+        // Samples of one size at evenly spaced starts (a frame or a row of each sample of a
+        // uniform batch) are one rectangle: one copy call instead of one per sample.
+        let n = self.len();
+        let size = if n > 0 { meta.byte_range(0).len() } else { 0 };
+        let pitch = if n > 1 { self.data_offset(1).checked_sub(self.data_offset(0)) } else { Some(size) };
+        let even = |p: usize| (0..n).all(|i| meta.byte_range(i).len() == size && self.data_offset(i) == self.data_offset(0) + i * p);
+        if let Some(pitch) = pitch.filter(|&p| size > 0 && p >= size && even(p)) {
+            out.copy_rect_from(0, size, &self.data, self.data_offset(0), pitch, size, n)?;
+        } else {
+            self.copy_samples_into(&out)?;
+        }
+        // The copies come after the producer's event: whoever waits for this batch waits for them.
+        let ready = ReadyEvent::record(self.data.device(), self.data.stream())?;
+        Ok(TensorListGpu { meta, data: Arc::new(out), starts: None, ready: Some(Arc::new(ready)) })
+    }
+
+    /// One device-to-device copy per sample into `out`, laid out as `meta`.
+    fn copy_samples_into(&self, out: &DeviceBuffer) -> Result<()> {
         for i in 0..self.len() {
             let range = self.meta.byte_range(i);
             // SAFETY: the source is sample i of this batch (alive: `self` holds its buffer
@@ -148,9 +166,7 @@ impl TensorListGpu {
             // stream); the destination range is inside `out` (`meta`'s layout).
             unsafe { out.copy_from_device_async(range.start, self.sample_ptr(i), range.len())? };
         }
-        // The copies come after the producer's event: whoever waits for this batch waits for them.
-        let ready = ReadyEvent::record(self.data.device(), self.data.stream())?;
-        Ok(TensorListGpu { meta, data: Arc::new(out), starts: None, ready: Some(Arc::new(ready)) })
+        Ok(())
     }
 
     /// The batch's metadata.

@@ -35,7 +35,7 @@ pub static CONSTANT: OpDef = OpDef {
     },
     cpu: Some(|ctx| Ok(Box::new(Constant::new(ctx)?))),
     mixed: None,
-    gpu: Some(|ctx, _| Ok(Box::new(ConstantGpu(Constant::new(ctx)?)))),
+    gpu: Some(|ctx, _| Ok(Box::new(ConstantGpu { op: Constant::new(ctx)?, uploaded: None }))),
 };
 
 /// The constant as one host batch of `max_batch_size` samples.
@@ -111,14 +111,27 @@ impl Operator for Constant {
     }
 }
 
-struct ConstantGpu(Constant);
+/// The constant on the GPU: uploaded once per batch size, then copied on the device each
+/// iteration (an output is the consumer's to write: PyTorch gets it writable).
+struct ConstantGpu {
+    op: Constant,
+    uploaded: Option<TensorListGpu>,
+}
 
 impl GpuOperator for ConstantGpu {
     fn run(&mut self, ws: &GpuWorkspace<'_>) -> Result<Vec<TensorListGpu>> {
-        let host = self.0.batch(ws.batch_size);
-        let out = TensorListGpu::alloc(host.meta().clone(), ws.device, ws.stream)?;
-        // SAFETY: from pageable memory the driver stages the copy before returning.
-        unsafe { out.buffer().copy_from_host_async(0, &host.buffer().as_slice()[..host.total_bytes()])? };
+        if self.uploaded.as_ref().is_none_or(|u| u.len() != ws.batch_size) {
+            let host = self.op.batch(ws.batch_size);
+            let up = TensorListGpu::alloc(host.meta().clone(), ws.device, ws.stream)?;
+            // SAFETY: from pageable memory the driver stages the copy before returning.
+            unsafe { up.buffer().copy_from_host_async(0, &host.buffer().as_slice()[..host.total_bytes()])? };
+            self.uploaded = Some(up);
+        }
+        let up = self.uploaded.as_ref().expect("uploaded above");
+        let out = TensorListGpu::alloc(up.meta().clone(), ws.device, ws.stream)?;
+        // SAFETY: `up` is this operator's own packed batch, written on this stream before;
+        // `out` has its size.
+        unsafe { out.buffer().copy_from_device_async(0, up.sample_ptr(0), up.total_bytes())? };
         Ok(vec![out])
     }
 }
