@@ -445,6 +445,7 @@ static REGISTRY: &[&OpDef] = &[
     &bbox::BB_FLIP,
     &bbox::BBOX_PASTE,
     &bbox::RANDOM_BBOX_CROP,
+    &bbox::SSD_RANDOM_CROP,
     &bbox::BOX_ENCODER,
     &erase::ERASE,
     &grid_mask::GRID_MASK,

@@ -127,13 +127,16 @@ pub const fn deprecated_arg(name: &'static str, ty: ArgType, default: ArgDefault
     ArgSchema { name, ty, default, per_sample: false, doc, removed: false, deprecated: Some(message) }
 }
 
-/// Operators DALI deprecated but still runs, with the reason it gives: using one warns.
-const DEPRECATED_OPERATORS: &[(&str, &str)] = &[
+/// Operators DALI deprecated but still runs: (schema name, the `fn` name of its
+/// replacement or "", DALI's explanation or ""). Using one warns.
+const DEPRECATED_OPERATORS: &[(&str, &str, &str)] = &[
     (
         "readers__Sequence",
+        "",
         "This operator may be removed in future releases. fn.external_source can be used to implement custom reading patterns.",
     ),
-    ("Shapes", "Use :meth:`nvidia.dali.pipeline.DataNode.shape` instead."),
+    ("Shapes", "", "Use :meth:`nvidia.dali.pipeline.DataNode.shape` instead."),
+    ("SSDRandomCrop", "random_bbox_crop", ""),
 ];
 
 /// Arguments every operator accepts (DALI's common arguments).
@@ -192,8 +195,18 @@ impl OpSchema {
     pub fn deprecations<'a>(&self, given: impl IntoIterator<Item = &'a str>) -> Vec<String> {
         let operator = DEPRECATED_OPERATORS
             .iter()
-            .find(|(name, _)| *name == self.name)
-            .map(|(_, why)| format!("WARNING: `nvidia.dali.fn.{}` is now deprecated.\n{why}", self.fn_name()));
+            .find(|(name, ..)| *name == self.name)
+            .map(|(_, instead, why)| {
+                // DALI's wording (`_handle_op_deprecation`): the replacement, then the explanation.
+                let mut m = format!("WARNING: `nvidia.dali.fn.{}` is now deprecated.", self.fn_name());
+                if !instead.is_empty() {
+                    m += &format!(" Use `nvidia.dali.fn.{instead}` instead.");
+                }
+                if !why.is_empty() {
+                    m += &format!("\n{why}");
+                }
+                m
+            });
         operator
             .into_iter()
             .chain(given.into_iter()
@@ -255,5 +268,14 @@ mod tests {
         assert_eq!(snake_case("TFRecordReader"), "tfrecord_reader");
         assert_eq!(snake_case("MXNetReader"), "mxnet_reader");
         assert_eq!(snake_case("BBoxPaste"), "bbox_paste");
+        assert_eq!(snake_case("SSDRandomCrop"), "ssd_random_crop");
+    }
+
+    #[test]
+    fn deprecated_operators_warn_in_dali_words() {
+        let ssd = crate::ops::bbox::SSD_RANDOM_CROP.schema.deprecations([]);
+        assert_eq!(ssd, ["WARNING: `nvidia.dali.fn.ssd_random_crop` is now deprecated. Use `nvidia.dali.fn.random_bbox_crop` instead."]);
+        let shapes = crate::ops::shapes::SHAPES.schema.deprecations([]);
+        assert_eq!(shapes, ["WARNING: `nvidia.dali.fn.shapes` is now deprecated.\nUse :meth:`nvidia.dali.pipeline.DataNode.shape` instead."]);
     }
 }

@@ -1,5 +1,6 @@
 //! Bounding-box operators of DALI's detection (SSD) pipelines: `fn.bb_flip` ([`flip`]), `fn.bbox_paste`
-//! ([`paste`]), `fn.random_bbox_crop` ([`random_crop`]), `fn.box_encoder` (`box_encoder`).
+//! ([`paste`]), `fn.random_bbox_crop` ([`random_crop`]), `fn.box_encoder` (`box_encoder`),
+//! `fn.ssd_random_crop` ([`ssd_random_crop`]).
 //!
 //! Boxes are float32, 4 (2-D) or 6 (3-D) coordinates each, relative to the image (0 to 1).
 //! Each operator's module says which DALI behaviour it reproduces and how that was checked.
@@ -10,11 +11,13 @@ pub mod flip;
 mod flip_gpu;
 pub mod paste;
 pub mod random_crop;
+pub mod ssd_random_crop;
 
 pub use box_encoder::BOX_ENCODER;
 pub use flip::BB_FLIP;
 pub use paste::BBOX_PASTE;
 pub use random_crop::RANDOM_BBOX_CROP;
+pub use ssd_random_crop::SSD_RANDOM_CROP;
 
 use crate::error::{Error, Result};
 use crate::ops::{Args, OpContext};

@@ -121,13 +121,13 @@ struct RandomBBoxCrop {
     output_indices: bool,
 }
 
-const MAX_DIM: usize = 3;
+pub(super) const MAX_DIM: usize = 3;
 
 /// A box in DALI's `Box<ndim, float>`: `lo` and `hi` corners (the first `ndim` used).
 #[derive(Debug, Clone, Copy, Default, PartialEq)]
-struct BoxN {
-    lo: [f32; MAX_DIM],
-    hi: [f32; MAX_DIM],
+pub(super) struct BoxN {
+    pub(super) lo: [f32; MAX_DIM],
+    pub(super) hi: [f32; MAX_DIM],
 }
 
 impl BoxN {
@@ -153,7 +153,7 @@ impl BoxN {
         }
     }
 
-    fn iou(&self, o: &BoxN, n: usize) -> f32 {
+    pub(super) fn iou(&self, o: &BoxN, n: usize) -> f32 {
         let inter = self.intersection(o, n).volume(n);
         if inter == 0.0 {
             return 0.0;
@@ -162,7 +162,7 @@ impl BoxN {
     }
 
     /// DALI's `contains(centroid)`: lo <= c < hi.
-    fn contains_centroid_of(&self, b: &BoxN, n: usize) -> bool {
+    pub(super) fn contains_centroid_of(&self, b: &BoxN, n: usize) -> bool {
         (0..n).all(|d| {
             let c = 0.5 * (b.hi[d] + b.lo[d]);
             c >= self.lo[d] && c < self.hi[d]
@@ -170,7 +170,7 @@ impl BoxN {
     }
 
     /// DALI's `RemapBox`: `self` in the coordinates of window `crop`, clamped to [0, 1].
-    fn remap(&self, crop: &BoxN, n: usize) -> BoxN {
+    pub(super) fn remap(&self, crop: &BoxN, n: usize) -> BoxN {
         let mut m = *self;
         for d in 0..n {
             let ext = crop.hi[d] - crop.lo[d];
