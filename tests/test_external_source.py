@@ -664,6 +664,19 @@ def test_layout_data_mismatch(lib):
         pipe.run()
 
 
+def test_layout_with_other_ndim_is_an_error_and_the_pipeline_goes_on(lib):
+    # 2-D data under a 3-letter layout: DALI's message (Sluice panicked before).
+    pipe = _pipe(lib, 1, prefetch_queue_depth=1)
+    with pipe:
+        pipe.set_outputs(lib.fn.external_source(name="x"))
+    with pytest.raises(RuntimeError, match="The layout 'HWC' cannot describe 2-dimensional data"):
+        pipe.feed_input("x", [np.zeros((4, 5), np.uint8)], layout="HWC")
+        pipe.run()
+    pipe.feed_input("x", [np.ones((4, 5, 1), np.uint8)], layout="HWC")
+    out = pipe.run()[0]
+    assert out.layout() == "HWC" and np.array(out.at(0)).sum() == 20
+
+
 def test_layout_changing(lib):
     pipe = _pipe(lib, 1)
     with pipe:

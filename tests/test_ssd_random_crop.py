@@ -58,15 +58,15 @@ def _quiet(lib):
     return lib
 
 
-def _run(lib, images, boxes, labels, batches=1, seed=7, num_threads=1, **kw):
+def _run(lib, images, boxes, labels, batches=1, seed=7, num_threads=1, layout="HWC", **kw):
     """Outputs of `batches` iterations: [iteration][output][sample] as numpy arrays, and the
-    three output batches of the last iteration."""
+    three output batches of the last iteration. The images are fed with `layout`."""
     feed = (images, boxes, labels)
     pipe = lib.pipeline.Pipeline(batch_size=len(images), num_threads=num_threads, device_id=None, seed=seed)
     with warnings.catch_warnings():
         _quiet(lib)
         with pipe:
-            ins = [lib.fn.external_source(source=_const(v), batch=True, **({"layout": "HWC"} if k == 0 else {})) for k, v in enumerate(feed)]
+            ins = [lib.fn.external_source(source=_const(v), batch=True, **({"layout": layout} if k == 0 and layout else {})) for k, v in enumerate(feed)]
             pipe.set_outputs(*lib.fn.ssd_random_crop(*ins, **kw))
         pipe.build()
         got, last = [], None
@@ -420,8 +420,9 @@ def test_boxes_not_two_dimensional_are_refused_by_dali_too():
     ],
 )
 def test_images_must_be_hwc_uint8(images, words):
+    # Fed without a layout: "HWC" cannot describe 2-D images (external_source refuses it).
     with pytest.raises(errors.ArgumentTypeError) as e:
-        _run(sluice, images, [GOOD_BOXES] * 2, [GOOD_LABELS] * 2)
+        _run(sluice, images, [GOOD_BOXES] * 2, [GOOD_LABELS] * 2, layout=None)
     for w in ["ssd_random_crop"] + words:
         assert w in str(e.value), (w, str(e.value))
 

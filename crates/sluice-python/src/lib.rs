@@ -545,6 +545,14 @@ impl PyPipeline {
 fn push(feed: &Feed, name: &str, mut batch: Batch, layout: Option<&str>) -> PyResult<()> {
     if let Some(l) = layout {
         let l = Layout::new(l).map_err(|e| to_py(Error::arg(name, "layout", e)))?;
+        let ndim = match &batch {
+            Batch::Cpu(t) => t.ndim(),
+            Batch::Gpu(t) => t.ndim(),
+        };
+        if !l.is_empty() && l.ndim() != ndim {
+            // DALI's words (external_source, feed_input).
+            return Err(to_py(Error::arg(name, "layout", format!("The layout '{l}' cannot describe {ndim}-dimensional data"))));
+        }
         match &mut batch {
             Batch::Cpu(t) => t.set_layout(l),
             Batch::Gpu(t) => t.set_layout(l),
