@@ -59,14 +59,16 @@ struct ChainSample {
     ColorMap first, second;
 };
 
+// Channel c of pixel (r, g, b) through `map` (`v` is channel c's own value, for a scale).
+__device__ __forceinline__ float map_channel(const ColorMap& map, int c, float r, float g, float b, float v) {
+    return map.matrix ? matrix_row(map.m + 3 * c, r, g, b, map.offset) : scale_value(v, map.m[0], map.offset);
+}
+
 // `v` (3 channels) through `map`, then as the type T stores it.
 template <typename T>
 __device__ __forceinline__ void map_pixel(const ColorMap& map, float v[3]) {
-    float r = v[0], g = v[1], b = v[2];
-    for (int c = 0; c < 3; c++) {
-        const float x = map.matrix ? matrix_row(map.m + 3 * c, r, g, b, map.offset) : scale_value(v[c], map.m[0], map.offset);
-        v[c] = channel_to_float(channel_from_float<T>(x));
-    }
+    const float r = v[0], g = v[1], b = v[2];
+    for (int c = 0; c < 3; c++) v[c] = channel_to_float(channel_from_float<T>(map_channel(map, c, r, g, b, v[c])));
 }
 
 template <typename I, typename M, typename O>
@@ -86,11 +88,7 @@ __device__ __forceinline__ void color_chain(const ChainSample* samples) {
     for (; k < s.count; k += step) {
         float v[3] = {channel_to_float(in[3 * k]), channel_to_float(in[3 * k + 1]), channel_to_float(in[3 * k + 2])};
         map_pixel<M>(s.first, v);
-        float r = v[0], g = v[1], b = v[2];
-        for (int c = 0; c < 3; c++) {
-            const float x = s.second.matrix ? matrix_row(s.second.m + 3 * c, r, g, b, s.second.offset) : scale_value(v[c], s.second.m[0], s.second.offset);
-            out[3 * k + c] = channel_from_float<O>(x);
-        }
+        for (int c = 0; c < 3; c++) out[3 * k + c] = channel_from_float<O>(map_channel(s.second, c, v[0], v[1], v[2], v[c]));
     }
 }
 
