@@ -1,7 +1,8 @@
 //! GPU backend of the reductions: the cpu twin plans the batch ([`Reduce::plan`]: types, axes,
 //! output shapes and layout, the mean's shapes) and each sample's [`Geometry`] and divisor;
 //! one block of descriptors goes up per batch and one launch of `reductions.cu` computes
-//! every output element of the batch, a thread each, with the cpu kernel's arithmetic (its
+//! every output element of the batch, a thread each, or a block each when there are few
+//! outputs with long sums ([`Launch::cooperative`]), with the cpu kernel's arithmetic (its
 //! summation tree for float sums), so both backends give the same bits.
 
 use std::sync::OnceLock;
@@ -27,6 +28,13 @@ const DEEP_FRAMES: usize = 128;
 const THREADS: u32 = 256;
 /// Enough blocks to fill any GPU; the threads stride over larger batches.
 const MAX_BLOCKS: usize = 1 << 16;
+/// A cooperative block has 2^BLOCK_LEVELS threads (`REDUCE_BLOCK_LEVELS` in reductions.cu).
+const BLOCK_LEVELS: u32 = 8;
+/// When a block per output element pays ([`Launch::cooperative`]): at most this many output
+/// elements (a thread each would fill a small part of any GPU)...
+const COOPERATIVE_MAX_OUTPUTS: usize = 1 << 14;
+/// ... and at least one with this many input elements.
+const COOPERATIVE_MIN_COUNT: usize = 1024;
 
 cuda_struct! {
     /// One sample with output elements (`struct ReduceSample` in reductions.cu).
@@ -83,6 +91,8 @@ struct Launch {
     total: usize,
     /// The most frames any float sum's tree walk holds ([`tree_frames`]).
     frames: usize,
+    /// The most input elements of an output element.
+    longest: usize,
 }
 
 impl Launch {
@@ -93,6 +103,7 @@ impl Launch {
         self.dims.clear();
         self.total = 0;
         self.frames = 0;
+        self.longest = 0;
         for i in 0..input.len() {
             let outputs = output.numel(i);
             if outputs == 0 {
@@ -119,7 +130,25 @@ impl Launch {
             if g.count > 0 {
                 self.frames = self.frames.max(tree_frames(&g));
             }
+            self.longest = self.longest.max(g.count);
             self.total += outputs;
+        }
+    }
+
+    /// A block per output element: when there are few, with long sums (an image's mean or
+    /// per-channel minimum: 3 threads walking 50,000 elements each would leave the GPU idle).
+    /// Else a thread per output element, whose neighbours read neighbouring elements when
+    /// the innermost axis is kept.
+    fn cooperative(&self) -> bool {
+        self.total <= COOPERATIVE_MAX_OUTPUTS && self.longest >= COOPERATIVE_MIN_COUNT
+    }
+
+    /// The launch's grid, block and `cooperative` argument.
+    fn shape(&self) -> (u32, u32, i32) {
+        if self.cooperative() {
+            (self.total.min(MAX_BLOCKS) as u32, 1 << BLOCK_LEVELS, 1)
+        } else {
+            (self.total.div_ceil(THREADS as usize).min(MAX_BLOCKS) as u32, THREADS, 0)
         }
     }
 
@@ -276,8 +305,8 @@ impl GpuOperator for ReduceGpu {
         let n = self.launch.samples.len() as i32;
         let total = self.launch.total as i64;
         let (pre, combine, post) = codes(self.reduce.kind);
-        let blocks = self.launch.total.div_ceil(THREADS as usize).min(MAX_BLOCKS) as u32;
-        let cfg = sluice_cuda::LaunchConfig { grid_dim: (blocks, 1, 1), block_dim: (THREADS, 1, 1), shared_mem_bytes: 0 };
+        let (blocks, threads, cooperative) = self.launch.shape();
+        let cfg = sluice_cuda::LaunchConfig { grid_dim: (blocks, 1, 1), block_dim: (threads, 1, 1), shared_mem_bytes: 0 };
         // SAFETY: each descriptor points into `input`, `out` and the mean input, alive and
         // ordered on this stream; its groups address only elements of its input sample, its
         // output elements are `first..first + outputs` of `total`, and its mean holds one
@@ -292,6 +321,7 @@ impl GpuOperator for ReduceGpu {
                 .arg(&pre)
                 .arg(&combine)
                 .arg(&post)
+                .arg(&cooperative)
                 .launch(cfg)
                 .map_err(sluice_cuda::CudaError::from)?;
         }
@@ -358,16 +388,21 @@ mod tests {
         assert_eq!(KernelId::new(DType::U8, DType::I64, false), None);
         assert!(SRC.contains(&format!("#define REDUCE_FRAMES {FRAMES}\n")) && SRC.contains(&format!("#define REDUCE_DEEP_FRAMES {DEEP_FRAMES}\n")));
         assert!(SRC.contains(&format!("#define REDUCE_TREE_THRESHOLD {TREE_THRESHOLD}\n")));
+        assert!(SRC.contains(&format!("#define REDUCE_BLOCK_LEVELS {BLOCK_LEVELS}\n")) && THREADS == 1 << BLOCK_LEVELS);
     }
 
     /// A C++ program running one launch of reductions.cu on the CPU (tools/cuda_shim/shim.h:
     /// every thread of the grid in turn) from a case file (see [`run_on_host`]); it writes the
     /// most stack frames a tree walk held, then the output bytes.
-    const HARNESS: &str = r#"#include <cstdlib>
+    const HARNESS: &str = r#"#include <atomic>
+#include <cstdlib>
 #include <string>
 #include "@SHIM@"
-static long long frames_seen = 0;
-#define REDUCE_FRAMES_SEEN(depth) (frames_seen = frames_seen > (depth) ? frames_seen : (depth))
+static std::atomic<long long> frames_seen{0};
+#define REDUCE_FRAMES_SEEN(depth) \
+    for (long long d = (depth), seen = frames_seen.load(); seen < d && !frames_seen.compare_exchange_weak(seen, d);) {}
+// Cooperative blocks of 16 threads: the tree's top 4 levels split, leaves at every depth.
+#define REDUCE_BLOCK_LEVELS 4
 #include "@SRC@"
 typedef void (*Kernel)(REDUCE_PARAMS);
 struct Entry { const char* name; Kernel f; };
@@ -393,10 +428,10 @@ int main(int argc, char** argv) {
     read_exactly(&name_len, 4);
     std::string name(name_len, '\0');
     read_exactly(&name[0], name_len);
-    int pre, combine, post, n, threads, blocks;
+    int pre, combine, post, n, threads, blocks, cooperative;
     long long total;
     read_exactly(&pre, 4); read_exactly(&combine, 4); read_exactly(&post, 4);
-    read_exactly(&n, 4); read_exactly(&threads, 4); read_exactly(&blocks, 4);
+    read_exactly(&n, 4); read_exactly(&threads, 4); read_exactly(&blocks, 4); read_exactly(&cooperative, 4);
     read_exactly(&total, 8);
     unsigned long long block_len, in_len, mean_len, out_len;
     std::vector<unsigned long long> block = read_buffer(&block_len);
@@ -419,10 +454,25 @@ int main(int argc, char** argv) {
     blockDim = {(unsigned)threads, 1, 1};
     gridDim = {(unsigned)blocks, 1, 1};
     for (unsigned b = 0; b < (unsigned)blocks; b++) {
+        if (cooperative) {
+            // The block's threads as OS threads meeting at a barrier, one block at a time
+            // (its __shared__ arrays are statics).
+            std::barrier<> barrier(threads);
+            block_barrier = &barrier;
+            std::vector<std::thread> block;
+            for (unsigned t = 0; t < (unsigned)threads; t++)
+                block.emplace_back([&, b, t] {
+                    blockIdx = {b, 0, 0};
+                    threadIdx = {t, 0, 0};
+                    kernel(samples, n, dims, total, pre, combine, post, cooperative);
+                });
+            for (std::thread& t : block) t.join();
+            continue;
+        }
         for (unsigned t = 0; t < (unsigned)threads; t++) {
             blockIdx = {b, 0, 0};
             threadIdx = {t, 0, 0};
-            kernel(samples, n, dims, total, pre, combine, post);
+            kernel(samples, n, dims, total, pre, combine, post, cooperative);
         }
     }
     fwrite(&frames_seen, 8, 1, stdout);
@@ -439,17 +489,17 @@ int main(int argc, char** argv) {
 
     /// Runs kernel `name` on the host over `launch` (addresses in it are offsets into
     /// `input`, the output and `mean`); returns the most frames seen and the output bytes.
-    fn run_on_host(name: &str, kind: Kind, launch: &Launch, input: &[u8], mean: &[u8], out_len: usize) -> (usize, Vec<u8>) {
+    fn run_on_host(name: &str, kind: Kind, launch: &Launch, cooperative: bool, input: &[u8], mean: &[u8], out_len: usize) -> (usize, Vec<u8>) {
         let (pre, combine, post) = codes(kind);
-        // Few threads and blocks: the grid-stride loop and the sample search both run.
-        let threads = 32i32;
-        let blocks = launch.total.div_ceil(32).min(3) as i32;
+        // Few threads and blocks: the grid-stride loop and the sample search both run. A
+        // cooperative block has the harness's 16 threads (REDUCE_BLOCK_LEVELS 4).
+        let (threads, blocks) = if cooperative { (16i32, launch.total.min(3) as i32) } else { (32, launch.total.div_ceil(32).min(3) as i32) };
         let mut block = Vec::new();
         launch.pack(&mut block);
         let mut case = Vec::new();
         case.extend((name.len() as u32).to_le_bytes());
         case.extend(name.as_bytes());
-        for v in [pre, combine, post, launch.samples.len() as i32, threads, blocks] {
+        for v in [pre, combine, post, launch.samples.len() as i32, threads, blocks, cooperative as i32] {
             case.extend(v.to_le_bytes());
         }
         case.extend((launch.total as i64).to_le_bytes());
@@ -504,12 +554,22 @@ int main(int argc, char** argv) {
         let deep = tree && launch.frames > FRAMES;
         let name = KernelId::new(plan.in_type, plan.out_type, deep).unwrap().name();
         let bytes = |t: &TensorList| t.buffer().as_slice()[..t.total_bytes()].to_vec();
-        let (frames, got) = run_on_host(&name, kind, &launch, &bytes(x), &mean.map(bytes).unwrap_or_default(), plan.meta.total_bytes());
-        for i in 0..x.len() {
-            let g = &got[plan.meta.byte_range(i)];
-            assert!(same_bits(plan.out_type, want.bytes(i), g), "{what}: sample {i}: cpu {:?} vs host-run kernel {:?}", want.bytes(i), g);
+        // Both modes, whichever the gpu would pick for this batch.
+        let mut frames = 0;
+        for cooperative in [false, true] {
+            let (seen, got) = run_on_host(&name, kind, &launch, cooperative, &bytes(x), &mean.map(bytes).unwrap_or_default(), plan.meta.total_bytes());
+            for i in 0..x.len() {
+                let g = &got[plan.meta.byte_range(i)];
+                assert!(same_bits(plan.out_type, want.bytes(i), g), "{what} (cooperative: {cooperative}): sample {i}: cpu {:?} vs host-run kernel {:?}", want.bytes(i), g);
+            }
+            if cooperative {
+                // A block's threads walk subtrees: no deeper than the whole tree.
+                assert!(seen <= frames, "{what}: cooperative frames {seen} > {frames}");
+            } else {
+                assert_eq!(seen, if tree { launch.frames } else { 0 }, "{what}: frames");
+                frames = seen;
+            }
         }
-        assert_eq!(frames, if tree { launch.frames } else { 0 }, "{what}: frames");
         frames
     }
 
@@ -629,6 +689,15 @@ int main(int argc, char** argv) {
         );
         for axes in [vec![], vec![("axes", ArgValue::IntList(vec![0]))], vec![("axes", ArgValue::IntList(vec![1]))], vec![("axes", ArgValue::IntList(vec![]))]] {
             check_all(&special, &axes);
+        }
+        // Zeros of both signs spread over a cooperative block's threads: the first in memory
+        // order is the minimum (and the maximum where nothing is above zero).
+        let zeros = |k: usize| -> Vec<f32> { (0..1500).map(|j| if (j * 7 + k) % 5 == 0 { -0.0 } else if j % 3 == 0 { 0.0 } else if k == 0 { 1.0 } else { -1.0 }).collect() };
+        let signed = TensorList::from_samples(&[vec![3, 500], vec![1500]], &[zeros(0), zeros(1)]);
+        check_all(&signed, &[]);
+        let signed_2d = TensorList::from_samples(&[vec![3, 500]], &[zeros(2)]);
+        for axes in [vec![("axes", ArgValue::IntList(vec![0]))], vec![("axes", ArgValue::IntList(vec![1]))]] {
+            check_all(&signed_2d, &axes);
         }
         let scalars = TensorList::from_samples(&[vec![], vec![], vec![], vec![]], &[vec![3.0f32], vec![-2.0], vec![0.0], vec![-0.0]]);
         check_all(&scalars, &[]);

@@ -1,11 +1,19 @@
-// fn.reductions.* on the GPU (ops/reductions/mod.rs), one launch per batch: one thread per
-// output element of every sample of the batch, each finding its sample by a binary search
-// over the samples' first output indices. A thread computes its element as the cpu kernel
-// (kernel.rs `run_sample`) does, in the same arithmetic, so both backends give the same bits:
+// fn.reductions.* on the GPU (ops/reductions/mod.rs), one launch per batch, in one of two
+// modes the host picks (gpu.rs `Launch::cooperative`):
+// - a thread per output element of every sample of the batch (many outputs, or short sums);
+// - a block per output element (few outputs with long sums, as an image's per-channel
+//   minimum: a thread each would leave most of the GPU idle and walk 50,000 elements alone).
+// Either way a thread finds its sample by a binary search over the samples' first output
+// indices, and an output element is computed as the cpu kernel (kernel.rs `run_sample`)
+// does, in the same arithmetic, so both backends give the same bits:
 // - float sums follow DALI's summation tree (kernel.rs `tree` and `tree_1d`), walked with an
-//   explicit stack (`tree_sum`): recursion would need a stack size the driver cannot know;
+//   explicit stack (`tree_sum`): recursion would need a stack size the driver cannot know.
+//   A block splits the tree's top levels among its threads and adds their subtrees' sums
+//   back up the same tree (`block_tree_sum`);
 // - integer sums wrap, and min / max keep the first of equal values and never take NaN, so
-//   they fold in memory order (`fold`), as the cpu's `walk`;
+//   they fold in memory order (`fold`), as the cpu's `walk`; a block's threads fold every
+//   REDUCE_BLOCK-th element and combine their results (`block_fold`): integer sums in any
+//   order, min / max keeping the earliest of equal values (only +0 and -0 differ);
 // - conversions are C++'s as x86-64 executes them (kernel.rs `Dst`, `cvtt32`, `cvtt64`,
 //   `cvtt_u64`), squares C++'s `x * x` (an `int` for 8- and 16-bit types, which wraps);
 // - every float operation is rounded on its own (__fadd_rn, __fmul_rn...): NVRTC would fuse
@@ -20,6 +28,12 @@
 #define REDUCE_DEEP_FRAMES 128
 // DALI's kTreeReduceThreshold (kernel.rs TREE_THRESHOLD).
 #define REDUCE_TREE_THRESHOLD 32
+// A cooperative block's threads: 2^REDUCE_BLOCK_LEVELS (gpu.rs BLOCK_LEVELS; the host tests
+// use fewer, so the tree's leaves fall at every depth).
+#ifndef REDUCE_BLOCK_LEVELS
+#define REDUCE_BLOCK_LEVELS 8
+#endif
+#define REDUCE_BLOCK (1 << REDUCE_BLOCK_LEVELS)
 // A hook for the host tests: the depth of the stack after each push.
 #ifndef REDUCE_FRAMES_SEEN
 #define REDUCE_FRAMES_SEEN(depth)
@@ -138,6 +152,7 @@ template <typename S, typename D> struct Element {
 };
 
 struct Plus {
+    static constexpr bool selects = false;
     __device__ __forceinline__ float operator()(float a, float v) const { return __fadd_rn(a, v); }
     // Integer sums wrap in the accumulator type, computed unsigned.
     template <typename D> __device__ __forceinline__ D operator()(D a, D v) const {
@@ -146,10 +161,14 @@ struct Plus {
 };
 // The first of equal values stays; NaN compares false, so it is never taken.
 struct MinOf {
-    template <typename D> __device__ __forceinline__ D operator()(D a, D v) const { return v < a ? v : a; }
+    static constexpr bool selects = true;
+    template <typename D> __device__ __forceinline__ static bool takes(D a, D v) { return v < a; }
+    template <typename D> __device__ __forceinline__ D operator()(D a, D v) const { return takes(a, v) ? v : a; }
 };
 struct MaxOf {
-    template <typename D> __device__ __forceinline__ D operator()(D a, D v) const { return v > a ? v : a; }
+    static constexpr bool selects = true;
+    template <typename D> __device__ __forceinline__ static bool takes(D a, D v) { return v > a; }
+    template <typename D> __device__ __forceinline__ D operator()(D a, D v) const { return takes(a, v) ? v : a; }
 };
 
 // `acc` combined with every reduced element of the output element at `base`, in memory order
@@ -174,9 +193,9 @@ __device__ __forceinline__ D fold(const long long* size, const long long* stride
 // Frame kinds of `tree_sum` (tag = axis * 4 + kind).
 enum { FRAME_SPLIT = 0, FRAME_RIGHT = 1, FRAME_SLICES = 2 };
 
-// The float sum of the output element at `base` as DALI's tree gives it (kernel.rs `tree`
-// from the top: axis 0, its whole extent). A node is (axis, extent, offset): the first
-// `extent` slices of reduced group `axis` from `offset`, and the groups after it. It is
+// The float sum of a node of DALI's tree (kernel.rs `tree`; an output element's whole sum
+// is the node (0, its extent, the element's `base`)). A node is (axis, extent, offset): the
+// first `extent` slices of reduced group `axis` from `offset`, and the groups after it. It is
 // halved (the first extent / 2 slices, then the rest; the halves' sums added) while it has
 // at least 2 slices and more than REDUCE_TREE_THRESHOLD elements; otherwise, in the last
 // group, its elements are summed left to right from zero (`tree_1d`'s run), and above it its
@@ -185,13 +204,11 @@ enum { FRAME_SPLIT = 0, FRAME_RIGHT = 1, FRAME_SLICES = 2 };
 // second half's offset and extent), or for its second (FRAME_RIGHT: the first half's sum),
 // or a run of slices (FRAME_SLICES: the next slice's offset, the slices left, the sum so far).
 template <int FRAMES, typename V>
-__device__ __forceinline__ float tree_sum(const long long* size, const long long* stride, const long long* sub, int n, long long base, const V& value) {
+__device__ __forceinline__ float tree_sum(const long long* size, const long long* stride, const long long* sub, int n, int axis, long long ext, long long off, const V& value) {
     long long f_off[FRAMES], f_ext[FRAMES];
     float f_val[FRAMES];
     unsigned char f_tag[FRAMES];
     int sp = 0;
-    int axis = 0;
-    long long ext = size[0], off = base;
     for (;;) {
         float v;
         // Down to a run of elements.
@@ -252,53 +269,211 @@ __device__ __forceinline__ float tree_sum(const long long* size, const long long
     }
 }
 
+// A cooperative block's share of DALI's tree for the output element at `base`: the tree's
+// top REDUCE_BLOCK_LEVELS levels of halvings are split among the threads (thread t takes
+// the first or second half at level d by its bit REDUCE_BLOCK_LEVELS - 1 - d), each sums
+// the node it reaches with `tree_sum`, and the sums are added back up the same halvings:
+// the halves of a node meet at stride 2^bit, left + right, as `tree_sum` adds them. A node
+// that is not halved (at most REDUCE_TREE_THRESHOLD elements) is summed by the first thread
+// below it; the others give +0, which changes no sum (a sum is never -0: every run starts
+// from +0). A node of one slice above the last group is its slice (0 + its sum).
+// The result is thread 0's.
+template <int FRAMES, typename V>
+__device__ __forceinline__ float block_tree_sum(const long long* size, const long long* stride, const long long* sub, int n, long long base, const V& value) {
+    __shared__ float part[REDUCE_BLOCK];
+    const int t = threadIdx.x;
+    int axis = 0;
+    long long ext = size[0], off = base;
+    bool mine = true;
+    for (int bit = REDUCE_BLOCK_LEVELS - 1; bit >= 0; bit--) {
+        while (ext == 1 && axis + 1 < n) {
+            axis++;
+            ext = size[axis];
+        }
+        if (!(ext >= 2 && ext * sub[axis] > REDUCE_TREE_THRESHOLD)) {
+            mine = (t & ((2 << bit) - 1)) == 0;
+            break;
+        }
+        const long long mid = ext >> 1;
+        if ((t >> bit) & 1) {
+            off += mid * stride[axis];
+            ext -= mid;
+        } else {
+            ext = mid;
+        }
+    }
+    part[t] = mine ? tree_sum<FRAMES>(size, stride, sub, n, axis, ext, off, value) : 0.0f;
+    for (int step = 1; step < REDUCE_BLOCK; step <<= 1) {
+        __syncthreads();
+        if ((t & (2 * step - 1)) == 0) part[t] = __fadd_rn(part[t], part[t + step]);
+    }
+    __syncthreads();
+    const float v = part[0];
+    __syncthreads();  // `part` is free for the next output element
+    return v;
+}
+
+// The offset of the output element's reduced element j (row-major over the reduced groups,
+// which is memory order).
+__device__ __forceinline__ long long reduced_offset(const long long* size, const long long* stride, int n, long long base, long long j) {
+    if (n == 1) return base + j * stride[0];
+    long long off = base;
+    for (int a = n - 1; a >= 0; a--) {
+        off += (j % size[a]) * stride[a];
+        j /= size[a];
+    }
+    return off;
+}
+
+// A cooperative block's fold of the output element at `base` (`count` elements): thread t
+// folds elements t, t + REDUCE_BLOCK, ... in order, then the threads' results are combined.
+// Integer sums wrap, so any order gives the same bits. Min / max (`F::takes`) keep, of equal
+// values, the one met first in memory order, as `fold` does: each result carries the index
+// of its element. The result is thread 0's.
+template <typename D, typename V, typename F>
+__device__ __forceinline__ D block_fold(const long long* size, const long long* stride, int n, long long base, long long count, D init, const V& value, F combine) {
+    __shared__ D part[REDUCE_BLOCK];
+    __shared__ long long first[REDUCE_BLOCK];
+    constexpr bool select = F::selects;
+    const int t = threadIdx.x;
+    D acc = init;
+    long long at = 9223372036854775807LL;  // no element taken
+    for (long long j = t; j < count; j += REDUCE_BLOCK) {
+        const D v = value(reduced_offset(size, stride, n, base, j));
+        if constexpr (select) {
+            if (F::takes(acc, v)) {
+                acc = v;
+                at = j;
+            }
+        } else {
+            acc = combine(acc, v);
+        }
+    }
+    part[t] = acc;
+    first[t] = at;
+    for (int step = 1; step < REDUCE_BLOCK; step <<= 1) {
+        __syncthreads();
+        if ((t & (2 * step - 1)) == 0) {
+            const D a = part[t], v = part[t + step];
+            if constexpr (select) {
+                if (F::takes(a, v) || (!F::takes(v, a) && first[t + step] < first[t])) {
+                    part[t] = v;
+                    first[t] = first[t + step];
+                }
+            } else {
+                part[t] = combine(a, v);
+            }
+        }
+    }
+    __syncthreads();
+    const D v = part[0];
+    __syncthreads();  // `part` is free for the next output element
+    return v;
+}
+
+// Output element k of the batch: its sample, its index q in the sample, and where its
+// elements are.
+struct OutputElement {
+    const ReduceSample* s;
+    long long q, base;
+    const long long *red_size, *red_stride, *red_sub;
+};
+
+__device__ __forceinline__ OutputElement locate(const ReduceSample* samples, int n, const long long* dims, long long k) {
+    int lo = 0, hi = n;
+    while (hi - lo > 1) {
+        const int mid = (lo + hi) / 2;
+        if (samples[mid].first <= k) lo = mid;
+        else hi = mid;
+    }
+    const ReduceSample& s = samples[lo];
+    const long long q = k - s.first;
+    const long long* red_size = dims + s.dims;
+    const long long* red_stride = red_size + s.red_n;
+    const long long* red_sub = red_stride + s.red_n;
+    const long long* keep_size = red_sub + s.red_n;
+    const long long* keep_stride = keep_size + s.keep_n;
+    // The input offset of output element q (row-major over the kept groups).
+    long long base = 0, rest = q;
+    for (int a = s.keep_n - 1; a >= 0; a--) {
+        base += (rest % keep_size[a]) * keep_stride[a];
+        rest /= keep_size[a];
+    }
+    return {&s, q, base, red_size, red_stride, red_sub};
+}
+
+template <typename S, typename D>
+__device__ __forceinline__ Element<S, D> element_of(const OutputElement& o, int pre) {
+    const ReduceSample& s = *o.s;
+    const float mean = pre == PRE_DEVIATION ? ((const float*)s.mean)[s.mean_one ? 0 : o.q] : 0.0f;
+    return {(const S*)s.in, pre, mean};
+}
+
+// DALI's Postprocess (kernel.rs `postprocess`), and the store.
+template <typename D>
+__device__ __forceinline__ void finish(const OutputElement& o, D acc, int post) {
+    if (post != POST_NONE) {
+        float x = __fmul_rn(to_f32(acc), o.s->norm);
+        if (post == POST_ROOT) x = __fsqrt_rn(x);
+        acc = from_f32<D>(x);
+    }
+    ((D*)o.s->out)[o.q] = acc;
+}
+
+// A thread per output element.
 template <typename S, typename D, int FRAMES>
 __device__ __forceinline__ void reduce(const ReduceSample* samples, int n, const long long* dims, long long total, int pre, int combine, int post) {
     const long long step = (long long)gridDim.x * blockDim.x;
     for (long long k = (long long)blockIdx.x * blockDim.x + threadIdx.x; k < total; k += step) {
-        int lo = 0, hi = n;
-        while (hi - lo > 1) {
-            const int mid = (lo + hi) / 2;
-            if (samples[mid].first <= k) lo = mid;
-            else hi = mid;
-        }
-        const ReduceSample& s = samples[lo];
-        const long long q = k - s.first;
-        const long long* red_size = dims + s.dims;
-        const long long* red_stride = red_size + s.red_n;
-        const long long* red_sub = red_stride + s.red_n;
-        const long long* keep_size = red_sub + s.red_n;
-        const long long* keep_stride = keep_size + s.keep_n;
-        // The input offset of output element q (row-major over the kept groups).
-        long long base = 0, rest = q;
-        for (int a = s.keep_n - 1; a >= 0; a--) {
-            base += (rest % keep_size[a]) * keep_stride[a];
-            rest /= keep_size[a];
-        }
-        const float mean = pre == PRE_DEVIATION ? ((const float*)s.mean)[s.mean_one ? 0 : q] : 0.0f;
-        const Element<S, D> value = {(const S*)s.in, pre, mean};
+        const OutputElement o = locate(samples, n, dims, k);
+        const ReduceSample& s = *o.s;
+        const Element<S, D> value = element_of<S, D>(o, pre);
         D acc;
         if (s.red_n == 0) {
             // DALI's ReduceForEmptyAxes: the element converted, not added to zero (-0.0 stays).
-            acc = value(base);
+            acc = value(o.base);
         } else if (combine == COMBINE_MIN) {
-            acc = fold(red_size, red_stride, s.red_n, base, Limits<D>::highest, value, MinOf());
+            acc = fold(o.red_size, o.red_stride, s.red_n, o.base, Limits<D>::highest, value, MinOf());
         } else if (combine == COMBINE_MAX) {
-            acc = fold(red_size, red_stride, s.red_n, base, Limits<D>::lowest, value, MaxOf());
+            acc = fold(o.red_size, o.red_stride, s.red_n, o.base, Limits<D>::lowest, value, MaxOf());
         } else if constexpr (IsFloat<D>::value) {
             // Nothing to add gives +0, as every run of the tree starts from +0.
-            acc = s.count == 0 ? 0.0f : tree_sum<FRAMES>(red_size, red_stride, red_sub, s.red_n, base, value);
+            acc = s.count == 0 ? 0.0f : tree_sum<FRAMES>(o.red_size, o.red_stride, o.red_sub, s.red_n, 0, o.red_size[0], o.base, value);
         } else {
-            acc = fold(red_size, red_stride, s.red_n, base, (D)0, value, Plus());
+            acc = fold(o.red_size, o.red_stride, s.red_n, o.base, (D)0, value, Plus());
         }
-        if (post != POST_NONE) {
-            // DALI's Postprocess (kernel.rs `postprocess`).
-            float x = __fmul_rn(to_f32(acc), s.norm);
-            if (post == POST_ROOT) x = __fsqrt_rn(x);
-            acc = from_f32<D>(x);
-        }
-        ((D*)s.out)[q] = acc;
+        finish(o, acc, post);
     }
+}
+
+// A block of REDUCE_BLOCK threads per output element (the host launches that many). Every
+// branch below is the same for the whole block: it depends on the output element only.
+template <typename S, typename D, int FRAMES>
+__device__ __forceinline__ void reduce_cooperative(const ReduceSample* samples, int n, const long long* dims, long long total, int pre, int combine, int post) {
+    for (long long k = blockIdx.x; k < total; k += gridDim.x) {
+        const OutputElement o = locate(samples, n, dims, k);
+        const ReduceSample& s = *o.s;
+        const Element<S, D> value = element_of<S, D>(o, pre);
+        D acc;
+        if (s.red_n == 0) {
+            acc = value(o.base);
+        } else if (combine == COMBINE_MIN) {
+            acc = block_fold(o.red_size, o.red_stride, s.red_n, o.base, s.count, Limits<D>::highest, value, MinOf());
+        } else if (combine == COMBINE_MAX) {
+            acc = block_fold(o.red_size, o.red_stride, s.red_n, o.base, s.count, Limits<D>::lowest, value, MaxOf());
+        } else if constexpr (IsFloat<D>::value) {
+            acc = s.count == 0 ? 0.0f : block_tree_sum<FRAMES>(o.red_size, o.red_stride, o.red_sub, s.red_n, o.base, value);
+        } else {
+            acc = block_fold(o.red_size, o.red_stride, s.red_n, o.base, s.count, (D)0, value, Plus());
+        }
+        if (threadIdx.x == 0) finish(o, acc, post);
+    }
+}
+
+template <typename S, typename D, int FRAMES>
+__device__ __forceinline__ void reduce_kernel(const ReduceSample* samples, int n, const long long* dims, long long total, int pre, int combine, int post, int cooperative) {
+    if (cooperative) reduce_cooperative<S, D, FRAMES>(samples, n, dims, total, pre, combine, post);
+    else reduce<S, D, FRAMES>(samples, n, dims, total, pre, combine, post);
 }
 
 // Every (input, output) pair of the cpu's type maps (mod.rs `Kind::outputs`): the input
@@ -318,11 +493,11 @@ __device__ __forceinline__ void reduce(const ReduceSample* samples, int n, const
     X(u8, unsigned char) X(i8, signed char) X(u16, unsigned short) X(i16, short) X(u32, unsigned int) \
     X(i32, int) X(u64, unsigned long long) X(i64, long long) X(f32, float)
 
-#define REDUCE_PARAMS const ReduceSample* samples, int n, const long long* dims, long long total, int pre, int combine, int post
+#define REDUCE_PARAMS const ReduceSample* samples, int n, const long long* dims, long long total, int pre, int combine, int post, int cooperative
 #define REDUCE_KERNEL(NI, I, NO, O) \
-    extern "C" __global__ void reduce_##NI##_##NO(REDUCE_PARAMS) { reduce<I, O, REDUCE_FRAMES>(samples, n, dims, total, pre, combine, post); }
+    extern "C" __global__ void reduce_##NI##_##NO(REDUCE_PARAMS) { reduce_kernel<I, O, REDUCE_FRAMES>(samples, n, dims, total, pre, combine, post, cooperative); }
 #define REDUCE_DEEP_KERNEL(NI, I) \
-    extern "C" __global__ void reduce_##NI##_f32_deep(REDUCE_PARAMS) { reduce<I, float, REDUCE_DEEP_FRAMES>(samples, n, dims, total, pre, combine, post); }
+    extern "C" __global__ void reduce_##NI##_f32_deep(REDUCE_PARAMS) { reduce_kernel<I, float, REDUCE_DEEP_FRAMES>(samples, n, dims, total, pre, combine, post, cooperative); }
 // The host compiles each kernel as a module of its own (gpu.rs `KernelId::source`): all of
 // them take NVRTC seconds, one about half a second, and a pipeline uses a few. It defines
 // REDUCE_ONLY(X) (or REDUCE_ONLY_DEEP(X)) as X applied to the kernel's entry of the lists.
