@@ -446,6 +446,7 @@ static REGISTRY: &[&OpDef] = &[
     &bbox::BBOX_PASTE,
     &bbox::RANDOM_BBOX_CROP,
     &bbox::SSD_RANDOM_CROP,
+    &bbox::BBOX_ROTATE,
     &bbox::BOX_ENCODER,
     &erase::ERASE,
     &grid_mask::GRID_MASK,

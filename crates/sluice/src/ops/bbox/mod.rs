@@ -1,6 +1,6 @@
 //! Bounding-box operators of DALI's detection (SSD) pipelines: `fn.bb_flip` ([`flip`]), `fn.bbox_paste`
 //! ([`paste`]), `fn.random_bbox_crop` ([`random_crop`]), `fn.box_encoder` (`box_encoder`),
-//! `fn.ssd_random_crop` ([`ssd_random_crop`]).
+//! `fn.ssd_random_crop` ([`ssd_random_crop`]), `fn.bbox_rotate` ([`rotate`]).
 //!
 //! Boxes are float32, 4 (2-D) or 6 (3-D) coordinates each, relative to the image (0 to 1).
 //! Each operator's module says which DALI behaviour it reproduces and how that was checked.
@@ -11,12 +11,14 @@ pub mod flip;
 mod flip_gpu;
 pub mod paste;
 pub mod random_crop;
+pub mod rotate;
 pub mod ssd_random_crop;
 
 pub use box_encoder::BOX_ENCODER;
 pub use flip::BB_FLIP;
 pub use paste::BBOX_PASTE;
 pub use random_crop::RANDOM_BBOX_CROP;
+pub use rotate::BBOX_ROTATE;
 pub use ssd_random_crop::SSD_RANDOM_CROP;
 
 use crate::error::{Error, Result};
@@ -46,5 +48,11 @@ pub(crate) fn check_box_shapes(ctx: &OpContext, iteration: u64, input: &str, box
 /// Outputs of the operators here whose count depends on their inputs or arguments (see
 /// `graph::CheckedOp::num_outputs`); `None` for the others.
 pub fn num_outputs(schema: &str, args: &Args, num_inputs: usize) -> Option<usize> {
-    (schema == RANDOM_BBOX_CROP.schema.name).then(|| random_crop::num_outputs(args, num_inputs))
+    if schema == RANDOM_BBOX_CROP.schema.name {
+        Some(random_crop::num_outputs(args, num_inputs))
+    } else if schema == BBOX_ROTATE.schema.name {
+        Some(rotate::num_outputs(num_inputs))
+    } else {
+        None
+    }
 }
