@@ -25,7 +25,8 @@
 //! Inputs: boxes `(N, 4)` float32 and optional labels `(N)` or `(N, 1)` int32; outputs the
 //! `(K, 4)` boxes kept (and their labels, `(K)` or `(K, 1)`), no layout. `angle` (one value
 //! per sample), `input_shape` (integers, e.g. `image.shape()`) and `size` (int32, int64,
-//! uint32 or float32) may come per sample, as DALI accepts them.
+//! uint32 or float32) may come per sample, as DALI accepts them. `remove_threshold` must be
+//! in [0, 1): DALI 2.4 refuses 1.0 although its documentation describes it, and so does Sluice.
 //!
 //! Checked by `tests/test_bbox_rotate.py` against DALI 2.4's cpu operator, bit for bit, over
 //! angles, modes, layouts, normalized and pixel boxes, `keep_size`, `size`, removal and
@@ -40,8 +41,6 @@
 //! - Boxes must be `(N, 4)`: DALI only logs other shapes and reads them as `N` boxes
 //!   (outside the sample for a flat list). Sluice refuses them, naming the sample.
 //! - Negative `input_shape` or `size` values are refused (DALI computes a meaningless canvas).
-//! - None for `remove_threshold`: DALI 2.4 refuses 1.0 (its range check is [0, 1)) although
-//!   its documentation describes 1; Sluice refuses it too.
 //! - `keep_size=True` with `size`, and a constant `size` that is not two values, are refused
 //!   when the pipeline is built (DALI: at the first run).
 //! - An `angle` argument input of another numeric type is converted (DALI fails with an
