@@ -115,8 +115,11 @@ def test_fast_resize_crop_mirror_does_not_antialias_by_default():
     def pipe():
         x = fn.external_source(lambda: data, layout="HWC")
         kw = dict(size=(50, 60), crop=(40, 40), mirror=1)
-        return (fn.fast_resize_crop_mirror(x, **kw), fn.resize_crop_mirror(x, antialias=False, **kw),
-                fn.resize_crop_mirror(x, **kw))
+        # Deprecated in DALI 2.4, which warns in these words.
+        with pytest.warns(DeprecationWarning, match=r"^WARNING: `nvidia.dali.fn.fast_resize_crop_mirror` is now deprecated. "
+                          r"Use `nvidia.dali.fn.resize_crop_mirror` instead.$"):
+            fast = fn.fast_resize_crop_mirror(x, **kw)
+        return (fast, fn.resize_crop_mirror(x, antialias=False, **kw), fn.resize_crop_mirror(x, **kw))
 
     p = pipe()
     p.build()

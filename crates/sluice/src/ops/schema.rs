@@ -137,6 +137,7 @@ const DEPRECATED_OPERATORS: &[(&str, &str, &str)] = &[
     ),
     ("Shapes", "", "Use :meth:`nvidia.dali.pipeline.DataNode.shape` instead."),
     ("SSDRandomCrop", "random_bbox_crop", ""),
+    ("FastResizeCropMirror", "resize_crop_mirror", ""),
 ];
 
 /// Arguments every operator accepts (DALI's common arguments).
@@ -275,6 +276,8 @@ mod tests {
     fn deprecated_operators_warn_in_dali_words() {
         let ssd = crate::ops::bbox::SSD_RANDOM_CROP.schema.deprecations([]);
         assert_eq!(ssd, ["WARNING: `nvidia.dali.fn.ssd_random_crop` is now deprecated. Use `nvidia.dali.fn.random_bbox_crop` instead."]);
+        let fast = crate::ops::resize::FAST_RESIZE_CROP_MIRROR.schema.deprecations([]);
+        assert_eq!(fast, ["WARNING: `nvidia.dali.fn.fast_resize_crop_mirror` is now deprecated. Use `nvidia.dali.fn.resize_crop_mirror` instead."]);
         let shapes = crate::ops::shapes::SHAPES.schema.deprecations([]);
         assert_eq!(shapes, ["WARNING: `nvidia.dali.fn.shapes` is now deprecated.\nUse :meth:`nvidia.dali.pipeline.DataNode.shape` instead."]);
     }
