@@ -56,6 +56,14 @@ CASES = {
                     "    return np.concatenate([lt, lt + rng.uniform(0.05, 0.3, (20, 2))], 1).astype(np.float32)\n"
                     "feeds = [[boxes() for _ in range(B)], [rng.integers(1, 80, (20,)).astype(np.int32) for _ in range(B)]]",
                     "fn.box_encoder(a, b, anchors=anchors, criteria=0.5, offset=True, scale=2, stds=[0.1, 0.1, 0.2, 0.2])[0]", True),
+    # reductions over 224x224x3 images: per-channel minimum and mean (auto_contrast's and
+    # contrast's), and a sum over the channels (many short sums)
+    "reduce_min_hw": ("feeds = [[rng.integers(0, 255, (224, 224, 3), dtype=np.uint8) for _ in range(B)]]",
+                      "fn.reductions.min(a, axis_names='HW', keep_dims=True)", True),
+    "reduce_mean_hw": ("feeds = [[rng.integers(0, 255, (224, 224, 3), dtype=np.uint8) for _ in range(B)]]",
+                       "fn.reductions.mean(a, axis_names='HW', dtype=types.FLOAT)", True),
+    "reduce_sum_c": ("feeds = [[rng.uniform(0, 1, (224, 224, 3)).astype(np.float32) for _ in range(B)]]",
+                     "fn.reductions.sum(a, axis_names='C')", True),
     "decoders_numpy": ("import io\n"
                        "def npy(x):\n"
                        "    f = io.BytesIO(); np.save(f, x); return np.frombuffer(f.getvalue(), np.uint8)\n"
