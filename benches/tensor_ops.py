@@ -59,11 +59,11 @@ CASES = {
     # reductions over 224x224x3 images: per-channel minimum and mean (auto_contrast's and
     # contrast's), and a sum over the channels (many short sums)
     "reduce_min_hw": ("feeds = [[rng.integers(0, 255, (224, 224, 3), dtype=np.uint8) for _ in range(B)]]",
-                      "fn.reductions.min(a, axis_names='HW', keep_dims=True)", True),
+                      "fn.reductions.min(a, axes=(0, 1), keep_dims=True)", True),
     "reduce_mean_hw": ("feeds = [[rng.integers(0, 255, (224, 224, 3), dtype=np.uint8) for _ in range(B)]]",
-                       "fn.reductions.mean(a, axis_names='HW', dtype=types.FLOAT)", True),
+                       "fn.reductions.mean(a, axes=(0, 1), dtype=types.FLOAT)", True),
     "reduce_sum_c": ("feeds = [[rng.uniform(0, 1, (224, 224, 3)).astype(np.float32) for _ in range(B)]]",
-                     "fn.reductions.sum(a, axis_names='C')", True),
+                     "fn.reductions.sum(a, axes=2)", True),
     "decoders_numpy": ("import io\n"
                        "def npy(x):\n"
                        "    f = io.BytesIO(); np.save(f, x); return np.frombuffer(f.getvalue(), np.uint8)\n"

@@ -500,6 +500,9 @@ fn walk<S: Copy, D: Dst>(src: &[S], out: &mut [D], g: &Geometry, init: D, pre: i
     let last = g.n - 1;
     let inner = g.size[last]; // nonzero: the sample has elements
     let inner_reduced = g.reduced[last];
+    if !D::DTYPE.is_float() && last >= 1 && !inner_reduced && g.reduced[last - 1] && inner <= WIDE / 2 {
+        return walk_short_rows(src, out, g, pre, combine);
+    }
     let mut idx = [0usize; MAX_NDIM];
     let mut p = 0usize;
     for run in src.chunks_exact(inner) {
@@ -515,6 +518,55 @@ fn walk<S: Copy, D: Dst>(src: &[S], out: &mut [D], g: &Geometry, init: D, pre: i
             }
         }
         for a in (0..last).rev() {
+            idx[a] += 1;
+            p += g.out_stride[a];
+            if idx[a] < g.size[a] {
+                break;
+            }
+            p -= idx[a] * g.out_stride[a];
+            idx[a] = 0;
+        }
+    }
+}
+
+/// Accumulators of [`walk_short_rows`].
+const WIDE: usize = 64;
+
+/// [`walk`] where the innermost group is kept and short (an image's channels) and the one
+/// before it reduced: element by element into a row of 3 outputs is mostly loop overhead.
+/// Each block of rows (the reduced group, for one position of the outer groups) is folded
+/// through `WIDE / inner` rows of accumulators at a time, a loop the compiler vectorizes,
+/// then the accumulator rows into the output row. Integer results only: wrapping sums, min
+/// and max of integers do not depend on the order (float min / max keep the first of +0 and
+/// -0, so floats take `walk`'s loop).
+fn walk_short_rows<S: Copy, D: Dst>(src: &[S], out: &mut [D], g: &Geometry, pre: impl Fn(S) -> D, combine: impl Fn(D, D) -> D) {
+    let last = g.n - 1;
+    let inner = g.size[last];
+    let block = g.size[last - 1] * inner;
+    let width = WIDE / inner * inner;
+    let mut idx = [0usize; MAX_NDIM];
+    let mut p = 0usize;
+    for rows in src.chunks_exact(block) {
+        let row = &mut out[p..p + inner];
+        let mut chunks = rows.chunks_exact(width);
+        if let Some(first) = chunks.next() {
+            let mut acc = [row[0]; WIDE];
+            for (a, &x) in acc.iter_mut().zip(first) {
+                *a = pre(x);
+            }
+            for chunk in &mut chunks {
+                for (a, &x) in acc[..width].iter_mut().zip(chunk) {
+                    *a = combine(*a, pre(x));
+                }
+            }
+            for (j, &a) in acc[..width].iter().enumerate() {
+                row[j % inner] = combine(row[j % inner], a);
+            }
+        }
+        for (j, &x) in chunks.remainder().iter().enumerate() {
+            row[j % inner] = combine(row[j % inner], pre(x));
+        }
+        for a in (0..last - 1).rev() {
             idx[a] += 1;
             p += g.out_stride[a];
             if idx[a] < g.size[a] {
