@@ -348,6 +348,7 @@ static REGISTRY: &[&OpDef] = &[
     &decoders::PEEK_IMAGE_SHAPE,
     &decoders::EXPERIMENTAL_PEEK_IMAGE_SHAPE,
     &decoders::NUMPY,
+    &decoders::inflate::INFLATE,
     &random::UNIFORM,
     &random::COIN_FLIP,
     &readers::FILE,

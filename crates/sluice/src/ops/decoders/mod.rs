@@ -1,4 +1,5 @@
-//! Decoders: `decoders.numpy` (`.npy` bytes to arrays) and the image decoders: `decoders.image`, `image_crop`, `image_slice` and `image_random_crop`, on
+//! Decoders: `decoders.numpy` (`.npy` bytes to arrays), `decoders.inflate` (LZ4 blocks to
+//! tensors, cpu and gpu: `inflate/`) and the image decoders: `decoders.image`, `image_crop`, `image_slice` and `image_random_crop`, on
 //! the cpu (libjpeg-turbo for JPEG, image-rs codecs for PNG, BMP, TIFF, WebP, PNM) and mixed
 //! (nvJPEG's hardware engine, Sluice's GPU entropy decoder and IDCT, the workers for the rest).
 //!
@@ -15,6 +16,7 @@ mod image;
 mod image_crop;
 mod image_random_crop;
 mod image_slice;
+pub mod inflate;
 mod mixed;
 mod numpy;
 mod peek_image_shape;
