@@ -104,6 +104,30 @@ def test_legacy_flat_functions_warn_and_work(lib, tmp_path):
     assert callable(lib.fn.image_decoder) and callable(lib.fn.image_decoder_random_crop)
 
 
+@pytest.mark.parametrize("call,message", [
+    (lambda fn, x: fn.experimental.equalize(x),
+     "WARNING: `nvidia.dali.fn.experimental.equalize` is now deprecated. Use `nvidia.dali.fn.equalize` instead.\n"
+     "This operator was moved out from the experimental phase, and is now a regular DALI operator. "
+     "This is just a deprecated alias kept for backward compatibility."),
+    (lambda fn, x: fn.experimental.filter(x, np.ones((3, 3), np.float32)),
+     "WARNING: `nvidia.dali.fn.experimental.filter` is now deprecated. Use `nvidia.dali.fn.filter` instead.\n"
+     "This operator was moved out from the experimental phase, and is now a regular DALI operator. "
+     "This is just a deprecated alias kept for backward compatibility."),
+    (lambda fn, x: fn.experimental.peek_image_shape(x),
+     "WARNING: `nvidia.dali.fn.experimental.peek_image_shape` is now deprecated. Use `nvidia.dali.fn.peek_image_shape` instead.\n"
+     "Experimental features of the decoders have been moved to the main module, this is\n"
+     "just an alias maintained for backward compatibility."),
+])
+def test_experimental_aliases_warn_in_dalis_words(lib, call, message):
+    pipe = lib.Pipeline(1, 1, None)
+    with pipe:
+        x = lib.fn.external_source(lambda: [np.zeros((4, 4, 3), np.uint8)], batch=True, layout="HWC")
+        with pytest.warns(DeprecationWarning) as seen:
+            out = call(lib.fn, x)
+        pipe.set_outputs(out)
+    assert [str(w.message) for w in seen if w.category is DeprecationWarning] == [message]
+
+
 def test_pipeline_is_a_package_with_experimental():
     from sluice.pipeline import Pipeline
     from sluice.pipeline.experimental import pipeline_def as experimental_def

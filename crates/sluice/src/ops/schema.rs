@@ -138,7 +138,18 @@ const DEPRECATED_OPERATORS: &[(&str, &str, &str)] = &[
     ("Shapes", "", "Use :meth:`nvidia.dali.pipeline.DataNode.shape` instead."),
     ("SSDRandomCrop", "random_bbox_crop", ""),
     ("FastResizeCropMirror", "resize_crop_mirror", ""),
+    ("experimental__Equalize", "equalize", MOVED_OUT_OF_EXPERIMENTAL),
+    ("experimental__Filter", "filter", MOVED_OUT_OF_EXPERIMENTAL),
+    (
+        "experimental__PeekImageShape",
+        "peek_image_shape",
+        "Experimental features of the decoders have been moved to the main module, this is\njust an alias maintained for backward compatibility.",
+    ),
 ];
+
+/// DALI's explanation for the operators that left `experimental`.
+const MOVED_OUT_OF_EXPERIMENTAL: &str =
+    "This operator was moved out from the experimental phase, and is now a regular DALI operator. This is just a deprecated alias kept for backward compatibility.";
 
 /// Arguments every operator accepts (DALI's common arguments).
 pub const COMMON_ARGS: &[ArgSchema] = &[
