@@ -11,8 +11,7 @@ use sluice::graph::{Edge, OpSpec, PipelineSpec};
 use sluice::ops::ArgValue;
 use sluice::tensor::{DType, TensorList};
 
-mod common;
-use common::run_op;
+use crate::common::run_op;
 
 
 fn op(schema: &str, name: &str, args: Vec<(&str, ArgValue)>) -> OpSpec {

@@ -7,8 +7,7 @@ use sluice::tensor::element::f16_to_f64;
 use sluice::ops::ArgValue;
 use sluice::tensor::{DType, TensorList};
 
-mod common;
-use common::{raw, run_op};
+use crate::common::{raw, run_op};
 
 
 fn cast(x: &TensorList, to: DType) -> TensorList {

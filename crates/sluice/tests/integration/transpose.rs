@@ -7,8 +7,7 @@ use sluice::ops::transpose::transpose_bytes;
 use sluice::ops::ArgValue;
 use sluice::tensor::{DType, TensorList};
 
-mod common;
-use common::{raw, run_op};
+use crate::common::{raw, run_op};
 
 
 fn arange_u8(shape: &[usize], layout: &str) -> TensorList {

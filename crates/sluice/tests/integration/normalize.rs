@@ -5,8 +5,7 @@
 use sluice::ops::ArgValue;
 use sluice::tensor::{DType, TensorList};
 
-mod common;
-use common::run_op;
+use crate::common::run_op;
 
 
 fn ab() -> TensorList {
