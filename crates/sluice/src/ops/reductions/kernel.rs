@@ -473,9 +473,28 @@ where
                     row[j..j + LANES].copy_from_slice(&v);
                     j += LANES;
                 }
+                // The rest (all of an image's 3 channels) in one pass of as many lanes, not one
+                // strided pass each.
                 while j < inner {
-                    row[j] = tree::<S, D, P, 1>(src, g, 0, top, base + j, &make(r * inner + j))[0];
-                    j += 1;
+                    let (k, at) = (r * inner + j, base + j);
+                    j += match inner - j {
+                        1 => {
+                            row[j] = tree::<S, D, P, 1>(src, g, 0, top, at, &make(k))[0];
+                            1
+                        }
+                        2 => {
+                            row[j..j + 2].copy_from_slice(&tree::<S, D, P, 2>(src, g, 0, top, at, &make(k)));
+                            2
+                        }
+                        3 => {
+                            row[j..j + 3].copy_from_slice(&tree::<S, D, P, 3>(src, g, 0, top, at, &make(k)));
+                            3
+                        }
+                        _ => {
+                            row[j..j + 4].copy_from_slice(&tree::<S, D, P, 4>(src, g, 0, top, at, &make(k)));
+                            4
+                        }
+                    };
                 }
             }
         }
