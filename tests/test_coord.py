@@ -8,8 +8,8 @@
   centres, empty samples.
 - DALI's own tests (operator_1/test_coord_transform.py, test_coord_flip.py) ported with the
   imports renamed, cpu only, with their references and tolerances (coord_flip's check
-  covers every column; DALI's looks at the last one only). Not ported: coord_transform's
-  `test_sequences` (per-frame arguments: `fn.per_frame` does not exist in Sluice yet).
+  covers every column; DALI's looks at the last one only). coord_transform's
+  `test_sequences` (per-frame matrices) is in test_per_frame_args.py.
 - Errors name the operator and the argument.
 """
 

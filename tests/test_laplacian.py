@@ -10,7 +10,7 @@ OpenCV (test_kernels also against exact windows, test_vs_scipy against scipy whe
 its failure cases; gpu equal to cpu bit for bit.
 
 Not covered: FLOAT16, INT64 and UINT64 inputs (DALI takes them; Sluice raises an error naming
-the type), per-frame arguments (`fn.per_frame`, not in Sluice: test_per_frame)."""
+the type). Per-frame arguments (DALI's test_per_frame) are in test_per_frame_args.py."""
 
 import base64
 import itertools

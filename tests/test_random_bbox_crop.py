@@ -531,12 +531,12 @@ def _run(lib, boxes, labels=None, batches=1, seed=7, num_threads=1, **kw):
     return [[[np.array(o.at(i)) for i in range(len(o))] for o in pipe.run()] for _ in range(batches)]
 
 
-def _random_boxes(seed, counts, ndim=2):
+def _random_boxes(seed, counts, ndim=2, size=(0.05, 0.2)):
     rng = np.random.default_rng(seed)
     out = []
     for n in counts:
         lo = rng.uniform(0, 0.8, (n, ndim))
-        hi = lo + rng.uniform(0.05, 0.2, (n, ndim))
+        hi = lo + rng.uniform(*size, (n, ndim))
         out.append(np.concatenate([lo, np.minimum(hi, 1.0)], axis=1).astype(np.float32))
     return out
 
@@ -549,8 +549,13 @@ def test_thresholds_are_met(lib, threshold_type, all_boxes):
     the boxes (all of them, or the best one) is at least the threshold picked, so at least the
     smallest; with no crop allowed, the window is the whole image."""
     # IoU >= 0.1 with every one of many small boxes may be out of reach (DALI and Sluice
-    # would then search forever): one box per sample there.
-    boxes = _random_boxes(3, [1, 1, 1, 1] if all_boxes and threshold_type == "iou" else [5, 8, 1, 3])
+    # would then search forever): one box per sample there, large enough that an IoU of 0.3
+    # is in easy reach of a window of at least 0.3 x 0.3 (with boxes of 0.1 x 0.1 it is out
+    # of reach, and 0.1 is met once in millions of windows: minutes of search).
+    if all_boxes and threshold_type == "iou":
+        boxes = _random_boxes(3, [1, 1, 1, 1], size=(0.25, 0.45))
+    else:
+        boxes = _random_boxes(3, [5, 8, 1, 3])
     thresholds = [0.1, 0.3]
     outs = _run(lib, boxes, batches=1, thresholds=thresholds, threshold_type=threshold_type, all_boxes_above_threshold=all_boxes,
                 scaling=[0.3, 1.0], aspect_ratio=[0.5, 2.0], allow_no_crop=False, num_attempts=10)[0]

@@ -7,9 +7,8 @@
   and edge values (zero or one-component axis, +-90 degree shears, zero crop extents, inf
   in the input).
 - DALI's own tests (operator_1/test_affine_transforms.py) ported with the imports renamed:
-  their float64 NumPy references and tolerances. Not ported: `test_sequences`,
-  `test_combine_shape_mismatch` and `test_rotate_shape_mismatch`, which need per-frame
-  arguments and sequence inputs (`fn.per_frame` does not exist in Sluice yet).
+  their float64 NumPy references and tolerances. Sequences (`test_sequences`,
+  `test_combine_shape_mismatch`, `test_rotate_shape_mismatch`) are in test_per_frame_args.py.
 - The deprecated `fn.transform_translation` / `ops.TransformTranslation` warn as in DALI.
 - Errors name the operator and the argument (and the sample); the pipeline goes on.
 """
@@ -243,13 +242,12 @@ def test_known_values(lib):
 
 
 def test_output_layout_and_batch():
-    """One matrix per sample, float32, no layout (DALI 2.4 says "**": a layout Sluice cannot
-    hold, it repeats a letter)."""
+    """One matrix per sample, float32, layout "**" (DALI 2.4's)."""
     pipe = Pipeline(batch_size=3, num_threads=1, device_id=None)
     with pipe:
         pipe.set_outputs(fn.transforms.rotation(angle=10.0), fn.transforms.rotation(angle=fn.random.uniform(range=(0, 90))))
     const, per_sample = pipe.run()
-    assert const.layout() == "" and len(const) == 3 and len(per_sample) == 3
+    assert const.layout() == per_sample.layout() == "**" and len(const) == 3 and len(per_sample) == 3
     assert np.array(const.at(2)).shape == (2, 3) and np.array(const.at(2)).dtype == np.float32
 
 
@@ -687,10 +685,6 @@ def test_bad_inputs():
     _fails(tr, {"T": [np.zeros((1, 2, 3), np.float32)] * 2}, match=r"(?s)transforms\.translation.*\(ndim, ndim\+1\)")
     _fails(tr, {"T": [np.zeros((2, 3), np.float32), np.zeros((1, 2), np.float32)]}, match=r"(?s)transforms\.translation.*same shape.*sample 1")
     _fails(lambda fn, n: fn.transforms.scale(n["T"], scale=2.0), {"T": [np.zeros((0, 1), np.float32)] * 2}, match=r"(?s)transforms\.scale.*Unsupported number of dimensions 0")
-    # Sequences of transforms need per-frame support, which Sluice does not have yet.
-    seq = lambda fn, n: fn.transforms.rotation(n["T"], angle=10.0)  # noqa: E731
-    with pytest.raises(ValueError, match=r"(?s)transforms\.rotation.*sequences"):
-        _run(sluice, seq, {"T": [np.zeros((3, 2, 3), np.float32)] * 2}, layouts={"T": "FAB"})
 
 
 def test_combine_errors():

@@ -3,6 +3,7 @@
 //! batches ready. A failed iteration is reported at the `run()` that asks for it; the next
 //! iteration runs as usual, so one bad file never stops the pipeline.
 
+use std::collections::HashMap;
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
@@ -14,6 +15,7 @@ use crossbeam_channel::{bounded, Receiver, RecvTimeoutError};
 use sluice_cuda::{CudaStream, GpuDevice};
 
 mod bad_samples;
+mod frames;
 pub use bad_samples::{BadLog, BadSample, ErrorPolicy, OnError};
 
 use crate::error::{Error, Result};
@@ -22,7 +24,9 @@ use crate::ops::external_source::Feed;
 use crate::ops::readers::loader::BatchPlan;
 use crate::ops::readers::skip::Skipped;
 use crate::ops::{Device, GpuOperator, GpuWorkspace, OpContext, Operator, ReaderMeta, Workspace};
-use crate::tensor::{Batch, ReadyEvent, TensorList};
+use crate::tensor::{Batch, BatchMeta, ReadyEvent, TensorList, TensorListGpu};
+
+use frames::Frames;
 
 /// Time spent in one operator since the pipeline was built.
 #[derive(Debug, Clone, Default)]
@@ -45,6 +49,10 @@ struct Instance {
     arg_inputs: Vec<(String, Edge)>,
     /// The schema's `host_inputs`: inputs a gpu backend reads on the host.
     host_inputs: &'static [usize],
+    /// Arguments that take per-frame values (of every part of a fused node).
+    per_frame_args: Vec<&'static str>,
+    /// Runs frame by frame on any sequence input (`ops::unfolds_sequences`).
+    unfolds_sequences: bool,
 }
 
 /// The GPU the pipeline runs on and its stream.
@@ -451,7 +459,38 @@ impl Runner {
                 .collect::<Result<_>>()?
         };
         let input_of = |n: usize, e: &Edge| -> &TensorList { stood_in.get(n).and_then(Option::as_ref).unwrap_or_else(|| output(results, e).cpu()) };
-        let arg_inputs = inst.arg_inputs.iter().map(|(n, e)| (n.as_str(), output(results, e).cpu())).collect();
+        let mut arg_inputs: HashMap<&str, &TensorList> = inst.arg_inputs.iter().map(|(n, e)| (n.as_str(), output(results, e).cpu())).collect();
+        // Per-frame arguments: the operator runs on the frames of the batch's sequences.
+        let metas: Vec<&BatchMeta> = inst.inputs.iter().map(|e| output(results, e).meta()).collect();
+        let pool = &self.pool;
+        let unfolded = Frames::plan(&inst.ctx.display_name, &inst.per_frame_args, inst.unfolds_sequences, &metas, &arg_inputs).and_then(|frames| {
+            let Some(f) = &frames else { return Ok((frames, Vec::new(), Vec::new(), HashMap::new())) };
+            let (mut gpu, mut host_side) = (Vec::new(), Vec::new());
+            for (n, e) in inst.inputs.iter().enumerate() {
+                gpu.push(if host(n) { None } else { Some(f.input(pool, output(results, e))?) });
+                host_side.push(if host(n) { Some(f.host_input(pool, input_of(n, e))?) } else { None });
+            }
+            let args = arg_inputs.iter().map(|(n, t)| Ok((*n, f.argument(pool, t, inst.per_frame_args.contains(n))?))).collect::<Result<HashMap<&str, TensorList>>>()?;
+            Ok((frames, gpu, host_side, args))
+        });
+        let (frames, frame_inputs, frame_host_inputs, frame_args) = match unfolded {
+            Ok(u) => u,
+            Err(e) => {
+                self.failed_op = Some(k);
+                return Err(e);
+            }
+        };
+        if frames.is_some() {
+            arg_inputs = frame_args.iter().map(|(n, t)| (*n, t)).collect();
+        }
+        let batch_size = frames.as_ref().map_or(batch_size, |f| f.total());
+        let input_of = |n: usize, e: &Edge| -> &TensorList {
+            match frame_host_inputs.get(n) {
+                Some(Some(t)) => t,
+                _ => input_of(n, e),
+            }
+        };
+        let gpu_input_of = |n: usize, e: &Edge| -> &TensorListGpu { frame_inputs.get(n).and_then(Option::as_ref).map_or_else(|| output(results, e).gpu(), Batch::gpu) };
         let begun = Instant::now();
         let (pool, gpu) = (&self.pool, &self.gpu);
         // A panic in an operator is a bug, but it must not take the user's process down.
@@ -473,10 +512,10 @@ impl Runner {
                     // schema names (`host_inputs`); the graph checked where each one lives.
                     let host_inputs = inst.host_inputs;
                     let on_host = |k: &usize| *device == Device::Mixed || host_inputs.contains(k);
-                    let inputs = || inst.inputs.iter().enumerate().map(|(k, e)| (k, output(results, e)));
+                    let inputs = || inst.inputs.iter().enumerate();
                     let ws = GpuWorkspace {
-                        cpu_inputs: inputs().filter(|(k, _)| on_host(k)).map(|(k, _)| input_of(k, &inst.inputs[k])).collect(),
-                        gpu_inputs: inputs().filter(|(k, _)| !on_host(k)).map(|(_, b)| b.gpu()).collect(),
+                        cpu_inputs: inputs().filter(|(k, _)| on_host(k)).map(|(k, e)| input_of(k, e)).collect(),
+                        gpu_inputs: inputs().filter(|(k, _)| !on_host(k)).map(|(k, e)| gpu_input_of(k, e)).collect(),
                         arg_inputs,
                         iteration,
                         batch_size,
@@ -500,6 +539,10 @@ impl Runner {
                 .unwrap_or_else(|| "unknown panic".into());
             Err(Error::Unsupported(format!("internal error in {} at iteration {iteration}: {msg} (please report this)", inst.ctx.display_name)))
         });
+        let out = match &frames {
+            Some(f) if !start => out.and_then(|o| o.into_iter().map(|b| f.output(&inst.ctx.display_name, b)).collect()).map_err(|e| f.locate(e)),
+            _ => out,
+        };
         let mut out = match out {
             Ok(out) => out,
             Err(e) => {
@@ -674,6 +717,13 @@ impl Executor {
                 inputs: node.inputs.clone(),
                 arg_inputs: node.arg_inputs.clone(),
                 host_inputs: node.def.schema.host_inputs,
+                per_frame_args: std::iter::once(node)
+                    .chain(&node.fused)
+                    .flat_map(|n| n.def.schema.all_args())
+                    .filter(|a| a.per_frame)
+                    .map(|a| a.name)
+                    .collect(),
+                unfolds_sequences: crate::ops::unfolds_sequences(node.def),
             });
         }
         let stats = Arc::new(Mutex::new(

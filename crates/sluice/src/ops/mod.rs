@@ -478,6 +478,13 @@ pub fn num_outputs(schema: &str, args: &Args, num_inputs: usize) -> Option<usize
         .or_else(|| bbox::num_outputs(schema, args, num_inputs))
 }
 
+/// True for an operator that runs frame by frame on any sequence input (`F...`), as DALI's
+/// sequence operators do, not only when given per-frame arguments (`exec/frames.rs`). One
+/// line per family.
+pub fn unfolds_sequences(def: &OpDef) -> bool {
+    transforms::unfolds_sequences(def)
+}
+
 /// Runs `f(sample_index, sample_bytes)` for every sample of `out` on the worker pool. When
 /// several samples fail, the error of the lowest index is returned, so the message does not
 /// depend on thread timing.

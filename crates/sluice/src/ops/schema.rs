@@ -104,27 +104,38 @@ pub struct ArgSchema {
     pub removed: bool,
     /// Still working, but DALI warns on use with this message (coco's `masks`).
     pub deprecated: Option<&'static str>,
+    /// True when an argument input may give a value per frame of a sequence input
+    /// (`fn.per_frame`, an `F` layout): the executor then runs the operator frame by frame
+    /// (see `exec::frames`).
+    pub per_frame: bool,
+}
+
+impl ArgSchema {
+    /// This argument, also accepting per-frame values (see [`ArgSchema::per_frame`]).
+    pub const fn per_frame(self) -> ArgSchema {
+        ArgSchema { per_frame: true, ..self }
+    }
 }
 
 /// Shorthand constructor for schema tables.
 pub const fn arg(name: &'static str, ty: ArgType, default: ArgDefault, doc: &'static str) -> ArgSchema {
-    ArgSchema { name, ty, default, per_sample: false, doc, removed: false, deprecated: None }
+    ArgSchema { name, ty, default, per_sample: false, doc, removed: false, deprecated: None, per_frame: false }
 }
 
 /// Like [`arg`], for arguments that also accept a per-sample argument input.
 pub const fn tensor_arg(name: &'static str, ty: ArgType, default: ArgDefault, doc: &'static str) -> ArgSchema {
-    ArgSchema { name, ty, default, per_sample: true, doc, removed: false, deprecated: None }
+    ArgSchema { name, ty, default, per_sample: true, doc, removed: false, deprecated: None, per_frame: false }
 }
 
 /// An argument DALI no longer uses but still accepts, with a deprecation warning: checked
 /// for its type, then ignored.
 pub const fn removed_arg(name: &'static str, ty: ArgType) -> ArgSchema {
-    ArgSchema { name, ty, default: ArgDefault::Optional, per_sample: false, doc: "No longer used; accepted with a deprecation warning, as in DALI.", removed: true, deprecated: None }
+    ArgSchema { name, ty, default: ArgDefault::Optional, per_sample: false, doc: "No longer used; accepted with a deprecation warning, as in DALI.", removed: true, deprecated: None, per_frame: false }
 }
 
 /// An argument that still works but is deprecated: DALI warns with `message` when it is given.
 pub const fn deprecated_arg(name: &'static str, ty: ArgType, default: ArgDefault, doc: &'static str, message: &'static str) -> ArgSchema {
-    ArgSchema { name, ty, default, per_sample: false, doc, removed: false, deprecated: Some(message) }
+    ArgSchema { name, ty, default, per_sample: false, doc, removed: false, deprecated: Some(message), per_frame: false }
 }
 
 /// Operators DALI deprecated but still runs: (schema name, the `fn` name of its

@@ -83,6 +83,13 @@ impl TensorList {
         TensorList { meta, data: self.data.clone() }
     }
 
+    /// The same bytes cut into other samples (a batch of sequences as a batch of their
+    /// frames, and back): no copy. `meta` must cover exactly this batch's bytes.
+    pub fn resliced(&self, meta: BatchMeta) -> TensorList {
+        assert_eq!(meta.total_bytes(), self.meta.total_bytes(), "a reslicing keeps the batch's bytes");
+        TensorList { meta, data: self.data.clone() }
+    }
+
     /// The batch's metadata.
     pub fn meta(&self) -> &BatchMeta {
         &self.meta

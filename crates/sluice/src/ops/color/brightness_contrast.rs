@@ -16,12 +16,12 @@ use crate::ops::{arg, tensor_arg, ArgDefault as D, ArgSchema, ArgType as T, Devi
 use crate::tensor::DType;
 
 const BRIGHTNESS_ARGS: &[ArgSchema] = &[
-    tensor_arg("brightness", T::Float, D::Float(1.0), "Brightness multiplier."),
-    tensor_arg("brightness_shift", T::Float, D::Float(0.0), "The brightness shift. For signed types, 1.0 represents the maximum positive value that can be represented by the type."),
+    tensor_arg("brightness", T::Float, D::Float(1.0), "Brightness multiplier.").per_frame(),
+    tensor_arg("brightness_shift", T::Float, D::Float(0.0), "The brightness shift. For signed types, 1.0 represents the maximum positive value that can be represented by the type.").per_frame(),
 ];
 const CONTRAST_ARGS: &[ArgSchema] = &[
-    tensor_arg("contrast", T::Float, D::Float(1.0), "The contrast multiplier, where 0.0 produces the uniform grey."),
-    tensor_arg("contrast_center", T::Float, D::Optional, "The intensity level that is unaffected by contrast: the value all pixels take when the contrast is zero. When not set, half of the input type's positive range (or 0.5 for FLOAT) is used."),
+    tensor_arg("contrast", T::Float, D::Float(1.0), "The contrast multiplier, where 0.0 produces the uniform grey.").per_frame(),
+    tensor_arg("contrast_center", T::Float, D::Optional, "The intensity level that is unaffected by contrast: the value all pixels take when the contrast is zero. When not set, half of the input type's positive range (or 0.5 for FLOAT) is used.").per_frame(),
 ];
 const DTYPE_ARGS: &[ArgSchema] = &[arg("dtype", T::DType, D::Optional, "Output data type. If not set, the input type is used.")];
 

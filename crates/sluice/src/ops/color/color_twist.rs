@@ -21,8 +21,8 @@ use crate::tensor::DType;
 
 type Mat3 = [[f32; 3]; 3];
 
-const HUE_ARG: ArgSchema = tensor_arg("hue", T::Float, D::Float(0.0), "Hue change, in degrees (an additive delta; values outside 0-360 wrap around).");
-const SATURATION_ARG: ArgSchema = tensor_arg("saturation", T::Float, D::Float(1.0), "The saturation multiplier: 0 is a completely desaturated image, 1 no change. Must not be negative.");
+const HUE_ARG: ArgSchema = tensor_arg("hue", T::Float, D::Float(0.0), "Hue change, in degrees (an additive delta; values outside 0-360 wrap around).").per_frame();
+const SATURATION_ARG: ArgSchema = tensor_arg("saturation", T::Float, D::Float(1.0), "The saturation multiplier: 0 is a completely desaturated image, 1 no change. Must not be negative.").per_frame();
 const IMAGE_TYPE_ARG: ArgSchema = arg("image_type", T::ImageType, D::Int(0), "The color space of the input and the output image (accepted for compatibility: the transform is the same).");
 const DTYPE_ARG: ArgSchema = arg("dtype", T::DType, D::Optional, "Output data type. If not set, the input type is used.");
 
@@ -51,7 +51,7 @@ pub static HSV: OpDef = OpDef {
         &[&[
             HUE_ARG,
             SATURATION_ARG,
-            tensor_arg("value", T::Float, D::Float(1.0), "The value multiplier."),
+            tensor_arg("value", T::Float, D::Float(1.0), "The value multiplier.").per_frame(),
             arg("dtype", T::DType, D::Int(DType::U8 as i64), "The output data type (UINT8 unless set, as in DALI)."),
         ]],
     ),
@@ -84,8 +84,8 @@ pub static COLOR_TWIST: OpDef = OpDef {
         &[&[
             HUE_ARG,
             SATURATION_ARG,
-            tensor_arg("contrast", T::Float, D::Float(1.0), "Contrast change factor: 0 is a uniform grey image, 1 no change."),
-            tensor_arg("brightness", T::Float, D::Float(1.0), "Brightness change factor: 0 is a black image, 1 no change, 2 twice as bright."),
+            tensor_arg("contrast", T::Float, D::Float(1.0), "Contrast change factor: 0 is a uniform grey image, 1 no change.").per_frame(),
+            tensor_arg("brightness", T::Float, D::Float(1.0), "Brightness change factor: 0 is a black image, 1 no change, 2 twice as bright.").per_frame(),
             IMAGE_TYPE_ARG,
             DTYPE_ARG,
         ]],

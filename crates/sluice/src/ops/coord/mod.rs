@@ -27,9 +27,9 @@
 //! are copied bit for bit. `flip_*` and `center_*` may come per sample.
 //!
 //! Both are checked against DALI 2.4's cpu operators, bit for bit, by `tests/test_coord.py`.
-//! Not supported yet: per-frame arguments (`fn.per_frame`); a sequence (`F...`) input of
-//! `coord_transform` is a batch of points like any other, which is what DALI computes when
-//! the arguments are not per frame.
+//! `M`, `T` and `MT` may come per frame (`fn.per_frame`, on an `F...` input): the executor then
+//! transforms each frame's points with its frame's matrix (`exec/frames.rs`). Otherwise a
+//! sequence input of `coord_transform` is a batch of points like any other, as in DALI.
 
 mod gpu;
 
@@ -56,9 +56,9 @@ pub static COORD_TRANSFORM: OpDef = OpDef {
         num_outputs: 1,
         host_inputs: &[],
         args: &[&[
-            tensor_arg("M", T::FloatList, D::Optional, "The matrix used for transforming the input vectors. If left unspecified, identity matrix is used. The matrix M does not need to be square - if it's not, the output vectors will have a number of components equal to the number of rows in M. If a scalar value is provided, M is assumed to be a square matrix with that value on the diagonal. The size of the matrix is then assumed to match the number of components in the input vectors."),
-            tensor_arg("T", T::FloatList, D::Optional, "The translation vector. If left unspecified, no translation is applied unless MT argument is used. The number of components of this vector must match the number of rows in matrix M. If a scalar value is provided, that value is broadcast to all components of T and the number of components is chosen to match the number of rows in M."),
-            tensor_arg("MT", T::FloatList, D::Optional, "A block matrix [M T] which combines the arguments M and T. Providing a scalar value for this argument is equivalent to providing the same scalar for M and leaving T unspecified. The number of columns must be one more than the number of components in the input. This argument is mutually exclusive with M and T."),
+            tensor_arg("M", T::FloatList, D::Optional, "The matrix used for transforming the input vectors. If left unspecified, identity matrix is used. The matrix M does not need to be square - if it's not, the output vectors will have a number of components equal to the number of rows in M. If a scalar value is provided, M is assumed to be a square matrix with that value on the diagonal. The size of the matrix is then assumed to match the number of components in the input vectors.").per_frame(),
+            tensor_arg("T", T::FloatList, D::Optional, "The translation vector. If left unspecified, no translation is applied unless MT argument is used. The number of components of this vector must match the number of rows in matrix M. If a scalar value is provided, that value is broadcast to all components of T and the number of components is chosen to match the number of rows in M.").per_frame(),
+            tensor_arg("MT", T::FloatList, D::Optional, "A block matrix [M T] which combines the arguments M and T. Providing a scalar value for this argument is equivalent to providing the same scalar for M and leaving T unspecified. The number of columns must be one more than the number of components in the input. This argument is mutually exclusive with M and T.").per_frame(),
             arg("dtype", T::DType, D::Int(DType::F32 as i64), "Data type of the output coordinates. If an integral type is used, the output values are rounded to the nearest integer and clamped to the dynamic range of this type. Must be FLOAT or the input type."),
         ]],
         arg_aliases: &[],

@@ -26,7 +26,7 @@ use crate::tensor::channel::{Channel, PairKernel};
 use crate::tensor::{BatchMeta, DType, TensorList};
 
 const ARGS: &[ArgSchema] = &[
-    tensor_arg("anchor", T::IntList, D::IntList(&[-1]), "The kernel point (row, column) placed over each output point; -1 on an axis means the centre (extent // 2)."),
+    tensor_arg("anchor", T::IntList, D::IntList(&[-1]), "The kernel point (row, column) placed over each output point; -1 on an axis means the centre (extent // 2).").per_frame(),
     arg("border", T::Str, D::Str("reflect_101"), "How the input extends past its edges: reflect_101, reflect_1001, clamp, wrap or constant (the third input, else 0)."),
     arg("mode", T::Str, D::Str("same"), "same: the output has the input's size; valid: only the points whose window lies inside the input."),
     arg("dtype", T::DType, D::Optional, "Output type: the input type (default) or FLOAT."),

@@ -30,8 +30,8 @@ pub static GAUSSIAN_BLUR: OpDef = OpDef {
         num_outputs: 1,
         host_inputs: &[],
         args: &[&[
-            tensor_arg("sigma", T::FloatList, D::FloatList(&[0.0]), "Sigma of the Gaussian, one value or one per spatial axis; derived from window_size when 0."),
-            tensor_arg("window_size", T::IntList, D::IntList(&[0]), "Diameter of the window (odd), one value or one per spatial axis; derived from sigma when 0."),
+            tensor_arg("sigma", T::FloatList, D::FloatList(&[0.0]), "Sigma of the Gaussian, one value or one per spatial axis; derived from window_size when 0.").per_frame(),
+            tensor_arg("window_size", T::IntList, D::IntList(&[0]), "Diameter of the window (odd), one value or one per spatial axis; derived from sigma when 0.").per_frame(),
             arg("dtype", T::DType, D::Optional, "Output data type: the input type (default) or FLOAT."),
         ]],
         arg_aliases: &[],

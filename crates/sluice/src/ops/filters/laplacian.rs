@@ -50,9 +50,9 @@ pub static LAPLACIAN: OpDef = OpDef {
         num_outputs: 1,
         host_inputs: &[],
         args: &[&[
-            tensor_arg("window_size", T::IntList, D::IntList(&[3]), "Size of the derivative window (odd, 3 to 31), one value or one per spatial axis."),
-            tensor_arg("smoothing_size", T::IntList, D::Optional, "Size of the smoothing windows (odd, 1 to 31; 1: no smoothing), one value or one per spatial axis. Default: the size of the derivative window of the partial derivative computed."),
-            tensor_arg("scale", T::FloatList, D::Optional, "Factors scaling the partial derivatives, one value or one per spatial axis (default 1). Must not be given with `normalized_kernel`."),
+            tensor_arg("window_size", T::IntList, D::IntList(&[3]), "Size of the derivative window (odd, 3 to 31), one value or one per spatial axis.").per_frame(),
+            tensor_arg("smoothing_size", T::IntList, D::Optional, "Size of the smoothing windows (odd, 1 to 31; 1: no smoothing), one value or one per spatial axis. Default: the size of the derivative window of the partial derivative computed.").per_frame(),
+            tensor_arg("scale", T::FloatList, D::Optional, "Factors scaling the partial derivatives, one value or one per spatial axis (default 1). Must not be given with `normalized_kernel`.").per_frame(),
             arg("normalized_kernel", T::Bool, D::Bool(false), "Scales each partial derivative by 2^-(s - n - 2), s being the sum of its window sizes and n the number of spatial axes. Must be False if `scale` is given."),
             arg("dtype", T::DType, D::Optional, "Output data type: the input type (default) or FLOAT."),
         ]],

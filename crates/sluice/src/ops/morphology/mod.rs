@@ -35,7 +35,7 @@
 //! HWC or FHWC by its number of dimensions. Frames and planar channels are independent
 //! images; interleaved channels are filtered each on its own. Types: UINT8, UINT16, FLOAT
 //! (CV-CUDA's). `mask_size` and `anchor` may be argument inputs (one pair per sample, used for
-//! every frame of a sequence: `fn.per_frame` does not exist in Sluice).
+//! every frame of a sequence: DALI takes no per-frame values for them either).
 //!
 //! Where Sluice departs from DALI 2.4:
 //! - The cpu backend exists; both backends give the same bits.

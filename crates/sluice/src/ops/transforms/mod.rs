@@ -7,8 +7,8 @@
 //! What is reproduced (DALI 2.4's cpu operators, checked by `tests/test_transforms.py`
 //! against DALI, bit for bit, and by the spec's NumPy models):
 //! - the output is one float32 `(ndim, ndim+1)` matrix per sample: the top `ndim` rows of
-//!   the operator's homogeneous `(ndim+1)x(ndim+1)` matrix `M`. Its layout is empty: DALI
-//!   2.4 reports `**`, which a Sluice `Layout` cannot hold (it repeats a letter);
+//!   the operator's homogeneous `(ndim+1)x(ndim+1)` matrix `M`. Its layout is DALI's
+//!   `**` (dimensions with no name);
 //! - with an input transform `T` (float32 `(ndim, ndim+1)`, extended with the row
 //!   `[0 .. 0 1]`) the output is `M * T` (`M` applied after `T`) or, with
 //!   `reverse_order=True`, `T * M`;
@@ -23,9 +23,9 @@
 //!   call on Linux);
 //! - the batch is the input's, else the pipeline's (or the argument inputs') batch size.
 //!
-//! Not supported yet (DALI has them): sequences, i.e. `F`-layout inputs and per-frame
-//! arguments (`fn.per_frame` does not exist in Sluice); an `F`-layout input is refused with
-//! an error saying so. Where DALI reads out of bounds or crashes (`scale=[]`; a per-sample
+//! Sequences: a per-frame argument (`fn.per_frame`) or an input of a matrix per frame (`F`
+//! layout) gives a sequence of matrices, one per frame: the executor runs the operator frame
+//! by frame (`exec/frames.rs`, [`unfolds_sequences`]). Where DALI reads out of bounds or crashes (`scale=[]`; a per-sample
 //! `center` of one value in `scale`; `combine` of ragged batches) Sluice raises an error or
 //! broadcasts the value, as the module of each operator says.
 
@@ -47,7 +47,7 @@ use std::ops::RangeInclusive;
 
 use crate::error::{Error, Result};
 use crate::ops::args::element_as_f64;
-use crate::ops::{arg, ArgDefault as D, ArgSchema, ArgType as T, ArgValue, OpContext, Operator, Workspace};
+use crate::ops::{arg, ArgDefault as D, ArgSchema, ArgType as T, ArgValue, OpContext, OpDef, Operator, Workspace};
 use crate::tensor::{BatchMeta, DType, Layout, TensorList};
 
 /// The most dimensions a transform has (DALI's `SupportedDims` go up to 6).
@@ -271,14 +271,10 @@ impl TransformOp {
 }
 
 /// Checks an input batch of transforms (`what` names it in errors) and gives its `ndim`:
-/// float32, 2-D `(ndim, ndim+1)`, the same shape in every sample, not a sequence.
+/// float32, 2-D `(ndim, ndim+1)`, the same shape in every sample. (A sequence of matrices
+/// never gets here: the executor runs these operators frame by frame, see
+/// [`unfolds_sequences`].)
 pub fn check_input(op: &str, what: &str, input: &TensorList) -> Result<usize> {
-    if input.layout().as_str().starts_with('F') {
-        return Err(Error::type_mismatch(op, format!(
-            "{what} has layout \"{}\": sequences of transforms (per-frame transforms) are not supported yet; give one (ndim, ndim+1) matrix per sample",
-            input.layout()
-        )));
-    }
     if input.dtype() != DType::F32 {
         return Err(Error::type_mismatch(op, format!("{what} must hold FLOAT (float32) affine transform matrices, got {}", input.dtype().dali_name())));
     }
@@ -292,6 +288,12 @@ pub fn check_input(op: &str, what: &str, input: &TensorList) -> Result<usize> {
         return Err(Error::type_mismatch(op, format!("{what}: all matrices must have the same shape; sample 0 has shape {s0:?}, sample {i} has shape {:?}", input.shape(i))));
     }
     Ok(s0[0])
+}
+
+/// True for the affine-transform operators: like DALI's, they run frame by frame on any
+/// sequence input (`F...`: a matrix per frame), per-frame arguments or not.
+pub fn unfolds_sequences(def: &OpDef) -> bool {
+    [&ROTATION, &SCALE, &SHEAR, &TRANSLATION, &CROP, &COMBINE].iter().any(|d| d.is(def))
 }
 
 /// Sample `i` of a batch of `(ndim, ndim+1)` float32 matrices, extended with the row
@@ -308,7 +310,7 @@ pub fn read_mat(input: &TensorList, i: usize, ndim: usize) -> Mat {
 pub fn output(n: usize, ndim: usize) -> TensorList {
     let shape = [ndim, ndim + 1];
     let mut meta = BatchMeta::new(DType::F32, 2, std::iter::repeat_n(&shape[..], n));
-    meta.set_layout(Layout::empty());
+    meta.set_layout(Layout::from("**"));
     TensorList::for_overwrite(meta)
 }
 

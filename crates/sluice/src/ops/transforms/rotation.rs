@@ -23,9 +23,9 @@ pub static ROTATION: OpDef = OpDef {
         "transforms__Rotation",
         "Produces a rotation affine transform matrix. If another transform matrix is passed as an input, the operator applies rotation to the matrix provided. The number of dimensions is assumed to be 3 if a rotation axis is provided or 2 otherwise. The output of this operator can be fed directly to coord_transform and warp_affine.",
         &[&[
-            tensor_arg("angle", T::Float, D::Required, "Angle, in degrees."),
-            tensor_arg("axis", T::FloatList, D::Optional, "Axis of rotation (applies only to 3D transforms). The vector does not need to be normalized, but it must have a non-zero length. Reversing the vector is equivalent to changing the sign of `angle`."),
-            tensor_arg("center", T::FloatList, D::Optional, "The center of the rotation. If provided, the number of elements should match the dimensionality of the transform."),
+            tensor_arg("angle", T::Float, D::Required, "Angle, in degrees.").per_frame(),
+            tensor_arg("axis", T::FloatList, D::Optional, "Axis of rotation (applies only to 3D transforms). The vector does not need to be normalized, but it must have a non-zero length. Reversing the vector is equivalent to changing the sign of `angle`.").per_frame(),
+            tensor_arg("center", T::FloatList, D::Optional, "The center of the rotation. If provided, the number of elements should match the dimensionality of the transform.").per_frame(),
             REVERSE_ORDER,
         ]],
         &[],

@@ -17,8 +17,8 @@ pub static SCALE: OpDef = OpDef {
         "transforms__Scale",
         "Produces a scale affine transform matrix. If another transform matrix is passed as an input, the operator applies scaling to the matrix provided. The output of this operator can be fed directly to coord_transform and warp_affine.",
         &[&[
-            tensor_arg("scale", T::FloatList, D::Required, "The scale factor, per dimension. The number of dimensions of the transform is inferred from this argument."),
-            tensor_arg("center", T::FloatList, D::Optional, "The center of the scale operation. If provided, the number of elements should match the one of `scale` argument."),
+            tensor_arg("scale", T::FloatList, D::Required, "The scale factor, per dimension. The number of dimensions of the transform is inferred from this argument.").per_frame(),
+            tensor_arg("center", T::FloatList, D::Optional, "The center of the scale operation. If provided, the number of elements should match the one of `scale` argument.").per_frame(),
             arg("ndim", T::Int, D::Optional, "Number of dimensions. It should be provided when the number of dimensions can't be inferred. For example, when `scale` is a scalar value and there's no input transform."),
             REVERSE_ORDER,
         ]],

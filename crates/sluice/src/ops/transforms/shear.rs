@@ -18,9 +18,9 @@ pub static SHEAR: OpDef = OpDef {
         "transforms__Shear",
         "Produces a shear affine transform matrix. If another transform matrix is passed as an input, the operator applies the shear mapping to the matrix provided. The output of this operator can be fed directly to coord_transform and warp_affine.",
         &[&[
-            tensor_arg("shear", T::FloatList, D::Optional, "The shear factors. For 2D, `shear` contains two elements: shear_x, shear_y. For 3D, `shear` contains six elements: shear_xy, shear_xz, shear_yx, shear_yz, shear_zx, shear_zy. A shear factor value can be interpreted as the offset to be applied in the first axis when moving in the direction of the second axis. Mutually exclusive with `angles`; the number of dimensions of the transform is inferred from it."),
-            tensor_arg("angles", T::FloatList, D::Optional, "The shear angles, in degrees, laid out as `shear`: shear_factor = tan(deg2rad(shear_angle)). The valid range of values is between -90 and 90 degrees. Mutually exclusive with `shear`; the number of dimensions of the transform is inferred from it."),
-            tensor_arg("center", T::FloatList, D::Optional, "The center of the shear operation. If provided, the number of elements should match the dimensionality of the transform."),
+            tensor_arg("shear", T::FloatList, D::Optional, "The shear factors. For 2D, `shear` contains two elements: shear_x, shear_y. For 3D, `shear` contains six elements: shear_xy, shear_xz, shear_yx, shear_yz, shear_zx, shear_zy. A shear factor value can be interpreted as the offset to be applied in the first axis when moving in the direction of the second axis. Mutually exclusive with `angles`; the number of dimensions of the transform is inferred from it.").per_frame(),
+            tensor_arg("angles", T::FloatList, D::Optional, "The shear angles, in degrees, laid out as `shear`: shear_factor = tan(deg2rad(shear_angle)). The valid range of values is between -90 and 90 degrees. Mutually exclusive with `shear`; the number of dimensions of the transform is inferred from it.").per_frame(),
+            tensor_arg("center", T::FloatList, D::Optional, "The center of the shear operation. If provided, the number of elements should match the dimensionality of the transform.").per_frame(),
             REVERSE_ORDER,
         ]],
         &[],

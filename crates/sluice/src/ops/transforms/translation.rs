@@ -14,7 +14,7 @@ pub static TRANSLATION: OpDef = OpDef {
         "transforms__Translation",
         "Produces a translation affine transform matrix. If another transform matrix is passed as an input, the operator applies translation to the matrix provided. The output of this operator can be fed directly to coord_transform and warp_affine.",
         &[&[
-            tensor_arg("offset", T::FloatList, D::Required, "The translation vector. The number of dimensions of the transform is inferred from this argument."),
+            tensor_arg("offset", T::FloatList, D::Required, "The translation vector. The number of dimensions of the transform is inferred from this argument.").per_frame(),
             REVERSE_ORDER,
         ]],
         &[("TransformTranslation", None)],

@@ -44,7 +44,7 @@ pub static WARP_AFFINE: OpDef = OpDef {
         num_outputs: 1,
         host_inputs: &[1],
         args: &[&[
-            tensor_arg("matrix", T::FloatList, D::Optional, "Transform matrix, row-major, ndim x (ndim + 1) values ([M11, M12, M13, M21, M22, M23] in 2-D). Ignored when the transform is given as the second input."),
+            tensor_arg("matrix", T::FloatList, D::Optional, "Transform matrix, row-major, ndim x (ndim + 1) values ([M11, M12, M13, M21, M22, M23] in 2-D). Ignored when the transform is given as the second input.").per_frame(),
             arg("inverse_map", T::Bool, D::Bool(true), "True: the matrix maps destination to source coordinates; False: source to destination (it is inverted)."),
             tensor_arg("size", T::FloatList, D::Optional, "Output size, in pixels/points (channels excluded); the input's size when not given."),
             arg("fill_value", T::Float, D::Optional, "Value for the points that map outside the source; the border pixel is repeated when not given."),

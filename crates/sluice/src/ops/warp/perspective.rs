@@ -40,7 +40,7 @@ pub static WARP_PERSPECTIVE: OpDef = OpDef {
         num_outputs: 1,
         host_inputs: &[1],
         args: &[&[
-            tensor_arg("matrix", T::FloatList, D::Optional, "3x3 perspective transform matrix of destination to source coordinates (source to destination with inverse_map=False), row-major. Equivalent to OpenCV's warpPerspective, inverse_map being the WARP_INVERSE_MAP flag. Instead of this argument, the matrix can be the second input."),
+            tensor_arg("matrix", T::FloatList, D::Optional, "3x3 perspective transform matrix of destination to source coordinates (source to destination with inverse_map=False), row-major. Equivalent to OpenCV's warpPerspective, inverse_map being the WARP_INVERSE_MAP flag. Instead of this argument, the matrix can be the second input.").per_frame(),
             tensor_arg("size", T::FloatList, D::Optional, "Output size, in pixels (height, width; the channel dimension excluded). The input's size when not given."),
             arg("border_mode", T::Str, D::Str("constant"), "Border mode for elements outside the input image: \"constant\", \"replicate\", \"reflect\", \"reflect_101\", \"wrap\"."),
             arg("interp_type", T::InterpType, D::Int(1), "Type of interpolation used: INTERP_NN or INTERP_LINEAR."),
