@@ -93,9 +93,20 @@ CASES = [
 ]
 
 
+# Sluice's records per case: test_ddp_shards_match_dali compares the run test_ddp_shards
+# checked instead of launching torchrun again (each launch is seconds of CI).
+SLUICE_RUNS = {}
+
+
+def sluice_run(tmp_path, file_list, ranks, flags):
+    if (ranks, flags) not in SLUICE_RUNS:
+        SLUICE_RUNS[(ranks, flags)] = run_ddp(file_list, tmp_path / "sluice", "sluice", ranks, *flags)
+    return SLUICE_RUNS[(ranks, flags)]
+
+
 @pytest.mark.parametrize("ranks,flags", CASES)
 def test_ddp_shards(tmp_path, file_list, ranks, flags):
-    records = run_ddp(file_list, tmp_path / "sluice", "sluice", ranks, *flags)
+    records = sluice_run(tmp_path, file_list, ranks, flags)
     assert [r["rank"] for r in records] == list(range(ranks))
     check_epochs(records, flags)
 
@@ -103,7 +114,7 @@ def test_ddp_shards(tmp_path, file_list, ranks, flags):
 @pytest.mark.parametrize("ranks,flags", CASES)
 def test_ddp_shards_match_dali(tmp_path, file_list, ranks, flags):
     pytest.importorskip("nvidia.dali")
-    ours = run_ddp(file_list, tmp_path / "sluice", "sluice", ranks, *flags)
+    ours = sluice_run(tmp_path, file_list, ranks, flags)
     theirs = run_ddp(file_list, tmp_path / "dali", "dali", ranks, *flags)
     check_epochs(theirs, flags)     # the checks above hold for DALI too: they read its rules right
     shuffled = "--shuffle" in flags
