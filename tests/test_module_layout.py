@@ -117,6 +117,8 @@ def test_legacy_flat_functions_warn_and_work(lib, tmp_path):
      "WARNING: `nvidia.dali.fn.experimental.peek_image_shape` is now deprecated. Use `nvidia.dali.fn.peek_image_shape` instead.\n"
      "Experimental features of the decoders have been moved to the main module, this is\n"
      "just an alias maintained for backward compatibility."),
+    (lambda fn, x: fn.experimental.inflate(x.gpu(), shape=[4]),
+     "WARNING: `nvidia.dali.fn.experimental.inflate` is now deprecated. Use `nvidia.dali.fn.decoders.inflate` instead."),
 ])
 def test_experimental_aliases_warn_in_dalis_words(lib, call, message):
     pipe = lib.Pipeline(1, 1, None)

@@ -358,3 +358,32 @@ def test_rotate_shape_mismatch(lib):
         build(True).run()
     with pytest.raises(RuntimeError, match=r"The sample 1 of tensor argument `center` contains 51 per-frame parameters, but there are 49 frames in the corresponding sample of argument `angle`"):
         build(False).run()
+
+
+ROTATE_ANGLES = _values((), -60, 60, 50)
+
+
+@pytest.mark.parametrize("device", ["cpu", "gpu"])
+def test_rotate_turns_each_frame_onto_the_sequence_canvas(device):
+    """fn.rotate with a per-frame angle: every frame of a sequence lands on one canvas (the
+    largest any frame needs, its parity by a majority of the frames, as DALI's InferSize),
+    each turned by its own angle: equal to rotating that frame alone onto that canvas (`size`),
+    and to DALI 2.4."""
+    if device == "gpu":
+        require_gpu()
+    data = _video(seed=51, h=13, w=20)
+    op = lambda f: f.rotate  # noqa: E731
+    out, layout = _run(sluice, data, op, {"angle": ROTATE_ANGLES}, device=device, fill_value=0)
+    assert layout == "FHWC"
+    for i, o in enumerate(out):
+        size = [int(x) for x in o.shape[1:3]]
+        angles = ROTATE_ANGLES[i]
+        frames = [data[i][j] for j in range(len(data[i]))]
+        ref = _frame_by_frame([np.stack(frames)], op, {"angle": [angles]}, None, size=size, fill_value=0)[0]
+        np.testing.assert_array_equal(o, ref, err_msg=f"sample {i}")
+    if dali is not None and device == "cpu":
+        want, want_layout = _run(dali, data, op, {"angle": ROTATE_ANGLES}, fill_value=0)
+        assert want_layout == layout
+        for i, (o, w) in enumerate(zip(out, want)):
+            assert o.shape == w.shape, i
+            np.testing.assert_array_equal(o, w, err_msg=f"sample {i}")

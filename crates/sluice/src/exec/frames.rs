@@ -91,6 +91,11 @@ impl Frames {
         Ok(Some(Frames { counts, owners }))
     }
 
+    /// Frames of each sequence (what `Workspace::frames` says).
+    pub(super) fn counts(&self) -> &[usize] {
+        &self.counts
+    }
+
     /// Samples in the unfolded batch.
     pub(super) fn total(&self) -> usize {
         self.owners.len()

@@ -502,6 +502,7 @@ impl Runner {
                         arg_inputs,
                         iteration,
                         batch_size,
+                        frames: frames.as_ref().map(Frames::counts),
                         pool,
                     };
                     Ok(op.run(&ws)?.into_iter().map(Batch::Cpu).collect())
@@ -519,6 +520,7 @@ impl Runner {
                         arg_inputs,
                         iteration,
                         batch_size,
+                        frames: frames.as_ref().map(Frames::counts),
                         pool,
                         device: &stage.device,
                         stream: &stage.stream,

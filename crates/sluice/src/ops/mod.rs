@@ -119,6 +119,10 @@ pub struct Workspace<'a> {
     pub iteration: u64,
     /// Samples in this batch.
     pub batch_size: usize,
+    /// When the executor runs the operator frame by frame (per-frame arguments, see
+    /// `exec/frames.rs`): the frames of each sequence, in order; the batch's samples are
+    /// those frames. For operators whose output shape is decided per sequence (`rotate`).
+    pub frames: Option<&'a [usize]>,
     /// The pipeline's CPU workers: per-sample work runs here.
     pub pool: &'a rayon::ThreadPool,
 }
@@ -230,6 +234,8 @@ pub struct GpuWorkspace<'a> {
     pub arg_inputs: HashMap<&'a str, &'a TensorList>,
     pub iteration: u64,
     pub batch_size: usize,
+    /// See [`Workspace::frames`].
+    pub frames: Option<&'a [usize]>,
     /// The pipeline's CPU workers, for host-side parts (parsing, CPU fallback decoding).
     pub pool: &'a rayon::ThreadPool,
     pub device: &'a Arc<GpuDevice>,
@@ -273,6 +279,7 @@ impl<'a> GpuWorkspace<'a> {
             arg_inputs: self.arg_inputs.clone(),
             iteration: self.iteration,
             batch_size: self.batch_size,
+            frames: self.frames,
             pool: self.pool,
         }
     }
@@ -349,6 +356,7 @@ static REGISTRY: &[&OpDef] = &[
     &decoders::EXPERIMENTAL_PEEK_IMAGE_SHAPE,
     &decoders::NUMPY,
     &decoders::inflate::INFLATE,
+    &decoders::inflate::EXPERIMENTAL_INFLATE,
     &random::UNIFORM,
     &random::COIN_FLIP,
     &readers::FILE,
@@ -575,7 +583,7 @@ pub(crate) mod testing {
         let pool = rayon::ThreadPoolBuilder::new().num_threads(2).build().unwrap();
         let arg_inputs: HashMap<&str, &TensorList> = args.iter().copied().collect();
         let batch_size = inputs.first().map_or(0, |x| x.len());
-        let ws = Workspace { inputs: inputs.to_vec(), arg_inputs, iteration: 0, batch_size, pool: &pool };
+        let ws = Workspace { inputs: inputs.to_vec(), arg_inputs, iteration: 0, batch_size, frames: None, pool: &pool };
         op.run(&ws)
     }
 
@@ -583,7 +591,7 @@ pub(crate) mod testing {
     pub(crate) fn with_args<R>(args: &[(&'static str, &TensorList)], batch_size: usize, f: impl FnOnce(&Workspace<'_>) -> R) -> R {
         let pool = rayon::ThreadPoolBuilder::new().num_threads(1).build().unwrap();
         let arg_inputs: HashMap<&str, &TensorList> = args.iter().copied().collect();
-        f(&Workspace { inputs: vec![], arg_inputs, iteration: 0, batch_size, pool: &pool })
+        f(&Workspace { inputs: vec![], arg_inputs, iteration: 0, batch_size, frames: None, pool: &pool })
     }
 }
 

@@ -151,6 +151,7 @@ const DEPRECATED_OPERATORS: &[(&str, &str, &str)] = &[
     ("FastResizeCropMirror", "resize_crop_mirror", ""),
     ("experimental__Equalize", "equalize", MOVED_OUT_OF_EXPERIMENTAL),
     ("experimental__Filter", "filter", MOVED_OUT_OF_EXPERIMENTAL),
+    ("experimental__Inflate", "decoders.inflate", ""),
     (
         "experimental__PeekImageShape",
         "peek_image_shape",

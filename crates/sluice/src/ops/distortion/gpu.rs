@@ -314,7 +314,7 @@ int main(int argc, char** argv) {
         if let Some(m) = mask {
             arg_inputs.insert("mask", m);
         }
-        let ws = Workspace { inputs: vec![x], arg_inputs, iteration: 0, batch_size: x.len(), pool: &pool };
+        let ws = Workspace { inputs: vec![x], arg_inputs, iteration: 0, batch_size: x.len(), frames: None, pool: &pool };
         let want = d.run(&ws).unwrap().remove(0);
         let meta = d.plan_batch(&ws, x.meta()).unwrap();
         let pixels = max_pixels(&d);

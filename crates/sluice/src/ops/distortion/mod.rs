@@ -376,7 +376,7 @@ mod tests {
         if let Some(m) = mask {
             arg_inputs.insert("mask", m);
         }
-        let ws = Workspace { inputs: vec![x], arg_inputs, iteration: 0, batch_size: x.len(), pool: &pool };
+        let ws = Workspace { inputs: vec![x], arg_inputs, iteration: 0, batch_size: x.len(), frames: None, pool: &pool };
         Ok(op.run(&ws)?.remove(0))
     }
 

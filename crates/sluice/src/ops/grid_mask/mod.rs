@@ -380,7 +380,7 @@ pub(super) mod tests {
     pub(in crate::ops::grid_mask) fn run(g: &mut GridMask, x: &TensorList, args: &[(&'static str, &TensorList)]) -> Result<TensorList> {
         let pool = rayon::ThreadPoolBuilder::new().num_threads(2).build().unwrap();
         let arg_inputs: HashMap<&str, &TensorList> = args.iter().copied().collect();
-        let ws = Workspace { inputs: vec![x], arg_inputs, iteration: 0, batch_size: x.len(), pool: &pool };
+        let ws = Workspace { inputs: vec![x], arg_inputs, iteration: 0, batch_size: x.len(), frames: None, pool: &pool };
         Ok(g.run(&ws)?.remove(0))
     }
 
@@ -388,7 +388,7 @@ pub(super) mod tests {
     pub(in crate::ops::grid_mask) fn plan(g: &mut GridMask, x: &BatchMeta, args: &[(&'static str, &TensorList)]) -> Result<Vec<SamplePlan>> {
         let pool = rayon::ThreadPoolBuilder::new().num_threads(1).build().unwrap();
         let arg_inputs: HashMap<&str, &TensorList> = args.iter().copied().collect();
-        let ws = Workspace { inputs: vec![], arg_inputs, iteration: 0, batch_size: x.len(), pool: &pool };
+        let ws = Workspace { inputs: vec![], arg_inputs, iteration: 0, batch_size: x.len(), frames: None, pool: &pool };
         g.plan_batch(&ws, x)?;
         Ok(g.samples.clone())
     }

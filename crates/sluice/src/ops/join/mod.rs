@@ -280,7 +280,7 @@ mod tests {
 
     fn run(op: &mut Join, inputs: &[&TensorList]) -> Result<TensorList> {
         let pool = rayon::ThreadPoolBuilder::new().num_threads(2).build().unwrap();
-        let ws = Workspace { inputs: inputs.to_vec(), arg_inputs: Default::default(), iteration: 0, batch_size: inputs[0].len(), pool: &pool };
+        let ws = Workspace { inputs: inputs.to_vec(), arg_inputs: Default::default(), iteration: 0, batch_size: inputs[0].len(), frames: None, pool: &pool };
         Ok(op.run(&ws)?.remove(0))
     }
 

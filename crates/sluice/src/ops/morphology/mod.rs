@@ -599,7 +599,7 @@ pub(super) mod tests {
         let mut m = Morphology::new(&ctx_of(&DILATE, given, &inputs)?, Op::Dilate)?;
         let pool = rayon::ThreadPoolBuilder::new().num_threads(1).build().unwrap();
         let arg_inputs: HashMap<&str, &TensorList> = args.iter().copied().collect();
-        let ws = Workspace { inputs: vec![x], arg_inputs, iteration: 0, batch_size: x.len(), pool: &pool };
+        let ws = Workspace { inputs: vec![x], arg_inputs, iteration: 0, batch_size: x.len(), frames: None, pool: &pool };
         m.plan(&ws, x.meta())?;
         Ok(m.plans.clone())
     }
@@ -638,7 +638,7 @@ pub(super) mod tests {
             let x = meta(shape.clone(), layout);
             let ctx = ctx_of(&DILATE, vec![], &[]).unwrap();
             let pool = rayon::ThreadPoolBuilder::new().num_threads(1).build().unwrap();
-            let ws = Workspace { inputs: vec![&x], arg_inputs: HashMap::new(), iteration: 0, batch_size: 1, pool: &pool };
+            let ws = Workspace { inputs: vec![&x], arg_inputs: HashMap::new(), iteration: 0, batch_size: 1, frames: None, pool: &pool };
             let g = parse_input(&ctx, &ws, x.meta()).unwrap();
             assert_eq!(g.split(&shape), want, "{layout}");
         }
@@ -646,7 +646,7 @@ pub(super) mod tests {
             let x = meta(shape, layout);
             let ctx = ctx_of(&DILATE, vec![], &[]).unwrap();
             let pool = rayon::ThreadPoolBuilder::new().num_threads(1).build().unwrap();
-            let ws = Workspace { inputs: vec![&x], arg_inputs: HashMap::new(), iteration: 0, batch_size: 1, pool: &pool };
+            let ws = Workspace { inputs: vec![&x], arg_inputs: HashMap::new(), iteration: 0, batch_size: 1, frames: None, pool: &pool };
             assert!(parse_input(&ctx, &ws, x.meta()).is_err(), "{layout}");
         }
     }

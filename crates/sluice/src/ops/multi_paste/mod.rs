@@ -630,7 +630,7 @@ pub(super) mod tests {
     pub(in crate::ops::multi_paste) fn run(m: &mut MultiPaste, xs: &[&TensorList], args: &[(&'static str, &TensorList)]) -> Result<TensorList> {
         let pool = rayon::ThreadPoolBuilder::new().num_threads(2).build().unwrap();
         let arg_inputs: HashMap<&str, &TensorList> = args.iter().copied().collect();
-        let ws = Workspace { inputs: xs.to_vec(), arg_inputs, iteration: 0, batch_size: xs[0].len(), pool: &pool };
+        let ws = Workspace { inputs: xs.to_vec(), arg_inputs, iteration: 0, batch_size: xs[0].len(), frames: None, pool: &pool };
         Ok(m.run(&ws)?.remove(0))
     }
 
@@ -638,7 +638,7 @@ pub(super) mod tests {
     fn plan(m: &mut MultiPaste, xs: &[&BatchMeta], args: &[(&'static str, &TensorList)]) -> Result<(BatchMeta, Vec<SamplePlan>, Vec<Region>)> {
         let pool = rayon::ThreadPoolBuilder::new().num_threads(1).build().unwrap();
         let arg_inputs: HashMap<&str, &TensorList> = args.iter().copied().collect();
-        let ws = Workspace { inputs: vec![], arg_inputs, iteration: 0, batch_size: xs[0].len(), pool: &pool };
+        let ws = Workspace { inputs: vec![], arg_inputs, iteration: 0, batch_size: xs[0].len(), frames: None, pool: &pool };
         let meta = m.plan_batch(&ws, xs)?;
         Ok((meta, m.plan.samples.clone(), m.plan.regions.clone()))
     }

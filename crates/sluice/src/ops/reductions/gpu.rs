@@ -535,7 +535,7 @@ int main(int argc, char** argv) {
         let inputs: Vec<&TensorList> = std::iter::once(x).chain(mean).collect();
         let want = run(&mut r, &inputs).unwrap();
         let pool = rayon::ThreadPoolBuilder::new().num_threads(1).build().unwrap();
-        let ws = Workspace { inputs: inputs.clone(), arg_inputs: Default::default(), iteration: 0, batch_size: x.len(), pool: &pool };
+        let ws = Workspace { inputs: inputs.clone(), arg_inputs: Default::default(), iteration: 0, batch_size: x.len(), frames: None, pool: &pool };
         let plan = r.plan(&ws, x.meta(), mean.map(|m| m.meta())).unwrap();
         if plan.zero_fill {
             return 0; // a memset on the gpu

@@ -487,7 +487,7 @@ mod tests {
 
     pub(super) fn run(r: &mut Reduce, inputs: &[&TensorList]) -> Result<TensorList> {
         let pool = rayon::ThreadPoolBuilder::new().num_threads(2).build().unwrap();
-        let ws = Workspace { inputs: inputs.to_vec(), arg_inputs: Default::default(), iteration: 0, batch_size: inputs[0].len(), pool: &pool };
+        let ws = Workspace { inputs: inputs.to_vec(), arg_inputs: Default::default(), iteration: 0, batch_size: inputs[0].len(), frames: None, pool: &pool };
         Ok(r.run(&ws)?.remove(0))
     }
 

@@ -181,7 +181,7 @@ int main(int argc, char** argv) {
         let what = format!("{args:?} on {} {:?}", x.dtype(), (0..x.len()).map(|i| x.shape(i).to_vec()).collect::<Vec<_>>());
         let mut op = Remap::new(&context(args).unwrap()).unwrap();
         let pool = rayon::ThreadPoolBuilder::new().num_threads(2).build().unwrap();
-        let ws = Workspace { inputs: vec![x, mx, my], arg_inputs: Default::default(), iteration: 0, batch_size: x.len(), pool: &pool };
+        let ws = Workspace { inputs: vec![x, mx, my], arg_inputs: Default::default(), iteration: 0, batch_size: x.len(), frames: None, pool: &pool };
         let want = op.run(&ws).unwrap().remove(0);
         let meta = op.plan_batch(&ws, x.meta(), mx.meta(), my.meta()).unwrap();
         let kept: Vec<usize> = (0..x.len()).filter(|&i| meta.numel(i) > 0).collect();

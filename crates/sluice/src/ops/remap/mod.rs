@@ -206,7 +206,7 @@ pub(crate) mod tests {
     fn run(args: Vec<(&str, ArgValue)>, x: &TensorList, mx: &TensorList, my: &TensorList) -> Result<TensorList> {
         let mut op = Remap::new(&context(args)?)?;
         let pool = rayon::ThreadPoolBuilder::new().num_threads(2).build().unwrap();
-        let ws = Workspace { inputs: vec![x, mx, my], arg_inputs: Default::default(), iteration: 0, batch_size: x.len(), pool: &pool };
+        let ws = Workspace { inputs: vec![x, mx, my], arg_inputs: Default::default(), iteration: 0, batch_size: x.len(), frames: None, pool: &pool };
         Ok(op.run(&ws)?.remove(0))
     }
 

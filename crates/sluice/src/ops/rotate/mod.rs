@@ -1,6 +1,8 @@
 //! `fn.rotate`: rotates images (HWC) and sequences of images (FHWC) by `angle` degrees,
 //! counter-clockwise, on CPU, reproducing DALI 2.4's output size and pixel values (see
 //! [`kernel`] for the exact rules). Volumes (DHWC) and channel-first layouts are rejected.
+//! A per-frame `angle` (`fn.per_frame`) turns each frame by its own angle onto the one canvas
+//! DALI gives the sequence ([`canvas::sequence_canvas_size`]).
 
 mod gpu;
 pub mod canvas;
@@ -24,8 +26,8 @@ pub static ROTATE: OpDef = OpDef {
         num_outputs: 1,
         host_inputs: &[],
         args: &[&[
-            tensor_arg("angle", T::Float, D::Required, "Angle, in degrees, by which the image is rotated counter-clockwise."),
-            tensor_arg("axis", T::FloatList, D::Optional, "Axis of a 3-D rotation; accepted for compatibility, volumes are not supported."),
+            tensor_arg("angle", T::Float, D::Required, "Angle, in degrees, by which the image is rotated counter-clockwise.").per_frame(),
+            tensor_arg("axis", T::FloatList, D::Optional, "Axis of a 3-D rotation; accepted for compatibility, volumes are not supported.").per_frame(),
             arg("fill_value", T::Float, D::Optional, "Value used to fill areas outside the source image; when not given, the border pixel is repeated."),
             arg("keep_size", T::Bool, D::Bool(false), "Keep the original canvas size instead of fitting the rotated image."),
             tensor_arg("size", T::FloatList, D::FloatList(&[]), "Output size [H, W] in pixels; non-integer sizes are rounded."),
@@ -185,6 +187,22 @@ impl Rotate {
                 canvas::rotated_canvas_size(h, w, a)
             };
             self.plan.push(Plan { angle: a, out_h, out_w });
+        }
+        // Per-frame angles (the executor runs the operator on the frames of each sequence):
+        // the frames of a sequence share one canvas, DALI's for the sequence.
+        if let Some(counts) = ws.frames.filter(|_| size_input.is_none() && self.size.is_none() && !self.keep_size) {
+            let mut first = 0;
+            for &f in counts {
+                if f > 0 {
+                    let (_, h, w, _) = geometry(input.shape(first), sequence);
+                    let frames = &mut self.plan[first..first + f];
+                    let (out_h, out_w) = canvas::sequence_canvas_size(h, w, frames.iter().map(|p| p.angle));
+                    for p in frames {
+                        (p.out_h, p.out_w) = (out_h, out_w);
+                    }
+                }
+                first += f;
+            }
         }
 
         let shapes: Vec<[usize; 4]> = (0..n)

@@ -134,7 +134,7 @@ mod tests {
 
     fn run(op: &mut Shapes, input: &TensorList) -> TensorList {
         let pool = rayon::ThreadPoolBuilder::new().num_threads(2).build().unwrap();
-        let ws = Workspace { inputs: vec![input], arg_inputs: Default::default(), iteration: 0, batch_size: input.len(), pool: &pool };
+        let ws = Workspace { inputs: vec![input], arg_inputs: Default::default(), iteration: 0, batch_size: input.len(), frames: None, pool: &pool };
         op.run(&ws).unwrap().remove(0)
     }
 

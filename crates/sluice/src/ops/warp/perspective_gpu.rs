@@ -210,7 +210,7 @@ int main(int argc, char** argv) {
         let pool = rayon::ThreadPoolBuilder::new().num_threads(2).build().unwrap();
         let mut inputs = vec![x];
         inputs.extend(matrices);
-        let ws = Workspace { inputs, arg_inputs: Default::default(), iteration: 0, batch_size: x.len(), pool: &pool };
+        let ws = Workspace { inputs, arg_inputs: Default::default(), iteration: 0, batch_size: x.len(), frames: None, pool: &pool };
         let want = op.run(&ws).unwrap().remove(0);
         let (meta, kind) = op.plan_batch(&ws, x.meta(), matrices).unwrap();
         let mut desc = Vec::new();

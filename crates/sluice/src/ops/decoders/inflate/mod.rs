@@ -50,14 +50,70 @@ use rayon::prelude::*;
 
 use self::lz4::Fault;
 use crate::error::{Error, Result};
-use crate::ops::{arg, tensor_arg, ArgDefault as D, ArgType as T, ArgValue, Device, OpContext, OpDef, OpSchema, Operator, Workspace};
+use crate::ops::{arg, tensor_arg, ArgDefault as D, ArgSchema, ArgType as T, ArgValue, Device, OpContext, OpDef, OpSchema, Operator, Workspace};
 use crate::tensor::element::{load, Num};
 use crate::tensor::{BatchMeta, DType, Layout, TensorList};
 
 pub static INFLATE: OpDef = OpDef {
-    schema: OpSchema {
-        name: "decoders__Inflate",
-        doc: "Decompresses the input using specified decompression algorithm.
+    schema: schema("decoders__Inflate", false),
+    cpu: Some(|ctx| Ok(Box::new(Inflate::new(ctx)?))),
+    mixed: None,
+    gpu: Some(|ctx, _| Ok(Box::new(gpu::InflateGpu::new(Inflate::new(ctx)?)))),
+};
+
+/// `fn.experimental.inflate`: DALI keeps it as a deprecated alias of `fn.decoders.inflate`.
+pub static EXPERIMENTAL_INFLATE: OpDef = OpDef {
+    schema: schema("experimental__Inflate", true),
+    cpu: Some(|ctx| Ok(Box::new(Inflate::new(ctx)?))),
+    mixed: None,
+    gpu: Some(|ctx, _| Ok(Box::new(gpu::InflateGpu::new(Inflate::new(ctx)?)))),
+};
+
+/// The operator's arguments.
+const ARGS: &[ArgSchema] = &[
+    tensor_arg("shape", T::IntList, D::Required, "The shape of the output (inflated) chunk."),
+    arg("dtype", T::DType, D::Int(DType::U8 as i64), "The output (inflated) data type."),
+    tensor_arg(
+        "chunk_offsets",
+        T::IntList,
+        D::Optional,
+        "A list of offsets within the input sample describing where the consecutive chunks begin. If the `chunk_sizes` is not specified, it is assumed that the chunks are densely packed in the input tensor and the last chunk ends with the sample's end.",
+    ),
+    tensor_arg(
+        "chunk_sizes",
+        T::IntList,
+        D::Optional,
+        "A list of sizes of corresponding input chunks. If the `chunk_offsets` is not specified, it is assumed that the chunks are densely packed in the input tensor and the first chunk starts at the beginning of the sample.",
+    ),
+    arg("algorithm", T::Str, D::Str("LZ4"), "Algorithm to be used to decode the data. Currently only ``LZ4`` is supported."),
+    arg(
+        "layout",
+        T::Str,
+        D::Str(""),
+        "Layout of the output (inflated) chunk. If the samples consist of multiple chunks, additionally, the `sequence_axis_name` extent will be added to the beginning of the specified layout.",
+    ),
+    arg(
+        "sequence_axis_name",
+        T::Str,
+        D::Str("F"),
+        "The name for the sequence axis. If the samples consist of multiple chunks, an extra outer dimension will be added to the output tensor. By default, it is assumed to be video frames, hence the default label 'F'. The value is ignored if the `layout` is not specified or the input is not a sequence (neither `chunk_offsets` nor `chunk_sizes` is specified).",
+    ),
+    arg(
+        "check_output_size",
+        T::Bool,
+        D::Bool(false),
+        "Accepted for DALI compatibility: Sluice always checks that each chunk's output holds the data it decompresses to.",
+    ),
+];
+
+/// The operator's schema under `name` (the alias's doc says what it is an alias of).
+const fn schema(name: &'static str, deprecated_alias: bool) -> OpSchema {
+    OpSchema {
+        name,
+        doc: if deprecated_alias {
+            "Deprecated alias of fn.decoders.inflate."
+        } else {
+            "Decompresses the input using specified decompression algorithm.
 
 The input must be a 1D tensor of bytes (uint8). Passing the `shape` and `dtype` of the decompressed samples is required.
 
@@ -65,56 +121,20 @@ Each input sample can either be a single compressed chunk or consist of multiple
 
 If the sample is comprised of multiple chunks, the `chunk_offsets` or `chunk_sizes` must be specified. In that case, the `shape` must describe the shape of a single inflated (output) chunk. The number of the chunks will automatically be added as the outermost extent to the output tensors.
 
-Sluice decodes LZ4 on the cpu too, and always checks the blocks: a corrupt block, or one that expands past its output, is an error naming the sample and the chunk.",
+Sluice decodes LZ4 on the cpu too, and always checks the blocks: a corrupt block, or one that expands past its output, is an error naming the sample and the chunk."
+        },
         devices: &[Device::Cpu, Device::Gpu],
         min_inputs: 1,
         max_inputs: 1,
         num_outputs: 1,
         host_inputs: &[],
-        args: &[&[
-            tensor_arg("shape", T::IntList, D::Required, "The shape of the output (inflated) chunk."),
-            arg("dtype", T::DType, D::Int(DType::U8 as i64), "The output (inflated) data type."),
-            tensor_arg(
-                "chunk_offsets",
-                T::IntList,
-                D::Optional,
-                "A list of offsets within the input sample describing where the consecutive chunks begin. If the `chunk_sizes` is not specified, it is assumed that the chunks are densely packed in the input tensor and the last chunk ends with the sample's end.",
-            ),
-            tensor_arg(
-                "chunk_sizes",
-                T::IntList,
-                D::Optional,
-                "A list of sizes of corresponding input chunks. If the `chunk_offsets` is not specified, it is assumed that the chunks are densely packed in the input tensor and the first chunk starts at the beginning of the sample.",
-            ),
-            arg("algorithm", T::Str, D::Str("LZ4"), "Algorithm to be used to decode the data. Currently only ``LZ4`` is supported."),
-            arg(
-                "layout",
-                T::Str,
-                D::Str(""),
-                "Layout of the output (inflated) chunk. If the samples consist of multiple chunks, additionally, the `sequence_axis_name` extent will be added to the beginning of the specified layout.",
-            ),
-            arg(
-                "sequence_axis_name",
-                T::Str,
-                D::Str("F"),
-                "The name for the sequence axis. If the samples consist of multiple chunks, an extra outer dimension will be added to the output tensor. By default, it is assumed to be video frames, hence the default label 'F'. The value is ignored if the `layout` is not specified or the input is not a sequence (neither `chunk_offsets` nor `chunk_sizes` is specified).",
-            ),
-            arg(
-                "check_output_size",
-                T::Bool,
-                D::Bool(false),
-                "Accepted for DALI compatibility: Sluice always checks that each chunk's output holds the data it decompresses to.",
-            ),
-        ]],
+        args: &[ARGS],
         arg_aliases: &[],
         legacy_names: &[],
         is_reader: false,
         is_random: false,
-    },
-    cpu: Some(|ctx| Ok(Box::new(Inflate::new(ctx)?))),
-    mixed: None,
-    gpu: Some(|ctx, _| Ok(Box::new(gpu::InflateGpu::new(Inflate::new(ctx)?)))),
-};
+    }
+}
 
 /// The operator with its constant arguments checked; both backends plan batches with it.
 struct Inflate {
