@@ -28,7 +28,7 @@ fn run1(schema: &str, input: &TensorList, args: Vec<(&str, ArgValue)>) -> sluice
     };
     let mut op = (def.cpu.unwrap())(&ctx)?;
     let pool = rayon::ThreadPoolBuilder::new().num_threads(1).build().unwrap();
-    let ws = Workspace { inputs: vec![input], arg_inputs: HashMap::new(), iteration: 0, batch_size: input.len(), pool: &pool };
+    let ws = Workspace { inputs: vec![input], arg_inputs: HashMap::new(), iteration: 0, batch_size: input.len(), frames: None, pool: &pool };
     Ok(op.run(&ws)?.remove(0))
 }
 

@@ -34,7 +34,7 @@ fn run(schema: &str, inputs: &[&TensorList], args: Vec<(&str, ArgValue)>, thread
     };
     let mut op = (def.cpu.unwrap())(&ctx)?;
     let pool = rayon::ThreadPoolBuilder::new().num_threads(threads).build().unwrap();
-    let ws = Workspace { inputs: inputs.to_vec(), arg_inputs: HashMap::new(), iteration: iter, batch_size: inputs[0].len(), pool: &pool };
+    let ws = Workspace { inputs: inputs.to_vec(), arg_inputs: HashMap::new(), iteration: iter, batch_size: inputs[0].len(), frames: None, pool: &pool };
     Ok(op.run(&ws)?.remove(0))
 }
 

@@ -30,7 +30,7 @@ fn run(schema: &str, input: &TensorList, args: Vec<(&str, ArgValue)>, threads: u
     };
     let mut op = (def.cpu.unwrap())(&ctx)?;
     let pool = rayon::ThreadPoolBuilder::new().num_threads(threads).build().unwrap();
-    let ws = Workspace { inputs: vec![input], arg_inputs: HashMap::new(), iteration: iter, batch_size: input.len(), pool: &pool };
+    let ws = Workspace { inputs: vec![input], arg_inputs: HashMap::new(), iteration: iter, batch_size: input.len(), frames: None, pool: &pool };
     Ok(op.run(&ws)?.remove(0))
 }
 

@@ -28,7 +28,7 @@ fn run(input: &TensorList, a: &[f32], s: &[f32], args: Vec<(&str, ArgValue)>) ->
     let pool = rayon::ThreadPoolBuilder::new().num_threads(1).build().unwrap();
     let an = TensorList::from_samples::<f32>(&[vec![a.len()]], &[a.to_vec()]);
     let sh = TensorList::from_samples::<f32>(&[vec![s.len()]], &[s.to_vec()]);
-    let ws = Workspace { inputs: vec![input, &an, &sh], arg_inputs: HashMap::new(), iteration: 0, batch_size: 1, pool: &pool };
+    let ws = Workspace { inputs: vec![input, &an, &sh], arg_inputs: HashMap::new(), iteration: 0, batch_size: 1, frames: None, pool: &pool };
     Ok(op.run(&ws)?.remove(0))
 }
 

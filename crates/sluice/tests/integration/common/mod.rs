@@ -26,7 +26,7 @@ pub fn run_op(schema: &str, args: Vec<(&str, ArgValue)>, inputs: &[&TensorList],
     };
     let mut op = (def.cpu.expect("cpu backend"))(&ctx)?;
     let pool = rayon::ThreadPoolBuilder::new().num_threads(2).build().unwrap();
-    let ws = Workspace { inputs: inputs.to_vec(), arg_inputs: arg_inputs.iter().map(|(k, v)| (*k, *v)).collect(), iteration: 0, batch_size: n, pool: &pool };
+    let ws = Workspace { inputs: inputs.to_vec(), arg_inputs: arg_inputs.iter().map(|(k, v)| (*k, *v)).collect(), iteration: 0, batch_size: n, frames: None, pool: &pool };
     op.run(&ws)
 }
 
