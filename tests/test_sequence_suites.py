@@ -24,7 +24,7 @@ arguments are per frame):
 - operator_2/test_warp.py, test_video: the 9 cases (fixed matrix; matrix per sample, per frame;
   with an output size; matrix as the second input per frame / per sample, on the cpu and, in
   2 gpu-only cases, copied to the gpu). Added, not in DALI: the fixed matrix as a list of 6
-  numbers ("matrix_list"), since Sluice rejects DALI's 2x3 numpy array.
+  numbers ("matrix_list"), beside DALI's 2x3 numpy array.
 - operator_2/test_rotate.py, test_video: the 6 cases, with RotatePerFrameParamsProvider (the
   baseline gets the size DALI gives a whole sequence: the largest frame extents, parity by
   majority) and get_output_size. The larger frames keep an odd height (29; DALI: 287) and
@@ -636,43 +636,6 @@ XFAIL_RULES = [
         "sees the whole CFHW sample with an argument of F values and raises ArgumentError, e.g. "
         "\"gaussian_blur: argument 'window_size': argument input sample 0 has 6 values; expected 1 "
         "or 2\" or \"argument input must be a 1-D list per sample; sample 0 has shape [6, 2]\".",
-    ),
-    (
-        "warp_matrix_2d_array",
-        lambda case: _is_op(case, "warp_affine") and isinstance(case.fixed_params.get("matrix"), np.ndarray)
-        and case.fixed_params["matrix"].ndim == 2,
-        "ArgumentTypeError",
-        "warp_affine(matrix=<2x3 float32 numpy array>) (DALI's fixed-matrix case): DALI takes the "
-        "array as a constant 2 x 3 matrix for every sample (it rejects a flat 6-element array); "
-        "Sluice raises ArgumentTypeError \"warp_affine: argument 'matrix': TypeError: a list "
-        "argument must hold only numbers or only strings\" when the pipeline is built (the "
-        "matrix as a list of 6 numbers works on both: see the 'matrix_list' case).",
-    ),
-    (
-        "warp_per_frame_matrix_input",
-        lambda case: _is_op(case, "warp_affine")
-        and any(a.desc.name == 1 and a.desc.expandable_prefix == "F" for a in _arg_cbs(case)),
-        "ArgumentError",
-        "warp_affine(video, fn.per_frame(matrices)) with the matrices as the second (positional) "
-        "input, F x 2 x 3 per sample of an FHWC video: DALI warps frame f with matrix f; Sluice "
-        "unfolds sequences only for per-frame named arguments, so warp_affine gets the F x 2 x 3 "
-        "input whole and raises ArgumentError \"warp_affine: argument 'matrix': input 1: sample "
-        "0: a 2-D transform is a 2 x 3 matrix, got shape [6, 2, 3]\".",
-    ),
-    (
-        "broadcast_input_over_per_frame_arg",
-        lambda case: not case.input_data.desc.is_positional_arg
-        and any(a.desc.is_positional_arg and a.desc.expandable_prefix == "" for a in _arg_cbs(case)),
-        "ArgumentError",
-        "A positional input without frames and a per-frame named argument: DALI repeats the "
-        "input for every frame of the argument and returns sequences (coord_transform(points "
-        "30x2, MT=fn.per_frame(F x 2 x 3)) gives F x 30 x 2 per sample; transforms.rotation(mt "
-        "2x3, angle=fn.per_frame(F angles)) gives F x 2 x 3); Sluice does not unfold when no "
-        "input has frames and passes the argument's sequences as per-sample values, raising "
-        "ArgumentError, e.g. \"coord_transform: argument 'MT': Matrices for all samples in the "
-        "batch must have the same shape; sample 0 has shape [3, 2, 3], sample 1 has shape [9, 2, "
-        "3]\" or \"transforms.rotation: argument 'angle': argument input must be a scalar (0-D) "
-        "per sample; got samples of shape [6]\".",
     ),
 ]
 

@@ -11,8 +11,9 @@
 //!   a copy: the frames of one sequence must come out with one shape.
 //!
 //! Operators see a batch of images and never know. An operator without positional inputs
-//! (`transforms.*`) takes its frames from the per-frame argument and returns sequences of its
-//! outputs, one per frame. As in DALI, nothing is unfolded when the operator has inputs and
+//! (`transforms.*`), or whose `ops::SequenceRules` say so, takes its frames from the
+//! per-frame argument and returns sequences of its outputs, one per frame; operators whose
+//! rules say so also unfold sequence inputs without per-frame arguments (a matrix per frame). As in DALI, nothing is unfolded when the operator has inputs and
 //! none has frames (each argument sample is then its sample's value), and an `F` layout on an
 //! argument the schema does not mark is ignored.
 
@@ -22,7 +23,7 @@ use std::sync::Arc;
 use rayon::ThreadPool;
 
 use crate::error::{Error, Result};
-use crate::ops::gather_samples;
+use crate::ops::{gather_samples, SequenceRules};
 use crate::tensor::{Batch, BatchMeta, Layout, TensorList, TensorListGpu};
 
 /// True for a batch of sequences: its layout starts with `F`.
@@ -30,37 +31,68 @@ fn is_sequence(meta: &BatchMeta) -> bool {
     meta.layout().as_str().starts_with('F') && meta.ndim() > 0
 }
 
+/// True for a batch of channel-first sequences (`CF...`), which operators whose rules
+/// `expand_channels` unfold into single-channel frames.
+fn is_channel_sequence(meta: &BatchMeta, rules: SequenceRules) -> bool {
+    rules.expand_channels && meta.layout().as_str().starts_with("CF") && meta.ndim() > 1
+}
+
 /// How a batch of sequences unfolds: the frames of each sample.
 pub(super) struct Frames {
     /// Frames of sample i.
     counts: Vec<usize>,
-    /// For frame k of the unfolded batch: its sample and its index in that sample.
+    /// Channels of sample i unfolded with its frames (`CF...` inputs: each channel of each
+    /// frame is a sample of its own, channel by channel); empty when only frames unfold.
+    channels: Vec<usize>,
+    /// For frame k of the unfolded batch: its sample and its frame's index in that sample.
     owners: Vec<(usize, usize)>,
 }
 
 impl Frames {
     /// The unfolding an invocation needs: `None` unless an argument in `per_frame_args` comes
-    /// as an argument input with an `F` layout, or, for an operator that `unfolds_sequences`
-    /// (`ops::unfolds_sequences`), an input is a sequence. `op` names the operator in errors.
-    pub(super) fn plan(op: &str, per_frame_args: &[&str], unfolds_sequences: bool, inputs: &[&BatchMeta], args: &HashMap<&str, &TensorList>) -> Result<Option<Frames>> {
+    /// as an argument input with an `F` layout, or `rules` unfold an input that is a sequence.
+    /// `op` names the operator in errors.
+    pub(super) fn plan(op: &str, per_frame_args: &[&str], rules: SequenceRules, inputs: &[&BatchMeta], args: &HashMap<&str, &TensorList>) -> Result<Option<Frames>> {
         let mut per_frame: Vec<(&str, &TensorList)> =
             args.iter().filter(|(n, t)| per_frame_args.contains(n) && is_sequence(t.meta())).map(|(n, t)| (*n, *t)).collect();
-        if per_frame.is_empty() && !(unfolds_sequences && inputs.iter().any(|m| is_sequence(m))) {
+        if per_frame.is_empty() && !(rules.unfold_inputs && inputs.iter().any(|m| is_sequence(m))) {
             return Ok(None);
         }
         per_frame.sort_by_key(|(n, _)| *n);
-        let (reference, ref_meta) = match inputs.iter().position(|m| is_sequence(m)) {
+        let unfolds = |m: &BatchMeta| is_sequence(m) || is_channel_sequence(m, rules);
+        let (reference, ref_meta) = match inputs.iter().position(|m| unfolds(m)) {
             Some(k) => (format!("input {k}"), inputs[k]),
-            None if inputs.is_empty() => (format!("argument `{}`", per_frame[0].0), per_frame[0].1.meta()),
+            None if inputs.is_empty() || rules.frames_from_arguments => (format!("argument `{}`", per_frame[0].0), per_frame[0].1.meta()),
+            // Channels without frames: DALI refuses per-frame values there.
+            None if rules.expand_channels && inputs[0].layout().as_str().starts_with('C') => {
+                let (name, arg) = per_frame[0];
+                return Err(Error::type_mismatch(
+                    op,
+                    format!(
+                        "Tensor input for argument {name} is specified per frame (got {} layout). In that case, samples in the input 0 must contain frames too. Got layout `{}` that does not contain frames.",
+                        arg.layout(),
+                        inputs[0].layout()
+                    ),
+                ));
+            }
             // No input has frames: nothing to unfold, each argument sample is the sample's
             // value (DALI does the same).
             None => return Ok(None),
         };
-        let counts: Vec<usize> = (0..ref_meta.len()).map(|i| ref_meta.shape(i)[0]).collect();
-        for (k, m) in inputs.iter().enumerate().filter(|(_, m)| is_sequence(m)) {
+        let channel_first = is_channel_sequence(ref_meta, rules);
+        let frame_axis = channel_first as usize;
+        let counts: Vec<usize> = (0..ref_meta.len()).map(|i| ref_meta.shape(i)[frame_axis]).collect();
+        let channels: Vec<usize> = if channel_first { (0..ref_meta.len()).map(|i| ref_meta.shape(i)[0]).collect() } else { Vec::new() };
+        for (k, m) in inputs.iter().enumerate().filter(|(_, m)| unfolds(m)) {
+            if is_channel_sequence(m, rules) != channel_first {
+                return Err(Error::type_mismatch(
+                    op,
+                    format!("Failed to match expanding of sequence-like input. The {reference} has layout {} and the input {k} has layout {}: both must start with the same frame and channel extents.", ref_meta.layout(), m.layout()),
+                ));
+            }
             for (i, &f) in counts.iter().enumerate() {
-                if m.len() != counts.len() || m.shape(i)[0] != f {
-                    let got = if m.len() == counts.len() { m.shape(i)[0] } else { 0 };
+                if m.len() != counts.len() || m.shape(i)[frame_axis] != f || (channel_first && m.shape(i)[0] != channels[i]) {
+                    let got = if m.len() == counts.len() { m.shape(i)[frame_axis] } else { 0 };
                     return Err(Error::type_mismatch(
                         op,
                         format!("The {reference} and the input {k} have different number of frames for sample {i}, respectively: {f} and {got}"),
@@ -87,13 +119,19 @@ impl Frames {
                 }
             }
         }
-        let owners = counts.iter().enumerate().flat_map(|(i, &f)| (0..f).map(move |j| (i, j))).collect();
-        Ok(Some(Frames { counts, owners }))
+        let mut owners = Vec::new();
+        for (i, &f) in counts.iter().enumerate() {
+            for _ in 0..channels.get(i).copied().unwrap_or(1) {
+                owners.extend((0..f).map(|j| (i, j)));
+            }
+        }
+        Ok(Some(Frames { counts, channels, owners }))
     }
 
-    /// Frames of each sequence (what `Workspace::frames` says).
-    pub(super) fn counts(&self) -> &[usize] {
-        &self.counts
+    /// Frames of each sequence (what `Workspace::frames` says); `None` when channels unfold
+    /// too (the batch's samples are then not one per frame).
+    pub(super) fn counts(&self) -> Option<&[usize]> {
+        self.channels.is_empty().then_some(&self.counts[..])
     }
 
     /// Samples in the unfolded batch.
@@ -107,12 +145,12 @@ impl Frames {
         self.owners.iter().map(|&(i, _)| i).collect()
     }
 
-    /// Metadata of `meta`'s sequences cut into their frames (shapes without the leading `F`),
-    /// each frame with its sequence's source info.
-    fn unfolded_meta(meta: &BatchMeta) -> BatchMeta {
-        let frames = |i: usize| std::iter::repeat_n(i, meta.shape(i)[0]);
-        let mut out = BatchMeta::new(meta.dtype(), meta.ndim() - 1, (0..meta.len()).flat_map(frames).map(|i| &meta.shape(i)[1..]));
-        out.set_layout(Layout::from(&meta.layout().as_str()[1..]));
+    /// Metadata of `meta`'s sequences cut into their frames (shapes without the `lead` leading
+    /// extents: `F`, or `C` and `F`), each frame with its sequence's source info.
+    fn unfolded_meta(meta: &BatchMeta, lead: usize) -> BatchMeta {
+        let frames = |i: usize| std::iter::repeat_n(i, meta.shape(i)[..lead].iter().product());
+        let mut out = BatchMeta::new(meta.dtype(), meta.ndim() - lead, (0..meta.len()).flat_map(frames).map(|i| &meta.shape(i)[lead..]));
+        out.set_layout(Layout::from(&meta.layout().as_str()[lead..]));
         if !meta.source_infos().is_empty() {
             out.set_source_info((0..meta.len()).flat_map(frames).map(|i| meta.source_infos()[i].clone()).collect());
         }
@@ -124,29 +162,41 @@ impl Frames {
     pub(super) fn input(&self, pool: &ThreadPool, b: &Batch) -> Result<Batch> {
         Ok(match b {
             Batch::Cpu(t) => Batch::Cpu(self.host_input(pool, t)?),
-            Batch::Gpu(t) if is_sequence(t.meta()) => Batch::Gpu(self.unfold_gpu(t)),
+            Batch::Gpu(t) if self.lead(t.meta()) > 0 => Batch::Gpu(self.unfold_gpu(t)),
             Batch::Gpu(t) => Batch::Gpu(t.picked(&self.repeats())),
         })
     }
 
     /// A host input (mixed operators, a gpu operator's host inputs), as [`input`](Self::input).
     pub(super) fn host_input(&self, pool: &ThreadPool, t: &TensorList) -> Result<TensorList> {
-        if is_sequence(t.meta()) {
-            Ok(t.resliced(Self::unfolded_meta(t.meta())))
+        if self.lead(t.meta()) > 0 {
+            Ok(t.resliced(Self::unfolded_meta(t.meta(), self.lead(t.meta()))))
         } else {
             gather_samples(pool, t, &self.repeats())
         }
     }
 
     fn unfold_gpu(&self, t: &TensorListGpu) -> TensorListGpu {
-        let meta = Self::unfolded_meta(t.meta());
+        let lead = self.lead(t.meta());
+        let meta = Self::unfolded_meta(t.meta(), lead);
         let starts: Arc<[usize]> = (0..t.len())
             .flat_map(|i| {
-                let frame = t.meta().byte_range(i).len() / t.shape(i)[0].max(1);
-                (0..t.shape(i)[0]).map(move |j| t.data_offset(i) + j * frame)
+                let n: usize = t.shape(i)[..lead].iter().product();
+                let frame = t.meta().byte_range(i).len() / n.max(1);
+                (0..n).map(move |j| t.data_offset(i) + j * frame)
             })
             .collect();
         t.view(meta, starts)
+    }
+
+    /// The leading extents an input unfolds: 2 for a channel-first sequence (when channels
+    /// unfold), 1 for a sequence, 0 for an input repeated per frame.
+    fn lead(&self, meta: &BatchMeta) -> usize {
+        if !self.channels.is_empty() && meta.layout().as_str().starts_with("CF") && meta.ndim() > 1 {
+            2
+        } else {
+            is_sequence(meta) as usize
+        }
     }
 
     /// An argument input as the operator sees it: a per-frame one (`per_frame` and an `F`
@@ -156,7 +206,7 @@ impl Frames {
         if !(per_frame && is_sequence(t.meta())) {
             return gather_samples(pool, t, &self.repeats());
         }
-        let frames = t.resliced(Self::unfolded_meta(t.meta()));
+        let frames = t.resliced(Self::unfolded_meta(t.meta(), 1));
         let mut first = 0;
         let mut firsts = Vec::with_capacity(self.counts.len());
         for i in 0..t.len() {
@@ -172,31 +222,31 @@ impl Frames {
         if meta.len() != self.total() {
             return Err(Error::Unsupported(format!("{op}: per-frame arguments: the operator returned {} samples for {} frames", meta.len(), self.total())));
         }
+        // Each sample's unfolded outputs: its frames, or its channels' frames (channel-major).
+        let lead = |i: usize| -> Vec<usize> { self.channels.get(i).map_or(vec![self.counts[i]], |&c| vec![c, self.counts[i]]) };
         let mut shapes: Vec<Vec<usize>> = Vec::with_capacity(self.counts.len());
+        let mut firsts = Vec::with_capacity(self.counts.len());
         let mut first = 0;
-        for (i, &f) in self.counts.iter().enumerate() {
-            let frame = if f == 0 { vec![0; meta.ndim()] } else { meta.shape(first).to_vec() };
-            if let Some(k) = (first..first + f).find(|&k| meta.shape(k) != frame.as_slice()) {
+        for i in 0..self.counts.len() {
+            let n: usize = lead(i).iter().product();
+            let frame = if n == 0 { vec![0; meta.ndim()] } else { meta.shape(first).to_vec() };
+            if let Some(k) = (first..first + n).find(|&k| meta.shape(k) != frame.as_slice()) {
                 return Err(Error::type_mismatch(
                     op,
                     format!("sample {i}: frames of a sequence must come out with one shape; frame 0 is {:?}, frame {} is {:?}", frame, k - first, meta.shape(k)),
                 ));
             }
-            shapes.push(std::iter::once(f).chain(frame).collect());
-            first += f;
+            shapes.push(lead(i).into_iter().chain(frame).collect());
+            firsts.push((first, n));
+            first += n;
         }
-        let mut out = BatchMeta::new(meta.dtype(), meta.ndim() + 1, shapes.iter().map(Vec::as_slice));
+        let prefix = if self.channels.is_empty() { "F" } else { "CF" };
+        let mut out = BatchMeta::new(meta.dtype(), meta.ndim() + prefix.len(), shapes.iter().map(Vec::as_slice));
         if !meta.layout().is_empty() {
-            out.set_layout(Layout::from(format!("F{}", meta.layout()).as_str()));
+            out.set_layout(Layout::from(format!("{prefix}{}", meta.layout()).as_str()));
         }
         if !meta.source_infos().is_empty() {
-            let mut first = 0;
-            let mut infos = Vec::with_capacity(self.counts.len());
-            for &f in &self.counts {
-                infos.push(if f == 0 { Arc::from("") } else { meta.source_infos()[first].clone() });
-                first += f;
-            }
-            out.set_source_info(infos);
+            out.set_source_info(firsts.iter().map(|&(k, n)| if n == 0 { Arc::from("") } else { meta.source_infos()[k].clone() }).collect());
         }
         Ok(out)
     }
@@ -281,7 +331,7 @@ mod tests {
         let video = seq(&[3, 1, 2], 2);
         let angle = per_frame(&[&[1.0, 2.0, 3.0], &[4.0], &[5.0]]);
         let args: HashMap<&str, &TensorList> = [("angle", &angle)].into_iter().collect();
-        let f = Frames::plan("rotate", &["angle"], false, &[video.meta()], &args).unwrap().expect("expands");
+        let f = Frames::plan("rotate", &["angle"], SequenceRules::default(), &[video.meta()], &args).unwrap().expect("expands");
         assert_eq!(f.total(), 6);
         let Batch::Cpu(frames) = f.input(&pool(), &Batch::Cpu(video.clone())).unwrap() else { unreachable!() };
         assert_eq!(frames.len(), 6);
@@ -309,13 +359,13 @@ mod tests {
         let video = seq(&[3, 2], 2);
         let angle = per_frame(&[&[1.0, 2.0], &[4.0, 5.0]]);
         let args: HashMap<&str, &TensorList> = [("angle", &angle)].into_iter().collect();
-        let e = Frames::plan("rotate", &["angle"], false, &[video.meta()], &args).err().unwrap().to_string();
+        let e = Frames::plan("rotate", &["angle"], SequenceRules::default(), &[video.meta()], &args).err().unwrap().to_string();
         assert!(e.contains("The sample 0 of tensor argument `angle` contains 2 per-frame parameters, but there are 3 frames in the corresponding sample of input 0"), "{e}");
         // An input without frames: nothing to unfold (each argument sample is per sample).
         let image = TensorList::uniform(DType::U8, &[2, 2, 1], 2).with_layout("HWC");
-        assert!(Frames::plan("rotate", &["angle"], false, &[image.meta()], &args).unwrap().is_none());
+        assert!(Frames::plan("rotate", &["angle"], SequenceRules::default(), &[image.meta()], &args).unwrap().is_none());
         // An argument the schema does not mark per-frame: no unfolding.
-        assert!(Frames::plan("rotate", &["size"], false, &[video.meta()], &args).unwrap().is_none());
+        assert!(Frames::plan("rotate", &["size"], SequenceRules::default(), &[video.meta()], &args).unwrap().is_none());
     }
 
     #[test]
@@ -323,7 +373,7 @@ mod tests {
         let video = seq(&[2], 2);
         let angle = per_frame(&[&[1.0, 2.0]]);
         let args: HashMap<&str, &TensorList> = [("angle", &angle)].into_iter().collect();
-        let f = Frames::plan("rotate", &["angle"], false, &[video.meta()], &args).unwrap().unwrap();
+        let f = Frames::plan("rotate", &["angle"], SequenceRules::default(), &[video.meta()], &args).unwrap().unwrap();
         let ragged = TensorList::new(DType::U8, 2, [&[2usize, 1][..], &[3, 1][..]]);
         let e = f.output("rotate", Batch::Cpu(ragged)).err().unwrap().to_string();
         assert!(e.contains("frames of a sequence must come out with one shape"), "{e}");

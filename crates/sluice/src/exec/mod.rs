@@ -51,8 +51,8 @@ struct Instance {
     host_inputs: &'static [usize],
     /// Arguments that take per-frame values (of every part of a fused node).
     per_frame_args: Vec<&'static str>,
-    /// Runs frame by frame on any sequence input (`ops::unfolds_sequences`).
-    unfolds_sequences: bool,
+    /// When it runs frame by frame besides for per-frame arguments.
+    sequence_rules: crate::ops::SequenceRules,
 }
 
 /// The GPU the pipeline runs on and its stream.
@@ -463,7 +463,7 @@ impl Runner {
         // Per-frame arguments: the operator runs on the frames of the batch's sequences.
         let metas: Vec<&BatchMeta> = inst.inputs.iter().map(|e| output(results, e).meta()).collect();
         let pool = &self.pool;
-        let unfolded = Frames::plan(&inst.ctx.display_name, &inst.per_frame_args, inst.unfolds_sequences, &metas, &arg_inputs).and_then(|frames| {
+        let unfolded = Frames::plan(&inst.ctx.display_name, &inst.per_frame_args, inst.sequence_rules, &metas, &arg_inputs).and_then(|frames| {
             let Some(f) = &frames else { return Ok((frames, Vec::new(), Vec::new(), HashMap::new())) };
             let (mut gpu, mut host_side) = (Vec::new(), Vec::new());
             for (n, e) in inst.inputs.iter().enumerate() {
@@ -502,7 +502,7 @@ impl Runner {
                         arg_inputs,
                         iteration,
                         batch_size,
-                        frames: frames.as_ref().map(Frames::counts),
+                        frames: frames.as_ref().and_then(Frames::counts),
                         pool,
                     };
                     Ok(op.run(&ws)?.into_iter().map(Batch::Cpu).collect())
@@ -520,7 +520,7 @@ impl Runner {
                         arg_inputs,
                         iteration,
                         batch_size,
-                        frames: frames.as_ref().map(Frames::counts),
+                        frames: frames.as_ref().and_then(Frames::counts),
                         pool,
                         device: &stage.device,
                         stream: &stage.stream,
@@ -725,7 +725,7 @@ impl Executor {
                     .filter(|a| a.per_frame)
                     .map(|a| a.name)
                     .collect(),
-                unfolds_sequences: crate::ops::unfolds_sequences(node.def),
+                sequence_rules: crate::ops::sequence_rules(node.def),
             });
         }
         let stats = Arc::new(Mutex::new(

@@ -486,11 +486,29 @@ pub fn num_outputs(schema: &str, args: &Args, num_inputs: usize) -> Option<usize
         .or_else(|| bbox::num_outputs(schema, args, num_inputs))
 }
 
-/// True for an operator that runs frame by frame on any sequence input (`F...`), as DALI's
-/// sequence operators do, not only when given per-frame arguments (`exec/frames.rs`). One
-/// line per family.
-pub fn unfolds_sequences(def: &OpDef) -> bool {
-    transforms::unfolds_sequences(def)
+/// When the executor runs an operator frame by frame besides for per-frame arguments (see
+/// `exec/frames.rs`), as DALI's sequence operators do.
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+pub struct SequenceRules {
+    /// Any positional input with frames (`F...`) is unfolded, per-frame arguments or not: the
+    /// transforms' matrices, warp_affine's matrices (input 1) given per frame.
+    pub unfold_inputs: bool,
+    /// With no input that has frames, a per-frame argument sets them and the inputs are
+    /// repeated for each frame (coord_transform's points, the transforms' matrices).
+    pub frames_from_arguments: bool,
+    /// Channel-first sequences (`CF...`) unfold into single-channel frames for per-frame
+    /// arguments (the blurs); a per-frame argument for channels without frames (`CHW`) is an
+    /// error, as in DALI.
+    pub expand_channels: bool,
+}
+
+/// The [`SequenceRules`] of operator `def`. One line per family.
+pub fn sequence_rules(def: &OpDef) -> SequenceRules {
+    transforms::sequence_rules(def)
+        .or(coord::sequence_rules(def))
+        .or(warp::sequence_rules(def))
+        .or(filters::sequence_rules(def))
+        .unwrap_or_default()
 }
 
 /// Runs `f(sample_index, sample_bytes)` for every sample of `out` on the worker pool. When

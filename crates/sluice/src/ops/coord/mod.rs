@@ -35,7 +35,7 @@ mod gpu;
 
 use crate::error::{Error, Result};
 use crate::ops::args::element_as_f64;
-use crate::ops::{arg, for_each_sample, tensor_arg, ArgDefault as D, ArgType as T, ArgValue, Device, OpContext, OpDef, OpSchema, Operator, Workspace};
+use crate::ops::{arg, for_each_sample, tensor_arg, ArgDefault as D, ArgType as T, ArgValue, Device, OpContext, OpDef, OpSchema, Operator, SequenceRules, Workspace};
 use crate::tensor::element::store_f64;
 use crate::tensor::{BatchMeta, DType, TensorList};
 
@@ -70,6 +70,12 @@ pub static COORD_TRANSFORM: OpDef = OpDef {
     mixed: None,
     gpu: Some(|ctx, _| Ok(Box::new(gpu::CoordTransformGpu::new(CoordTransform::new(ctx)?)))),
 };
+
+/// coord_transform with a per-frame `M`, `T` or `MT` and points without frames: the points
+/// are repeated for every frame and the output is a sequence, as in DALI.
+pub fn sequence_rules(def: &OpDef) -> Option<SequenceRules> {
+    def.is(&COORD_TRANSFORM).then_some(SequenceRules { unfold_inputs: false, frames_from_arguments: true, expand_channels: false })
+}
 
 /// `fn.coord_flip`.
 pub static COORD_FLIP: OpDef = OpDef {

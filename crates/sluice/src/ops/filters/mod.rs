@@ -18,6 +18,13 @@ pub use gaussian_blur::GAUSSIAN_BLUR;
 pub use laplacian::LAPLACIAN;
 
 use crate::error::{Error, Result};
+use crate::ops::{OpDef, SequenceRules};
+
+/// gaussian_blur and laplacian with per-frame arguments unfold channel-first sequences
+/// (`CF...`) into single-channel frames, as DALI's do.
+pub fn sequence_rules(def: &OpDef) -> Option<SequenceRules> {
+    (def.is(&GAUSSIAN_BLUR) || def.is(&LAPLACIAN)).then_some(SequenceRules { expand_channels: true, ..SequenceRules::default() })
+}
 
 /// How a sample's dimensions divide: `lead` slice dimensions, then `spatial` ones, then a
 /// channel dimension when `channels`.

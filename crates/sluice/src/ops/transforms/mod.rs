@@ -25,7 +25,7 @@
 //!
 //! Sequences: a per-frame argument (`fn.per_frame`) or an input of a matrix per frame (`F`
 //! layout) gives a sequence of matrices, one per frame: the executor runs the operator frame
-//! by frame (`exec/frames.rs`, [`unfolds_sequences`]). Where DALI reads out of bounds or crashes (`scale=[]`; a per-sample
+//! by frame (`exec/frames.rs`, [`sequence_rules`]). Where DALI reads out of bounds or crashes (`scale=[]`; a per-sample
 //! `center` of one value in `scale`; `combine` of ragged batches) Sluice raises an error or
 //! broadcasts the value, as the module of each operator says.
 
@@ -47,7 +47,7 @@ use std::ops::RangeInclusive;
 
 use crate::error::{Error, Result};
 use crate::ops::args::element_as_f64;
-use crate::ops::{arg, ArgDefault as D, ArgSchema, ArgType as T, ArgValue, OpContext, OpDef, Operator, Workspace};
+use crate::ops::{arg, ArgDefault as D, ArgSchema, ArgType as T, ArgValue, OpContext, OpDef, Operator, SequenceRules, Workspace};
 use crate::tensor::{BatchMeta, DType, Layout, TensorList};
 
 /// The most dimensions a transform has (DALI's `SupportedDims` go up to 6).
@@ -273,7 +273,7 @@ impl TransformOp {
 /// Checks an input batch of transforms (`what` names it in errors) and gives its `ndim`:
 /// float32, 2-D `(ndim, ndim+1)`, the same shape in every sample. (A sequence of matrices
 /// never gets here: the executor runs these operators frame by frame, see
-/// [`unfolds_sequences`].)
+/// [`sequence_rules`].)
 pub fn check_input(op: &str, what: &str, input: &TensorList) -> Result<usize> {
     if input.dtype() != DType::F32 {
         return Err(Error::type_mismatch(op, format!("{what} must hold FLOAT (float32) affine transform matrices, got {}", input.dtype().dali_name())));
@@ -290,10 +290,14 @@ pub fn check_input(op: &str, what: &str, input: &TensorList) -> Result<usize> {
     Ok(s0[0])
 }
 
-/// True for the affine-transform operators: like DALI's, they run frame by frame on any
-/// sequence input (`F...`: a matrix per frame), per-frame arguments or not.
-pub fn unfolds_sequences(def: &OpDef) -> bool {
-    [&ROTATION, &SCALE, &SHEAR, &TRANSLATION, &CROP, &COMBINE].iter().any(|d| d.is(def))
+/// The affine-transform operators run frame by frame on any sequence input (a matrix per
+/// frame), and a per-frame argument gives a sequence of matrices even from a matrix per
+/// sample, as DALI's do.
+pub fn sequence_rules(def: &OpDef) -> Option<SequenceRules> {
+    [&ROTATION, &SCALE, &SHEAR, &TRANSLATION, &CROP, &COMBINE]
+        .iter()
+        .any(|d| d.is(def))
+        .then_some(SequenceRules { unfold_inputs: true, frames_from_arguments: true, expand_channels: false })
 }
 
 /// Sample `i` of a batch of `(ndim, ndim+1)` float32 matrices, extended with the row

@@ -28,7 +28,7 @@ use kernel::{Border, Interp};
 
 use crate::error::{Error, Result};
 use crate::ops::args::element_as_f64;
-use crate::ops::{arg, for_each_sample, tensor_arg, ArgDefault as D, ArgType as T, Device, GpuOperator, GpuWorkspace, OpContext, OpDef, OpSchema, Operator, Workspace};
+use crate::ops::{arg, for_each_sample, tensor_arg, ArgDefault as D, ArgType as T, Device, GpuOperator, GpuWorkspace, OpContext, OpDef, OpSchema, Operator, SequenceRules, Workspace};
 use crate::ops::gpu_params::ParamUpload;
 use crate::tensor::channel::{dispatch_pair, Channel, PairKernel};
 use crate::tensor::{BatchMeta, DType, Layout, TensorList, TensorListGpu};
@@ -60,6 +60,12 @@ pub static WARP_AFFINE: OpDef = OpDef {
     mixed: None,
     gpu: Some(|ctx, _| Ok(Box::new(WarpAffineGpu { warp: WarpAffine::new(ctx)?, params: ParamUpload::default() }))),
 };
+
+/// The warps run frame by frame on sequences, so a matrix input (input 1) may give a matrix
+/// per frame (`fn.per_frame`), as in DALI.
+pub fn sequence_rules(def: &OpDef) -> Option<SequenceRules> {
+    (def.is(&WARP_AFFINE) || def.is(&perspective::WARP_PERSPECTIVE)).then_some(SequenceRules { unfold_inputs: true, frames_from_arguments: false, expand_channels: false })
+}
 
 /// A sample's map: 2-D (2x3) or 3-D (3x4), destination to source.
 #[derive(Debug, Clone, Copy)]
