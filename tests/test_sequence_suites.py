@@ -56,11 +56,10 @@ Not ported:
 - DALI's video input (fn.readers.video_resize over DALI_extra's sintel_trailer-720p.mp4): the
   file is not available here; synthetic sequences stand in (the check compares an operator
   with itself, so it does not depend on the pixels).
-- operator_1/test_gaussian_blur.py, test_fail_per_frame_no_frames, and
-  operator_1/test_affine_transforms.py, test_combine_shape_mismatch and
-  test_rotate_shape_mismatch: error tests outside the sequence machinery; the last two are
-  ported in tests/test_per_frame_args.py, test_fail_per_frame_no_frames (a per-frame argument
-  for a CHW input without frames must be refused with DALI's message) is not ported anywhere.
+- operator_1/test_affine_transforms.py, test_combine_shape_mismatch and
+  test_rotate_shape_mismatch: error tests outside the sequence machinery, ported in
+  tests/test_per_frame_args.py. operator_1/test_gaussian_blur.py's
+  test_fail_per_frame_no_frames is ported below, outside the machinery too.
 
 Also here: test_check_detects_wrong_frame_values (the check fails when each frame gets the
 values of the next), test_suites_are_complete (the case counts of each suite) and
@@ -626,17 +625,6 @@ XFAIL_RULES = [
         "dimensions)\", or, given a 3-D size, ArgumentError \"rotate: argument 'size': must be "
         "[H, W] (channels excluded), got [10.0, 6.0, 4.0]\" when the pipeline is built.",
     ),
-    (
-        "cfhw_per_frame",
-        lambda case: case.input_data.desc.layout == "CFHW" and _has_per_frame_arg(case),
-        "ArgumentError",
-        "Channel-first sequences (layout CFHW) with per-frame arguments: DALI unfolds the C and F "
-        "extents (channel c of frame f is blurred / filtered as an HW image with the values of "
-        "frame f) and returns CFHW; Sluice unfolds only layouts starting with F, so the operator "
-        "sees the whole CFHW sample with an argument of F values and raises ArgumentError, e.g. "
-        "\"gaussian_blur: argument 'window_size': argument input sample 0 has 6 values; expected 1 "
-        "or 2\" or \"argument input must be a 1-D list per sample; sample 0 has shape [6, 2]\".",
-    ),
 ]
 
 
@@ -751,3 +739,23 @@ def test_sequence_suite(lib_name, case):
 def test_sequence_suite_gpu(lib_name, case):
     require_gpu()
     case(get_library(lib_name))
+
+
+@pytest.mark.parametrize("lib", [pytest.param("sluice", id="sluice")] + ([pytest.param("dali", id="dali")] if dali_or_none() is not None else []))
+def test_fail_per_frame_no_frames(lib):
+    """DALI's test_gaussian_blur.py test_fail_per_frame_no_frames: per-frame values for a
+    channel-first image without frames (CHW) are refused in DALI's words."""
+    lib = get_library(lib)
+
+    @lib.pipeline_def(batch_size=8, num_threads=4, device_id=None)
+    def pipeline():
+        blob = lib.fn.random.uniform(range=[0, 1], shape=(3, 200, 100))
+        image = lib.fn.reshape(blob, layout="CHW")
+        per_channel = np.array([3, 5, 7])
+        return lib.fn.gaussian_blur(image, window_size=lib.fn.per_frame(per_channel))
+
+    with pytest.raises(RuntimeError, match=r"Tensor input for argument window_size is specified per frame \(got F layout\)\. "
+                       r"In that case, samples in the input 0 must contain frames too\. Got layout `CHW` that does not contain frames\."):
+        pipe = pipeline()
+        pipe.build()
+        pipe.run()
