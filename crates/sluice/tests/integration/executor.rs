@@ -4,17 +4,7 @@
 use sluice::exec::Executor;
 use sluice::graph::{Edge, OpSpec, PipelineSpec};
 use sluice::ops::ArgValue;
-
-fn op(schema: &str, name: &str, args: Vec<(&str, ArgValue)>) -> OpSpec {
-    OpSpec {
-        schema: schema.into(),
-        device: None,
-        name: name.into(),
-        inputs: vec![],
-        arg_inputs: vec![],
-        args: args.into_iter().map(|(k, v)| (k.to_string(), v)).collect(),
-    }
-}
+use crate::common::op;
 
 fn spec(ops: Vec<OpSpec>, outputs: Vec<Edge>, threads: usize, exec_async: bool) -> PipelineSpec {
     PipelineSpec {

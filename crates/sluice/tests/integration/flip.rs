@@ -7,6 +7,7 @@ use sluice::ops::flip::kernel::flip_bytes;
 use sluice::ops::flip::find_axes;
 use sluice::ops::ArgValue;
 use sluice::tensor::Layout;
+use crate::common::op;
 
 /// Flips `0..n` of `shape` under `layout` like the operator does.
 fn flip_layout(layout: &str, shape: &[usize], h: bool, v: bool, d: bool) -> Vec<u8> {
@@ -58,17 +59,6 @@ fn wide_elements_move_whole() {
 }
 
 // ---- through the executor -------------------------------------------------------------
-
-fn op(schema: &str, name: &str, args: Vec<(&str, ArgValue)>) -> OpSpec {
-    OpSpec {
-        schema: schema.into(),
-        device: None,
-        name: name.into(),
-        inputs: vec![],
-        arg_inputs: vec![],
-        args: args.into_iter().map(|(k, v)| (k.to_string(), v)).collect(),
-    }
-}
 
 fn spec(ops: Vec<OpSpec>, outputs: Vec<Edge>) -> PipelineSpec {
     PipelineSpec { batch_size: 6, num_threads: 2, device_id: None, seed: 5, prefetch_queue_depth: 2, exec_async: true, exec_pipelined: true, errors: Default::default(), ops, outputs }

@@ -12,18 +12,8 @@ use sluice::ops::ArgValue;
 use sluice::tensor::{DType, TensorList};
 
 use crate::common::run_op;
+use crate::common::op;
 
-
-fn op(schema: &str, name: &str, args: Vec<(&str, ArgValue)>) -> OpSpec {
-    OpSpec {
-        schema: schema.into(),
-        device: None,
-        name: name.into(),
-        inputs: vec![],
-        arg_inputs: vec![],
-        args: args.into_iter().map(|(k, v)| (k.to_string(), v)).collect(),
-    }
-}
 
 fn e(op: usize) -> Edge {
     Edge { op, output: 0 }

@@ -7,20 +7,10 @@ use sluice::graph::{Edge, OpSpec, PipelineSpec};
 use sluice::ops::resize::kernel::{axis_filter, resample, FilterKind, Plan};
 use sluice::ops::resize::{sample_params, Mode, Sizing};
 use sluice::ops::ArgValue;
+use crate::common::op;
 
 const E: fn(usize) -> Edge = |op| Edge { op, output: 0 };
 const UINT8: i64 = 0;
-
-fn op(schema: &str, name: &str, args: Vec<(&str, ArgValue)>) -> OpSpec {
-    OpSpec {
-        schema: schema.into(),
-        device: None,
-        name: name.into(),
-        inputs: vec![],
-        arg_inputs: vec![],
-        args: args.into_iter().map(|(k, v)| (k.to_string(), v)).collect(),
-    }
-}
 
 fn spec(ops: Vec<OpSpec>, outputs: Vec<Edge>, batch_size: usize) -> PipelineSpec {
     PipelineSpec { batch_size, num_threads: 2, device_id: None, seed: 7, prefetch_queue_depth: 2, exec_async: false, exec_pipelined: false, errors: Default::default(), ops, outputs }

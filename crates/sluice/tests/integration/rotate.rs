@@ -12,6 +12,7 @@ use sluice::graph::{Edge, OpSpec, PipelineSpec};
 use sluice::ops::rotate::canvas::{rotated_canvas_size, rotation_mapping};
 use sluice::ops::warp::kernel::{warp_affine, Border, Interp};
 use sluice::ops::ArgValue;
+use crate::common::op;
 
 /// 3x4x1 image: (i*37 + 11) % 256 in row-major order.
 const IMG: [u8; 12] = [11, 48, 85, 122, 159, 196, 233, 14, 51, 88, 125, 162];
@@ -75,17 +76,6 @@ fn float_input_and_float_to_uint8_match_dali() {
 }
 
 // ---- through the executor -------------------------------------------------------------
-
-fn op(schema: &str, name: &str, args: Vec<(&str, ArgValue)>) -> OpSpec {
-    OpSpec {
-        schema: schema.into(),
-        device: None,
-        name: name.into(),
-        inputs: vec![],
-        arg_inputs: vec![],
-        args: args.into_iter().map(|(k, v)| (k.to_string(), v)).collect(),
-    }
-}
 
 fn spec(ops: Vec<OpSpec>, outputs: Vec<Edge>, batch_size: usize) -> PipelineSpec {
     PipelineSpec { batch_size, num_threads: 2, device_id: None, seed: 99, prefetch_queue_depth: 2, exec_async: false, exec_pipelined: false, errors: Default::default(), ops, outputs }

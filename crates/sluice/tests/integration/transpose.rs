@@ -2,12 +2,13 @@
 //! `device_id=None`, inputs from `fn.external_source` of `np.arange(n).reshape(shape)`).
 
 use sluice::exec::Executor;
-use sluice::graph::{Edge, OpSpec, PipelineSpec};
+use sluice::graph::{Edge, PipelineSpec};
 use sluice::ops::transpose::transpose_bytes;
 use sluice::ops::ArgValue;
 use sluice::tensor::{DType, TensorList};
 
 use crate::common::{raw, run_op};
+use crate::common::op;
 
 
 fn arange_u8(shape: &[usize], layout: &str) -> TensorList {
@@ -135,17 +136,6 @@ fn kernel_matches_reference_for_all_element_sizes() {
             transpose_bytes(&mut dst, &src, &shape, &p, elem);
             assert_eq!(dst, reference(&src, &shape, &p, elem), "{shape:?} {p:?} elem {elem}");
         }
-    }
-}
-
-fn op(schema: &str, name: &str, args: Vec<(&str, ArgValue)>) -> OpSpec {
-    OpSpec {
-        schema: schema.into(),
-        device: None,
-        name: name.into(),
-        inputs: vec![],
-        arg_inputs: vec![],
-        args: args.into_iter().map(|(k, v)| (k.to_string(), v)).collect(),
     }
 }
 

@@ -2,6 +2,7 @@
 #![allow(dead_code)]
 
 use sluice::error::Result;
+use sluice::graph::OpSpec;
 use sluice::ops::{lookup, ArgValue, Args, OpContext, Workspace};
 use sluice::tensor::{DType, TensorList};
 
@@ -38,4 +39,16 @@ pub fn raw(dtype: DType, shapes: &[Vec<usize>], bytes: &[Vec<u8>], layout: &str)
         d.copy_from_slice(s);
     }
     t.with_layout(layout)
+}
+
+/// An operator of a pipeline spec: `schema` named `name`, no inputs yet, `args` as given.
+pub fn op(schema: &str, name: &str, args: Vec<(&str, ArgValue)>) -> OpSpec {
+    OpSpec {
+        schema: schema.into(),
+        device: None,
+        name: name.into(),
+        inputs: vec![],
+        arg_inputs: vec![],
+        args: args.into_iter().map(|(k, v)| (k.to_string(), v)).collect(),
+    }
 }
