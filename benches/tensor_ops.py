@@ -74,6 +74,14 @@ CASES = {
                 "    return np.frombuffer(lz4.block.compress(base.astype(np.uint8).tobytes(), store_size=False), np.uint8)\n"
                 "feeds = [[image() for _ in range(B)]]",
                 "fn.decoders.inflate(a, shape=[224, 224, 3], dtype=types.UINT8, layout='HWC')", True),
+    # per-frame arguments (fn.per_frame): 8-frame 120x160 sequences, a value per frame; the
+    # executor runs the operator frame by frame (Sluice) / DALI's sequence operator
+    "brightness_contrast_per_frame": ("feeds = [[rng.integers(0, 255, (8, 120, 160, 3), dtype=np.uint8) for _ in range(B)]]",
+                                      "fn.brightness_contrast(fn.reshape(a, layout='FHWC'), "
+                                      "brightness=fn.per_frame(fn.random.uniform(range=[0.5, 1.5], shape=[8])), "
+                                      "contrast=fn.per_frame(fn.random.uniform(range=[0.5, 1.5], shape=[8])))", True),
+    "rotate_per_frame": ("feeds = [[rng.integers(0, 255, (8, 120, 160, 3), dtype=np.uint8) for _ in range(B)]]",
+                         "fn.rotate(fn.reshape(a, layout='FHWC'), angle=fn.per_frame(fn.random.uniform(range=[-30, 30], shape=[8])), fill_value=0)", True),
     "decoders_numpy": ("import io\n"
                        "def npy(x):\n"
                        "    f = io.BytesIO(); np.save(f, x); return np.frombuffer(f.getvalue(), np.uint8)\n"
