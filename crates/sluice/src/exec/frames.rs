@@ -13,9 +13,10 @@
 //! Operators see a batch of images and never know. An operator without positional inputs
 //! (`transforms.*`), or whose `ops::SequenceRules` say so, takes its frames from the
 //! per-frame argument and returns sequences of its outputs, one per frame; operators whose
-//! rules say so also unfold sequence inputs without per-frame arguments (a matrix per frame). As in DALI, nothing is unfolded when the operator has inputs and
-//! none has frames (each argument sample is then its sample's value), and an `F` layout on an
-//! argument the schema does not mark is ignored.
+//! rules say so also unfold sequence inputs without per-frame arguments (a matrix per
+//! frame), or channel-first sequences (`CF...`) channel by channel. As in DALI, nothing is
+//! unfolded when the operator has inputs and none has frames (each argument sample is then
+//! its sample's value), and an `F` layout on an argument the schema does not mark is ignored.
 
 use std::collections::HashMap;
 use std::sync::Arc;
