@@ -24,7 +24,7 @@ arguments are per frame):
 - operator_2/test_warp.py, test_video: the 9 cases (fixed matrix; matrix per sample, per frame;
   with an output size; matrix as the second input per frame / per sample, on the cpu and, in
   2 gpu-only cases, copied to the gpu). Added, not in DALI: the fixed matrix as a list of 6
-  numbers ("matrix_list"), beside DALI's 2x3 numpy array.
+  numbers ("matrix_list"), since Sluice rejects DALI's 2x3 numpy array.
 - operator_2/test_rotate.py, test_video: the 6 cases, with RotatePerFrameParamsProvider (the
   baseline gets the size DALI gives a whole sequence: the largest frame extents, parity by
   majority) and get_output_size. The larger frames keep an odd height (29; DALI: 287) and
@@ -624,6 +624,18 @@ XFAIL_RULES = [
         "raises DataError \"volumetric (3-D) rotation is not supported; got layout 'FDHWC' (5 "
         "dimensions)\", or, given a 3-D size, ArgumentError \"rotate: argument 'size': must be "
         "[H, W] (channels excluded), got [10.0, 6.0, 4.0]\" when the pipeline is built.",
+    ),
+    (
+        "warp_matrix_2d_array",
+        lambda case: _is_op(case, "warp_affine") and isinstance(case.fixed_params.get("matrix"), np.ndarray)
+        and case.fixed_params["matrix"].ndim == 2,
+        "ArgumentTypeError",
+        "warp_affine(matrix=<2x3 float32 numpy array>) (DALI's fixed-matrix case): DALI takes a "
+        "NumPy array argument as a constant tensor, here a 2 x 3 matrix for every sample (it "
+        "rejects a flat 6-element array); Sluice takes array arguments as lists and raises "
+        "ArgumentTypeError \"warp_affine: argument 'matrix': TypeError: a list argument must hold "
+        "only numbers or only strings\" when the pipeline is built (the matrix as a list of 6 "
+        "numbers works on both: see the 'matrix_list' case).",
     ),
     (
         "warp_matrix_on_gpu",

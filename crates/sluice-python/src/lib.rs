@@ -109,11 +109,9 @@ fn arg_value(v: &Bound<'_, PyAny>) -> PyResult<ArgValue> {
         }
         return Ok(ArgValue::StrList(entries));
     }
-    // NumPy scalars and arrays: their Python equivalents; an array of two or more dimensions
-    // stands for its elements in order (a 2 x 3 `matrix`), as in DALI.
+    // NumPy scalars and arrays: their Python equivalents.
     if v.hasattr("tolist")? && v.hasattr("dtype")? {
-        let flat = if v.getattr("ndim")?.extract::<usize>()? >= 2 { v.call_method0("ravel")? } else { v.clone() };
-        return arg_value(&flat.call_method0("tolist")?);
+        return arg_value(&v.call_method0("tolist")?);
     }
     if v.hasattr("__index__")? {
         return arg_value(&v.call_method0("__index__")?);
