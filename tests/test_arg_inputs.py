@@ -216,6 +216,44 @@ def test_positional_constants_become_constant_inputs_like_dali(value):
         np.testing.assert_array_equal(np.array(out.at(i)), expected.astype(np.float32))
 
 
+def _array_argument_pipeline(lib, matrix_of):
+    """warp_affine and coord_transform given their matrices as arrays: DALI makes a constant
+    argument input of an array of 2 or more dimensions (a 2 x 3 matrix for every sample)."""
+    @lib.pipeline_def(batch_size=3, num_threads=1, device_id=None, seed=1)
+    def p():
+        img = lib.types.Constant(np.arange(7 * 9 * 3, dtype=np.uint8).reshape(7, 9, 3), device="cpu")
+        points = lib.types.Constant(np.arange(10, dtype=np.float32).reshape(5, 2), device="cpu")
+        m = matrix_of(np.array([[0.9, 0.1, 3.0], [-0.1, 0.9, 2.0]], np.float32))
+        return (lib.fn.warp_affine(img, matrix=m, fill_value=0),
+                lib.fn.coord_transform(points, M=matrix_of(np.array([[1.0, 2.0], [3.0, 4.0]], np.float32)),
+                                       T=matrix_of(np.array([0.5, -1.0], np.float32))))
+
+    return p()
+
+
+@pytest.mark.parametrize("kind", ["numpy", "torch"])
+def test_array_arguments_are_constant_argument_inputs_like_dali(kind):
+    if kind == "torch":
+        torch = pytest.importorskip("torch")
+        matrix_of = torch.from_numpy
+    else:
+        matrix_of = lambda a: a  # noqa: E731
+    import sluice
+
+    ours = _array_argument_pipeline(sluice, matrix_of).run()
+    theirs = _array_argument_pipeline(dali, matrix_of).run()
+    for o, t in zip(ours, theirs):
+        for i in range(3):
+            np.testing.assert_array_equal(np.array(o.at(i)), np.array(t.at(i)))
+    # the 2 x 3 array is the same matrix as its 6 values in a list
+    @pipeline_def(batch_size=1, num_threads=1, device_id=None)
+    def flat():
+        img = types.Constant(np.arange(7 * 9 * 3, dtype=np.uint8).reshape(7, 9, 3), device="cpu")
+        return fn.warp_affine(img, matrix=[0.9, 0.1, 3.0, -0.1, 0.9, 2.0], fill_value=0)
+
+    np.testing.assert_array_equal(np.array(flat().run()[0].at(0)), np.array(ours[0].at(0)))
+
+
 def test_positional_constant_that_is_not_numeric_is_a_type_error():
     with pytest.raises(TypeError, match="random.choice: input 0 must be a DataNode or a constant"):
         fn.random.choice("abc")

@@ -626,18 +626,6 @@ XFAIL_RULES = [
         "[H, W] (channels excluded), got [10.0, 6.0, 4.0]\" when the pipeline is built.",
     ),
     (
-        "warp_matrix_2d_array",
-        lambda case: _is_op(case, "warp_affine") and isinstance(case.fixed_params.get("matrix"), np.ndarray)
-        and case.fixed_params["matrix"].ndim == 2,
-        "ArgumentTypeError",
-        "warp_affine(matrix=<2x3 float32 numpy array>) (DALI's fixed-matrix case): DALI takes a "
-        "NumPy array argument as a constant tensor, here a 2 x 3 matrix for every sample (it "
-        "rejects a flat 6-element array); Sluice takes array arguments as lists and raises "
-        "ArgumentTypeError \"warp_affine: argument 'matrix': TypeError: a list argument must hold "
-        "only numbers or only strings\" when the pipeline is built (the matrix as a list of 6 "
-        "numbers works on both: see the 'matrix_list' case).",
-    ),
-    (
         "warp_matrix_on_gpu",
         lambda case: _is_op(case, "warp_affine") and any(a.desc.name == 1 and a.desc.dest_device == "gpu" for a in _arg_cbs(case)),
         "GraphError",

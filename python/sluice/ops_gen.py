@@ -15,17 +15,21 @@ SCHEMAS = {s["name"]: s for s in _core.schemas()}
 _INT32 = (-(1 << 31), (1 << 31) - 1)
 
 
+def _what(i):
+    return f"input {i}" if isinstance(i, int) else i
+
+
 def _constant_node(value, device, display, i):
     """A Python or NumPy value given as an operator's positional input, recorded as a
     `Constant` operator, as DALI does: 64-bit ints become INT32 and 64-bit floats FLOAT
     (Python numbers included); other NumPy types are kept."""
     arr = np.asarray(value)
     if arr.dtype.kind not in "biuf":
-        raise TypeError(f"{display}: input {i} must be a DataNode or a constant convertible to a numeric tensor, "
+        raise TypeError(f"{display}: {_what(i)} must be a DataNode or a constant convertible to a numeric tensor, "
                         f"got {type(value).__name__} {value!r}")
     if arr.dtype == np.int64:
         if arr.size and not (_INT32[0] <= arr.min() and arr.max() <= _INT32[1]):
-            raise OverflowError(f"{display}: integer constants of input {i} must fit in int32")
+            raise OverflowError(f"{display}: integer constants of {_what(i)} must fit in int32")
         arr = arr.astype(np.int32)
     elif arr.dtype == np.float64:
         arr = arr.astype(np.float32)
@@ -33,6 +37,26 @@ def _constant_node(value, device, display, i):
 
     data = {"fdata" if arr.dtype.kind == "f" else "idata": arr.ravel().tolist()}
     return make_node("Constant", [], dict(data, shape=list(arr.shape), dtype=from_numpy_type(arr.dtype)), device=device)
+
+
+def _array_argument(schema_name, arg_name, value, display):
+    """A NumPy array (or a PyTorch tensor) of two or more dimensions given to a per-sample
+    argument becomes a `Constant` argument input, as in DALI: `matrix=np.array(2x3)` is a
+    2 x 3 matrix for every sample. Lower-dimensional arrays stay values (a 1-D array is the
+    same list either way), and arrays for other arguments are left to the argument's own
+    checks."""
+    if type(value).__module__.startswith("torch") and hasattr(value, "numpy"):
+        value = value.detach().cpu().numpy()
+    if not isinstance(value, np.ndarray) or value.ndim < 2:
+        return value
+    schema = SCHEMAS.get(schema_name)
+    if schema is None:
+        return value
+    arg_name = dict(schema["arg_aliases"]).get(arg_name, arg_name)
+    arg = next((a for a in schema["args"] if a["name"] == arg_name), None)
+    if not (arg and arg["per_sample"]):
+        return value
+    return _constant_node(value, "cpu", display, f"argument '{arg_name}'")
 
 
 def _takes_scope(schema_name):
@@ -74,7 +98,8 @@ def make_node(schema_name, inputs, kwargs, device=None, name=None, warn=True):
     from .types import ScalarConstant
 
     kwargs = _distributed.resolve_auto_shard(kwargs)  # shard_id="auto": the launcher's rank
-    kwargs = {k: (v.value if isinstance(v, ScalarConstant) else v) for k, v in kwargs.items()}
+    kwargs = {k: (v.value if isinstance(v, ScalarConstant) else _array_argument(schema_name, k, v, display))
+              for k, v in kwargs.items()}
     args = {k: v for k, v in kwargs.items() if v is not None and not isinstance(v, DataNode)}
     arg_inputs = {k: v for k, v in kwargs.items() if isinstance(v, DataNode)}
     conditions = _conditionals.active_stack()
