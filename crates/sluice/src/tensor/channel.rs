@@ -28,10 +28,21 @@ pub trait Channel: bytemuck::Pod + Send + Sync + 'static {
     fn from_rounded(v: f32) -> Self {
         Self::sat_f32(v)
     }
+    /// `sat_f32` of each value into `out`: vector code for the 8- and 16-bit types, whose
+    /// range an f32 holds exactly (the values are saturated in f32 first, so the rounding
+    /// and the conversion need no range checks).
+    #[inline(always)]
+    fn sat_f32_row(out: &mut [Self], values: &[f32]) {
+        for (o, &v) in out.iter_mut().zip(values) {
+            *o = Self::sat_f32(v);
+        }
+    }
 }
 
+/// `$t => $d [sat_f32_row]`: the type's range fits an f32 exactly, so its `sat_f32_row` is
+/// the vector form.
 macro_rules! int_channel {
-    ($($t:ty => $d:ident),*) => {$(
+    ($($t:ty => $d:ident $([$sat_f32_row:ident])?),*) => {$(
         impl Channel for $t {
             const DTYPE: DType = DType::$d;
             #[inline(always)]
@@ -48,10 +59,22 @@ macro_rules! int_channel {
             }
             #[inline(always)]
             fn from_rounded(v: f32) -> Self { v as $t }
+            $(
+            #[inline(always)]
+            fn $sat_f32_row(out: &mut [Self], values: &[f32]) {
+                for (o, &v) in out.iter_mut().zip(values) {
+                    let c = if v.is_nan() { 0.0 } else { v.clamp(<$t>::MIN as f32, <$t>::MAX as f32) };
+                    // SAFETY: `c` is finite and within the type's range, so within i32's.
+                    let t = unsafe { c.to_int_unchecked::<i32>() };
+                    let d = c - t as f32;
+                    *o = (t + (d >= 0.5) as i32 - (d <= -0.5) as i32) as $t;
+                }
+            }
+            )?
         }
     )*};
 }
-int_channel!(u8 => U8, i8 => I8, u16 => U16, i16 => I16, u32 => U32, i32 => I32);
+int_channel!(u8 => U8 [sat_f32_row], i8 => I8 [sat_f32_row], u16 => U16 [sat_f32_row], i16 => I16 [sat_f32_row], u32 => U32, i32 => I32);
 
 impl Channel for f32 {
     const DTYPE: DType = DType::F32;
@@ -81,6 +104,20 @@ impl Channel for F16 {
     fn sat_f32(v: f32) -> Self { F16(f64_to_f16(v as f64)) }
     #[inline(always)]
     fn sat_f64(v: f64) -> Self { F16(f64_to_f16(v)) }
+}
+
+/// True when kernels compiled for AVX2 (`#[target_feature(enable = "avx2")]` twins of
+/// `#[inline(always)]` bodies) may run: checked once, the CPU does not change. The wheel is
+/// built for baseline x86-64, so this is how the pixel loops get 8-lane vectors.
+#[inline]
+pub fn has_avx2() -> bool {
+    #[cfg(target_arch = "x86_64")]
+    {
+        static AVX2: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+        *AVX2.get_or_init(|| std::arch::is_x86_feature_detected!("avx2"))
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    false
 }
 
 /// `v.round()` (half away from zero) without a libm call; saturates like `as` casts do.
@@ -177,6 +214,31 @@ pub fn short_name(d: DType) -> Option<&'static str> {
 mod tests {
     use super::*;
     use crate::tensor::element::store_f64;
+
+    /// The row form is `sat_f32` value by value, NaN, infinities and out-of-range values
+    /// included.
+    #[test]
+    fn sat_f32_row_is_sat_f32() {
+        let mut values = vec![f32::NAN, f32::INFINITY, f32::NEG_INFINITY, 0.0, -0.0, 1e10, -1e10, 8_388_608.5, 2_147_483_648.0];
+        for base in [-32769.0f32, -32768.0, -129.0, -128.0, -1.0, 0.0, 1.0, 127.0, 128.0, 254.0, 255.0, 256.0, 32767.0, 65535.0, 65536.0] {
+            for frac in [-0.75f32, -0.5, -0.49999997, -0.25, 0.0, 0.25, 0.49999997, 0.5, 0.75] {
+                values.push(base + frac);
+            }
+        }
+        fn check<T: Channel + PartialEq + std::fmt::Debug>(values: &[f32]) {
+            let mut row = vec![T::zeroed(); values.len()];
+            T::sat_f32_row(&mut row, values);
+            for (&v, &got) in values.iter().zip(&row) {
+                assert_eq!(got, T::sat_f32(v), "{} of {v}", T::DTYPE);
+            }
+        }
+        check::<u8>(&values);
+        check::<i8>(&values);
+        check::<u16>(&values);
+        check::<i16>(&values);
+        check::<i32>(&values);
+        check::<f32>(&values[1..]);
+    }
 
     /// The typed conversions are `tensor::element`'s `store` of the same value.
     #[test]

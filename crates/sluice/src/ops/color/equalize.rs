@@ -122,20 +122,67 @@ impl Operator for Equalize {
         let mut out = TensorList::for_overwrite(meta);
         for_each_sample(ws.pool, &mut out, |i, dst| {
             let src = input.bytes(i);
-            for p in geometry.planes(input.shape(i)) {
-                let mut hist = [0u32; 256];
-                for k in 0..p.count {
-                    hist[src[p.offset + k * p.stride] as usize] += 1;
-                }
-                let lut = lookup_table(&hist);
-                for k in 0..p.count {
-                    let at = p.offset + k * p.stride;
-                    dst[at] = lut[src[at] as usize];
+            let shape = input.shape(i);
+            let channels = if geometry.has_channels && !geometry.channel_first { shape[shape.len() - 1] } else { 1 };
+            match channels {
+                // Every plane of a frame in one pass over its interleaved pixels.
+                1 => geometry.planes(shape).for_each(|p| equalize_interleaved::<1>(&src[p.offset..][..p.count], &mut dst[p.offset..][..p.count])),
+                2 => frames(src, dst, 2 * shape[shape.len() - 3] * shape[shape.len() - 2], equalize_interleaved::<2>),
+                3 => frames(src, dst, 3 * shape[shape.len() - 3] * shape[shape.len() - 2], equalize_interleaved::<3>),
+                4 => frames(src, dst, 4 * shape[shape.len() - 3] * shape[shape.len() - 2], equalize_interleaved::<4>),
+                _ => {
+                    for p in geometry.planes(shape) {
+                        let mut hist = [0u32; 256];
+                        for k in 0..p.count {
+                            hist[src[p.offset + k * p.stride] as usize] += 1;
+                        }
+                        let lut = lookup_table(&hist);
+                        for k in 0..p.count {
+                            let at = p.offset + k * p.stride;
+                            dst[at] = lut[src[at] as usize];
+                        }
+                    }
                 }
             }
             Ok(())
         })?;
         Ok(vec![out])
+    }
+}
+
+/// Runs `equalize` on each frame of `frame_len` bytes.
+fn frames(src: &[u8], dst: &mut [u8], frame_len: usize, equalize: fn(&[u8], &mut [u8])) {
+    if frame_len == 0 {
+        return;
+    }
+    for (s, d) in src.chunks_exact(frame_len).zip(dst.chunks_exact_mut(frame_len)) {
+        equalize(s, d);
+    }
+}
+
+/// Equalizes each of the `C` interleaved channels of one frame: the histograms in one pass
+/// (two sets, even and odd pixels, so runs of equal values do not wait on one counter), then
+/// the tables in one pass.
+fn equalize_interleaved<const C: usize>(src: &[u8], dst: &mut [u8]) {
+    let mut hist = [[[0u32; 256]; C]; 2];
+    let mut pairs = src.chunks_exact(2 * C);
+    for px in &mut pairs {
+        let (even, odd) = px.split_at(C);
+        for c in 0..C {
+            hist[0][c][even[c] as usize] += 1;
+            hist[1][c][odd[c] as usize] += 1;
+        }
+    }
+    for px in pairs.remainder().chunks_exact(C) {
+        for c in 0..C {
+            hist[0][c][px[c] as usize] += 1;
+        }
+    }
+    let luts: [[u8; 256]; C] = std::array::from_fn(|c| lookup_table(&std::array::from_fn(|j| hist[0][c][j] + hist[1][c][j])));
+    for (d, s) in dst.chunks_exact_mut(C).zip(src.chunks_exact(C)) {
+        for c in 0..C {
+            d[c] = luts[c][s[c] as usize];
+        }
     }
 }
 

@@ -205,22 +205,36 @@ impl PairKernel for Job<'_> {
     }
 }
 
-/// `ConvertSat(in * mul + add)` per element; through a table for 8-bit inputs (DALI does the
-/// same: 256 conversions instead of one per element, same values).
+/// `ConvertSat(in * mul + add)` per element, in blocks: the f32 products and sums, then the
+/// rounding, as vector code (8 lanes with AVX2). For 8-bit images this is faster than
+/// DALI's table of 256 conversions, with the same values.
 fn scale<I: Channel, O: Channel>(dst: &mut [O], src: &[I], mul: f32, add: f32) {
-    if I::DTYPE == DType::U8 {
-        let mut table = [O::zeroed(); 256];
-        for (v, t) in table.iter_mut().enumerate() {
-            *t = O::sat_f32(v as f32 * mul + add);
+    #[cfg(target_arch = "x86_64")]
+    {
+        if crate::tensor::channel::has_avx2() {
+            // SAFETY: the CPU has AVX2 (checked above).
+            return unsafe { scale_avx2(dst, src, mul, add) };
         }
-        let src: &[u8] = bytemuck::cast_slice(src);
-        for (d, &s) in dst.iter_mut().zip(src) {
-            *d = table[s as usize];
+    }
+    scale_body(dst, src, mul, add)
+}
+
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx2")]
+unsafe fn scale_avx2<I: Channel, O: Channel>(dst: &mut [O], src: &[I], mul: f32, add: f32) {
+    scale_body(dst, src, mul, add)
+}
+
+#[inline(always)]
+fn scale_body<I: Channel, O: Channel>(dst: &mut [O], src: &[I], mul: f32, add: f32) {
+    const BLOCK: usize = 256;
+    let mut values = [0.0f32; BLOCK];
+    for (d, s) in dst.chunks_mut(BLOCK).zip(src.chunks(BLOCK)) {
+        let values = &mut values[..s.len()];
+        for (v, &s) in values.iter_mut().zip(s) {
+            *v = s.to_f32() * mul + add;
         }
-    } else {
-        for (d, &s) in dst.iter_mut().zip(src) {
-            *d = O::sat_f32(s.to_f32() * mul + add);
-        }
+        O::sat_f32_row(d, values);
     }
 }
 

@@ -282,41 +282,35 @@ pub fn cv_round<O: Channel>(v: f32) -> O {
 }
 
 /// One output row: every tap's products added to the sums in kernel order, then rounded.
-/// With AVX2 (checked once) the same code is compiled for 8-lane vectors: the arithmetic is
-/// identical (no fused multiply-adds either way), the speed about twice the baseline's.
-fn filter_row<O: Channel>(out: &mut [O], acc: &mut [f32], padded: &[f32], at: (usize, usize, usize), taps: &[(u32, u32, f32)]) {
-    #[cfg(target_arch = "x86_64")]
-    {
-        static AVX2: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
-        if *AVX2.get_or_init(|| std::is_x86_feature_detected!("avx2")) {
-            // SAFETY: the CPU has AVX2 (checked above).
-            return unsafe { filter_row_avx2(out, acc, padded, at, taps) };
-        }
-    }
-    filter_row_body(out, acc, padded, at, taps)
-}
-
-#[cfg(target_arch = "x86_64")]
-#[target_feature(enable = "avx2")]
-unsafe fn filter_row_avx2<O: Channel>(out: &mut [O], acc: &mut [f32], padded: &[f32], at: (usize, usize, usize), taps: &[(u32, u32, f32)]) {
-    filter_row_body(out, acc, padded, at, taps)
-}
-
+/// `starts[t]` is where tap `t`'s run of inputs for this row begins in the ring of padded
+/// rows.
 #[inline(always)]
-fn filter_row_body<O: Channel>(out: &mut [O], acc: &mut [f32], padded: &[f32], (y, pw, c): (usize, usize, usize), taps: &[(u32, u32, f32)]) {
+fn filter_row<O: Channel>(out: &mut [O], acc: &mut [f32], ring: &[f32], starts: &[usize], taps: &[(u32, u32, f32)]) {
     // Blocks of the row stay in registers across the taps.
     const BLOCK: usize = 64;
     let n = out.len();
-    for start in (0..n).step_by(BLOCK) {
-        let len = BLOCK.min(n - start);
+    let full = n / BLOCK * BLOCK;
+    for start in (0..full).step_by(BLOCK) {
+        // A block of constant length: the sums stay in vector registers across the taps.
         let mut sums = [0.0f32; BLOCK];
-        for &(ti, tj, k) in taps {
-            let row = &padded[((y + ti as usize) * pw + tj as usize) * c + start..][..len];
+        for (&(_, _, k), &at) in taps.iter().zip(starts) {
+            let row: &[f32; BLOCK] = ring[at + start..][..BLOCK].try_into().unwrap();
+            for (a, &v) in sums.iter_mut().zip(row) {
+                *a += k * v;
+            }
+        }
+        acc[start..start + BLOCK].copy_from_slice(&sums);
+    }
+    if full < n {
+        let len = n - full;
+        let mut sums = [0.0f32; BLOCK];
+        for (&(_, _, k), &at) in taps.iter().zip(starts) {
+            let row = &ring[at + full..][..len];
             for (a, &v) in sums[..len].iter_mut().zip(row) {
                 *a += k * v;
             }
         }
-        acc[start..start + len].copy_from_slice(&sums[..len]);
+        acc[full..n].copy_from_slice(&sums[..len]);
     }
     cv_round_row(out, acc);
 }
@@ -332,11 +326,23 @@ fn cv_round_row<O: Channel>(out: &mut [O], sums: &[f32]) {
         }
         return;
     }
-    debug_assert!(O::DTYPE.size() <= 2, "filter outputs are 8 or 16 bits, or FLOAT");
-    for (o, &v) in out.iter_mut().zip(sums) {
-        let r = (v.clamp(-4_194_304.0, 4_194_304.0) + 12_582_912.0) - 12_582_912.0;
-        let r = if v.abs() < 2_147_483_648.0 { r } else { -2_147_483_648.0 };
-        *o = O::from_rounded(r);
+    #[inline(always)]
+    fn round<T: Copy>(out: &mut [T], sums: &[f32], (lo, hi): (f32, f32), narrow: impl Fn(i32) -> T) {
+        for (o, &v) in out.iter_mut().zip(sums) {
+            let r = (v.clamp(-4_194_304.0, 4_194_304.0) + 12_582_912.0) - 12_582_912.0;
+            let r = if v.abs() < 2_147_483_648.0 { r } else { -2_147_483_648.0 };
+            // Saturated in f32 first, so the conversion to i32 is exact and needs no range
+            // checks: one vector instruction for 8 values.
+            // SAFETY: `r` is finite (NaN became INT_MIN above) and clamped into the i32 range.
+            *o = narrow(unsafe { r.clamp(lo, hi).to_int_unchecked::<i32>() });
+        }
+    }
+    match O::DTYPE {
+        DType::U8 => round(bytemuck::cast_slice_mut::<O, u8>(out), sums, (0.0, 255.0), |v| v as u8),
+        DType::I8 => round(bytemuck::cast_slice_mut::<O, i8>(out), sums, (-128.0, 127.0), |v| v as i8),
+        DType::U16 => round(bytemuck::cast_slice_mut::<O, u16>(out), sums, (0.0, 65535.0), |v| v as u16),
+        DType::I16 => round(bytemuck::cast_slice_mut::<O, i16>(out), sums, (-32768.0, 32767.0), |v| v as i16),
+        other => unreachable!("filter outputs are 8 or 16 bits, or FLOAT; got {other}"),
     }
 }
 
@@ -369,9 +375,9 @@ struct Job<'a> {
 impl PairKernel for Job<'_> {
     type Output = ();
 
-    /// Pads each plane into f32 rows (the border rule applied once per padded point), then
-    /// adds the taps one by one over whole output rows: every output point still sums its
-    /// taps in kernel order.
+    /// Pads each plane into f32 rows as they are needed (the border rule applied once per
+    /// padded point), then adds the taps one by one over whole output rows: every output
+    /// point still sums its taps in kernel order.
     fn run<I: Channel, O: Channel>(self) {
         let src: &[I] = bytemuck::cast_slice(self.src);
         let dst: &mut [O] = bytemuck::cast_slice_mut(self.dst);
@@ -380,56 +386,201 @@ impl PairKernel for Job<'_> {
         let (kh, kw) = p.kernel;
         let (oh, ow) = if self.valid { (h + 1 - kh, w + 1 - kw) } else { (h, w) };
         let (ay, ax) = if self.valid { (0, 0) } else { p.anchor };
-        let (ph, pw) = (oh + kh - 1, ow + kw - 1);
+        let pw = ow + kw - 1;
         if oh * ow * c * slices == 0 {
             return;
         }
         thread_local! {
-            /// The padded plane and a row of sums: reused by every sample a worker runs.
-            static SCRATCH: std::cell::RefCell<(Vec<f32>, Vec<f32>, Vec<Option<usize>>)> = const { std::cell::RefCell::new((Vec::new(), Vec::new(), Vec::new())) };
+            /// The ring of padded rows, a row of sums, the column map and the taps' starts:
+            /// reused by every sample a worker runs.
+            static SCRATCH: std::cell::RefCell<(Scratch, Vec<Option<usize>>)> = std::cell::RefCell::new(Default::default());
         }
+        let int_taps = integer_taps::<I, O>(&p.taps);
         SCRATCH.with(|scratch| {
-        let (padded, acc, columns) = &mut *scratch.borrow_mut();
-        padded.resize(ph * pw * c, 0.0);
-        acc.resize(ow * c, 0.0);
-        // The source column of every padded column, once per sample.
-        columns.clear();
-        columns.extend((0..pw).map(|px| if self.valid { Some(px) } else { self.border.index(px as i64 - ax as i64, w as i64) }));
-        for s in 0..slices {
-            let (src, dst) = (&src[s * h * w * c..(s + 1) * h * w * c], &mut dst[s * oh * ow * c..(s + 1) * oh * ow * c]);
-            // The columns that map straight onto the source row (`x0..x0 + w` in the padded
-            // row holds source columns 0..w): converted in one run; the border ones one by one.
-            let x0 = if self.valid { 0 } else { ax.min(pw) };
-            let inner = if self.valid { w } else { w.min(pw - x0) };
-            for py in 0..ph {
-                let sy = if self.valid { Some(py) } else { self.border.index(py as i64 - ay as i64, h as i64) };
-                let prow = &mut padded[py * pw * c..(py + 1) * pw * c];
-                let Some(y) = sy else {
-                    prow.fill(p.fill);
-                    continue;
+            let (scratch, columns) = &mut *scratch.borrow_mut();
+            match int_taps {
+                Some(_) => scratch.ring_u8.resize(kh * pw * c, 0),
+                None => scratch.ring.resize(kh * pw * c, 0.0),
+            }
+            scratch.acc.resize(ow * c, 0.0);
+            // The source column of every padded column, once per sample.
+            columns.clear();
+            columns.extend((0..pw).map(|px| if self.valid { Some(px) } else { self.border.index(px as i64 - ax as i64, w as i64) }));
+            let padding = Padding { columns, w, c, ay, valid: self.valid, border: self.border, fill: p.fill, x0: if self.valid { 0 } else { ax.min(pw) } };
+            let geometry = SliceGeometry { h, c, oh, ow, kh, pw };
+            for s in 0..slices {
+                let (src, dst) = (&src[s * h * w * c..(s + 1) * h * w * c], &mut dst[s * oh * ow * c..(s + 1) * oh * ow * c]);
+                let taps = match &int_taps {
+                    Some(taps) => Taps::Int(taps),
+                    None => Taps::Float(&p.taps),
                 };
-                let srow = &src[y * w * c..(y + 1) * w * c];
-                for (d, v) in prow[x0 * c..(x0 + inner) * c].iter_mut().zip(&srow[..inner * c]) {
-                    *d = v.to_f32();
-                }
-                for px in (0..x0).chain(x0 + inner..pw) {
-                    let sx = columns[px];
-                    let at = px * c;
-                    match sx {
-                        Some(x) => {
-                            for k in 0..c {
-                                prow[at + k] = srow[x * c + k].to_f32();
-                            }
-                        }
-                        None => prow[at..at + c].fill(p.fill),
+                filter_slice(dst, src, scratch, &padding, geometry, taps);
+            }
+        });
+    }
+}
+
+/// How the padded rows are made from the source rows.
+struct Padding<'a> {
+    /// The source column of each padded column (`None`: the fill).
+    columns: &'a [Option<usize>],
+    w: usize,
+    c: usize,
+    ay: usize,
+    valid: bool,
+    border: Border,
+    fill: f32,
+    /// The padded column of source column 0.
+    x0: usize,
+}
+
+impl Padding<'_> {
+    /// Padded row `py` of a slice, each value `convert`ed (the fill is `fill`).
+    #[inline(always)]
+    fn row<I: Channel, P: Copy>(&self, prow: &mut [P], py: usize, src: &[I], h: usize, convert: impl Fn(I) -> P, fill: P) {
+        let (w, c) = (self.w, self.c);
+        let sy = if self.valid { Some(py) } else { self.border.index(py as i64 - self.ay as i64, h as i64) };
+        let Some(y) = sy else {
+            prow.fill(fill);
+            return;
+        };
+        let pw = self.columns.len();
+        let srow = &src[y * w * c..(y + 1) * w * c];
+        // The columns that map straight onto the source row (`x0..x0 + w` in the padded row
+        // holds source columns 0..w): converted in one run; the border ones one by one.
+        let inner = if self.valid { w } else { w.min(pw - self.x0) };
+        for (d, &v) in prow[self.x0 * c..(self.x0 + inner) * c].iter_mut().zip(&srow[..inner * c]) {
+            *d = convert(v);
+        }
+        for px in (0..self.x0).chain(self.x0 + inner..pw) {
+            let at = px * c;
+            match self.columns[px] {
+                Some(x) => {
+                    for k in 0..c {
+                        prow[at + k] = convert(srow[x * c + k]);
                     }
                 }
-            }
-            for (y, out) in dst.chunks_exact_mut(ow * c).enumerate() {
-                filter_row(out, acc, padded, (y, pw, c), &p.taps);
+                None => prow[at..at + c].fill(fill),
             }
         }
-        });
+    }
+}
+
+/// A worker's reusable buffers.
+#[derive(Default)]
+struct Scratch {
+    /// The ring of padded rows (f32 sums).
+    ring: Vec<f32>,
+    /// The ring of padded rows (16-bit integer sums).
+    ring_u8: Vec<u8>,
+    /// A row of f32 sums.
+    acc: Vec<f32>,
+    /// Where each tap's run of inputs for the current row begins in the ring.
+    starts: Vec<usize>,
+}
+
+/// The taps of a sample, as the sums run them.
+enum Taps<'a> {
+    Float(&'a [(u32, u32, f32)]),
+    /// UINT8 to UINT8 with integer weights: see [`integer_taps`].
+    Int(&'a [(u32, u32, i16)]),
+}
+
+/// The taps as 16-bit integers where they give the f32 sums exactly: UINT8 in and out,
+/// every weight an integer and their absolute sum at most 128. Every partial sum is then an
+/// integer of at most 128 * 255 < 2^15, which an f32 holds exactly, so the f32 path's sums
+/// and rounding give the same bytes as 16-bit sums saturated to 0..255.
+fn integer_taps<I: Channel, O: Channel>(taps: &[(u32, u32, f32)]) -> Option<Vec<(u32, u32, i16)>> {
+    if I::DTYPE != DType::U8 || O::DTYPE != DType::U8 {
+        return None;
+    }
+    let integers = taps.iter().all(|&(_, _, k)| k == k.trunc() && k.abs() <= 128.0);
+    (integers && taps.iter().map(|&(_, _, k)| k.abs()).sum::<f32>() <= 128.0).then(|| taps.iter().map(|&(r, c, k)| (r, c, k as i16)).collect())
+}
+
+#[derive(Clone, Copy)]
+struct SliceGeometry {
+    h: usize,
+    c: usize,
+    oh: usize,
+    ow: usize,
+    kh: usize,
+    pw: usize,
+}
+
+/// One slice (an image, or a frame of a sequence): padded rows are made as the output rows
+/// need them, into a ring of `kh` rows that stays in cache. With AVX2 (checked once) the same
+/// code is compiled for 8-lane vectors: the arithmetic is identical (no fused multiply-adds
+/// either way).
+fn filter_slice<I: Channel, O: Channel>(dst: &mut [O], src: &[I], scratch: &mut Scratch, padding: &Padding<'_>, g: SliceGeometry, taps: Taps<'_>) {
+    #[cfg(target_arch = "x86_64")]
+    {
+        if crate::tensor::channel::has_avx2() {
+            // SAFETY: the CPU has AVX2 (checked above).
+            return unsafe { filter_slice_avx2(dst, src, scratch, padding, g, taps) };
+        }
+    }
+    filter_slice_body(dst, src, scratch, padding, g, taps)
+}
+
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx2")]
+unsafe fn filter_slice_avx2<I: Channel, O: Channel>(dst: &mut [O], src: &[I], scratch: &mut Scratch, padding: &Padding<'_>, g: SliceGeometry, taps: Taps<'_>) {
+    filter_slice_body(dst, src, scratch, padding, g, taps)
+}
+
+#[inline(always)]
+fn filter_slice_body<I: Channel, O: Channel>(dst: &mut [O], src: &[I], scratch: &mut Scratch, padding: &Padding<'_>, g: SliceGeometry, taps: Taps<'_>) {
+    let row_len = g.pw * g.c;
+    let Scratch { ring, ring_u8, acc, starts } = scratch;
+    let tap_starts = |starts: &mut Vec<usize>, y: usize, positions: &mut dyn Iterator<Item = (u32, u32)>| {
+        starts.clear();
+        starts.extend(positions.map(|(ti, tj)| ((y + ti as usize) % g.kh * g.pw + tj as usize) * g.c));
+    };
+    match taps {
+        Taps::Float(taps) => {
+            let pad = |ring: &mut [f32], py: usize| padding.row(&mut ring[(py % g.kh) * row_len..][..row_len], py, src, g.h, I::to_f32, padding.fill);
+            (0..g.kh - 1).for_each(|py| pad(ring, py));
+            for (y, out) in dst.chunks_exact_mut(g.ow * g.c).enumerate().take(g.oh) {
+                pad(ring, y + g.kh - 1);
+                tap_starts(starts, y, &mut taps.iter().map(|&(ti, tj, _)| (ti, tj)));
+                filter_row(out, acc, ring, starts, taps);
+            }
+        }
+        Taps::Int(taps) => {
+            let (src, dst): (&[u8], &mut [u8]) = (bytemuck::cast_slice(src), bytemuck::cast_slice_mut(dst));
+            let pad = |ring: &mut [u8], py: usize| padding.row(&mut ring[(py % g.kh) * row_len..][..row_len], py, src, g.h, |v| v, padding.fill as u8);
+            (0..g.kh - 1).for_each(|py| pad(ring_u8, py));
+            for (y, out) in dst.chunks_exact_mut(g.ow * g.c).enumerate().take(g.oh) {
+                pad(ring_u8, y + g.kh - 1);
+                tap_starts(starts, y, &mut taps.iter().map(|&(ti, tj, _)| (ti, tj)));
+                filter_row_int(out, ring_u8, starts, taps);
+            }
+        }
+    }
+}
+
+/// [`filter_row`] for [`Taps::Int`]: 16-bit sums (16 lanes a vector), saturated to 0..255.
+#[inline(always)]
+fn filter_row_int(out: &mut [u8], ring: &[u8], starts: &[usize], taps: &[(u32, u32, i16)]) {
+    const BLOCK: usize = 64;
+    let n = out.len();
+    let full = n / BLOCK * BLOCK;
+    for start in (0..full).step_by(BLOCK) {
+        let mut sums = [0i16; BLOCK];
+        for (&(_, _, k), &at) in taps.iter().zip(starts) {
+            let row: &[u8; BLOCK] = ring[at + start..][..BLOCK].try_into().unwrap();
+            for (a, &v) in sums.iter_mut().zip(row) {
+                *a = a.wrapping_add((v as i16).wrapping_mul(k));
+            }
+        }
+        for (o, &a) in out[start..start + BLOCK].iter_mut().zip(&sums) {
+            *o = a.clamp(0, 255) as u8;
+        }
+    }
+    for x in full..n {
+        let sum = taps.iter().zip(starts).fold(0i16, |a, (&(_, _, k), &at)| a + ring[at + x] as i16 * k);
+        out[x] = sum.clamp(0, 255) as u8;
     }
 }
 
@@ -445,6 +596,43 @@ mod tests {
         assert_eq!(idx(Border::Clamp), vec![0, 0, 0, 0, 0, 1, 2, 3, 4, 4, 4, 4, 4]);
         assert_eq!(idx(Border::Wrap), vec![1, 2, 3, 4, 0, 1, 2, 3, 4, 0, 1, 2, 3]);
         assert_eq!(idx(Border::Constant), vec![-1, -1, -1, -1, 0, 1, 2, 3, 4, -1, -1, -1, -1]);
+    }
+
+    /// UINT8 filters with integer weights take 16-bit sums; they equal the f32 sums (here
+    /// the FLOAT output, rounded as the u8 output is) for every border, anchor and mode.
+    #[test]
+    fn integer_sums_equal_the_float_sums() {
+        let (h, w, c) = (13usize, 70usize, 3usize);
+        let src: Vec<u8> = (0..h * w * c).map(|v| (v * 97 % 256) as u8).collect();
+        let kernels: [(usize, usize, &[f32]); 4] = [
+            (3, 3, &[0.0, -1.0, 0.0, -1.0, 5.0, -1.0, 0.0, -1.0, 0.0]),
+            (1, 5, &[1.0, -4.0, 6.0, -4.0, 1.0]),
+            (2, 3, &[-2.0, 0.0, 2.0, 100.0, -3.0, 0.0]),
+            (4, 1, &[0.0, 0.0, 0.0, 0.0]),
+        ];
+        for (kh, kw, k) in kernels {
+            let mut taps: Vec<_> = (0..kh * kw).filter(|&t| k[t] != 0.0).map(|t| ((t / kw) as u32, (t % kw) as u32, k[t])).collect();
+            if taps.is_empty() {
+                taps.push((0, 0, 0.0));
+            }
+            assert!(integer_taps::<u8, u8>(&taps).is_some());
+            for border in [Border::Reflect101, Border::Clamp, Border::Wrap, Border::Constant] {
+                for (valid, anchor) in [(false, (kh / 2, kw / 2)), (false, (kh - 1, 0)), (true, (0, 0))] {
+                    let plan = SamplePlan { anchor, kernel: (kh, kw), taps: taps.clone(), fill: 7.0 };
+                    let (oh, ow) = if valid { (h + 1 - kh, w + 1 - kw) } else { (h, w) };
+                    let mut bytes = vec![0u8; oh * ow * c];
+                    let mut floats = vec![0u8; oh * ow * c * 4];
+                    Job { dst: &mut bytes, src: &src, dims: (1, h, w, c), plan: &plan, border, valid }.run::<u8, u8>();
+                    Job { dst: &mut floats, src: &src, dims: (1, h, w, c), plan: &plan, border, valid }.run::<u8, f32>();
+                    let want: Vec<u8> = bytemuck::cast_slice::<u8, f32>(&floats).iter().map(|&v| cv_round::<u8>(v)).collect();
+                    assert_eq!(bytes, want, "{kh}x{kw} {border:?} valid={valid} anchor={anchor:?}");
+                }
+            }
+        }
+        // Fractional weights, or too large a sum, stay on the f32 path.
+        assert!(integer_taps::<u8, u8>(&[(0, 0, 0.5)]).is_none());
+        assert!(integer_taps::<u8, u8>(&[(0, 0, 100.0), (0, 1, -29.0)]).is_none());
+        assert!(integer_taps::<i16, i16>(&[(0, 0, 1.0)]).is_none());
     }
 
     #[test]
@@ -488,6 +676,15 @@ mod speed {
             let job = Job { dst: &mut dst, src: &src, dims: (1, h, w, c), plan: &plan, border: Border::Reflect101, valid: false };
             job.run::<u8, u8>();
         }
-        eprintln!("filter 3x3 u8 480x640x3: {:.3} ms per image", t.elapsed().as_secs_f64() * 1e3 / 50.0);
+        eprintln!("filter 3x3 u8 480x640x3, integer weights: {:.3} ms per image", t.elapsed().as_secs_f64() * 1e3 / 50.0);
+        let taps = vec![(0, 1, -0.5f32), (1, 0, -0.5), (1, 1, 3.0), (1, 2, -0.5), (2, 1, -0.5)];
+        let plan = SamplePlan { anchor: (1, 1), kernel: (3, 3), taps, fill: 0.0 };
+        let t = std::time::Instant::now();
+        for _ in 0..50 {
+            let job = Job { dst: &mut dst, src: &src, dims: (1, h, w, c), plan: &plan, border: Border::Reflect101, valid: false };
+            job.run::<u8, u8>();
+        }
+        eprintln!("filter 3x3 u8 480x640x3, fractional weights: {:.3} ms per image", t.elapsed().as_secs_f64() * 1e3 / 50.0);
     }
 }
+

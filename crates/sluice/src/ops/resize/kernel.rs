@@ -325,17 +325,7 @@ fn clampi(v: i32, n: usize) -> usize {
     v.clamp(0, n as i32 - 1) as usize
 }
 
-/// True when the AVX2 kernels may run (checked once; the CPU does not change).
-#[inline]
-fn has_avx2() -> bool {
-    #[cfg(target_arch = "x86_64")]
-    {
-        static AVX2: OnceLock<bool> = OnceLock::new();
-        *AVX2.get_or_init(|| std::arch::is_x86_feature_detected!("avx2"))
-    }
-    #[cfg(not(target_arch = "x86_64"))]
-    false
-}
+use crate::tensor::channel::has_avx2;
 
 /// One output pixel of the horizontal pass: `o[ch] = sum_k w[k] * row[(x0+k)*C + ch]`, sources
 /// clamped to the row when `CLAMP` (edge pixels only). The sum runs over `L >= C` lanes so that
