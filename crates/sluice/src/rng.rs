@@ -23,6 +23,34 @@ pub(crate) fn philox4x32_10(mut ctr: [u32; 4], key: [u32; 2]) -> [u32; 4] {
     ctr
 }
 
+/// Standard normals by index in the stream of `SampleRng::key_and_stream`, two per block:
+/// Box-Muller on block `e / 2` gives value `e`, its cosine half for even `e` and its sine half
+/// for odd `e` (the block counter wraps at 2^32). Calls `f(e, value)` for every `e` in
+/// `range`, in order. Any split of the indices gives the same values, and each block gives
+/// two values for one logarithm and one square root. `fn.random.normal` and
+/// `fn.noise.gaussian` (and its CUDA twin in `noise.cu`) draw with it.
+pub fn normals(key: [u32; 2], stream: [u32; 3], range: std::ops::Range<usize>, mut f: impl FnMut(usize, f64)) {
+    let u53 = |hi: u32, lo: u32| ((((hi as u64) << 32) | lo as u64) >> 11) as f64 * (1.0 / (1u64 << 53) as f64);
+    let mut e = range.start;
+    while e < range.end {
+        let b = philox4x32_10([(e / 2) as u32, stream[0], stream[1], stream[2]], key);
+        let u1 = 1.0 - u53(b[0], b[1]); // (0, 1]: ln is finite
+        let u2 = u53(b[2], b[3]);
+        let r = (-2.0 * u1.ln()).sqrt();
+        let t = std::f64::consts::TAU * u2;
+        if e % 2 == 1 {
+            f(e, r * t.sin());
+            e += 1;
+            continue;
+        }
+        f(e, r * t.cos());
+        if e + 1 < range.end {
+            f(e + 1, r * t.sin());
+        }
+        e += 2;
+    }
+}
+
 /// SplitMix64 finaliser: spreads a seed and an operator id over the 64-bit Philox key.
 fn mix64(mut z: u64) -> u64 {
     z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
@@ -116,6 +144,29 @@ impl SampleRng {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn normals_by_index_do_not_depend_on_the_split() {
+        let (key, stream) = SampleRng::new(5, 3, 2, 1).key_and_stream();
+        let mut whole = vec![0.0; 1001];
+        normals(key, stream, 0..1001, |e, z| whole[e] = z);
+        for (a, b) in [(0, 1), (1, 2), (3, 700), (700, 1001), (1000, 1001)] {
+            let mut part = vec![f64::NAN; b - a];
+            normals(key, stream, a..b, |e, z| part[e - a] = z);
+            assert_eq!(part, whole[a..b], "{a}..{b}");
+        }
+        // Values 2j and 2j + 1 are the two halves of Box-Muller on block j.
+        let b = philox4x32_10([7, stream[0], stream[1], stream[2]], key);
+        let u = |hi: u32, lo: u32| ((((hi as u64) << 32) | lo as u64) >> 11) as f64 / (1u64 << 53) as f64;
+        let (r, t) = ((-2.0 * (1.0 - u(b[0], b[1])).ln()).sqrt(), std::f64::consts::TAU * u(b[2], b[3]));
+        assert_eq!((whole[14], whole[15]), (r * t.cos(), r * t.sin()));
+        let mean = whole.iter().sum::<f64>() / 1001.0;
+        let var = whole.iter().map(|z| (z - mean) * (z - mean)).sum::<f64>() / 1000.0;
+        assert!(mean.abs() < 0.15 && (var - 1.0).abs() < 0.15, "mean {mean} variance {var}");
+        // Neighbouring values are independent: no correlation between the halves.
+        let corr = (0..500).map(|j| whole[2 * j] * whole[2 * j + 1]).sum::<f64>() / 500.0;
+        assert!(corr.abs() < 0.15, "{corr}");
+    }
 
     #[test]
     fn philox_matches_the_published_known_answer() {

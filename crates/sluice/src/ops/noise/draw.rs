@@ -6,8 +6,9 @@
 //! them); only `ln`, `exp` and `cos` are the platform's (glibc here, CUDA's libdevice there,
 //! which may differ in the last bit).
 //!
-//! - [`block`]: block `k` of a sample stream of `rng.rs` (`SampleRng`), the block its
-//!   `k`-th `normal()` reads: Gaussian noise of element `e` is `random.normal`'s value `e`.
+//! - [`block`]: block `k` of a sample stream of `rng.rs` (`SampleRng`), salt-and-pepper's
+//!   draw for pixel `k`. (Gaussian noise draws with `rng::normals`, two normals a block, so
+//!   that element `e` is `random.normal`'s value `e`.)
 //! - [`poisson`]: a Poisson draw from a stream of its own per element (a key derived from the
 //!   sample stream, [`element_key`]; the counter holds the element index and the round), as
 //!   it needs a varying number of uniforms: inversion below λ = 10 (one uniform), Hörmann's

@@ -24,7 +24,7 @@
 //! libraries). Every draw is a pure function of (seed, operator, iteration, sample, element)
 //! ([`draw`]), so results do not depend on the thread count, and the gpu backend draws the
 //! same numbers: gpu equals cpu exactly for salt_and_pepper, and for gaussian and shot up to
-//! the last bit CUDA's `log`/`cos`/`exp` may differ by from glibc's (which moves an output
+//! the last bit CUDA's `log`/`cos`/`sin`/`exp` may differ by from glibc's (which moves an output
 //! by one unit of rounding, or flips a rejection test, with a probability below 1e-9 per
 //! element). Gaussian noise of element e is `random.normal`'s value e of the same stream, so
 //! `fn.noise.gaussian(x, seed=s)` is `x + fn.random.normal(x, seed=s)`, bit for bit, for
@@ -412,12 +412,8 @@ fn apply_typed<T: Elem>(dst: &mut [T], src: &[T], plan: &SamplePlan) {
     let (key, stream) = (plan.key, plan.stream);
     match plan.params {
         Params::Gaussian { mean, stddev } => chunked(dst, CHUNK, |e0, d| {
-            for (k, o) in d.iter_mut().enumerate() {
-                let e = e0 + k;
-                // `random.normal`'s value e: mean + stddev * z in f64.
-                let g = mean + stddev * draw::normal(draw::block(key, stream, e as u64));
-                *o = add_noise(src[e], g);
-            }
+            // `random.normal`'s value e: mean + stddev * z in f64.
+            crate::rng::normals(key, stream, e0..e0 + d.len(), |e, z| d[e - e0] = add_noise(src[e], mean + stddev * z));
         }),
         Params::SaltAndPepper { prob, salt_prob, salt, pepper } => {
             let size = std::mem::size_of::<T>();

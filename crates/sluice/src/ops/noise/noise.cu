@@ -41,6 +41,17 @@ __device__ __forceinline__ double normal(Block b) {
     return __dmul_rn(sqrt(__dmul_rn(-2.0, log(u1))), cos(__dmul_rn(6.283185307179586, u2)));
 }
 
+// Value e of the sample's standard normals (rng.rs `normals`): Box-Muller on block e / 2,
+// its cosine half for even e and its sine half for odd e.
+__device__ __forceinline__ double normal_at(const NoiseSample& s, long long e) {
+    const Block b = sample_block(s, e >> 1);
+    const double u1 = __dsub_rn(1.0, u53(b.w0, b.w1));
+    const double u2 = u53(b.w2, b.w3);
+    const double r = sqrt(__dmul_rn(-2.0, log(u1)));
+    const double t = __dmul_rn(6.283185307179586, u2);
+    return __dmul_rn(r, (e & 1) ? sin(t) : cos(t));
+}
+
 // ln Gamma(x) for x >= 1 (draw.rs `loggam`, NumPy's random_loggam).
 __device__ double loggam(double x) {
     if (x == 1.0 || x == 2.0) return 0.0;
@@ -153,7 +164,7 @@ __device__ __forceinline__ void noise_gaussian(const NoiseSample* samples) {
     T* out = (T*)s.out;
     const long long step = (long long)gridDim.x * blockDim.x;
     for (long long e = (long long)blockIdx.x * blockDim.x + threadIdx.x; e < s.pixels; e += step) {
-        const double g = __dadd_rn(s.a, __dmul_rn(s.b, normal(sample_block(s, e))));
+        const double g = __dadd_rn(s.a, __dmul_rn(s.b, normal_at(s, e)));
         out[e] = add_noise<T>(in[e], g);
     }
 }

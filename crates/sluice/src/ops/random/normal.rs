@@ -64,10 +64,8 @@ impl Generate for Normal {
             if !(s >= 0.0) {
                 return Err(Error::arg(name, "stddev", format!("must be >= 0; sample {i} has {s}")));
             }
-            let mut rng = ws.rng(&self.ctx, i);
-            for k in 0..bytes.len() / dtype.size() {
-                store_f64(dtype, bytes, k, m + s * rng.normal());
-            }
+            let (key, stream) = ws.rng(&self.ctx, i).key_and_stream();
+            crate::rng::normals(key, stream, 0..bytes.len() / dtype.size(), |k, z| store_f64(dtype, bytes, k, m + s * z));
             Ok(())
         })?;
         Ok(out)
