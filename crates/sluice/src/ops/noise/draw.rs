@@ -7,7 +7,7 @@
 //! which may differ in the last bit).
 //!
 //! - [`block`]: block `k` of a sample stream of `rng.rs` (`SampleRng`), salt-and-pepper's
-//!   draw for pixel `k`. (Gaussian noise draws with `rng::normals`, two normals a block, so
+//!   draws for pixels `2k` (words 0-1) and `2k + 1` (words 2-3). (Gaussian noise draws with `rng::normals`, two normals a block, so
 //!   that element `e` is `random.normal`'s value `e`.)
 //! - [`poisson`]: a Poisson draw from a stream of its own per element (a key derived from the
 //!   sample stream, [`element_key`]; the counter holds the element index and the round), as

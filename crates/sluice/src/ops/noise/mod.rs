@@ -419,15 +419,25 @@ fn apply_typed<T: Elem>(dst: &mut [T], src: &[T], plan: &SamplePlan) {
             let size = std::mem::size_of::<T>();
             let (salt, pepper): (T, T) = (bytemuck::pod_read_unaligned(&salt[..size]), bytemuck::pod_read_unaligned(&pepper[..size]));
             let (prob, salt_prob) = (prob as f64, salt_prob as f64);
-            let decide = |p: usize| -> Option<T> {
-                let b = draw::block(key, stream, p as u64);
-                let u = draw::u53(b[0], b[1]);
-                (u < prob).then_some(if u < salt_prob { salt } else { pepper })
+            // Pixel p's uniform: words 0-1 (even p) or 2-3 (odd p) of block p / 2, so one
+            // block serves two pixels (the last block is kept: pixels come in order).
+            let decider = || {
+                let mut cached: (u64, [u32; 4]) = (u64::MAX, [0; 4]);
+                move |p: usize| -> Option<T> {
+                    let j = (p / 2) as u64;
+                    if cached.0 != j {
+                        cached = (j, draw::block(key, stream, j));
+                    }
+                    let b = cached.1;
+                    let u = if p % 2 == 0 { draw::u53(b[0], b[1]) } else { draw::u53(b[2], b[3]) };
+                    (u < prob).then_some(if u < salt_prob { salt } else { pepper })
+                }
             };
             if plan.channels <= 1 || plan.c_stride == 1 {
                 // One element per draw, or channels last: chunks of whole pixels.
                 let c = plan.channels.max(1);
                 chunked(dst, c * (CHUNK / c).max(1), |e0, d| {
+                    let mut decide = decider();
                     for (q, px) in d.chunks_exact_mut(c).enumerate() {
                         let p = e0 / c + q;
                         match decide(p) {
@@ -441,6 +451,7 @@ fn apply_typed<T: Elem>(dst: &mut [T], src: &[T], plan: &SamplePlan) {
                 // draw is made once per channel; every channel draws the same).
                 let plane = plan.c_stride;
                 chunked(dst, CHUNK, |e0, d| {
+                    let mut decide = decider();
                     for (k, o) in d.iter_mut().enumerate() {
                         let e = e0 + k;
                         *o = decide(e % plane).unwrap_or(src[e]);

@@ -177,8 +177,9 @@ __device__ __forceinline__ void noise_salt_and_pepper(const NoiseSample* samples
     const T salt = from_bits<T>(s.salt), pepper = from_bits<T>(s.pepper);
     const long long step = (long long)gridDim.x * blockDim.x;
     for (long long p = (long long)blockIdx.x * blockDim.x + threadIdx.x; p < s.pixels; p += step) {
-        const Block w = sample_block(s, p);
-        const double u = u53(w.w0, w.w1);
+        // Pixel p's uniform: words 0-1 (even p) or 2-3 (odd p) of block p / 2 (mod.rs).
+        const Block w = sample_block(s, p >> 1);
+        const double u = (p & 1) ? u53(w.w2, w.w3) : u53(w.w0, w.w1);
         const long long base = p * s.p_stride;
         if (u < s.a) {
             const T v = u < s.b ? salt : pepper;
