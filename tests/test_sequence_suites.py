@@ -31,7 +31,7 @@ arguments are per frame):
   random_output's sizes are scaled to the frames (20-40; DALI: 300-400).
 - operator_2/test_rotate.py, test_3d_sequence: the 3 cases on FDHWC volumes (4-10 voxels a
   side, at most 4 frames; DALI: 10-50 and 32), get_3d_output_size, and a fixed size scaled
-  to them ((10, 6, 4); DALI: (50, 30, 20)). Sluice does not rotate volumes: xfail.
+  to them ((10, 6, 4); DALI: (50, 30, 20)).
 - operator_1/test_coord_transform.py, test_sequences: the 6 M/T/MT cases on F** point sets,
   and the 2 cases broadcasting per-sample points over the frames of a per-frame MT (points on
   the cpu; points copied to the gpu). Batches of at most 7 sequences of at most 9 frames
@@ -604,37 +604,9 @@ def _arg_cbs(case):
     return case.input_params.input_params if isinstance(case.input_params, ParamsProvider) else case.input_params
 
 
-def _has_per_frame_arg(case):
-    return any(a.desc.expandable_prefix == "F" for a in _arg_cbs(case)) or (
-        not case.input_data.desc.is_positional_arg and case.input_data.desc.expandable_prefix == "F"
-    )
-
-
-def _is_op(case, name):
-    return case.operator.name == name
-
-
-XFAIL_RULES = [
-    (
-        "rotate_volumes",
-        lambda case: _is_op(case, "rotate") and case.input_data.desc.layout == "FDHWC",
-        ("DataError", "ArgumentError"),
-        "fn.rotate on sequences of volumes (FDHWC, int32, rotated about an axis): DALI rotates "
-        "each D x H x W volume (e.g. 2x5x6x7x3 by 45 degrees about x gives 2x9x8x7x3); Sluice "
-        "raises DataError \"volumetric (3-D) rotation is not supported; got layout 'FDHWC' (5 "
-        "dimensions)\", or, given a 3-D size, ArgumentError \"rotate: argument 'size': must be "
-        "[H, W] (channels excluded), got [10.0, 6.0, 4.0]\" when the pipeline is built.",
-    ),
-    (
-        "warp_matrix_on_gpu",
-        lambda case: _is_op(case, "warp_affine") and any(a.desc.name == 1 and a.desc.dest_device == "gpu" for a in _arg_cbs(case)),
-        "GraphError",
-        "warp_affine on the gpu with its matrices (input 1) on the GPU: DALI takes them there; "
-        "Sluice's gpu warp_affine reads input 1 on the host and raises GraphError \"warp_affine "
-        "(device='gpu'): input 1 is on the GPU; this input is read on the host: give it a cpu "
-        "operator's output\" when the operator is called (seen on an H200).",
-    ),
-]
+# No case differs now: DALI's 3-D rotations (rotate_volumes) and warp_affine's matrices on the
+# GPU (warp_matrix_on_gpu) were the last rules, both gone when Sluice gained them.
+XFAIL_RULES = []
 
 
 def sluice_xfail(case):

@@ -2,7 +2,8 @@
 linear, clamp and fill, inverse_map both ways, constant / per-sample / second-input matrices,
 constant and per-sample sizes, sequences and volumes); DALI's test_warp.py cases ported
 (test_vs_cv's pipelines, with DALI itself as the reference instead of OpenCV, exactly;
-the extremely-large-data case scaled down); errors; gpu equal to cpu."""
+the extremely-large-data case scaled down); errors; gpu equal to cpu, for images, sequences and
+volumes, with the matrices on the host or on the GPU."""
 
 import math
 
@@ -251,3 +252,59 @@ def test_gpu_sequences_equal_cpu():
     cpu, _ = _run(sluice, images, "FHWC", build)
     gpu, _ = _run(sluice, images, "FHWC", build, device="gpu")
     _same(cpu, gpu)
+
+
+@pytest.mark.parametrize("layout,shape", [("DHWC", (9, 11, 13, 2)), ("FDHWC", (2, 5, 6, 7, 3))])
+@pytest.mark.parametrize("interp", [types.INTERP_NN, types.INTERP_LINEAR])
+@pytest.mark.parametrize("np_type", [np.uint8, np.float32])
+def test_gpu_volumes_equal_cpu(layout, shape, interp, np_type):
+    require_gpu()
+    images = _images(np_type, [shape, shape[:-1] + (1,)], seed=11)
+    m = [0.9, 0.1, -0.05, 1.5, 0.05, 1.1, 0.1, -2.0, 0.0, 0.2, 0.95, 0.5]
+    for kw in [{}, {"fill_value": 13.0}, {"inverse_map": False, "size": [7, 12, 5]}]:
+        build = lambda fn, x, _m, s: fn.warp_affine(x, matrix=m, interp_type=interp, **kw)
+        cpu, _ = _run(sluice, images, layout, build)
+        gpu, _ = _run(sluice, images, layout, build, device="gpu", iters=2)
+        _same(cpu, gpu)
+
+
+def _run_gpu_matrices(images, layout, matrices, build):
+    """`build(fn, x, m)` on the gpu, with the per-sample matrices copied to the GPU (DALI's
+    test_warp.py video cases with `dest_device="gpu"`)."""
+    pipe = Pipeline(batch_size=len(images), num_threads=3, device_id=0, seed=3)
+    with pipe:
+        x = fn.external_source(source=_source(images), batch=True, layout=layout).gpu()
+        m = fn.external_source(source=_source(matrices), batch=True).gpu()
+        pipe.set_outputs(build(fn, x, m))
+    pipe.build()
+    (out,) = pipe.run()
+    (out,) = pipe.run()
+    return [np.array(out.as_cpu().at(i)) for i in range(len(images))]
+
+
+@pytest.mark.parametrize("inverse_map", [True, False])
+@pytest.mark.parametrize("interp", [types.INTERP_NN, types.INTERP_LINEAR])
+def test_gpu_matrices_on_the_gpu_equal_cpu(inverse_map, interp):
+    require_gpu()
+    images = _images(np.uint8, SHAPES, seed=12)
+    matrices = _matrices(len(images), seed=13)
+    build = lambda fn, x, m: fn.warp_affine(x, m, inverse_map=inverse_map, interp_type=interp, fill_value=7)
+    cpu, _ = _run(sluice, images, "HWC", lambda fn, x, m, s: build(fn, x, m), matrices=matrices)
+    _same(cpu, _run_gpu_matrices(images, "HWC", matrices, build))
+    volumes = _images(np.float32, [(6, 7, 8, 2), (3, 9, 4, 1)], seed=14)
+    mats3 = [np.array([[0.9, 0.1, -0.05, 1.5], [0.05, 1.1, 0.1, -2.0], [0.0, 0.2, 0.95, 0.5]], np.float32),
+             np.array([[0.0, 1.0, 0.0, 0.5], [0.0, 0.0, 1.0, 0.0], [1.2, 0.0, 0.0, -0.25]], np.float32)]
+    cpu, _ = _run(sluice, volumes, "DHWC", lambda fn, x, m, s: build(fn, x, m), matrices=mats3)
+    _same(cpu, _run_gpu_matrices(volumes, "DHWC", mats3, build))
+
+
+def test_gpu_singular_matrix_on_the_gpu_gives_the_fill_value():
+    """The cpu refuses a singular matrix with inverse_map=False; a kernel cannot raise, so on
+    the GPU the sample is the fill value (0 when the border repeats)."""
+    require_gpu()
+    images = _images(np.uint8, [(4, 5, 3), (6, 7, 3)], seed=15)
+    matrices = [np.eye(2, 3, dtype=np.float32), np.array([[1, 2, 0], [2, 4, 0]], np.float32)]
+    for kw, value in [({"fill_value": 9}, 9), ({}, 0)]:
+        out = _run_gpu_matrices(images, "HWC", matrices, lambda fn, x, m: fn.warp_affine(x, m, inverse_map=False, **kw))
+        np.testing.assert_array_equal(out[0], images[0])
+        assert out[1].shape == images[1].shape and (out[1] == value).all()

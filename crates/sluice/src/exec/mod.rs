@@ -47,8 +47,10 @@ struct Instance {
     backend: Backend,
     inputs: Vec<Edge>,
     arg_inputs: Vec<(String, Edge)>,
-    /// The schema's `host_inputs`: inputs a gpu backend reads on the host.
+    /// The schema's `host_inputs`: inputs a gpu backend reads on the host...
     host_inputs: &'static [usize],
+    /// ...unless listed here and given on the GPU ([`crate::ops::gpu_or_host_inputs`]).
+    gpu_or_host_inputs: &'static [usize],
     /// Arguments that take per-frame values (of every part of a fused node).
     per_frame_args: Vec<&'static str>,
     /// When it runs frame by frame besides for per-frame arguments.
@@ -441,10 +443,12 @@ impl Runner {
             .filter(|(it, op, _)| *it == iteration && *op == k)
             .map(|(_, _, slot)| *slot)
             .collect();
+        let on_gpu = |n: usize| matches!(output(results, &inst.inputs[n]), Batch::Gpu(_));
         let host = |n: usize| match &inst.backend {
             Backend::Cpu(_) => true,
-            Backend::Gpu(_, d) => *d == Device::Mixed || inst.host_inputs.contains(&n),
+            Backend::Gpu(_, d) => *d == Device::Mixed || (inst.host_inputs.contains(&n) && !(inst.gpu_or_host_inputs.contains(&n) && on_gpu(n))),
         };
+        let read_on_host: Vec<bool> = (0..inst.inputs.len()).map(host).collect();
         let stood_in: Vec<Option<TensorList>> = if stand_in.is_empty() {
             Vec::new()
         } else {
@@ -507,12 +511,12 @@ impl Runner {
                     };
                     Ok(op.run(&ws)?.into_iter().map(Batch::Cpu).collect())
                 }
-                Backend::Gpu(op, device) => {
+                Backend::Gpu(op, _) => {
                     let stage = gpu.as_ref().expect("GPU stage exists when the graph has GPU operators");
                     // Mixed operators read every input on the host, gpu operators those their
-                    // schema names (`host_inputs`); the graph checked where each one lives.
-                    let host_inputs = inst.host_inputs;
-                    let on_host = |k: &usize| *device == Device::Mixed || host_inputs.contains(k);
+                    // schema names (`host_inputs`, less those given on the GPU that it takes
+                    // there too); the graph checked where each one lives.
+                    let on_host = |k: &usize| read_on_host[*k];
                     let inputs = || inst.inputs.iter().enumerate();
                     let ws = GpuWorkspace {
                         cpu_inputs: inputs().filter(|(k, _)| on_host(k)).map(|(k, e)| input_of(k, e)).collect(),
@@ -719,6 +723,7 @@ impl Executor {
                 inputs: node.inputs.clone(),
                 arg_inputs: node.arg_inputs.clone(),
                 host_inputs: node.def.schema.host_inputs,
+                gpu_or_host_inputs: crate::ops::gpu_or_host_inputs(node.def),
                 per_frame_args: std::iter::once(node)
                     .chain(&node.fused)
                     .flat_map(|n| n.def.schema.all_args())

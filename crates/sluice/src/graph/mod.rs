@@ -173,7 +173,7 @@ pub fn check_op(op: &OpSpec, inputs_on_gpu: &[bool], arg_inputs_on_gpu: &[bool])
     for (k, &on_gpu) in inputs_on_gpu.iter().enumerate() {
         let ok = match device {
             Device::Cpu | Device::Mixed => !on_gpu,
-            Device::Gpu => on_gpu != schema.host_inputs.contains(&k),
+            Device::Gpu => on_gpu != schema.host_inputs.contains(&k) || (on_gpu && ops::gpu_or_host_inputs(def).contains(&k)),
         };
         if !ok {
             let hint = if device == Device::Gpu && schema.host_inputs.contains(&k) {

@@ -511,6 +511,13 @@ pub fn sequence_rules(def: &OpDef) -> SequenceRules {
         .unwrap_or_default()
 }
 
+/// The inputs of operator `def` that its gpu backend takes on either device: read on the
+/// host when a cpu operator gives them, left on the GPU when a gpu operator does (a subset
+/// of the schema's `host_inputs`). One line per family.
+pub fn gpu_or_host_inputs(def: &OpDef) -> &'static [usize] {
+    warp::gpu_or_host_inputs(def)
+}
+
 /// Runs `f(sample_index, sample_bytes)` for every sample of `out` on the worker pool. When
 /// several samples fail, the error of the lowest index is returned, so the message does not
 /// depend on thread timing.

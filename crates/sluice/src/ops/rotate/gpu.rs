@@ -1,8 +1,8 @@
-//! GPU backend of `rotate`: the cpu backend plans the batch (checks, angles, output sizes,
+//! GPU backend of `rotate`: the cpu backend plans the batch (checks, rotations, output sizes,
 //! the affine map per sample); one launch of the warp kernel (`ops::warp::gpu`) warps every
 //! sample, with the cpu kernel's arithmetic, so both backends give the same bits.
 
-use super::{canvas, geometry, Rotate, RotateBatch};
+use super::{Rotate, RotateBatch};
 use crate::error::Result;
 use crate::ops::gpu_params::ParamUpload;
 use crate::ops::warp::gpu::{launch, WarpSample};
@@ -23,17 +23,17 @@ impl RotateGpu {
 impl GpuOperator for RotateGpu {
     fn run(&mut self, ws: &GpuWorkspace<'_>) -> Result<Vec<TensorListGpu>> {
         let input = ws.gpu_inputs[0];
-        let RotateBatch { meta, in_type, out_type, sequence } = self.rotate.plan_batch(&ws.host_view(), input.meta())?;
+        let RotateBatch { meta, in_type, out_type, geometry } = self.rotate.plan_batch(&ws.host_view(), input.meta())?;
         let out = TensorListGpu::alloc(meta, ws.device, ws.stream)?;
         let desc: Vec<WarpSample> = (0..input.len())
             .map(|i| {
-                let (frames, h, w, c) = geometry(input.shape(i), sequence);
+                let (frames, ext, c) = geometry.split(input.shape(i));
                 let p = self.rotate.plan[i];
-                let m = canvas::rotation_mapping(h, w, p.out_h, p.out_w, p.angle);
-                WarpSample::new(input.sample_ptr(i), out.sample_ptr(i), &m, (frames, h, w, c), (p.out_h, p.out_w), self.rotate.interp, self.rotate.border)
+                let map = p.map(ext, geometry);
+                WarpSample::new(input.sample_ptr(i), out.sample_ptr(i), map.gpu(), frames, ext, c, p.out, self.rotate.interp, self.rotate.border)
             })
             .collect();
-        launch(ws, &mut self.params, &self.rotate.ctx.display_name, &desc, in_type, out_type)?;
+        launch(ws, &mut self.params, &self.rotate.ctx.display_name, &desc, geometry.volume, in_type, out_type)?;
         Ok(vec![out])
     }
 }

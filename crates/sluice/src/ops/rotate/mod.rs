@@ -1,13 +1,16 @@
 //! `fn.rotate`: rotates images (HWC) and sequences of images (FHWC) by `angle` degrees,
-//! counter-clockwise, on CPU, reproducing DALI 2.4's output size and pixel values (see
-//! [`kernel`] for the exact rules). Volumes (DHWC) and channel-first layouts are rejected.
-//! A per-frame `angle` (`fn.per_frame`) turns each frame by its own angle onto the one canvas
-//! DALI gives the sequence ([`canvas::sequence_canvas_size`]).
+//! counter-clockwise, and volumes (DHWC, FDHWC) by `angle` degrees about `axis` (x, y, z:
+//! W, H, D), reproducing DALI 2.4's output size and values (see [`canvas`] for the sizes and
+//! maps, `ops::warp::kernel` for the sampling). Channel-first layouts are rejected.
+//! A per-frame `angle` or `axis` (`fn.per_frame`) turns each frame by its own rotation onto
+//! the one canvas DALI gives the sequence ([`canvas::sequence_canvas_size`],
+//! [`canvas::volume_canvas_size`]).
 
 mod gpu;
 pub mod canvas;
 
 use crate::ops::warp::kernel::{self, Border, Interp};
+use crate::ops::warp::Map;
 use crate::tensor::channel::Channel;
 
 use crate::error::{Error, Result};
@@ -19,7 +22,7 @@ use crate::tensor::{BatchMeta, DType, Layout, TensorList};
 pub static ROTATE: OpDef = OpDef {
     schema: OpSchema {
         name: "Rotate",
-        doc: "Rotates the images by the specified angle (degrees, counter-clockwise with the top-left corner at (0,0)). Accepts HWC and FHWC uint8, int16, int32 and float inputs.",
+        doc: "Rotates the images by the specified angle (degrees, counter-clockwise with the top-left corner at (0,0)), or volumes about `axis`. Accepts HWC, FHWC, DHWC and FDHWC uint8, int16, int32 and float inputs.",
         devices: &[Device::Cpu, Device::Gpu],
         min_inputs: 1,
         max_inputs: 1,
@@ -27,10 +30,10 @@ pub static ROTATE: OpDef = OpDef {
         host_inputs: &[],
         args: &[&[
             tensor_arg("angle", T::Float, D::Required, "Angle, in degrees, by which the image is rotated counter-clockwise.").per_frame(),
-            tensor_arg("axis", T::FloatList, D::Optional, "Axis of a 3-D rotation; accepted for compatibility, volumes are not supported.").per_frame(),
+            tensor_arg("axis", T::FloatList, D::Optional, "Axis of a 3-D rotation (x, y, z: the W, H and D directions); required for volumes (DHWC), ignored for images.").per_frame(),
             arg("fill_value", T::Float, D::Optional, "Value used to fill areas outside the source image; when not given, the border pixel is repeated."),
             arg("keep_size", T::Bool, D::Bool(false), "Keep the original canvas size instead of fitting the rotated image."),
-            tensor_arg("size", T::FloatList, D::FloatList(&[]), "Output size [H, W] in pixels; non-integer sizes are rounded."),
+            tensor_arg("size", T::FloatList, D::FloatList(&[]), "Output size [H, W] in pixels ([D, H, W] for volumes); non-integer sizes are rounded."),
             arg("interp_type", T::InterpType, D::Int(1), "Interpolation: INTERP_NN or INTERP_LINEAR (the CPU backend supports these two)."),
             arg("dtype", T::DType, D::Optional, "Output data type; the input type when not given."),
         ]],
@@ -49,8 +52,11 @@ struct Rotate {
     interp: Interp,
     border: Border,
     keep_size: bool,
-    /// The constant `size` argument, rounded (H, W).
-    size: Option<(usize, usize)>,
+    /// The constant `size` argument, rounded ([H, W] or [D, H, W]; its length is checked
+    /// against the layout's when a batch comes).
+    size: Option<Vec<usize>>,
+    /// The constant `axis` argument.
+    axis: Option<[f32; 3]>,
     dtype: Option<DType>,
     /// Per-sample plan of the current batch, kept to avoid reallocating every iteration.
     plan: Vec<Plan>,
@@ -59,17 +65,54 @@ struct Rotate {
 #[derive(Clone, Copy)]
 struct Plan {
     angle: f32,
-    out_h: usize,
-    out_w: usize,
+    /// The axis of a volume's rotation (unused for images).
+    axis: [f32; 3],
+    /// Output extents [D, H, W] (D is 1 for images).
+    out: [usize; 3],
 }
 
-/// A checked batch: the output's shapes and layout, the element types, and whether samples
-/// are FHWC sequences (the per-sample plans are in `Rotate::plan`).
+impl Plan {
+    /// The destination-to-source map of sample `i`, of extents `ext` ([D, H, W]).
+    fn map(&self, ext: [usize; 3], geometry: Geometry) -> Map {
+        if geometry.volume {
+            Map::Volume(canvas::rotation_mapping_3d(ext, self.out, self.axis, self.angle))
+        } else {
+            Map::Planar(canvas::rotation_mapping(ext[1], ext[2], self.out[1], self.out[2], self.angle))
+        }
+    }
+}
+
+/// How a layout splits a sample: a sequence (leading F) or not, images or volumes (D).
+#[derive(Clone, Copy)]
+struct Geometry {
+    sequence: bool,
+    volume: bool,
+}
+
+impl Geometry {
+    /// (frames, [D, H, W], channels) of a sample (D is 1 for images).
+    fn split(self, shape: &[usize]) -> (usize, [usize; 3], usize) {
+        let (frames, rest) = if self.sequence { (shape[0], &shape[1..]) } else { (1, shape) };
+        let ext = if self.volume { [rest[0], rest[1], rest[2]] } else { [1, rest[0], rest[1]] };
+        (frames, ext, rest[rest.len() - 1])
+    }
+
+    fn spatial(self) -> usize {
+        if self.volume {
+            3
+        } else {
+            2
+        }
+    }
+}
+
+/// A checked batch: the output's shapes and layout, the element types, and how samples split
+/// (the per-sample plans are in `Rotate::plan`).
 struct RotateBatch {
     meta: BatchMeta,
     in_type: DType,
     out_type: DType,
-    sequence: bool,
+    geometry: Geometry,
 }
 
 fn supported(d: DType) -> bool {
@@ -92,16 +135,24 @@ impl Rotate {
             let s = ctx.args.floats("size");
             match s {
                 [] => None,
-                [h, w] => {
-                    let ok = |v: f64| v.is_finite() && v > 0.0;
-                    if !ok(*h) || !ok(*w) {
+                _ if s.len() <= 3 => {
+                    if s.iter().any(|v| !(v.is_finite() && *v > 0.0)) {
                         return Err(Error::arg(name, "size", format!("extents must be positive, got {s:?}")));
                     }
                     // DALI: max(roundf(s), 1).
-                    Some(((*h as f32).round().max(1.0) as usize, (*w as f32).round().max(1.0) as usize))
+                    Some(s.iter().map(|&v| (v as f32).round().max(1.0) as usize).collect())
                 }
-                _ => return Err(Error::arg(name, "size", format!("must be [H, W] (channels excluded), got {s:?}"))),
+                _ => return Err(Error::arg(name, "size", format!("must be [H, W] for images or [D, H, W] for volumes (channels excluded), got {s:?}"))),
             }
+        } else {
+            None
+        };
+        let axis = if ctx.args.has("axis") && !ctx.arg_input_names.iter().any(|n| n == "axis") {
+            let a = ctx.args.floats("axis");
+            let [x, y, z] = a else {
+                return Err(Error::arg(name, "axis", format!("must be a 3D vector [x, y, z], got {a:?}")));
+            };
+            Some(check_axis(name, [*x as f32, *y as f32, *z as f32], None)?)
         } else {
             None
         };
@@ -111,31 +162,52 @@ impl Rotate {
                 return Err(Error::arg(name, "dtype", format!("must be UINT8, INT16, INT32 or FLOAT, got {d}")));
             }
         }
-        Ok(Rotate { ctx: ctx.clone(), interp, border, keep_size: ctx.args.bool("keep_size"), size, dtype, plan: Vec::new() })
+        Ok(Rotate { ctx: ctx.clone(), interp, border, keep_size: ctx.args.bool("keep_size"), size, axis, dtype, plan: Vec::new() })
     }
 
-    /// The per-sample `size` argument input, truncated to integers as DALI does.
-    fn size_input(&self, batch: &TensorList, i: usize) -> Result<(usize, usize)> {
+    /// The per-sample `size` argument input ([H, W] or [D, H, W]), truncated to integers as
+    /// DALI does.
+    fn size_input(&self, batch: &TensorList, i: usize, geometry: Geometry) -> Result<[usize; 3]> {
         let name = &self.ctx.display_name;
-        if batch.numel(i) != 2 {
-            return Err(Error::arg(name, "size", format!("argument input must hold [H, W] per sample; sample {i} has shape {:?}", batch.shape(i))));
+        let nd = geometry.spatial();
+        if batch.numel(i) != nd {
+            let want = if geometry.volume { "[D, H, W]" } else { "[H, W]" };
+            return Err(Error::arg(name, "size", format!("argument input must hold {want} per sample; sample {i} has shape {:?}", batch.shape(i))));
         }
-        let (h, w) = (element_as_f64(batch, i, 0), element_as_f64(batch, i, 1));
-        let ok = |v: f64| v.is_finite() && v >= 0.0;
-        if !ok(h) || !ok(w) {
-            return Err(Error::arg(name, "size", format!("extents must be >= 0; sample {i} has [{h}, {w}]")));
+        let mut out = [1usize; 3];
+        for k in 0..nd {
+            let v = element_as_f64(batch, i, k);
+            if !(v.is_finite() && v >= 0.0) {
+                return Err(Error::arg(name, "size", format!("extents must be >= 0; sample {i} has {v} at {k}")));
+            }
+            out[3 - nd + k] = v as usize;
         }
-        Ok((h as usize, w as usize))
+        Ok(out)
+    }
+
+    /// The axis of sample `i`'s rotation: the argument input's, else the constant's.
+    fn axis(&self, i: usize, input: Option<&TensorList>) -> Result<[f32; 3]> {
+        let name = &self.ctx.display_name;
+        match (input, self.axis) {
+            (Some(b), _) => {
+                if b.numel(i) != 3 {
+                    return Err(Error::arg(name, "axis", format!("must be a 3D vector [x, y, z]; sample {i} has shape {:?}", b.shape(i))));
+                }
+                check_axis(name, [0, 1, 2].map(|k| element_as_f64(b, i, k) as f32), Some(i))
+            }
+            (None, Some(a)) => Ok(a),
+            (None, None) => Err(Error::arg(name, "axis", "is required to rotate volumes (DHWC)")),
+        }
     }
 }
 
-/// Frames, height, width, channels of sample `i` in a batch of the given layout.
-fn geometry(shape: &[usize], sequence: bool) -> (usize, usize, usize, usize) {
-    if sequence {
-        (shape[0], shape[1], shape[2], shape[3])
-    } else {
-        (1, shape[0], shape[1], shape[2])
+/// Refuses an axis DALI cannot normalise (zero, or not finite).
+fn check_axis(name: &str, a: [f32; 3], sample: Option<usize>) -> Result<[f32; 3]> {
+    if a.iter().all(|v| v.is_finite()) && a.iter().any(|&v| v != 0.0) {
+        return Ok(a);
     }
+    let at = sample.map_or(", got".to_string(), |i| format!("; sample {i} has"));
+    Err(Error::arg(name, "axis", format!("must be a finite, non-zero vector{at} {a:?}")))
 }
 
 impl Rotate {
@@ -146,14 +218,13 @@ impl Rotate {
         let n = input.len();
         let batch_err = |m: String| Error::data(self.ctx.at(ws.iteration, 0, input.source_info(0)), m);
         let layout = input.layout();
-        let sequence = match (layout.as_str(), input.ndim()) {
-            ("", 3) | ("HWC", 3) => false,
-            ("FHWC", 4) => true,
-            (l, nd) if l.contains('D') => {
-                return Err(batch_err(format!("volumetric (3-D) rotation is not supported; got layout '{l}' ({nd} dimensions)")));
-            }
-            ("", nd) => return Err(batch_err(format!("expected an HWC image (3 dimensions) or an FHWC sequence with its layout set, got {nd} dimensions"))),
-            (l, _) => return Err(batch_err(format!("unsupported layout '{l}': expected HWC or FHWC (channels last)"))),
+        let geometry = match (layout.as_str(), input.ndim()) {
+            ("", 3) | ("HWC", 3) => Geometry { sequence: false, volume: false },
+            ("FHWC", 4) => Geometry { sequence: true, volume: false },
+            ("DHWC", 4) => Geometry { sequence: false, volume: true },
+            ("FDHWC", 5) => Geometry { sequence: true, volume: true },
+            ("", nd) => return Err(batch_err(format!("expected an HWC image (3 dimensions), or a sequence or volume with its layout set (FHWC, DHWC, FDHWC), got {nd} dimensions"))),
+            (l, _) => return Err(batch_err(format!("unsupported layout '{l}': expected HWC, FHWC, DHWC or FDHWC (channels last)"))),
         };
         let in_type = input.dtype();
         let out_type = self.dtype.unwrap_or(in_type);
@@ -163,74 +234,92 @@ impl Rotate {
         if out_type != in_type && in_type != DType::F32 && out_type != DType::F32 {
             return Err(batch_err(format!("cannot convert {in_type} to {out_type}: the output type must be the input type or FLOAT (or FLOAT to an integer type)")));
         }
+        let nd = geometry.spatial();
+        let const_size = match &self.size {
+            Some(s) if s.len() != nd => {
+                let want = if geometry.volume { "[D, H, W] for volumes (DHWC)" } else { "[H, W] for images (HWC)" };
+                return Err(Error::arg(&name, "size", format!("must be {want}, channels excluded, got {s:?}")));
+            }
+            Some(s) => Some(std::array::from_fn::<usize, 3, _>(|k| if k + nd < 3 { 1 } else { s[k + nd - 3] })),
+            None => None,
+        };
 
         let angle = ws.per_sample(&self.ctx, "angle");
         let size_input = ws.arg_inputs.get("size").copied();
+        let axis_input = ws.arg_inputs.get("axis").copied();
         self.plan.clear();
         for i in 0..n {
             let a = angle.get(&name, i)?.ok_or_else(|| Error::arg(&name, "angle", "is required"))?;
             if !a.is_finite() {
                 return Err(Error::arg(&name, "angle", format!("must be finite; sample {i} has {a}")));
             }
-            let (_, h, w, _) = geometry(input.shape(i), sequence);
-            if h == 0 || w == 0 || h > i32::MAX as usize || w > i32::MAX as usize {
+            let (_, ext, _) = geometry.split(input.shape(i));
+            if ext.contains(&0) || ext.iter().any(|&e| e > i32::MAX as usize) {
                 return Err(Error::data(self.ctx.at(ws.iteration, i, input.source_info(i)), format!("cannot rotate an image of shape {:?}", input.shape(i))));
             }
             let a = a as f32;
-            let (out_h, out_w) = if let Some(b) = size_input {
-                self.size_input(b, i)?
-            } else if let Some(s) = self.size {
+            let axis = if geometry.volume { self.axis(i, axis_input)? } else { [0.0; 3] };
+            let out = if let Some(b) = size_input {
+                self.size_input(b, i, geometry)?
+            } else if let Some(s) = const_size {
                 s
             } else if self.keep_size {
-                (h, w)
+                ext
+            } else if geometry.volume {
+                canvas::volume_canvas_size(ext, [(axis, a)])
             } else {
-                canvas::rotated_canvas_size(h, w, a)
+                let (h, w) = canvas::rotated_canvas_size(ext[1], ext[2], a);
+                [1, h, w]
             };
-            self.plan.push(Plan { angle: a, out_h, out_w });
+            self.plan.push(Plan { angle: a, axis, out });
         }
-        // Per-frame angles (the executor runs the operator on the frames of each sequence):
+        // Per-frame rotations (the executor runs the operator on the frames of each sequence):
         // the frames of a sequence share one canvas, DALI's for the sequence.
-        if let Some(counts) = ws.frames.filter(|_| size_input.is_none() && self.size.is_none() && !self.keep_size) {
+        if let Some(counts) = ws.frames.filter(|_| size_input.is_none() && const_size.is_none() && !self.keep_size) {
             let mut first = 0;
             for &f in counts {
                 if f > 0 {
-                    let (_, h, w, _) = geometry(input.shape(first), sequence);
+                    let (_, ext, _) = geometry.split(input.shape(first));
                     let frames = &mut self.plan[first..first + f];
-                    let (out_h, out_w) = canvas::sequence_canvas_size(h, w, frames.iter().map(|p| p.angle));
+                    let out = if geometry.volume {
+                        canvas::volume_canvas_size(ext, frames.iter().map(|p| (p.axis, p.angle)))
+                    } else {
+                        let (h, w) = canvas::sequence_canvas_size(ext[1], ext[2], frames.iter().map(|p| p.angle));
+                        [1, h, w]
+                    };
                     for p in frames {
-                        (p.out_h, p.out_w) = (out_h, out_w);
+                        p.out = out;
                     }
                 }
                 first += f;
             }
         }
 
-        let shapes: Vec<[usize; 4]> = (0..n)
+        let shapes: Vec<Vec<usize>> = (0..n)
             .map(|i| {
-                let (f, _, _, c) = geometry(input.shape(i), sequence);
-                let p = self.plan[i];
-                [f, p.out_h, p.out_w, c]
+                let (f, _, c) = geometry.split(input.shape(i));
+                let out = self.plan[i].out;
+                geometry.sequence.then_some(f).into_iter().chain(out[3 - nd..].iter().copied()).chain([c]).collect()
             })
             .collect();
-        let mut meta = BatchMeta::new(out_type, input.ndim(), shapes.iter().map(|s| if sequence { &s[..] } else { &s[1..] }));
+        let mut meta = BatchMeta::new(out_type, input.ndim(), shapes.iter().map(|s| &s[..]));
         meta.set_layout(if layout.is_empty() { Layout::empty() } else { layout.clone() });
         meta.inherit_source_info(input);
-        Ok(RotateBatch { meta, in_type, out_type, sequence })
+        Ok(RotateBatch { meta, in_type, out_type, geometry })
     }
 }
 
 impl Operator for Rotate {
     fn run(&mut self, ws: &Workspace<'_>) -> Result<Vec<TensorList>> {
         let input = ws.inputs[0];
-        let RotateBatch { meta, in_type, out_type, sequence } = self.plan_batch(ws, input.meta())?;
+        let RotateBatch { meta, in_type, out_type, geometry } = self.plan_batch(ws, input.meta())?;
         let mut out = TensorList::from_meta(meta);
 
         let (plan, interp, border, ctx) = (&self.plan, self.interp, self.border, &self.ctx);
         for_each_sample(ws.pool, &mut out, |i, dst| {
-            let (frames, h, w, c) = geometry(input.shape(i), sequence);
+            let (frames, ext, c) = geometry.split(input.shape(i));
             let p = plan[i];
-            let m = canvas::rotation_mapping(h, w, p.out_h, p.out_w, p.angle);
-            let job = Job { dst, src: input.bytes(i), frames, h, w, c, out_h: p.out_h, out_w: p.out_w, m, interp, border };
+            let job = Job { dst, src: input.bytes(i), frames, ext, c, out: p.out, map: p.map(ext, geometry), interp, border };
             let res = match (in_type, out_type) {
                 (DType::U8, DType::U8) => job.run::<u8, u8>(),
                 (DType::U8, DType::F32) => job.run::<u8, f32>(),
@@ -255,12 +344,11 @@ struct Job<'a> {
     dst: &'a mut [u8],
     src: &'a [u8],
     frames: usize,
-    h: usize,
-    w: usize,
+    /// Input extents [D, H, W] (D is 1 for images).
+    ext: [usize; 3],
     c: usize,
-    out_h: usize,
-    out_w: usize,
-    m: [[f32; 3]; 2],
+    out: [usize; 3],
+    map: Map,
     interp: Interp,
     border: Border,
 }
@@ -269,20 +357,17 @@ impl Job<'_> {
     fn run<I: Channel, O: Channel>(self) -> std::result::Result<(), String> {
         let src: &[I] = bytemuck::try_cast_slice(self.src).map_err(|e| format!("misaligned input sample: {e:?}"))?;
         let dst: &mut [O] = bytemuck::try_cast_slice_mut(self.dst).map_err(|e| format!("misaligned output sample: {e:?}"))?;
-        let (in_frame, out_frame) = (self.h * self.w * self.c, self.out_h * self.out_w * self.c);
+        let ([d, h, w], [od, oh, ow]) = (self.ext, self.out);
+        let (in_frame, out_frame) = (d * h * w * self.c, od * oh * ow * self.c);
+        if out_frame == 0 {
+            return Ok(());
+        }
         for f in 0..self.frames {
-            kernel::warp_affine(
-                &mut dst[f * out_frame..(f + 1) * out_frame],
-                self.out_h,
-                self.out_w,
-                &src[f * in_frame..(f + 1) * in_frame],
-                self.h,
-                self.w,
-                self.c,
-                &self.m,
-                self.interp,
-                self.border,
-            );
+            let (out, src) = (&mut dst[f * out_frame..(f + 1) * out_frame], &src[f * in_frame..(f + 1) * in_frame]);
+            match self.map {
+                Map::Planar(m) => kernel::warp_affine(out, oh, ow, src, h, w, self.c, &m, self.interp, self.border),
+                Map::Volume(m) => kernel::warp_affine_3d(out, (od, oh, ow), src, (d, h, w), self.c, &m, self.interp, self.border),
+            }
         }
         Ok(())
     }

@@ -67,11 +67,48 @@ pub fn sequence_rules(def: &OpDef) -> Option<SequenceRules> {
     (def.is(&WARP_AFFINE) || def.is(&perspective::WARP_PERSPECTIVE)).then_some(SequenceRules { unfold_inputs: true, frames_from_arguments: false, expand_channels: false })
 }
 
-/// A sample's map: 2-D (2x3) or 3-D (3x4), destination to source.
+/// Where the second input (the matrices) is: read on the host, or left on the GPU for the
+/// kernel to read (the gpu backend given a gpu operator's output).
+#[derive(Clone, Copy)]
+enum Matrices<'a> {
+    Host(&'a TensorList),
+    Device(&'a BatchMeta),
+}
+
+impl Matrices<'_> {
+    fn meta(&self) -> &BatchMeta {
+        match self {
+            Matrices::Host(t) => t.meta(),
+            Matrices::Device(m) => m,
+        }
+    }
+}
+
+/// Inputs the gpu backend takes on either device (a subset of the schema's `host_inputs`):
+/// `fn.warp_affine`'s matrices, as in DALI.
+pub fn gpu_or_host_inputs(def: &OpDef) -> &'static [usize] {
+    if def.is(&WARP_AFFINE) {
+        &[1]
+    } else {
+        &[]
+    }
+}
+
+/// A sample's map: 2-D (2x3) or 3-D (3x4), destination to source, x first.
 #[derive(Debug, Clone, Copy)]
-enum Map {
+pub(crate) enum Map {
     Planar([[f32; 3]; 2]),
     Volume([[f32; 4]; 3]),
+}
+
+impl Map {
+    /// The map as the GPU warp takes it.
+    pub(crate) fn gpu(&self) -> gpu::GpuMap<'_> {
+        match self {
+            Map::Planar(m) => gpu::GpuMap::Planar(m),
+            Map::Volume(m) => gpu::GpuMap::Volume(m),
+        }
+    }
 }
 
 /// One sample's plan.
@@ -122,8 +159,10 @@ impl WarpAffine {
     }
 
     /// Checks the batch, works out every sample's map and output size into `self.plans`, and
-    /// describes the output. `matrices`: the second input, when given. Shared by both backends.
-    fn plan_batch(&mut self, ws: &Workspace<'_>, input: &BatchMeta, matrices: Option<&TensorList>) -> Result<(BatchMeta, Geometry, DType, DType)> {
+    /// describes the output. `matrices`: the second input, when given; on the GPU, its
+    /// matrices are checked but not read (each plan's map is then left as zeros). Shared by
+    /// both backends.
+    fn plan_batch(&mut self, ws: &Workspace<'_>, input: &BatchMeta, matrices: Option<Matrices<'_>>) -> Result<(BatchMeta, Geometry, DType, DType)> {
         let name = self.ctx.display_name.clone();
         let n = input.len();
         let layout = match (input.layout().as_str(), input.ndim()) {
@@ -179,25 +218,30 @@ impl WarpAffine {
         let mut values = [0.0f32; 12];
         for i in 0..n {
             let (frames, ext, c) = geometry.split(input.shape(i));
-            let values = match (&const_matrix, matrices.or(matrix_input)) {
+            let source = matrices.or(matrix_input.map(Matrices::Host));
+            if let (None, Some(batch)) = (&const_matrix, source) {
+                let arg = if matrices.is_some() { "input 1" } else { "matrix" };
+                let meta = batch.meta();
+                if meta.dtype() != DType::F32 {
+                    return Err(Error::type_mismatch(&name, format!("{arg}: the transforms must be FLOAT, got {}", meta.dtype())));
+                }
+                if meta.shape(i) != [nd, nd + 1] {
+                    return Err(Error::arg(&name, "matrix", format!("{arg}: sample {i}: a {nd}-D transform is a {nd} x {} matrix, got shape {:?}", nd + 1, meta.shape(i))));
+                }
+            }
+            let values = match (&const_matrix, source) {
                 (Some(m), _) => &m[..],
-                (None, Some(batch)) => {
-                    let arg = if matrices.is_some() { "input 1" } else { "matrix" };
-                    if batch.dtype() != DType::F32 {
-                        return Err(Error::type_mismatch(&name, format!("{arg}: the transforms must be FLOAT, got {}", batch.dtype())));
-                    }
-                    if batch.shape(i) != [nd, nd + 1] {
-                        return Err(Error::arg(&name, "matrix", format!("{arg}: sample {i}: a {nd}-D transform is a {nd} x {} matrix, got shape {:?}", nd + 1, batch.shape(i))));
-                    }
+                (None, Some(Matrices::Host(batch))) => {
                     for (k, v) in values[..entries].iter_mut().enumerate() {
                         *v = element_as_f64(batch, i, k) as f32;
                     }
                     &values[..entries]
                 }
+                (None, Some(Matrices::Device(_))) => &[0.0; 12][..entries],
                 (None, None) => unreachable!("checked above"),
             };
             let mut map = to_map(values, nd);
-            if !self.inverse_map {
+            if !self.inverse_map && !matches!(source, Some(Matrices::Device(_))) {
                 map = invert(map).ok_or_else(|| Error::arg(&name, "matrix", format!("sample {i}: cannot invert a singular matrix ({values:?}); with inverse_map=False the matrix must be invertible")))?;
             }
             let out = if let Some(b) = size_input {
@@ -309,7 +353,7 @@ pub(crate) fn gauss_jordan_inverse3(mut a: [[f32; 3]; 3]) -> Option<[[f32; 3]; 3
 impl Operator for WarpAffine {
     fn run(&mut self, ws: &Workspace<'_>) -> Result<Vec<TensorList>> {
         let input = ws.inputs[0];
-        let (meta, geometry, in_type, out_type) = self.plan_batch(ws, input.meta(), ws.inputs.get(1).copied())?;
+        let (meta, geometry, in_type, out_type) = self.plan_batch(ws, input.meta(), ws.inputs.get(1).map(|m| Matrices::Host(m)))?;
         let mut out = TensorList::for_overwrite(meta);
         let (plans, interp, border) = (&self.plans, self.interp, self.border);
         for_each_sample(ws.pool, &mut out, |i, dst| {
@@ -362,7 +406,8 @@ impl PairKernel for Job<'_> {
     }
 }
 
-/// GPU backend: the cpu twin's plan, then one launch of the 2-D warp kernel for the batch.
+/// GPU backend: the cpu twin's plan, then one launch of the warp kernel for the batch (2-D or
+/// 3-D). Matrices given on the GPU stay there: the kernel reads (and inverts) them.
 struct WarpAffineGpu {
     warp: WarpAffine,
     params: ParamUpload,
@@ -372,23 +417,26 @@ impl GpuOperator for WarpAffineGpu {
     fn run(&mut self, ws: &GpuWorkspace<'_>) -> Result<Vec<TensorListGpu>> {
         let input = ws.gpu_inputs[0];
         let host = ws.host_view();
-        let matrices = host.inputs.first().copied();
+        let device_matrices = ws.gpu_inputs.get(1).copied();
+        let matrices = match device_matrices {
+            Some(m) => Some(Matrices::Device(m.meta())),
+            None => host.inputs.first().map(|m| Matrices::Host(m)),
+        };
         let (meta, geometry, in_type, out_type) = self.warp.plan_batch(&host, input.meta(), matrices)?;
         let out = TensorListGpu::alloc(meta, ws.device, ws.stream)?;
-        let name = &self.warp.ctx.display_name;
-        if geometry.spatial == 3 {
-            return Err(Error::Unsupported(format!("{name}: volumes (DHWC, FDHWC) are warped on the cpu backend only")));
-        }
         let mut desc = Vec::with_capacity(input.len());
         for (i, p) in self.warp.plans.iter().enumerate() {
-            let (frames, [_, h, w], c) = geometry.split(input.shape(i));
-            let Map::Planar(m) = p.map else { unreachable!("2-D layout") };
-            if frames * p.out[1] * p.out[2] * c == 0 {
+            let (frames, ext, c) = geometry.split(input.shape(i));
+            if frames * p.out.iter().product::<usize>() * c == 0 {
                 continue; // nothing to write (and maybe nothing to read)
             }
-            desc.push(gpu::WarpSample::new(input.sample_ptr(i), out.sample_ptr(i), &m, (frames, h, w, c), (p.out[1], p.out[2]), self.warp.interp, self.warp.border));
+            let map = match device_matrices {
+                Some(m) => gpu::GpuMap::Device { ptr: m.sample_ptr(i), invert: !self.warp.inverse_map },
+                None => p.map.gpu(),
+            };
+            desc.push(gpu::WarpSample::new(input.sample_ptr(i), out.sample_ptr(i), map, frames, ext, c, p.out, self.warp.interp, self.warp.border));
         }
-        gpu::launch(ws, &mut self.params, name, &desc, in_type, out_type)?;
+        gpu::launch(ws, &mut self.params, &self.warp.ctx.display_name, &desc, geometry.spatial == 3, in_type, out_type)?;
         Ok(vec![out])
     }
 }
