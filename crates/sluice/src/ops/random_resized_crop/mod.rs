@@ -17,7 +17,7 @@ use crate::tensor::{BatchMeta, DType, TensorList};
 pub static RANDOM_RESIZED_CROP: OpDef = OpDef {
     schema: OpSchema {
         name: "RandomResizedCrop",
-        doc: "Crops a random window (area in random_area of the image, aspect ratio in random_aspect_ratio) and resizes it to size [H, W], in one resampling pass. HWC input.",
+        doc: "Crops a random window (area in random_area of the image, aspect ratio in random_aspect_ratio) and resizes it to size [H, W], in one resampling pass. HWC images, or FHWC sequences (one window per sequence).",
         devices: &[Device::Cpu, Device::Gpu],
         min_inputs: 1,
         max_inputs: 1,
@@ -107,14 +107,23 @@ impl RandomResizedCrop {
         if input.ndim() != 3 || !(input.layout().is_empty() || input.layout().to_string() == "HWC") {
             return Err(Error::data(ctx.at(ws.iteration, 0, input.source_info(0)), format!("input must be HWC images, got {}-D layout '{}'", input.ndim(), input.layout())));
         }
+        // The frames of a sequence (the executor runs the operator on them, see
+        // `resize::sequence_rules`) share the window drawn for the sequence, as in DALI.
+        let one_each = vec![1; input.len()];
+        let counts = ws.frames.unwrap_or(&one_each);
         let mut plans = Vec::with_capacity(input.len());
-        for i in 0..input.len() {
+        for (seq, &frames) in counts.iter().enumerate() {
+            let i = plans.len();
+            if frames == 0 {
+                continue;
+            }
             let s = input.shape(i);
             if s[0] == 0 || s[1] == 0 {
                 return Err(Error::data(ctx.at(ws.iteration, i, input.source_info(i)), "empty image: nothing to crop"));
             }
-            let w = self.gen.window(&mut ws.rng(ctx, i), s[0], s[1]);
-            plans.push(window_plan(s[0], s[1], s[2], w, self.size, self.min, self.mag, self.antialias));
+            let w = self.gen.window(&mut ws.rng(ctx, seq), s[0], s[1]);
+            let plan = window_plan(s[0], s[1], s[2], w, self.size, self.min, self.mag, self.antialias);
+            plans.extend(std::iter::repeat_n(plan, frames));
         }
         Ok((plans, self.dtype.unwrap_or(input.dtype())))
     }

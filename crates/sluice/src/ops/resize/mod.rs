@@ -1,5 +1,5 @@
-//! `fn.resize`: resizes HWC images on CPU with DALI 2.4's sizing rules (`ResizeAttr`) and
-//! separable resampling filters (see [`kernel`]).
+//! `fn.resize`: resizes HWC images, and the frames of FHWC sequences alike, with DALI 2.4's
+//! sizing rules (`ResizeAttr`) and separable resampling filters (see [`kernel`]).
 //!
 //! Sizing, per spatial axis in shape order (H, W), in DALI's f32/f64 mix: the requested
 //! extents come from `resize_y`/`resize_x`, `size` or `resize_shorter`/`resize_longer`
@@ -20,8 +20,18 @@ use kernel::{axis_filter, FilterKind, Plan};
 
 use crate::error::{Error, Result};
 use crate::ops::crop::window::CropSpec;
-use crate::ops::{arg, removed_arg, for_each_sample, tensor_arg, ArgDefault as D, ArgSchema, ArgType as T, Device, OpContext, OpDef, OpSchema, Operator, PerSampleList, Workspace, MAX_LIST};
+use crate::ops::{arg, removed_arg, for_each_sample, tensor_arg, ArgDefault as D, ArgSchema, ArgType as T, Device, OpContext, OpDef, OpSchema, Operator, PerSampleList, SequenceRules, Workspace, MAX_LIST};
 use crate::tensor::{BatchMeta, DType, Layout, TensorList};
+
+/// The resize family resizes every frame of a sequence (`FHWC`) alike, as DALI's does: the
+/// executor runs it on the frames, each with its sequence's arguments, and joins them back.
+/// (`random_resized_crop` draws one window per sequence, see its plan.)
+pub fn sequence_rules(def: &OpDef) -> Option<SequenceRules> {
+    [&RESIZE, &RESIZE_CROP_MIRROR, &FAST_RESIZE_CROP_MIRROR, &crate::ops::random_resized_crop::RANDOM_RESIZED_CROP]
+        .iter()
+        .any(|d| def.is(d))
+        .then_some(SequenceRules { unfold_inputs: true, ..SequenceRules::default() })
+}
 
 /// The sizing, region, filter and type arguments, shared with `resize_crop_mirror`.
 pub(crate) const RESIZE_ARGS: &[ArgSchema] = &[
@@ -52,7 +62,7 @@ pub(crate) const ANTIALIAS: ArgSchema = arg("antialias", T::Bool, D::Bool(true),
 pub static RESIZE: OpDef = OpDef {
     schema: OpSchema {
         name: "Resize",
-        doc: "Resizes images (HWC; uint8, int16, int32 or float) with separable resampling filters, reproducing DALI's sizing modes and filters.",
+        doc: "Resizes images (HWC, or FHWC sequences frame by frame; uint8, int16, int32 or float) with separable resampling filters, reproducing DALI's sizing modes and filters.",
         devices: &[Device::Cpu, Device::Gpu],
         min_inputs: 1,
         max_inputs: 1,
