@@ -1,9 +1,10 @@
-"""The resize family on sequences (FHWC): `resize`, `resize_crop_mirror` and
-`fast_resize_crop_mirror` resize every frame as they resize an image (exactly), and equal DALI
-2.4's cpu operators within its images' tolerance (1 per value on a few pixels);
-`random_resized_crop` cuts one window per sequence (DALI's
-operator_2/test_random_resized_crop.py, its FHWC and HWC cases, ported: gradient images whose
-corner values tell the window); the gpu backends equal the cpu's."""
+"""The resize family on every 2-D layout DALI gives it: images (HWC, CHW) and sequences (FHWC,
+FCHW, CFHW). `resize`, `resize_crop_mirror` and `fast_resize_crop_mirror` resize every frame
+and channel plane as they resize an HWC image (exactly), and equal DALI 2.4's cpu operators
+within its images' tolerance (1 per value on a few pixels); `random_resized_crop` cuts one
+window per sequence (DALI's operator_2/test_random_resized_crop.py ported whole: gradient
+images whose corner values tell the window, in all five layouts); the gpu backends equal the
+cpu's (within the resize's 1), for every integer type the cpu takes."""
 
 import numpy as np
 import pytest
@@ -55,6 +56,13 @@ def _same(a, b):
 
 
 SHAPES = [(3, 20, 30, 3), (1, 16, 24, 3), (4, 9, 40, 1), (2, 31, 7, 3)]
+# FHWC samples in the other layouts (the same pixels), and back.
+TO_LAYOUT = {"FHWC": lambda a: a, "FCHW": lambda a: a.transpose(0, 3, 1, 2), "CFHW": lambda a: a.transpose(3, 0, 1, 2)}
+FROM_LAYOUT = {"FHWC": lambda a: a, "FCHW": lambda a: a.transpose(0, 2, 3, 1), "CFHW": lambda a: a.transpose(1, 2, 3, 0)}
+
+
+def _in_layout(seqs, layout):
+    return [np.ascontiguousarray(TO_LAYOUT[layout](s)) for s in seqs]
 
 RESIZE_CASES = [
     ("resize", dict(size=[10, 12])),
@@ -85,33 +93,43 @@ def _near(ours, ref, np_type):
 
 @pytest.mark.parametrize("case", range(len(RESIZE_CASES)))
 @pytest.mark.parametrize("np_type", [np.uint8, np.float32])
-def test_resize_family_resizes_each_frame_as_an_image(case, np_type):
+@pytest.mark.parametrize("layout", ["FHWC", "FCHW", "CFHW"])
+def test_resize_family_resizes_each_frame_as_an_image(case, np_type, layout):
     op, kw = RESIZE_CASES[case]
     seqs = _sequences(np_type, SHAPES, seed=case)
     build = lambda fn, x, _: getattr(fn, op)(x, **kw)
-    ours, layout = _run(sluice, seqs, "FHWC", build)
-    assert layout == "FHWC"
+    ours, out_layout = _run(sluice, _in_layout(seqs, layout), layout, build)
+    assert out_layout == layout
+    ours = [FROM_LAYOUT[layout](o) for o in ours]
     for f in range(max(s.shape[0] for s in seqs)):
         with_frame = [i for i, s in enumerate(seqs) if s.shape[0] > f]
         images, _ = _run(sluice, [seqs[i][f] for i in with_frame], "HWC", build)
         _same([ours[i][f] for i in with_frame], images)
+        if layout == "FHWC" and f == 0:
+            # CHW images too: each channel plane as an HWC image of one channel.
+            chw, l = _run(sluice, [np.ascontiguousarray(seqs[i][f].transpose(2, 0, 1)) for i in with_frame], "CHW", build)
+            assert l == "CHW"
+            _same([c.transpose(1, 2, 0) for c in chw], images)
 
 
 @needs_dali
 @pytest.mark.parametrize("case", range(len(RESIZE_CASES)))
 @pytest.mark.parametrize("np_type", [np.uint8, np.float32])
-def test_resize_family_on_sequences_equals_dali(case, np_type):
+@pytest.mark.parametrize("layout", ["FHWC", "FCHW", "CFHW", "CHW"])
+def test_resize_family_equals_dali(case, np_type, layout):
     op, kw = RESIZE_CASES[case]
     seqs = _sequences(np_type, SHAPES, seed=case)
+    batch = [np.ascontiguousarray(s[0].transpose(2, 0, 1)) for s in seqs] if layout == "CHW" else _in_layout(seqs, layout)
     build = lambda fn, x, _: getattr(fn, op)(x, **kw)
-    ours, l1 = _run(sluice, seqs, "FHWC", build)
-    ref, l2 = _run(dali, seqs, "FHWC", build)
-    assert l1 == l2 == "FHWC"
+    ours, l1 = _run(sluice, batch, layout, build)
+    ref, l2 = _run(dali, batch, layout, build)
+    assert l1 == l2 == layout
     if kw.get("mirror"):
-        # DALI 2.4 mirrors sequences along the wrong axes (mirror=1 flips H, mirror=2 flips
-        # nothing); Sluice mirrors each frame as it mirrors an image, so the reference is
-        # DALI's operator on the frames as images.
-        ref = [np.stack(_run(dali, list(seq), "HWC", build)[0]) for seq in seqs]
+        # DALI 2.4 mirrors every layout but HWC along the wrong axes (FHWC and CHW:
+        # mirror=1 flips H, mirror=2 nothing); Sluice mirrors each frame and channel plane as
+        # it mirrors an HWC image, so the reference is DALI's operator on HWC images.
+        frames = [np.stack(_run(dali, list(seq), "HWC", build)[0]) for seq in seqs]
+        ref = [f[0].transpose(2, 0, 1) if layout == "CHW" else TO_LAYOUT[layout](f) for f in frames]
     _near(ours, ref, np_type)
 
 
@@ -137,16 +155,18 @@ def _type_range(np_type):
     return np.iinfo(np_type).max if np.issubdtype(np_type, np.integer) else 100000
 
 
-def _gradients(frames, width, height, np_type):
-    """DALI's generate_data (channels last): x, y and frame gradients as the 3 channels."""
+def _gradients(frames, width, height, channel_dim, np_type):
+    """DALI's generate_data: x, y and frame gradients as the 3 channels, at `channel_dim`."""
     value_range = _type_range(np_type)
     no_frames = frames is None
     frames = frames or 1
     x = (np.arange(0, width) * value_range // width).astype(np_type)[np.newaxis, np.newaxis, :]
     y = (np.arange(0, height) * value_range // height).astype(np_type)[np.newaxis, :, np.newaxis]
     f = (np.arange(0, frames) * value_range // frames).astype(np_type)[:, np.newaxis, np.newaxis]
-    seq = np.stack([np.broadcast_to(v, (frames, height, width)) for v in (x, y, f)], axis=-1)
-    return seq[0] if no_frames else seq
+    seq = np.stack([np.broadcast_to(v, (frames, height, width)) for v in (x, y, f)], axis=channel_dim)
+    if no_frames:
+        seq = seq[:, 0] if channel_dim == 0 else seq[0]
+    return seq
 
 
 def _close(a, b):
@@ -156,6 +176,7 @@ def _close(a, b):
 
 
 def _check_frame(image, frame_index, total_frames, roi, w, h, aspect_range, area_range, value_range):
+    """`image`: HWC (the caller moves channel-first frames' channels last)."""
     as_number = float if np.issubdtype(image.dtype, np.floating) else int
     corners = [[as_number(v) for v in image[y, x]] for y, x in [(0, 0), (0, -1), (-1, 0), (-1, -1)]]
     (x0, y0, f0), (x1, y1, f1), (x2, y2, f2), (x3, y3, f3) = corners
@@ -178,28 +199,32 @@ def _check_frame(image, frame_index, total_frames, roi, w, h, aspect_range, area
 
 
 @pytest.mark.parametrize("device", ["cpu", "gpu"])
-@pytest.mark.parametrize("layout,max_frames", [("FHWC", 8), ("HWC", None)])
+@pytest.mark.parametrize("layout,max_frames", [("FHWC", 8), ("FCHW", 1), ("CFHW", 1), ("HWC", None), ("CHW", None)])
 @pytest.mark.parametrize("aspect,area", [((0.5, 2), (0.1, 0.8)), ((1, 2), (0.4, 1.0)), ((0.5, 1), (0.1, 0.5))])
 @pytest.mark.parametrize("in_type,out_type", [(types.UINT8, None), (types.INT16, types.FLOAT), (types.FLOAT, None)])
 def test_random_resized_crop_dali_cases(device, layout, max_frames, aspect, area, in_type, out_type):
     if device == "gpu":
         require_gpu()
     np_type = {types.UINT8: np.uint8, types.INT16: np.int16, types.FLOAT: np.float32}[in_type]
+    channel_dim = layout.find("C")
+    channel_dim = -1 if channel_dim == len(layout) - 1 else channel_dim
     rng = np.random.default_rng(12345)
     batch = []
     for _ in range(4):
         frames = None if max_frames is None else int(rng.integers(1, max_frames + 1))
         sz = int(rng.integers(100, 2000 / (max_frames or 1)))
         w, h = (int(v) for v in rng.integers(sz, 2 * sz, 2))
-        batch.append(_gradients(frames, w, h, np_type))
+        batch.append(_gradients(frames, w, h, channel_dim, np_type))
+    # Every sample as frames of HWC images, to read the corners.
+    as_fhwc = {"FHWC": lambda a: a, "HWC": lambda a: a[np.newaxis], "CHW": lambda a: a.transpose(1, 2, 0)[np.newaxis],
+               "FCHW": lambda a: a.transpose(0, 2, 3, 1), "CFHW": lambda a: a.transpose(1, 2, 3, 0)}[layout]
     build = lambda fn, x, _: fn.random_resized_crop(x, random_aspect_ratio=aspect, random_area=area, size=(100, 100), interp_type=types.INTERP_LINEAR,
                                                     antialias=False, seed=12321, dtype=out_type)
     value_range = _type_range(np_type)
     for outs, out_layout in _run(sluice, batch, layout, build, device=device, iters=3):
         assert out_layout == layout
         for out, sample in zip(outs, batch):
-            seq = out if max_frames else out[np.newaxis]
-            hw = sample.shape[-3:-1]
+            seq, hw = as_fhwc(out), as_fhwc(sample).shape[1:3]
             roi = None
             for f in range(seq.shape[0]):
                 roi = _check_frame(seq[f], f, seq.shape[0], roi, hw[1], hw[0], aspect, area, value_range)
@@ -217,21 +242,46 @@ def test_random_resized_crop_gives_a_sequence_its_images_window():
             np.testing.assert_array_equal(seq[f], image)
 
 
+def _gpu_near_cpu(gpu, cpu):
+    """The gpu resize uses the cpu's taps in f32, but the cpu may pass the axes in the other
+    order: equal within 1, on few values."""
+    assert len(gpu) == len(cpu)
+    for a, b in zip(gpu, cpu):
+        assert a.dtype == b.dtype and a.shape == b.shape, (a.dtype, a.shape, b.dtype, b.shape)
+        d = np.abs(a.astype(np.float64) - b.astype(np.float64))
+        assert d.max() <= 1 and d.mean() < 0.05, (d.max(), d.mean())
+
+
 @pytest.mark.parametrize("case", range(len(RESIZE_CASES)))
-def test_gpu_resize_family_on_sequences_equals_cpu(case):
+@pytest.mark.parametrize("layout", ["FHWC", "FCHW", "CFHW", "CHW"])
+def test_gpu_resize_family_equals_cpu(case, layout):
     require_gpu()
     op, kw = RESIZE_CASES[case]
     seqs = _sequences(np.uint8, SHAPES, seed=case)
+    batch = [np.ascontiguousarray(s[0].transpose(2, 0, 1)) for s in seqs] if layout == "CHW" else _in_layout(seqs, layout)
     build = lambda fn, x, _: getattr(fn, op)(x, **kw)
-    cpu, _ = _run(sluice, seqs, "FHWC", build)
-    gpu, layout = _run(sluice, seqs, "FHWC", build, device="gpu")
-    assert layout == "FHWC"
-    _same(cpu, gpu)
+    cpu, _ = _run(sluice, batch, layout, build)
+    gpu, out_layout = _run(sluice, batch, layout, build, device="gpu")
+    assert out_layout == layout
+    _gpu_near_cpu(gpu, cpu)
 
 
-def test_gpu_random_resized_crop_on_sequences_equals_cpu():
+@pytest.mark.parametrize("np_type", [np.int16, np.int32])
+@pytest.mark.parametrize("dtype", [None, types.FLOAT])
+def test_gpu_resize_of_16_and_32_bit_integers_equals_cpu(np_type, dtype):
     require_gpu()
-    seqs = _sequences(np.uint8, SHAPES, seed=22)
+    rng = np.random.default_rng(24)
+    images = [rng.integers(-30000, 30000, s).astype(np_type) for s in [(20, 30, 3), (9, 40, 1), (31, 7, 4)]]
+    build = lambda fn, x, _: fn.resize(x, size=[13, 17], dtype=dtype)
+    cpu, _ = _run(sluice, images, "HWC", build)
+    gpu, _ = _run(sluice, images, "HWC", build, device="gpu")
+    _gpu_near_cpu(gpu, cpu)
+
+
+@pytest.mark.parametrize("layout", ["FHWC", "FCHW", "CFHW"])
+def test_gpu_random_resized_crop_on_sequences_equals_cpu(layout):
+    require_gpu()
+    seqs = _in_layout(_sequences(np.uint8, SHAPES, seed=22), layout)
     build = lambda fn, x, _: fn.random_resized_crop(x, size=[16, 20], seed=5)
-    for (cpu, _), (gpu, _) in zip(_run(sluice, seqs, "FHWC", build, iters=2), _run(sluice, seqs, "FHWC", build, device="gpu", iters=2)):
-        _same(cpu, gpu)
+    for (cpu, _), (gpu, _) in zip(_run(sluice, seqs, layout, build, iters=2), _run(sluice, seqs, layout, build, device="gpu", iters=2)):
+        _gpu_near_cpu(gpu, cpu)

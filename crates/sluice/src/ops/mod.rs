@@ -508,7 +508,6 @@ pub fn sequence_rules(def: &OpDef) -> SequenceRules {
         .or(coord::sequence_rules(def))
         .or(warp::sequence_rules(def))
         .or(filters::sequence_rules(def))
-        .or(resize::sequence_rules(def))
         .unwrap_or_default()
 }
 

@@ -31,6 +31,7 @@ impl ResizeCmn {
         r.in_type == DType::U8
             && r.out_type == DType::U8
             && !c.seq
+            && matches!(r.meta.layout().as_str(), "" | "HWC")
             && !self.cmn.pad()
             && self.resize.plans().iter().zip(self.cmn.windows()).all(|(p, (wh, ww, _))| {
                 (p.filter[0].is_some() || p.filter[1].is_some()) && p.c <= MAX_LUT_CHANNELS && wh.inside(p.out_h) && ww.inside(p.out_w)

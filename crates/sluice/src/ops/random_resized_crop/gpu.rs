@@ -21,8 +21,8 @@ impl RandomResizedCropGpu {
 impl GpuOperator for RandomResizedCropGpu {
     fn run(&mut self, ws: &GpuWorkspace<'_>) -> Result<Vec<TensorListGpu>> {
         let input = ws.gpu_inputs[0];
-        let (plans, out_type) = self.rrc.plan(&ws.host_view(), input.meta())?;
-        let meta = RandomResizedCrop::output_meta(&plans, out_type, input.meta());
+        let (plans, out_type, planes) = self.rrc.plan(&ws.host_view(), input.meta())?;
+        let meta = RandomResizedCrop::output_meta(&plans, out_type, input.meta(), planes);
         // Random windows seldom repeat an origin, so the filter tables are not kept.
         let out = self.resampler.run(ws, &self.rrc.ctx, input, &plans, meta, input.meta().dtype(), out_type, false)?;
         Ok(vec![out])

@@ -10,6 +10,7 @@ mod gpu;
 use crate::error::{Error, Result};
 use crate::ops::decoders::random_crop_window::{CropWindow, RandomCropParams, RANDOM_CROP_ARGS};
 use crate::ops::resize::kernel::{axis_filter, FilterKind, Plan};
+use crate::ops::resize::Planes;
 use crate::ops::{arg, for_each_sample, ArgDefault as D, ArgType as T, Device, OpContext, OpDef, OpSchema, Operator, Workspace};
 use crate::tensor::{BatchMeta, DType, TensorList};
 
@@ -17,7 +18,7 @@ use crate::tensor::{BatchMeta, DType, TensorList};
 pub static RANDOM_RESIZED_CROP: OpDef = OpDef {
     schema: OpSchema {
         name: "RandomResizedCrop",
-        doc: "Crops a random window (area in random_area of the image, aspect ratio in random_aspect_ratio) and resizes it to size [H, W], in one resampling pass. HWC images, or FHWC sequences (one window per sequence).",
+        doc: "Crops a random window (area in random_area of the image, aspect ratio in random_aspect_ratio) and resizes it to size [H, W], in one resampling pass. HWC or CHW images, FHWC, FCHW or CFHW sequences (one window per sequence).",
         devices: &[Device::Cpu, Device::Gpu],
         min_inputs: 1,
         max_inputs: 1,
@@ -88,9 +89,9 @@ impl RandomResizedCrop {
 }
 
 #[allow(clippy::too_many_arguments)]
-/// The resampling plan that maps window `w` of an `h` x `wd` x `c` image onto `size`.
-pub fn window_plan(h: usize, wd: usize, c: usize, w: CropWindow, size: [usize; 2], min: FilterKind, mag: FilterKind, antialias: bool) -> Plan {
-    let mut p = Plan { in_h: h, in_w: wd, c, out_h: size[0], out_w: size[1], origin: [w.y as f32, w.x as f32], scale: [0.0; 2], filter: [None, None] };
+/// The resampling plan that maps window `w` of `planes` images of `h` x `wd` x `c` onto `size`.
+pub fn window_plan(h: usize, wd: usize, c: usize, planes: usize, w: CropWindow, size: [usize; 2], min: FilterKind, mag: FilterKind, antialias: bool) -> Plan {
+    let mut p = Plan { in_h: h, in_w: wd, c, planes, out_h: size[0], out_w: size[1], origin: [w.y as f32, w.x as f32], scale: [0.0; 2], filter: [None, None] };
     let len = [w.h as f32, w.w as f32];
     for d in 0..2 {
         p.scale[d] = len[d] / size[d] as f32;
@@ -102,37 +103,27 @@ pub fn window_plan(h: usize, wd: usize, c: usize, w: CropWindow, size: [usize; 2
 impl RandomResizedCrop {
     /// Checks the batch and draws every sample's window: the resampling plans and the
     /// output's type. Shared by both backends.
-    fn plan(&self, ws: &Workspace<'_>, input: &BatchMeta) -> Result<(Vec<Plan>, DType)> {
+    fn plan(&self, ws: &Workspace<'_>, input: &BatchMeta) -> Result<(Vec<Plan>, DType, Planes)> {
         let ctx = &self.ctx;
-        if input.ndim() != 3 || !(input.layout().is_empty() || input.layout().to_string() == "HWC") {
-            return Err(Error::data(ctx.at(ws.iteration, 0, input.source_info(0)), format!("input must be HWC images, got {}-D layout '{}'", input.ndim(), input.layout())));
-        }
-        // The frames of a sequence (the executor runs the operator on them, see
-        // `resize::sequence_rules`) share the window drawn for the sequence, as in DALI.
-        let one_each = vec![1; input.len()];
-        let counts = ws.frames.unwrap_or(&one_each);
+        let planes = Planes::of(input).map_err(|m| Error::data(ctx.at(ws.iteration, 0, input.source_info(0)), m))?;
         let mut plans = Vec::with_capacity(input.len());
-        for (seq, &frames) in counts.iter().enumerate() {
-            let i = plans.len();
-            if frames == 0 {
-                continue;
-            }
-            let s = input.shape(i);
-            if s[0] == 0 || s[1] == 0 {
+        for i in 0..input.len() {
+            let (h, w, c, count) = planes.split(input.shape(i));
+            if h == 0 || w == 0 {
                 return Err(Error::data(ctx.at(ws.iteration, i, input.source_info(i)), "empty image: nothing to crop"));
             }
-            let w = self.gen.window(&mut ws.rng(ctx, seq), s[0], s[1]);
-            let plan = window_plan(s[0], s[1], s[2], w, self.size, self.min, self.mag, self.antialias);
-            plans.extend(std::iter::repeat_n(plan, frames));
+            // One window for the sample: every frame of a sequence gets it, as in DALI.
+            let window = self.gen.window(&mut ws.rng(ctx, i), h, w);
+            plans.push(window_plan(h, w, c, count, window, self.size, self.min, self.mag, self.antialias));
         }
-        Ok((plans, self.dtype.unwrap_or(input.dtype())))
+        Ok((plans, self.dtype.unwrap_or(input.dtype()), planes))
     }
 
     /// The output batch's shapes and layout.
-    fn output_meta(plans: &[Plan], out_type: DType, input: &BatchMeta) -> BatchMeta {
-        let shapes: Vec<[usize; 3]> = plans.iter().map(|p| [p.out_h, p.out_w, p.c]).collect();
-        let mut meta = BatchMeta::new(out_type, 3, shapes.iter().map(|s| &s[..]));
-        meta.set_layout("HWC".into());
+    fn output_meta(plans: &[Plan], out_type: DType, input: &BatchMeta, planes: Planes) -> BatchMeta {
+        let shapes: Vec<Vec<usize>> = plans.iter().enumerate().map(|(i, p)| planes.resized(input.shape(i), p.out_h, p.out_w)).collect();
+        let mut meta = BatchMeta::new(out_type, input.ndim(), shapes.iter().map(|s| &s[..]));
+        meta.set_layout(if input.layout().is_empty() { "HWC".into() } else { input.layout().clone() });
         meta.inherit_source_info(input);
         meta
     }
@@ -143,8 +134,8 @@ impl Operator for RandomResizedCrop {
         let ctx = &self.ctx;
         let input = ws.inputs[0];
         let in_type = input.dtype();
-        let (plans, out_type) = self.plan(ws, input.meta())?;
-        let mut out = TensorList::from_meta(Self::output_meta(&plans, out_type, input.meta()));
+        let (plans, out_type, planes) = self.plan(ws, input.meta())?;
+        let mut out = TensorList::from_meta(Self::output_meta(&plans, out_type, input.meta(), planes));
         for_each_sample(ws.pool, &mut out, |i, dst| {
             let p = &plans[i];
             let src = input.bytes(i);

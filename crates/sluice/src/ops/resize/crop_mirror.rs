@@ -4,8 +4,10 @@
 //! horizontal, 2: vertical), computed as one resampling of the source window the crop and
 //! flips map back to ([`super::crop_and_mirror`]). Every sizing and filter argument of
 //! `fn.resize`, every window argument of `fn.crop` (a window may leave the resized image:
-//! resampling extends the border, as DALI's), per-sample `mirror`. Images are HWC, as for
-//! Sluice's `fn.resize` (DALI also takes sequences and volumes here).
+//! resampling extends the border, as DALI's), per-sample `mirror`. The layouts are
+//! `fn.resize`'s (images and sequences; DALI also takes volumes here). On sequences every
+//! frame is mirrored as an image is; DALI 2.4 mirrors them along other axes (mirror=1 flips
+//! H, mirror=2 nothing), which Sluice does not copy.
 
 use super::{gpu::ResizeGpu, Resize, ANTIALIAS, RESIZE_ARGS};
 use crate::ops::crop::window::CROP_WINDOW_ARGS;

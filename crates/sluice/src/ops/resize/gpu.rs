@@ -32,7 +32,8 @@ cuda_struct! {
         out_w: i32,
         sup_y: i32,
         sup_x: i32,
-        pad: i32,
+        /// Images of `in_h` x `in_w` x `c` one after the other, each resampled alike.
+        planes: i32,
     }
 }
 
@@ -225,8 +226,12 @@ impl GpuResampler {
         let kernel = match (in_type, out_type) {
             (DType::U8, DType::U8) => "resize_u8_u8",
             (DType::U8, DType::F32) => "resize_u8_f32",
+            (DType::I16, DType::I16) => "resize_i16_i16",
+            (DType::I16, DType::F32) => "resize_i16_f32",
+            (DType::I32, DType::I32) => "resize_i32_i32",
+            (DType::I32, DType::F32) => "resize_i32_f32",
             (DType::F32, DType::F32) => "resize_f32_f32",
-            (i, o) => return Err(Error::Unsupported(format!("{}: {i} -> {o} is not supported on the GPU yet; use UINT8 or FLOAT", ctx.display_name))),
+            (i, o) => return Err(Error::Unsupported(format!("{}: {i} -> {o} is not supported: the output is the input type or FLOAT", ctx.display_name))),
         };
         if let Some((i, p)) = plans.iter().enumerate().find(|(_, p)| p.c > 4) {
             let at = ctx.at(ws.iteration, i, input.source_info(i));
@@ -287,9 +292,9 @@ impl GpuResampler {
                 out_w: p.out_w as i32,
                 sup_y: ty.support as i32,
                 sup_x: tx.support as i32,
-                pad: 0,
+                planes: p.planes as i32,
             });
-            max_pix = max_pix.max(p.out_h * p.out_w);
+            max_pix = max_pix.max(p.out_h * p.out_w * p.planes);
         }
         let fresh = &cache.fresh;
         let base = self.params.upload_with(ws, at, |block, _| {

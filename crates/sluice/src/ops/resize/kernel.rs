@@ -262,12 +262,14 @@ impl Taps {
     }
 }
 
-/// Geometry and filters of one sample.
+/// Geometry and filters of one sample: `planes` images of `in_h` x `in_w` x `c`, one after
+/// the other, each resampled alike (the frames of a sequence, the channel planes of CHW).
 #[derive(Debug, Clone, Copy)]
 pub struct Plan {
     pub in_h: usize,
     pub in_w: usize,
     pub c: usize,
+    pub planes: usize,
     pub out_h: usize,
     pub out_w: usize,
     /// Source origin and step per output pixel, (y, x).
@@ -628,6 +630,19 @@ fn store_row<O: Channel>(dst: &mut [O], src: &[f32]) {
     }
 }
 
+/// Resamples every plane of a sample: `dst` is `planes` x `out_h * out_w * c`, `src` is
+/// `planes` x `in_h * in_w * c`.
+pub fn resample_planes<I: Channel, O: Channel>(dst: &mut [O], src: &[I], p: &Plan) {
+    let (in_plane, out_plane) = (p.in_h * p.in_w * p.c, p.out_h * p.out_w * p.c);
+    assert!(dst.len() == out_plane * p.planes && src.len() == in_plane * p.planes, "resize: sample buffer sizes");
+    if out_plane == 0 {
+        return;
+    }
+    for (d, s) in dst.chunks_exact_mut(out_plane).zip(src.chunks_exact(in_plane)) {
+        resample(d, s, p);
+    }
+}
+
 /// Resamples one HWC image. `dst` is `out_h * out_w * c`, `src` is `in_h * in_w * c`.
 pub fn resample<I: Channel, O: Channel>(dst: &mut [O], src: &[I], p: &Plan) {
     if p.out_h == 0 || p.out_w == 0 || p.c == 0 {
@@ -803,7 +818,7 @@ mod tests {
             let src: Vec<u8> = (0..h * w * c).map(|i| (i * 97 % 251) as u8).collect();
             let f = axis_filter(FilterKind::Triangular, FilterKind::Linear, true, 6.0, 6);
             let g = axis_filter(FilterKind::Triangular, FilterKind::Linear, true, 9.0, 9);
-            let p = Plan { in_h: h, in_w: w, c, out_h: h, out_w: w, origin: [0.0; 2], scale: [1.0; 2], filter: [f, g] };
+            let p = Plan { in_h: h, in_w: w, c, planes: 1, out_h: h, out_w: w, origin: [0.0; 2], scale: [1.0; 2], filter: [f, g] };
             let mut dst = vec![0u8; src.len()];
             resample(&mut dst, &src, &p);
             assert_eq!(dst, src, "{c} channels");
@@ -892,7 +907,7 @@ mod tests {
         for (out_h, out_w) in [(40, 29), (29, 40), (97, 120), (120, 97), (61, 50)] {
             let fy = axis_filter(FilterKind::Triangular, FilterKind::Linear, true, h as f32, out_h);
             let fx = axis_filter(FilterKind::Triangular, FilterKind::Cubic, true, w as f32, out_w);
-            let p = Plan { in_h: h, in_w: w, c, out_h, out_w, origin: [0.0; 2], scale: [h as f32 / out_h as f32, w as f32 / out_w as f32], filter: [fy, fx] };
+            let p = Plan { in_h: h, in_w: w, c, planes: 1, out_h, out_w, origin: [0.0; 2], scale: [h as f32 / out_h as f32, w as f32 / out_w as f32], filter: [fy, fx] };
             orders[p.vertical_first() as usize] = true;
             let mut full = vec![0f32; out_h * out_w * c];
             resample(&mut full, &src, &p);

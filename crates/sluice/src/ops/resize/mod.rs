@@ -1,5 +1,6 @@
-//! `fn.resize`: resizes HWC images, and the frames of FHWC sequences alike, with DALI 2.4's
-//! sizing rules (`ResizeAttr`) and separable resampling filters (see [`kernel`]).
+//! `fn.resize`: resizes images (HWC, CHW) and sequences (FHWC, FCHW, CFHW: every frame alike)
+//! with DALI 2.4's sizing rules (`ResizeAttr`) and separable resampling filters (see
+//! [`kernel`]). Each sample is a run of planes one plan resamples ([`Planes`]).
 //!
 //! Sizing, per spatial axis in shape order (H, W), in DALI's f32/f64 mix: the requested
 //! extents come from `resize_y`/`resize_x`, `size` or `resize_shorter`/`resize_longer`
@@ -20,18 +21,8 @@ use kernel::{axis_filter, FilterKind, Plan};
 
 use crate::error::{Error, Result};
 use crate::ops::crop::window::CropSpec;
-use crate::ops::{arg, removed_arg, for_each_sample, tensor_arg, ArgDefault as D, ArgSchema, ArgType as T, Device, OpContext, OpDef, OpSchema, Operator, PerSampleList, SequenceRules, Workspace, MAX_LIST};
+use crate::ops::{arg, removed_arg, for_each_sample, tensor_arg, ArgDefault as D, ArgSchema, ArgType as T, Device, OpContext, OpDef, OpSchema, Operator, PerSampleList, Workspace, MAX_LIST};
 use crate::tensor::{BatchMeta, DType, Layout, TensorList};
-
-/// The resize family resizes every frame of a sequence (`FHWC`) alike, as DALI's does: the
-/// executor runs it on the frames, each with its sequence's arguments, and joins them back.
-/// (`random_resized_crop` draws one window per sequence, see its plan.)
-pub fn sequence_rules(def: &OpDef) -> Option<SequenceRules> {
-    [&RESIZE, &RESIZE_CROP_MIRROR, &FAST_RESIZE_CROP_MIRROR, &crate::ops::random_resized_crop::RANDOM_RESIZED_CROP]
-        .iter()
-        .any(|d| def.is(d))
-        .then_some(SequenceRules { unfold_inputs: true, ..SequenceRules::default() })
-}
 
 /// The sizing, region, filter and type arguments, shared with `resize_crop_mirror`.
 pub(crate) const RESIZE_ARGS: &[ArgSchema] = &[
@@ -62,7 +53,7 @@ pub(crate) const ANTIALIAS: ArgSchema = arg("antialias", T::Bool, D::Bool(true),
 pub static RESIZE: OpDef = OpDef {
     schema: OpSchema {
         name: "Resize",
-        doc: "Resizes images (HWC, or FHWC sequences frame by frame; uint8, int16, int32 or float) with separable resampling filters, reproducing DALI's sizing modes and filters.",
+        doc: "Resizes images (HWC, CHW) and sequences (FHWC, FCHW, CFHW; uint8, int16, int32 or float) with separable resampling filters, reproducing DALI's sizing modes and filters.",
         devices: &[Device::Cpu, Device::Gpu],
         min_inputs: 1,
         max_inputs: 1,
@@ -235,6 +226,55 @@ pub(crate) struct Resize {
     plans: Vec<Plan>,
 }
 
+/// The layouts the resize family takes, each a run of planes resampled alike (DALI's 2-D
+/// layouts; a 3-D input without a layout is HWC).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Planes {
+    Hwc,
+    Chw,
+    /// Frames of HWC images.
+    Fhwc,
+    /// Frames of CHW images: every channel of every frame is a plane.
+    Fchw,
+    /// Channels of frame sequences: every frame of every channel is a plane.
+    Cfhw,
+}
+
+impl Planes {
+    /// The layout of a batch, or an error message naming the layouts taken.
+    pub(crate) fn of(meta: &BatchMeta) -> std::result::Result<Planes, String> {
+        match (meta.layout().as_str(), meta.ndim()) {
+            ("", 3) | ("HWC", 3) => Ok(Planes::Hwc),
+            ("CHW", 3) => Ok(Planes::Chw),
+            ("FHWC", 4) => Ok(Planes::Fhwc),
+            ("FCHW", 4) => Ok(Planes::Fchw),
+            ("CFHW", 4) => Ok(Planes::Cfhw),
+            ("", nd) => Err(format!("expected an HWC image (3 dimensions) or a layout, got {nd} dimensions without one")),
+            (l, nd) => Err(format!("unsupported layout '{l}' ({nd} dimensions): expected HWC, CHW, FHWC, FCHW or CFHW")),
+        }
+    }
+
+    /// (H, W, interleaved channels, planes) of a sample of this layout.
+    pub(crate) fn split(self, s: &[usize]) -> (usize, usize, usize, usize) {
+        match self {
+            Planes::Hwc => (s[0], s[1], s[2], 1),
+            Planes::Chw => (s[1], s[2], 1, s[0]),
+            Planes::Fhwc => (s[1], s[2], s[3], s[0]),
+            Planes::Fchw | Planes::Cfhw => (s[2], s[3], 1, s[0] * s[1]),
+        }
+    }
+
+    /// The output shape of a sample of shape `s` resampled to `out_h` x `out_w`.
+    pub(crate) fn resized(self, s: &[usize], out_h: usize, out_w: usize) -> Vec<usize> {
+        match self {
+            Planes::Hwc => vec![out_h, out_w, s[2]],
+            Planes::Chw => vec![s[0], out_h, out_w],
+            Planes::Fhwc => vec![s[0], out_h, out_w, s[3]],
+            Planes::Fchw | Planes::Cfhw => vec![s[0], s[1], out_h, out_w],
+        }
+    }
+}
+
 fn supported(d: DType) -> bool {
     matches!(d, DType::U8 | DType::I16 | DType::I32 | DType::F32)
 }
@@ -369,11 +409,7 @@ impl Resize {
         let n = input.len();
         let batch_err = |m: String| Error::data(self.ctx.at(ws.iteration, 0, input.source_info(0)), m);
         let layout = input.layout();
-        match (layout.as_str(), input.ndim()) {
-            ("", 3) | ("HWC", 3) => {}
-            ("", nd) => return Err(batch_err(format!("expected an HWC image (3 dimensions), got {nd} dimensions"))),
-            (l, _) => return Err(batch_err(format!("unsupported layout '{l}': expected HWC"))),
-        }
+        let planes = Planes::of(input).map_err(batch_err)?;
         let in_type = input.dtype();
         let out_type = self.dtype.unwrap_or(in_type);
         if !supported(in_type) {
@@ -402,7 +438,7 @@ impl Resize {
         self.plans.clear();
         for i in 0..n {
             let shape = input.shape(i);
-            let (h, w, c) = (shape[0], shape[1], shape[2]);
+            let (h, w, c, plane_count) = planes.split(shape);
             let requested = match self.method {
                 Method::Separate => [ry.get(&name, i)?.unwrap_or(0.0) as f32, rx.get(&name, i)?.unwrap_or(0.0) as f32],
                 Method::Size => hw(&size, "size", i)?.map(|v| v as f32),
@@ -445,7 +481,7 @@ impl Resize {
                 let m = mirror.get(&name, i)?.unwrap_or(0.0) as i64;
                 crop_and_mirror(&self.ctx, crop, ws.iteration, input.source_info(i), i, m, &mut out, &mut slo, &mut shi)?;
             }
-            let mut plan = Plan { in_h: h, in_w: w, c, out_h: out[0], out_w: out[1], origin: [0.0; 2], scale: [0.0; 2], filter: [None, None] };
+            let mut plan = Plan { in_h: h, in_w: w, c, planes: plane_count, out_h: out[0], out_w: out[1], origin: [0.0; 2], scale: [0.0; 2], filter: [None, None] };
             for d in 0..2 {
                 plan.origin[d] = slo[d];
                 plan.scale[d] = (shi[d] - slo[d]) / out[d] as f32;
@@ -453,8 +489,8 @@ impl Resize {
             }
             self.plans.push(plan);
         }
-        let shapes: Vec<[usize; 3]> = self.plans.iter().map(|p| [p.out_h, p.out_w, p.c]).collect();
-        let mut meta = BatchMeta::new(out_type, 3, shapes.iter().map(|s| &s[..]));
+        let shapes: Vec<Vec<usize>> = self.plans.iter().enumerate().map(|(i, p)| planes.resized(input.shape(i), p.out_h, p.out_w)).collect();
+        let mut meta = BatchMeta::new(out_type, input.ndim(), shapes.iter().map(|s| &s[..]));
         meta.set_layout(if layout.is_empty() { Layout::empty() } else { layout.clone() });
         meta.inherit_source_info(input);
         Ok(ResizeBatch { meta, in_type, out_type })
@@ -525,6 +561,6 @@ pub(crate) fn resample_sample(in_type: DType, out_type: DType, dst: &mut [u8], s
 fn run<I: kernel::Channel, O: kernel::Channel>(dst: &mut [u8], src: &[u8], p: &Plan) -> std::result::Result<(), String> {
     let src: &[I] = bytemuck::try_cast_slice(src).map_err(|e| format!("misaligned input sample: {e:?}"))?;
     let dst: &mut [O] = bytemuck::try_cast_slice_mut(dst).map_err(|e| format!("misaligned output sample: {e:?}"))?;
-    kernel::resample(dst, src, p);
+    kernel::resample_planes(dst, src, p);
     Ok(())
 }

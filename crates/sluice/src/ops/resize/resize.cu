@@ -1,5 +1,6 @@
 // Separable resampling, one launch per batch: blockIdx.y selects the sample, threads stride
-// over its output pixels. Filter taps (first source index and normalized weights per output
+// over its output pixels, plane after plane (the frames of a sequence, the channels of CHW,
+// each resampled alike). Filter taps (first source index and normalized weights per output
 // row and column) are computed on the host by the same code as the cpu backend, so both
 // backends use identical weights; each output pixel filters rows horizontally first, then
 // blends them vertically, in f32. Source indices clamp at the edges, as on the cpu.
@@ -7,7 +8,7 @@
 struct Sample {
     unsigned long long in, out;
     unsigned long long fy, wy, fx, wx;  // first-index and weight tables (int32 / f32)
-    int in_h, in_w, c, out_h, out_w, sup_y, sup_x, pad;
+    int in_h, in_w, c, out_h, out_w, sup_y, sup_x, planes;
 };
 
 template <typename I> __device__ __forceinline__ float load(const I* p) { return (float)*p; }
@@ -15,17 +16,21 @@ template <typename I> __device__ __forceinline__ float load(const I* p) { return
 template <typename O> __device__ __forceinline__ O store(float v);
 template <> __device__ __forceinline__ float store<float>(float v) { return v; }
 template <> __device__ __forceinline__ unsigned char store<unsigned char>(float v) { return convert_sat<unsigned char>(v); }
+template <> __device__ __forceinline__ short store<short>(float v) { return convert_sat<short>(v); }
+template <> __device__ __forceinline__ int store<int>(float v) { return convert_sat<int>(v); }
 
 template <typename I, typename O>
 __device__ void resize(const Sample* samples) {
     const Sample s = samples[blockIdx.y];
-    const I* in = (const I*)s.in;
-    O* out = (O*)s.out;
+    const long long in_plane = (long long)s.in_h * s.in_w * s.c, out_plane = (long long)s.out_h * s.out_w * s.c;
     const int* fy = (const int*)s.fy; const float* wy = (const float*)s.wy;
     const int* fx = (const int*)s.fx; const float* wx = (const float*)s.wx;
-    const int npix = s.out_h * s.out_w;
-    for (int p = blockIdx.x * blockDim.x + threadIdx.x; p < npix; p += gridDim.x * blockDim.x) {
-        const int y = p / s.out_w, x = p - y * s.out_w;
+    const long long npix = (long long)s.out_h * s.out_w, total = npix * s.planes;
+    for (long long q = blockIdx.x * (long long)blockDim.x + threadIdx.x; q < total; q += (long long)gridDim.x * blockDim.x) {
+        const long long plane = q / npix, p = q - plane * npix;
+        const I* in = (const I*)s.in + plane * in_plane;
+        O* out = (O*)s.out + plane * out_plane;
+        const int y = (int)(p / s.out_w), x = (int)(p - (long long)y * s.out_w);
         float acc[4] = {0.f, 0.f, 0.f, 0.f};
         for (int j = 0; j < s.sup_y; ++j) {
             int sy = fy[y] + j;
@@ -47,4 +52,8 @@ __device__ void resize(const Sample* samples) {
 
 extern "C" __global__ void resize_u8_u8(const Sample* s) { resize<unsigned char, unsigned char>(s); }
 extern "C" __global__ void resize_u8_f32(const Sample* s) { resize<unsigned char, float>(s); }
+extern "C" __global__ void resize_i16_i16(const Sample* s) { resize<short, short>(s); }
+extern "C" __global__ void resize_i16_f32(const Sample* s) { resize<short, float>(s); }
+extern "C" __global__ void resize_i32_i32(const Sample* s) { resize<int, int>(s); }
+extern "C" __global__ void resize_i32_f32(const Sample* s) { resize<int, float>(s); }
 extern "C" __global__ void resize_f32_f32(const Sample* s) { resize<float, float>(s); }
