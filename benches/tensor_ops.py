@@ -82,6 +82,20 @@ CASES = {
                                       "contrast=fn.per_frame(fn.random.uniform(range=[0.5, 1.5], shape=[8])))", True),
     "rotate_per_frame": ("feeds = [[rng.integers(0, 255, (8, 120, 160, 3), dtype=np.uint8) for _ in range(B)]]",
                          "fn.rotate(fn.reshape(a, layout='FHWC'), angle=fn.per_frame(fn.random.uniform(range=[-30, 30], shape=[8])), fill_value=0)", True),
+    # volumes (DHWC, 32x64x64x1 of uint8: a CT-like crop): rotated about an oblique axis
+    # (DALI's 3-D canvas), and warped by a fixed 3x4 matrix, trilinear
+    "rotate_volume": ("feeds = [[rng.integers(0, 255, (32, 64, 64, 1), dtype=np.uint8) for _ in range(B)]]",
+                      "fn.rotate(fn.reshape(a, layout='DHWC'), angle=fn.random.uniform(range=[-30, 30]), axis=[0.3, 1.0, 0.2])", True),
+    "warp_affine_volume": ("feeds = [[rng.integers(0, 255, (32, 64, 64, 1), dtype=np.uint8) for _ in range(B)]]",
+                           "fn.warp_affine(fn.reshape(a, layout='DHWC'), matrix=[0.9, 0.1, 0.0, 2.0, -0.1, 0.95, 0.05, 1.0, 0.0, 0.05, 1.0, -1.5], fill_value=0)", True),
+    # the resize family on sequences and channel-first images: 8-frame 120x160 sequences to
+    # 96x128; 3x240x320 CHW images to 224x224; one random window per 8-frame sequence
+    "resize_fhwc": ("feeds = [[rng.integers(0, 255, (8, 120, 160, 3), dtype=np.uint8) for _ in range(B)]]",
+                    "fn.resize(fn.reshape(a, layout='FHWC'), size=[96, 128])", True),
+    "resize_chw": ("feeds = [[rng.integers(0, 255, (3, 240, 320), dtype=np.uint8) for _ in range(B)]]",
+                   "fn.resize(fn.reshape(a, layout='CHW'), size=[224, 224])", True),
+    "random_resized_crop_fhwc": ("feeds = [[rng.integers(0, 255, (8, 120, 160, 3), dtype=np.uint8) for _ in range(B)]]",
+                                 "fn.random_resized_crop(fn.reshape(a, layout='FHWC'), size=[96, 96])", True),
     "decoders_numpy": ("import io\n"
                        "def npy(x):\n"
                        "    f = io.BytesIO(); np.save(f, x); return np.frombuffer(f.getvalue(), np.uint8)\n"
