@@ -120,6 +120,32 @@ pub fn has_avx2() -> bool {
     false
 }
 
+/// `fn name(args)`: runs `body(args)` (an `#[inline(always)]` function of the same
+/// signature) compiled for AVX2 when the CPU has it ([`has_avx2`]), else as it is. The
+/// arithmetic is the same either way (no fused multiply-adds); the twin only lets the
+/// compiler use 8-lane vectors. One line per kernel:
+/// `avx2_twin!(pub fn scale<I: Channel, O: Channel>(dst: &mut [O], src: &[I], k: f32) => scale_body);`
+macro_rules! avx2_twin {
+    ($(#[$meta:meta])* $vis:vis fn $name:ident $(<$($g:ident: $bound:path),*>)? ($($arg:ident: $ty:ty),* $(,)?) => $body:ident) => {
+        $(#[$meta])*
+        $vis fn $name $(<$($g: $bound),*>)? ($($arg: $ty),*) {
+            #[cfg(target_arch = "x86_64")]
+            {
+                #[target_feature(enable = "avx2")]
+                unsafe fn avx2 $(<$($g: $bound),*>)? ($($arg: $ty),*) {
+                    $body $(::<$($g),*>)? ($($arg),*)
+                }
+                if $crate::tensor::channel::has_avx2() {
+                    // SAFETY: the CPU has AVX2 (checked just above).
+                    return unsafe { avx2 $(::<$($g),*>)? ($($arg),*) };
+                }
+            }
+            $body $(::<$($g),*>)? ($($arg),*)
+        }
+    };
+}
+pub(crate) use avx2_twin;
+
 /// `v.round()` (half away from zero) without a libm call; saturates like `as` casts do.
 #[inline(always)]
 pub fn round_half_away(v: f32) -> f32 {

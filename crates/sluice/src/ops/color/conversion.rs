@@ -13,7 +13,7 @@
 use super::gpu::ConversionGpu;
 use crate::error::{Error, Result};
 use crate::ops::{arg, for_each_sample, ArgDefault as D, ArgType as T, Device, OpContext, OpDef, OpSchema, Operator, Workspace};
-use crate::tensor::channel::Channel;
+use crate::tensor::channel::{avx2_twin, Channel};
 use crate::tensor::{BatchMeta, DType, Layout, TensorList};
 
 /// `fn.color_space_conversion`.
@@ -130,24 +130,11 @@ impl Operator for Conversion {
     }
 }
 
-/// Converts packed pixels of `from` in `src` to packed pixels of `to` in `dst`. With AVX2
-/// (checked once) the same loops run as 8- and 16-lane vectors, the 3-channel loads included.
-pub fn convert(from: Space, to: Space, src: &[u8], dst: &mut [u8]) {
-    #[cfg(target_arch = "x86_64")]
-    {
-        if crate::tensor::channel::has_avx2() {
-            // SAFETY: the CPU has AVX2 (checked above).
-            return unsafe { convert_avx2(from, to, src, dst) };
-        }
-    }
-    convert_body(from, to, src, dst)
-}
-
-#[cfg(target_arch = "x86_64")]
-#[target_feature(enable = "avx2")]
-unsafe fn convert_avx2(from: Space, to: Space, src: &[u8], dst: &mut [u8]) {
-    convert_body(from, to, src, dst)
-}
+avx2_twin!(
+    /// Converts packed pixels of `from` in `src` to packed pixels of `to` in `dst`. With AVX2
+    /// (checked once) the same loops run as 8- and 16-lane vectors, the 3-channel loads included.
+    pub fn convert(from: Space, to: Space, src: &[u8], dst: &mut [u8]) => convert_body
+);
 
 #[inline(always)]
 fn convert_body(from: Space, to: Space, src: &[u8], dst: &mut [u8]) {

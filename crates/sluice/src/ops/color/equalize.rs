@@ -124,12 +124,14 @@ impl Operator for Equalize {
             let src = input.bytes(i);
             let shape = input.shape(i);
             let channels = if geometry.has_channels && !geometry.channel_first { shape[shape.len() - 1] } else { 1 };
+            // Values of one interleaved frame (H x W x channels; only read for 2 to 4 channels).
+            let frame = || channels * shape[shape.len() - 3] * shape[shape.len() - 2];
             match channels {
                 // Every plane of a frame in one pass over its interleaved pixels.
                 1 => geometry.planes(shape).for_each(|p| equalize_interleaved::<1>(&src[p.offset..][..p.count], &mut dst[p.offset..][..p.count])),
-                2 => frames(src, dst, 2 * shape[shape.len() - 3] * shape[shape.len() - 2], equalize_interleaved::<2>),
-                3 => frames(src, dst, 3 * shape[shape.len() - 3] * shape[shape.len() - 2], equalize_interleaved::<3>),
-                4 => frames(src, dst, 4 * shape[shape.len() - 3] * shape[shape.len() - 2], equalize_interleaved::<4>),
+                2 => frames(src, dst, frame(), equalize_interleaved::<2>),
+                3 => frames(src, dst, frame(), equalize_interleaved::<3>),
+                4 => frames(src, dst, frame(), equalize_interleaved::<4>),
                 _ => {
                     for p in geometry.planes(shape) {
                         let mut hist = [0u32; 256];

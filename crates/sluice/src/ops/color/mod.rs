@@ -30,7 +30,7 @@ pub use equalize::{EQUALIZE, EXPERIMENTAL_EQUALIZE};
 
 use crate::error::{Error, Result};
 use crate::ops::{for_each_sample, GpuOperator, OpContext, OpDef, Operator, Workspace};
-use crate::tensor::channel::{dispatch_pair, Channel, PairKernel};
+use crate::tensor::channel::{avx2_twin, dispatch_pair, Channel, PairKernel};
 use crate::tensor::{BatchMeta, DType, Layout, TensorList};
 
 /// One sample's colour map.
@@ -205,25 +205,12 @@ impl PairKernel for Job<'_> {
     }
 }
 
-/// `ConvertSat(in * mul + add)` per element, in blocks: the f32 products and sums, then the
-/// rounding, as vector code (8 lanes with AVX2). For 8-bit images this is faster than
-/// DALI's table of 256 conversions, with the same values.
-fn scale<I: Channel, O: Channel>(dst: &mut [O], src: &[I], mul: f32, add: f32) {
-    #[cfg(target_arch = "x86_64")]
-    {
-        if crate::tensor::channel::has_avx2() {
-            // SAFETY: the CPU has AVX2 (checked above).
-            return unsafe { scale_avx2(dst, src, mul, add) };
-        }
-    }
-    scale_body(dst, src, mul, add)
-}
-
-#[cfg(target_arch = "x86_64")]
-#[target_feature(enable = "avx2")]
-unsafe fn scale_avx2<I: Channel, O: Channel>(dst: &mut [O], src: &[I], mul: f32, add: f32) {
-    scale_body(dst, src, mul, add)
-}
+avx2_twin!(
+    /// `ConvertSat(in * mul + add)` per element, in blocks: the f32 products and sums, then the
+    /// rounding, as vector code (8 lanes with AVX2). For 8-bit images this is faster than
+    /// DALI's table of 256 conversions, with the same values.
+    fn scale<I: Channel, O: Channel>(dst: &mut [O], src: &[I], mul: f32, add: f32) => scale_body
+);
 
 #[inline(always)]
 fn scale_body<I: Channel, O: Channel>(dst: &mut [O], src: &[I], mul: f32, add: f32) {

@@ -22,7 +22,7 @@ use super::separable::reflect101;
 use crate::error::{Error, Result};
 use crate::ops::args::element_as_f64;
 use crate::ops::{arg, for_each_sample, tensor_arg, ArgDefault as D, ArgSchema, ArgType as T, Device, OpContext, OpDef, OpSchema, Operator, Workspace, MAX_LIST};
-use crate::tensor::channel::{Channel, PairKernel};
+use crate::tensor::channel::{avx2_twin, Channel, PairKernel};
 use crate::tensor::{BatchMeta, DType, TensorList};
 
 const ARGS: &[ArgSchema] = &[
@@ -113,7 +113,16 @@ pub struct SamplePlan {
     pub kernel: (usize, usize),
     /// Non-zero taps, row-major: (row, column, weight). Never empty.
     pub taps: Vec<(u32, u32, f32)>,
+    /// The taps as 16-bit integers, when they qualify (see [`integer_taps`]): UINT8 to
+    /// UINT8 samples sum with them.
+    pub int_taps: Option<Vec<(u32, u32, i16)>>,
     pub fill: f32,
+}
+
+impl SamplePlan {
+    pub fn new(anchor: (usize, usize), kernel: (usize, usize), taps: Vec<(u32, u32, f32)>, fill: f32) -> SamplePlan {
+        SamplePlan { anchor, kernel, int_taps: integer_taps(&taps), taps, fill }
+    }
 }
 
 pub struct Filter {
@@ -253,7 +262,7 @@ impl Filter {
                 shape[geometry.lead + 1] = w - kw + 1;
             }
             shapes.push(shape);
-            plans.push(SamplePlan { anchor, kernel: (kh, kw), taps, fill });
+            plans.push(SamplePlan::new(anchor, (kh, kw), taps, fill));
         }
         let mut meta = BatchMeta::new(out_type, input.ndim(), shapes.iter().map(|s| &s[..]));
         meta.set_layout(input.layout().clone());
@@ -395,7 +404,7 @@ impl PairKernel for Job<'_> {
             /// reused by every sample a worker runs.
             static SCRATCH: std::cell::RefCell<(Scratch, Vec<Option<usize>>)> = std::cell::RefCell::new(Default::default());
         }
-        let int_taps = integer_taps::<I, O>(&p.taps);
+        let int_taps = if I::DTYPE == DType::U8 && O::DTYPE == DType::U8 { p.int_taps.as_deref() } else { None };
         SCRATCH.with(|scratch| {
             let (scratch, columns) = &mut *scratch.borrow_mut();
             match int_taps {
@@ -410,7 +419,7 @@ impl PairKernel for Job<'_> {
             let geometry = SliceGeometry { h, c, oh, ow, kh, pw };
             for s in 0..slices {
                 let (src, dst) = (&src[s * h * w * c..(s + 1) * h * w * c], &mut dst[s * oh * ow * c..(s + 1) * oh * ow * c]);
-                let taps = match &int_taps {
+                let taps = match int_taps {
                     Some(taps) => Taps::Int(taps),
                     None => Taps::Float(&p.taps),
                 };
@@ -486,14 +495,12 @@ enum Taps<'a> {
     Int(&'a [(u32, u32, i16)]),
 }
 
-/// The taps as 16-bit integers where they give the f32 sums exactly: UINT8 in and out,
+/// The taps as 16-bit integers where they give the f32 sums exactly for UINT8 in and out:
 /// every weight an integer and their absolute sum at most 128. Every partial sum is then an
 /// integer of at most 128 * 255 < 2^15, which an f32 holds exactly, so the f32 path's sums
-/// and rounding give the same bytes as 16-bit sums saturated to 0..255.
-fn integer_taps<I: Channel, O: Channel>(taps: &[(u32, u32, f32)]) -> Option<Vec<(u32, u32, i16)>> {
-    if I::DTYPE != DType::U8 || O::DTYPE != DType::U8 {
-        return None;
-    }
+/// and rounding give the same bytes as 16-bit sums saturated to 0..255. Computed once per
+/// sample when the batch is planned.
+fn integer_taps(taps: &[(u32, u32, f32)]) -> Option<Vec<(u32, u32, i16)>> {
     let integers = taps.iter().all(|&(_, _, k)| k == k.trunc() && k.abs() <= 128.0);
     (integers && taps.iter().map(|&(_, _, k)| k.abs()).sum::<f32>() <= 128.0).then(|| taps.iter().map(|&(r, c, k)| (r, c, k as i16)).collect())
 }
@@ -508,26 +515,13 @@ struct SliceGeometry {
     pw: usize,
 }
 
-/// One slice (an image, or a frame of a sequence): padded rows are made as the output rows
-/// need them, into a ring of `kh` rows that stays in cache. With AVX2 (checked once) the same
-/// code is compiled for 8-lane vectors: the arithmetic is identical (no fused multiply-adds
-/// either way).
-fn filter_slice<I: Channel, O: Channel>(dst: &mut [O], src: &[I], scratch: &mut Scratch, padding: &Padding<'_>, g: SliceGeometry, taps: Taps<'_>) {
-    #[cfg(target_arch = "x86_64")]
-    {
-        if crate::tensor::channel::has_avx2() {
-            // SAFETY: the CPU has AVX2 (checked above).
-            return unsafe { filter_slice_avx2(dst, src, scratch, padding, g, taps) };
-        }
-    }
-    filter_slice_body(dst, src, scratch, padding, g, taps)
-}
-
-#[cfg(target_arch = "x86_64")]
-#[target_feature(enable = "avx2")]
-unsafe fn filter_slice_avx2<I: Channel, O: Channel>(dst: &mut [O], src: &[I], scratch: &mut Scratch, padding: &Padding<'_>, g: SliceGeometry, taps: Taps<'_>) {
-    filter_slice_body(dst, src, scratch, padding, g, taps)
-}
+avx2_twin!(
+    /// One slice (an image, or a frame of a sequence): padded rows are made as the output rows
+    /// need them, into a ring of `kh` rows that stays in cache. With AVX2 (checked once) the same
+    /// code is compiled for 8-lane vectors: the arithmetic is identical (no fused multiply-adds
+    /// either way).
+    fn filter_slice<I: Channel, O: Channel>(dst: &mut [O], src: &[I], scratch: &mut Scratch, padding: &Padding<'_>, g: SliceGeometry, taps: Taps<'_>) => filter_slice_body
+);
 
 #[inline(always)]
 fn filter_slice_body<I: Channel, O: Channel>(dst: &mut [O], src: &[I], scratch: &mut Scratch, padding: &Padding<'_>, g: SliceGeometry, taps: Taps<'_>) {
@@ -615,10 +609,10 @@ mod tests {
             if taps.is_empty() {
                 taps.push((0, 0, 0.0));
             }
-            assert!(integer_taps::<u8, u8>(&taps).is_some());
+            assert!(integer_taps(&taps).is_some());
             for border in [Border::Reflect101, Border::Clamp, Border::Wrap, Border::Constant] {
                 for (valid, anchor) in [(false, (kh / 2, kw / 2)), (false, (kh - 1, 0)), (true, (0, 0))] {
-                    let plan = SamplePlan { anchor, kernel: (kh, kw), taps: taps.clone(), fill: 7.0 };
+                    let plan = SamplePlan::new(anchor, (kh, kw), taps.clone(), 7.0);
                     let (oh, ow) = if valid { (h + 1 - kh, w + 1 - kw) } else { (h, w) };
                     let mut bytes = vec![0u8; oh * ow * c];
                     let mut floats = vec![0u8; oh * ow * c * 4];
@@ -630,9 +624,8 @@ mod tests {
             }
         }
         // Fractional weights, or too large a sum, stay on the f32 path.
-        assert!(integer_taps::<u8, u8>(&[(0, 0, 0.5)]).is_none());
-        assert!(integer_taps::<u8, u8>(&[(0, 0, 100.0), (0, 1, -29.0)]).is_none());
-        assert!(integer_taps::<i16, i16>(&[(0, 0, 1.0)]).is_none());
+        assert!(integer_taps(&[(0, 0, 0.5)]).is_none());
+        assert!(integer_taps(&[(0, 0, 100.0), (0, 1, -29.0)]).is_none());
     }
 
     #[test]
@@ -670,7 +663,7 @@ mod speed {
         let src: Vec<u8> = (0..h * w * c).map(|v| (v * 37 % 251) as u8).collect();
         let mut dst = vec![0u8; h * w * c];
         let taps = vec![(0, 1, -1.0f32), (1, 0, -1.0), (1, 1, 5.0), (1, 2, -1.0), (2, 1, -1.0)];
-        let plan = SamplePlan { anchor: (1, 1), kernel: (3, 3), taps, fill: 0.0 };
+        let plan = SamplePlan::new((1, 1), (3, 3), taps, 0.0);
         let t = std::time::Instant::now();
         for _ in 0..50 {
             let job = Job { dst: &mut dst, src: &src, dims: (1, h, w, c), plan: &plan, border: Border::Reflect101, valid: false };
@@ -678,7 +671,7 @@ mod speed {
         }
         eprintln!("filter 3x3 u8 480x640x3, integer weights: {:.3} ms per image", t.elapsed().as_secs_f64() * 1e3 / 50.0);
         let taps = vec![(0, 1, -0.5f32), (1, 0, -0.5), (1, 1, 3.0), (1, 2, -0.5), (2, 1, -0.5)];
-        let plan = SamplePlan { anchor: (1, 1), kernel: (3, 3), taps, fill: 0.0 };
+        let plan = SamplePlan::new((1, 1), (3, 3), taps, 0.0);
         let t = std::time::Instant::now();
         for _ in 0..50 {
             let job = Job { dst: &mut dst, src: &src, dims: (1, h, w, c), plan: &plan, border: Border::Reflect101, valid: false };

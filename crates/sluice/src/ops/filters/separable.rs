@@ -10,7 +10,7 @@
 
 use std::cell::RefCell;
 
-use crate::tensor::channel::Channel;
+use crate::tensor::channel::{avx2_twin, Channel};
 
 /// `idx` reflected into `0..size` (DALI's `idx_reflect_101`).
 #[inline]
@@ -34,26 +34,13 @@ thread_local! {
     static SCRATCH: RefCell<(Vec<f32>, Vec<f32>, Vec<f32>)> = const { RefCell::new((Vec::new(), Vec::new(), Vec::new())) };
 }
 
-/// Convolves one sample: `outer` independent blocks, each of `spatial` extents (outermost
-/// first) times `c` channels, with `windows[a]` along spatial axis `a` (odd lengths).
-/// With AVX2 (checked once) the same code runs as 8-lane vectors; the arithmetic is the
-/// same (no fused multiply-adds either way).
-pub fn convolve<I: Channel, O: Channel>(dst: &mut [O], src: &[I], outer: usize, spatial: &[usize], c: usize, windows: &[&[f32]]) {
-    #[cfg(target_arch = "x86_64")]
-    {
-        if crate::tensor::channel::has_avx2() {
-            // SAFETY: the CPU has AVX2 (checked above).
-            return unsafe { convolve_avx2(dst, src, outer, spatial, c, windows) };
-        }
-    }
-    convolve_body(dst, src, outer, spatial, c, windows)
-}
-
-#[cfg(target_arch = "x86_64")]
-#[target_feature(enable = "avx2")]
-unsafe fn convolve_avx2<I: Channel, O: Channel>(dst: &mut [O], src: &[I], outer: usize, spatial: &[usize], c: usize, windows: &[&[f32]]) {
-    convolve_body(dst, src, outer, spatial, c, windows)
-}
+avx2_twin!(
+    /// Convolves one sample: `outer` independent blocks, each of `spatial` extents (outermost
+    /// first) times `c` channels, with `windows[a]` along spatial axis `a` (odd lengths).
+    /// With AVX2 (checked once) the same code runs as 8-lane vectors; the arithmetic is the
+    /// same (no fused multiply-adds either way).
+    pub fn convolve<I: Channel, O: Channel>(dst: &mut [O], src: &[I], outer: usize, spatial: &[usize], c: usize, windows: &[&[f32]]) => convolve_body
+);
 
 #[inline(always)]
 fn convolve_body<I: Channel, O: Channel>(dst: &mut [O], src: &[I], outer: usize, spatial: &[usize], c: usize, windows: &[&[f32]]) {
