@@ -103,6 +103,35 @@ pub fn per_sample_launch(max_items: usize, samples: usize) -> sluice_cuda::Launc
     sluice_cuda::LaunchConfig { grid_dim: (blocks_x, samples as u32, 1), block_dim: (THREADS, 1, 1), shared_mem_bytes: 0 }
 }
 
+/// CUDA's limit on grid rows (`gridDim.y`).
+pub const MAX_GRID_ROWS: usize = 65_535;
+
+/// The launches of a per-sample kernel over `samples` samples: [`per_sample_launch`]es of at
+/// most [`MAX_GRID_ROWS`] rows each, with the index of each one's first sample. A kernel
+/// reads its sample's records as `records[blockIdx.y]`, so each launch passes its per-sample
+/// arrays advanced by its first sample. Batches of more samples than that come from
+/// operators run frame by frame on long sequences.
+pub fn per_sample_launches(max_items: usize, samples: usize) -> impl Iterator<Item = (usize, sluice_cuda::LaunchConfig)> {
+    (0..samples).step_by(MAX_GRID_ROWS).map(move |first| (first, per_sample_launch(max_items, (samples - first).min(MAX_GRID_ROWS))))
+}
+
+/// Launches `f(records)`, a per-sample kernel whose only parameter is its array of `samples`
+/// records of type `R` at `records` (each thread reading `records[blockIdx.y]`), in the
+/// launches [`per_sample_launches`] makes.
+///
+/// # Safety
+/// As for any launch: `f` takes one pointer to `R`s, and the records and everything they
+/// point to are alive and ordered on `stream`.
+pub unsafe fn launch_records<R>(stream: &sluice_cuda::CudaStream, f: &sluice_cuda::CudaFunction, records: u64, samples: usize, max_items: usize) -> Result<()> {
+    use sluice_cuda::PushKernelArg;
+    for (first, cfg) in per_sample_launches(max_items, samples) {
+        let at = records + (first * std::mem::size_of::<R>()) as u64;
+        // SAFETY: the caller's promise; `at` is the chunk's first record.
+        unsafe { stream.launch_builder(f).arg(&at).launch(cfg).map_err(sluice_cuda::CudaError::from)? };
+    }
+    Ok(())
+}
+
 /// Appends a parameter struct (or a plain value) to a block of several kinds of records.
 pub fn push<T: bytemuck::Pod>(block: &mut Vec<u8>, v: T) {
     block.extend_from_slice(bytemuck::bytes_of(&v));

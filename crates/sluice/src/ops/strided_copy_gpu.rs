@@ -3,10 +3,8 @@
 //! The host reduces a sample to at most [`MAX_DIMS`] output dimensions with an input stride
 //! each ([`Gather`]); one kernel launch copies the whole batch.
 
-use sluice_cuda::PushKernelArg;
-
 use crate::error::{Error, Result};
-use crate::ops::gpu_params::{cuda_struct, per_sample_launch, ParamUpload};
+use crate::ops::gpu_params::{cuda_struct, launch_records, ParamUpload};
 use crate::ops::GpuWorkspace;
 use crate::tensor::TensorListGpu;
 
@@ -164,11 +162,10 @@ impl StridedCopy {
         }
         let samples_ptr = self.params.upload(ws, bytemuck::cast_slice(&self.samples))?;
         let f = ws.device.kernels().function(ws.device.context(), ws.device.compute_capability(), "strided_copy", SRC, kernel)?;
-        let cfg = per_sample_launch(max_count, self.samples.len());
         // SAFETY: every descriptor reads inside a live input sample and writes exactly a
         // live output sample, both on this stream.
         unsafe {
-            ws.stream.launch_builder(&f).arg(&samples_ptr).launch(cfg).map_err(sluice_cuda::CudaError::from)?;
+            launch_records::<CopySample>(&ws.stream, &f, samples_ptr, self.samples.len(), max_count)?;
         }
         Ok(())
     }

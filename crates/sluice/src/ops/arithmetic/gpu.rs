@@ -14,7 +14,7 @@ use super::expr::{self, Kind, Program, MAX_NDIM};
 use super::{Arithmetic, Planned};
 use crate::error::{Error, Result};
 use crate::ops::cast::gpu::type_code;
-use crate::ops::gpu_params::{cuda_struct, per_sample_launch, push, ParamUpload};
+use crate::ops::gpu_params::{cuda_struct, per_sample_launches, push, ParamUpload};
 use crate::ops::{GpuOperator, GpuWorkspace, OpContext};
 use crate::tensor::{BatchMeta, DType, TensorListGpu};
 
@@ -177,25 +177,29 @@ impl GpuOperator for ArithmeticGpu {
 
         let base = self.params.upload(ws, &self.block)?;
         let f = ws.device.kernels().function(ws.device.context(), ws.device.compute_capability(), "arithmetic", SRC, "arithmetic")?;
-        let cfg = per_sample_launch(max_count, n);
-        let (nodes_ptr, samples_ptr, flags_ptr) = (base, base + records_at as u64, base + flags_at as u64);
         let (n_nodes, n_inputs, dims, out_type) = (nodes.len() as i32, inputs.len() as i32, dims as i32, type_code(out.dtype()).expect("coded"));
-        // SAFETY: records point into the inputs and `out`, alive on this stream; every
-        // operand's strides (or its dense / scalar mode) stay inside its sample (broadcast
-        // checked by `plan`); each thread writes its own elements of its sample.
-        unsafe {
-            ws.stream
-                .launch_builder(&f)
-                .arg(&nodes_ptr)
-                .arg(&n_nodes)
-                .arg(&samples_ptr)
-                .arg(&record_bytes)
-                .arg(&n_inputs)
-                .arg(&dims)
-                .arg(&out_type)
-                .arg(&flags_ptr)
-                .launch(cfg)
-                .map_err(sluice_cuda::CudaError::from)?;
+        for (first, cfg) in per_sample_launches(max_count, n) {
+            // The kernel indexes the records and the division flags by grid row.
+            let nodes_ptr = base;
+            let samples_ptr = base + records_at as u64 + first as u64 * record_bytes as u64;
+            let flags_ptr = base + (flags_at + 4 * first) as u64;
+            // SAFETY: records point into the inputs and `out`, alive on this stream; every
+            // operand's strides (or its dense / scalar mode) stay inside its sample (broadcast
+            // checked by `plan`); each thread writes its own elements of its sample.
+            unsafe {
+                ws.stream
+                    .launch_builder(&f)
+                    .arg(&nodes_ptr)
+                    .arg(&n_nodes)
+                    .arg(&samples_ptr)
+                    .arg(&record_bytes)
+                    .arg(&n_inputs)
+                    .arg(&dims)
+                    .arg(&out_type)
+                    .arg(&flags_ptr)
+                    .launch(cfg)
+                    .map_err(sluice_cuda::CudaError::from)?;
+            }
         }
         if prog.divides_integers() {
             // Only expressions with an integer `//` or `%` wait for their result here.

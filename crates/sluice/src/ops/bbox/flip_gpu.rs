@@ -2,11 +2,9 @@
 //! one descriptor per sample is uploaded and one launch of `bb_flip.cu` flips every box
 //! with the cpu's f32 operations.
 
-use sluice_cuda::PushKernelArg;
-
 use super::flip::{BbFlip, Flips};
 use crate::error::Result;
-use crate::ops::gpu_params::{cuda_struct, per_sample_launch, ParamUpload};
+use crate::ops::gpu_params::{cuda_struct, launch_records, ParamUpload};
 use crate::ops::{GpuOperator, GpuWorkspace};
 use crate::tensor::TensorListGpu;
 
@@ -66,7 +64,7 @@ impl GpuOperator for BbFlipGpu {
         // SAFETY: each descriptor points into `input` and `out` (alive, ordered on this
         // stream), whose samples hold `4 * boxes` floats; the kernel touches no other.
         unsafe {
-            ws.stream.launch_builder(&f).arg(&base).launch(per_sample_launch(max_boxes, desc.len())).map_err(sluice_cuda::CudaError::from)?;
+            launch_records::<BbFlipSample>(&ws.stream, &f, base, desc.len(), max_boxes)?;
         }
         Ok(vec![out])
     }

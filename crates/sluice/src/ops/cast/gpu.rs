@@ -4,7 +4,7 @@
 
 use super::Cast;
 use crate::error::{Error, Result};
-use crate::ops::gpu_params::{cuda_struct, per_sample_launch, ParamUpload};
+use crate::ops::gpu_params::{cuda_struct, per_sample_launches, ParamUpload};
 use crate::ops::{GpuOperator, GpuWorkspace, OpContext};
 use sluice_cuda::PushKernelArg;
 use crate::tensor::{DType, TensorListGpu};
@@ -82,18 +82,20 @@ impl GpuOperator for CastGpu {
         let f = ws.device.kernels().function(ws.device.context(), ws.device.compute_capability(), "cast", SRC, "cast")?;
         // Same type: the kernel copies the bits (as the cpu's `convert_slice`).
         let elem_bytes = if src == dst { src.size() as i32 } else { 0 };
-        let cfg = per_sample_launch(max_count, n);
-        // SAFETY: descriptors point into `input` and `out`, both alive on this stream; the
-        // kernel reads and writes `count` elements of each sample, which both hold.
-        unsafe {
-            ws.stream
-                .launch_builder(&f)
-                .arg(&samples_ptr)
-                .arg(&src_code)
-                .arg(&dst_code)
-                .arg(&elem_bytes)
-                .launch(cfg)
-                .map_err(sluice_cuda::CudaError::from)?;
+        for (first, cfg) in per_sample_launches(max_count, n) {
+            let samples_at = samples_ptr + (first * std::mem::size_of::<CastSample>()) as u64;
+            // SAFETY: descriptors point into `input` and `out`, both alive on this stream; the
+            // kernel reads and writes `count` elements of each sample, which both hold.
+            unsafe {
+                ws.stream
+                    .launch_builder(&f)
+                    .arg(&samples_at)
+                    .arg(&src_code)
+                    .arg(&dst_code)
+                    .arg(&elem_bytes)
+                    .launch(cfg)
+                    .map_err(sluice_cuda::CudaError::from)?;
+            }
         }
         Ok(vec![out])
     }

@@ -8,7 +8,7 @@ use super::conversion::Conversion;
 use super::equalize::Equalize;
 use super::{Color, ColorBatch, Transform};
 use crate::error::Result;
-use crate::ops::gpu_params::{cuda_struct, per_sample_launch, ParamUpload};
+use crate::ops::gpu_params::{cuda_struct, launch_records, per_sample_launch, per_sample_launches, ParamUpload};
 use crate::ops::{GpuOperator, GpuWorkspace};
 use crate::tensor::channel::short_name;
 use crate::tensor::{DType, TensorListGpu};
@@ -62,11 +62,10 @@ impl GpuOperator for ColorGpu {
         let kernel = format!("color_{}_{}", short_name(in_type).expect("checked by plan_batch"), short_name(out_type).expect("checked by plan_batch"));
         let base = self.params.upload(ws, bytemuck::cast_slice(&desc))?;
         let f = ws.device.kernels().function(ws.device.context(), ws.device.compute_capability(), "color", SRC, &kernel)?;
-        let cfg = per_sample_launch(max_items, desc.len());
         // SAFETY: each descriptor points into `input` and `out`, alive and ordered on this
         // stream; each sample holds `count` elements (pixels of 3) in both.
         unsafe {
-            ws.stream.launch_builder(&f).arg(&base).launch(cfg).map_err(sluice_cuda::CudaError::from)?;
+            launch_records::<ColorSample>(&ws.stream, &f, base, desc.len(), max_items)?;
         }
         Ok(vec![out])
     }
@@ -163,7 +162,7 @@ impl GpuOperator for ColorChainGpu {
         // stream; each sample holds `count` elements (pixels of 3: both maps' plans checked
         // 3 channels wherever a matrix is involved) in both.
         unsafe {
-            ws.stream.launch_builder(&f).arg(&base).launch(per_sample_launch(max_items, self.desc.len())).map_err(sluice_cuda::CudaError::from)?;
+            launch_records::<ChainSample>(&ws.stream, &f, base, self.desc.len(), max_items)?;
         }
         Ok(vec![out])
     }
@@ -290,8 +289,11 @@ impl GpuOperator for ConversionGpu {
         let (from, to) = (self.conversion.from.code(), self.conversion.to.code());
         // SAFETY: each descriptor points into `input` and `out`, alive and ordered on this
         // stream, holding `pixels` pixels of the input and output channel counts.
-        unsafe {
-            ws.stream.launch_builder(&f).arg(&base).arg(&from).arg(&to).launch(per_sample_launch(max_pixels, desc.len())).map_err(sluice_cuda::CudaError::from)?;
+        for (first, cfg) in per_sample_launches(max_pixels, desc.len()) {
+            let descs_at = base + (first * std::mem::size_of::<ConversionSample>()) as u64;
+            unsafe {
+                ws.stream.launch_builder(&f).arg(&descs_at).arg(&from).arg(&to).launch(cfg).map_err(sluice_cuda::CudaError::from)?;
+            }
         }
         Ok(vec![out])
     }

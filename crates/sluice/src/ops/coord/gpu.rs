@@ -3,11 +3,9 @@
 //! launch of `coord.cu` writes every sample with the cpu's f32 operations, so both backends
 //! give the same bits.
 
-use sluice_cuda::PushKernelArg;
-
 use super::{Affine, CoordFlip, CoordTransform, FlipSample, MAX_POINT_DIM};
 use crate::error::Result;
-use crate::ops::gpu_params::{cuda_struct, per_sample_launch, ParamUpload};
+use crate::ops::gpu_params::{cuda_struct, launch_records, ParamUpload};
 use crate::ops::{GpuOperator, GpuWorkspace};
 use crate::tensor::channel::short_name;
 use crate::tensor::TensorListGpu;
@@ -104,7 +102,7 @@ impl GpuOperator for CoordTransformGpu {
         // stream), whose samples hold `points * n` and `points * m` elements of the kernel's
         // types; the kernel touches no others.
         unsafe {
-            ws.stream.launch_builder(&f).arg(&base).launch(per_sample_launch(max_points, desc.len())).map_err(sluice_cuda::CudaError::from)?;
+            launch_records::<CoordTransformSample>(&ws.stream, &f, base, desc.len(), max_points)?;
         }
         Ok(vec![out])
     }
@@ -136,7 +134,7 @@ impl GpuOperator for CoordFlipGpu {
         // SAFETY: each descriptor points into `input` and `out` (alive, ordered on this
         // stream), whose samples hold `values` floats; the kernel touches no others.
         unsafe {
-            ws.stream.launch_builder(&f).arg(&base).launch(per_sample_launch(max_values, desc.len())).map_err(sluice_cuda::CudaError::from)?;
+            launch_records::<CoordFlipSample>(&ws.stream, &f, base, desc.len(), max_values)?;
         }
         Ok(vec![out])
     }

@@ -12,7 +12,7 @@ use super::window::{fill_per_channel, Span};
 use crate::error::{Error, Result};
 use crate::ops::cast::gpu::type_code;
 use crate::ops::for_each_sample;
-use crate::ops::gpu_params::{cuda_struct, per_sample_launch, ParamUpload};
+use crate::ops::gpu_params::{cuda_struct, per_sample_launches, ParamUpload};
 use crate::ops::GpuWorkspace;
 use crate::tensor::element::store_f64;
 use crate::tensor::{BatchMeta, DType, TensorList, TensorListGpu};
@@ -249,16 +249,19 @@ impl WindowCopyGpu {
         // stream) and at the fill words uploaded after the descriptors; the merged extents
         // multiply to the sample's output elements (written) and input coordinates are read
         // only where they lie inside the sample's merged input extents.
-        unsafe {
-            ws.stream
-                .launch_builder(&f)
-                .arg(&base)
-                .arg(&in_code)
-                .arg(&out_code)
-                .arg(&copy_bytes)
-                .arg(&out_bytes)
-                .launch(per_sample_launch(max_numel, descs.len()))
-                .map_err(sluice_cuda::CudaError::from)?;
+        for (first, cfg) in per_sample_launches(max_numel, descs.len()) {
+            let descs_at = base + (first * std::mem::size_of::<WindowSample>()) as u64;
+            unsafe {
+                ws.stream
+                    .launch_builder(&f)
+                    .arg(&descs_at)
+                    .arg(&in_code)
+                    .arg(&out_code)
+                    .arg(&copy_bytes)
+                    .arg(&out_bytes)
+                    .launch(cfg)
+                    .map_err(sluice_cuda::CudaError::from)?;
+            }
         }
         Ok(out)
     }

@@ -3,13 +3,11 @@
 //! of `distortion.cu` writes every sample, with the cpu kernel's arithmetic, so both
 //! backends give the same bits.
 
-use sluice_cuda::PushKernelArg;
-
 use super::sphere::SphereMap;
 use super::{Distortion, Kind};
 use crate::error::Result;
 use crate::ops::erase::fill_word;
-use crate::ops::gpu_params::{cuda_struct, per_sample_launch, ParamUpload};
+use crate::ops::gpu_params::{cuda_struct, launch_records, ParamUpload};
 use crate::ops::{GpuOperator, GpuWorkspace};
 use crate::tensor::channel::short_name;
 use crate::tensor::{DType, TensorListGpu};
@@ -157,7 +155,7 @@ impl GpuOperator for DistortionGpu {
         // cover every row and column of the samples water applies to; every read is checked
         // against the sample's h and w.
         unsafe {
-            ws.stream.launch_builder(&f).arg(&base).launch(per_sample_launch(pixels, op.samples.len())).map_err(sluice_cuda::CudaError::from)?;
+            launch_records::<DistortSample>(&ws.stream, &f, base, op.samples.len(), pixels)?;
         }
         Ok(vec![out])
     }

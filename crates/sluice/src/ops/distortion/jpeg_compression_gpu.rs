@@ -3,11 +3,11 @@
 //! the 8x8 blocks of every plane (encode and decode, into scratch planes), then the pixels
 //! (upsampling and colour conversion). Equal to the cpu backend bit for bit.
 
-use sluice_cuda::{DeviceBuffer, PushKernelArg};
+use sluice_cuda::DeviceBuffer;
 
 use super::jpeg_compression::{Frame, JpegCompressionDistortion};
 use crate::error::{Error, Result};
-use crate::ops::gpu_params::{cuda_struct, per_sample_launch, ParamUpload};
+use crate::ops::gpu_params::{cuda_struct, launch_records, ParamUpload};
 use crate::ops::{GpuOperator, GpuWorkspace};
 use crate::tensor::TensorListGpu;
 
@@ -86,7 +86,7 @@ impl GpuOperator for JpegCompressionGpu {
             // `scratch_bytes` (freed on the stream, after these launches); the second launch
             // reads what the first wrote, in stream order.
             unsafe {
-                ws.stream.launch_builder(&f).arg(&base).launch(per_sample_launch(items, desc.len())).map_err(sluice_cuda::CudaError::from)?;
+                launch_records::<JpegFrame>(&ws.stream, &f, base, desc.len(), items)?;
             }
         }
         Ok(vec![out])

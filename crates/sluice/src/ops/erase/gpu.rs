@@ -3,11 +3,9 @@
 //! descriptors, regions and fill words is uploaded and one launch of `erase.cu` writes every
 //! sample, element by element, so both backends give the same bytes.
 
-use sluice_cuda::PushKernelArg;
-
 use super::{Erase, MAX_DIMS};
 use crate::error::Result;
-use crate::ops::gpu_params::{cuda_struct, per_sample_launch, ParamUpload};
+use crate::ops::gpu_params::{cuda_struct, launch_records, ParamUpload};
 use crate::ops::{GpuOperator, GpuWorkspace};
 use crate::tensor::TensorListGpu;
 
@@ -108,7 +106,7 @@ impl GpuOperator for EraseGpu {
         // lies inside its sample's `numel` elements and every fill index is below `channels`,
         // the number of words the sample has.
         unsafe {
-            ws.stream.launch_builder(&f).arg(&base).launch(per_sample_launch(max_numel, plan.samples.len())).map_err(sluice_cuda::CudaError::from)?;
+            launch_records::<EraseSample>(&ws.stream, &f, base, plan.samples.len(), max_numel)?;
         }
         Ok(vec![out])
     }

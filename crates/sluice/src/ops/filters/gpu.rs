@@ -2,12 +2,12 @@
 //! one launch of `separable.cu` per spatial axis convolves every sample, innermost axis
 //! first, through f32 planes in pool memory, with the cpu engine's arithmetic.
 
-use sluice_cuda::{DeviceBuffer, PushKernelArg};
+use sluice_cuda::DeviceBuffer;
 
 use super::filter::{Filter, SamplePlan};
 use super::gaussian_blur::SeparableFilter;
 use crate::error::{Error, Result};
-use crate::ops::gpu_params::{cuda_struct, per_sample_launch, ParamUpload};
+use crate::ops::gpu_params::{cuda_struct, launch_records, ParamUpload};
 use crate::ops::{GpuOperator, GpuWorkspace};
 use crate::tensor::channel::short_name;
 use crate::tensor::TensorListGpu;
@@ -93,7 +93,6 @@ impl GpuOperator for SeparableGpu {
             Ok(())
         })?;
         let max_elems = (0..n).map(|i| input.numel(i)).max().unwrap_or(0);
-        let cfg = per_sample_launch(max_elems, n);
         for (pass, axis) in (0..axes).rev().enumerate() {
             let (i_t, o_t) = (if pass == 0 { in_name } else { "f32" }, if axis == 0 { out_name } else { "f32" });
             let kernel = format!("sep_{i_t}_{o_t}");
@@ -103,7 +102,7 @@ impl GpuOperator for SeparableGpu {
             // stream passes these launches: the scratch is freed on the stream), each pass
             // reading what the previous one wrote, in stream order.
             unsafe {
-                ws.stream.launch_builder(&f).arg(&descs).launch(cfg).map_err(sluice_cuda::CudaError::from)?;
+                launch_records::<SepSample>(&ws.stream, &f, descs, n, max_elems)?;
             }
         }
         Ok(vec![out])
@@ -212,7 +211,7 @@ impl GpuOperator for FilterGpu {
         // SAFETY: the descriptors point into `input` and `out` (alive, ordered on this stream)
         // and at their taps in the same uploaded block; threads stay within their samples.
         unsafe {
-            ws.stream.launch_builder(&f).arg(&base).launch(per_sample_launch(max_elems, n)).map_err(sluice_cuda::CudaError::from)?;
+            launch_records::<FilterSample>(&ws.stream, &f, base, n, max_elems)?;
         }
         Ok(vec![out])
     }

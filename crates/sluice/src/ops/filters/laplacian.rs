@@ -28,13 +28,13 @@
 use std::cell::RefCell;
 use std::sync::OnceLock;
 
-use sluice_cuda::{DeviceBuffer, PushKernelArg};
+use sluice_cuda::DeviceBuffer;
 
 use super::gaussian_blur::{output_meta, TYPES};
 use super::separable;
 use super::Dims;
 use crate::error::{Error, Result};
-use crate::ops::gpu_params::{cuda_struct, per_sample_launch, ParamUpload};
+use crate::ops::gpu_params::{cuda_struct, launch_records, ParamUpload};
 use crate::ops::{arg, for_each_sample, tensor_arg, ArgDefault as D, ArgType as T, Device, GpuOperator, GpuWorkspace, OpContext, OpDef, OpSchema, Operator, Workspace, MAX_LIST};
 use crate::tensor::channel::{dispatch_same_or_float, short_name, Channel, PairKernel};
 use crate::tensor::{BatchMeta, DType, TensorList, TensorListGpu};
@@ -477,7 +477,6 @@ impl GpuOperator for LaplacianGpu {
             Ok(())
         })?;
         let max_elems = (0..n).map(|i| input.numel(i)).max().unwrap_or(0);
-        let cfg = per_sample_launch(max_elems, n);
         let mut descs = base;
         for &count in &launches {
             for p in 0..count {
@@ -487,7 +486,7 @@ impl GpuOperator for LaplacianGpu {
                 // stream passes these launches: the scratch is freed on the stream) and at the
                 // uploaded windows; each pass reads what the previous one wrote, in stream order.
                 unsafe {
-                    ws.stream.launch_builder(&f).arg(&descs).launch(cfg).map_err(sluice_cuda::CudaError::from)?;
+                    launch_records::<SepPass>(&ws.stream, &f, descs, n, max_elems)?;
                 }
                 descs += (n * pass_size) as u64;
             }
@@ -497,7 +496,7 @@ impl GpuOperator for LaplacianGpu {
         // SAFETY: the descriptors point at the partial planes the passes above wrote (earlier
         // on this stream) and into `out`; threads stay within their samples.
         unsafe {
-            ws.stream.launch_builder(&f).arg(&sums).launch(cfg).map_err(sluice_cuda::CudaError::from)?;
+            launch_records::<LapSum>(&ws.stream, &f, sums, n, max_elems)?;
         }
         Ok(vec![out])
     }

@@ -3,11 +3,9 @@
 //! uploaded and one launch of `grid_mask.cu` writes every sample with the cpu kernel's
 //! operations, so both backends give the same bits.
 
-use sluice_cuda::PushKernelArg;
-
 use super::{GridMask, SamplePlan};
 use crate::error::Result;
-use crate::ops::gpu_params::{cuda_struct, per_sample_launch, ParamUpload};
+use crate::ops::gpu_params::{cuda_struct, launch_records, ParamUpload};
 use crate::ops::{GpuOperator, GpuWorkspace};
 use crate::tensor::channel::short_name;
 use crate::tensor::TensorListGpu;
@@ -82,7 +80,7 @@ impl GpuOperator for GridMaskGpu {
         // stream), whose samples hold `numel` elements of the kernel's type; the kernel
         // touches elements below `numel` only.
         unsafe {
-            ws.stream.launch_builder(&f).arg(&base).launch(per_sample_launch(max_numel, desc.len())).map_err(sluice_cuda::CudaError::from)?;
+            launch_records::<GridMaskSample>(&ws.stream, &f, base, desc.len(), max_numel)?;
         }
         Ok(vec![out])
     }

@@ -4,11 +4,11 @@
 
 use std::sync::Arc;
 
-use sluice_cuda::{DeviceBuffer, PushKernelArg};
+use sluice_cuda::DeviceBuffer;
 
 use super::{LookupTable, TABLE_SIZE};
 use crate::error::Result;
-use crate::ops::gpu_params::{cuda_struct, per_sample_launch, ParamUpload};
+use crate::ops::gpu_params::{cuda_struct, launch_records, ParamUpload};
 use crate::ops::{GpuOperator, GpuWorkspace};
 use crate::tensor::{DType, TensorListGpu};
 
@@ -83,7 +83,7 @@ impl GpuOperator for LookupTableGpu {
         // SAFETY: each descriptor points into `input` and `out` (alive, ordered on this
         // stream), both of `numel` elements, and into the table, which this operator keeps.
         unsafe {
-            ws.stream.launch_builder(&f).arg(&base).launch(per_sample_launch(max_numel, self.desc.len())).map_err(sluice_cuda::CudaError::from)?;
+            launch_records::<LutSample>(&ws.stream, &f, base, self.desc.len(), max_numel)?;
         }
         Ok(vec![out])
     }

@@ -3,13 +3,13 @@
 //! Dilation/erosion: per iteration one launch along the rows, then one along the columns
 //! (keys in pool memory between passes); the median: one launch per batch.
 
-use sluice_cuda::{DeviceBuffer, PushKernelArg};
+use sluice_cuda::DeviceBuffer;
 
 use super::median::MedianBlur;
 use super::Morphology;
 use crate::error::{Error, Result};
 use crate::ops::filters::filter::Geometry;
-use crate::ops::gpu_params::{cuda_struct, per_sample_launch, ParamUpload};
+use crate::ops::gpu_params::{cuda_struct, launch_records, ParamUpload};
 use crate::ops::{GpuOperator, GpuWorkspace};
 use crate::tensor::{DType, TensorListGpu};
 
@@ -143,7 +143,6 @@ impl GpuOperator for MorphologyGpu {
         let base = self.params.upload(ws, bytemuck::cast_slice(&passes))?;
         let f = ws.device.kernels().function(ws.device.context(), ws.device.compute_capability(), "morphology", SRC, &format!("morph_{}", suffix(dtype)))?;
         let max_elems = (0..n).map(|i| input.numel(i)).max().unwrap_or(0);
-        let cfg = per_sample_launch(max_elems, n);
         for group in 0..2 * self.morph.iterations {
             let descs = base + (group * n * std::mem::size_of::<MorphPass>()) as u64;
             // SAFETY: the descriptors point into `input`, `out` and `scratch` (alive until the
@@ -151,7 +150,7 @@ impl GpuOperator for MorphologyGpu {
             // reading what the previous one wrote, in stream order; every index stays inside
             // its sample's outer * len * inner elements.
             unsafe {
-                ws.stream.launch_builder(&f).arg(&descs).launch(cfg).map_err(sluice_cuda::CudaError::from)?;
+                launch_records::<MorphPass>(&ws.stream, &f, descs, n, max_elems)?;
             }
         }
         Ok(vec![out])
@@ -191,7 +190,7 @@ impl GpuOperator for MedianGpu {
         // SAFETY: each descriptor points into `input` and `out` (alive, ordered on this
         // stream); window reads are clamped into the sample, writes stay below its elements.
         unsafe {
-            ws.stream.launch_builder(&f).arg(&base).launch(per_sample_launch(max_elems, n)).map_err(sluice_cuda::CudaError::from)?;
+            launch_records::<MedianSample>(&ws.stream, &f, base, n, max_elems)?;
         }
         Ok(vec![out])
     }

@@ -4,11 +4,9 @@
 //! the last region covering it (or 0), with the cpu's conversions, so both backends give the
 //! same bytes.
 
-use sluice_cuda::PushKernelArg;
-
 use super::{MultiPaste, Region, SamplePlan};
 use crate::error::Result;
-use crate::ops::gpu_params::{cuda_struct, per_sample_launch, ParamUpload};
+use crate::ops::gpu_params::{cuda_struct, launch_records, ParamUpload};
 use crate::ops::{GpuOperator, GpuWorkspace};
 use crate::tensor::channel::short_name;
 use crate::tensor::{BatchMeta, TensorListGpu};
@@ -134,7 +132,7 @@ impl GpuOperator for MultiPasteGpu {
         // sample of an input (alive, ordered on this stream) and was checked by the plan to
         // lie inside that source (every frame of it) and inside the canvas.
         unsafe {
-            ws.stream.launch_builder(&f).arg(&base).launch(per_sample_launch(max_numel, plan.samples.len())).map_err(sluice_cuda::CudaError::from)?;
+            launch_records::<MultiPasteSample>(&ws.stream, &f, base, plan.samples.len(), max_numel)?;
         }
         Ok(vec![out])
     }

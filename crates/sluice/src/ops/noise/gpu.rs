@@ -2,11 +2,9 @@
 //! each sample's Philox stream and draw geometry); one launch of `noise.cu` applies every
 //! sample's noise, drawing the cpu's numbers (see the module docs for how exactly).
 
-use sluice_cuda::PushKernelArg;
-
 use super::{Noise, Params};
 use crate::error::Result;
-use crate::ops::gpu_params::{cuda_struct, per_sample_launch, ParamUpload};
+use crate::ops::gpu_params::{cuda_struct, launch_records, ParamUpload};
 use crate::ops::{GpuOperator, GpuWorkspace};
 use crate::tensor::{DType, TensorListGpu};
 
@@ -107,7 +105,7 @@ impl GpuOperator for NoiseGpu {
         // SAFETY: each descriptor points into `input` and `out`, alive and ordered on this
         // stream; every (pixel, channel) it names lies inside both samples.
         unsafe {
-            ws.stream.launch_builder(&f).arg(&base).launch(per_sample_launch(max_pixels, desc.len())).map_err(sluice_cuda::CudaError::from)?;
+            launch_records::<NoiseSample>(&ws.stream, &f, base, desc.len(), max_pixels)?;
         }
         Ok(vec![out])
     }

@@ -20,8 +20,8 @@ use sluice_cuda::{DeviceBuffer, LaunchConfig, PushKernelArg};
 use super::{param_strides, Normalize, Param, Plan, MAX_NDIM};
 use crate::error::{Error, Result};
 use crate::ops::cast::gpu::type_code;
-use crate::ops::gpu_params::{cuda_struct, per_sample_launch, push, ParamUpload};
-use crate::ops::strided_copy_gpu::{Gather, MAX_DIMS};
+use crate::ops::gpu_params::{cuda_struct, per_sample_launches, push, MAX_GRID_ROWS, ParamUpload};
+use crate::ops::strided_copy_gpu::{CopySample, Gather, MAX_DIMS};
 use crate::ops::{GpuOperator, GpuWorkspace, OpContext};
 use crate::tensor::{BatchMeta, TensorListGpu};
 
@@ -177,32 +177,42 @@ fn queue_passes(ws: &GpuWorkspace<'_>, input: &TensorListGpu, plan: &Plan<'_>, r
     let src_code = type_code(input.dtype()).expect("normalize's input types are all known to cast.cu");
     let (n, batch) = (input.len(), plan.batch as i32);
     let (num_samples, rows) = (n as i32, if plan.batch { 1 } else { n });
+    let record = |first: usize| ptrs.reductions + (first * std::mem::size_of::<StatSample>()) as u64;
     // SAFETY: the descriptors point into `input` (alive on this stream) and at slots and
     // partials inside the uploaded block and the scratch buffer (sized from the same
     // descriptors); pass 2 reads the partials pass 1 wrote before it on the stream.
     unsafe {
-        ws.stream
-            .launch_builder(&partial_sums)
-            .arg(&ptrs.reductions)
-            .arg(&ptrs.mean)
-            .arg(&squares)
-            .arg(&src_code)
-            .arg(&partials)
-            .launch(per_sample_launch(r.max_items, n))
-            .map_err(sluice_cuda::CudaError::from)?;
-        ws.stream
-            .launch_builder(&finish)
-            .arg(&ptrs.reductions)
-            .arg(&num_samples)
-            .arg(&batch)
-            .arg(&partials)
-            .arg(&squares)
-            .arg(&plan.ddof)
-            .arg(&plan.epsilon)
-            .arg(&plan.scale)
-            .arg(&out)
-            .launch(finish_launch(r.max_slots, rows))
-            .map_err(sluice_cuda::CudaError::from)?;
+        for (first, cfg) in per_sample_launches(r.max_items, n) {
+            ws.stream
+                .launch_builder(&partial_sums)
+                .arg(&record(first))
+                .arg(&ptrs.mean)
+                .arg(&squares)
+                .arg(&src_code)
+                .arg(&partials)
+                .launch(cfg)
+                .map_err(sluice_cuda::CudaError::from)?;
+        }
+        // Per sample, a grid row each (in chunks of MAX_GRID_ROWS); with `batch`, one row
+        // that reads every sample's descriptor.
+        let mut first = 0;
+        while first < rows {
+            let chunk = (rows - first).min(MAX_GRID_ROWS);
+            ws.stream
+                .launch_builder(&finish)
+                .arg(&record(first))
+                .arg(&num_samples)
+                .arg(&batch)
+                .arg(&partials)
+                .arg(&squares)
+                .arg(&plan.ddof)
+                .arg(&plan.epsilon)
+                .arg(&plan.scale)
+                .arg(&out)
+                .launch(finish_launch(r.max_slots, chunk))
+                .map_err(sluice_cuda::CudaError::from)?;
+            first += chunk;
+        }
     }
     Ok(())
 }
@@ -272,21 +282,23 @@ impl GpuOperator for NormalizeGpu {
         }
         let (samples_ptr, mean_ptr, inv_ptr) = (params, at(mean_at), at(inv_at));
         let f = ws.device.kernels().function(ws.device.context(), ws.device.compute_capability(), "normalize", SRC, "normalize")?;
-        let cfg = per_sample_launch(max_count, n);
         let shift = plan.shift;
-        // SAFETY: descriptors point into `input` and `out`, both alive on this stream; the
-        // parameter indices stay inside each sample's block of the uploaded arrays.
-        unsafe {
-            ws.stream
-                .launch_builder(&f)
-                .arg(&samples_ptr)
-                .arg(&mean_ptr)
-                .arg(&inv_ptr)
-                .arg(&shift)
-                .arg(&src_code)
-                .arg(&dst_code)
-                .launch(cfg)
-                .map_err(sluice_cuda::CudaError::from)?;
+        for (first, cfg) in per_sample_launches(max_count, n) {
+            let samples_at = samples_ptr + (first * std::mem::size_of::<CopySample>()) as u64;
+            // SAFETY: descriptors point into `input` and `out`, both alive on this stream; the
+            // parameter indices stay inside each sample's block of the uploaded arrays.
+            unsafe {
+                ws.stream
+                    .launch_builder(&f)
+                    .arg(&samples_at)
+                    .arg(&mean_ptr)
+                    .arg(&inv_ptr)
+                    .arg(&shift)
+                    .arg(&src_code)
+                    .arg(&dst_code)
+                    .launch(cfg)
+                    .map_err(sluice_cuda::CudaError::from)?;
+            }
         }
         Ok(vec![out])
     }

@@ -2,11 +2,9 @@
 //! values cast to the output type), one descriptor per sample uploaded, one launch of
 //! `one_hot.cu` for the batch.
 
-use sluice_cuda::PushKernelArg;
-
 use super::OneHot;
 use crate::error::Result;
-use crate::ops::gpu_params::{cuda_struct, per_sample_launch, ParamUpload};
+use crate::ops::gpu_params::{cuda_struct, launch_records, ParamUpload};
 use crate::ops::{GpuOperator, GpuWorkspace};
 use crate::tensor::{DType, TensorListGpu};
 
@@ -92,7 +90,7 @@ impl GpuOperator for OneHotGpu {
         // stream); the kernel reads the input's outer * inner elements and writes the
         // output's `numel`, as the plan sized them.
         unsafe {
-            ws.stream.launch_builder(&f).arg(&base).launch(per_sample_launch(max_numel, self.desc.len())).map_err(sluice_cuda::CudaError::from)?;
+            launch_records::<OneHotSample>(&ws.stream, &f, base, self.desc.len(), max_numel)?;
         }
         Ok(vec![out])
     }

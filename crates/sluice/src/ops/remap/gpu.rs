@@ -2,11 +2,9 @@
 //! for the batch, with the cpu backend's (OpenCV's) arithmetic: both backends give the same
 //! bits. The maps stay on the GPU (DALI's GPU operator takes them there too).
 
-use sluice_cuda::PushKernelArg;
-
 use super::{Plan, Remap};
 use crate::error::Result;
-use crate::ops::gpu_params::{cuda_struct, per_sample_launch, ParamUpload};
+use crate::ops::gpu_params::{cuda_struct, launch_records, ParamUpload};
 use crate::ops::warp::cv::{self, Interp};
 use crate::ops::{GpuOperator, GpuWorkspace};
 use crate::tensor::channel::short_name;
@@ -90,7 +88,7 @@ impl GpuOperator for RemapGpu {
         // this stream; plan_batch checked the maps hold h * w points per map); each thread
         // writes one pixel of its sample and reads inside its frame (border taps read 0).
         unsafe {
-            ws.stream.launch_builder(&f).arg(&base).launch(per_sample_launch(max_pixels, desc.len())).map_err(sluice_cuda::CudaError::from)?;
+            launch_records::<RemapSample>(&ws.stream, &f, base, desc.len(), max_pixels)?;
         }
         Ok(vec![out])
     }

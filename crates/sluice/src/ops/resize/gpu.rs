@@ -4,12 +4,12 @@
 use std::collections::HashMap;
 use std::sync::Arc;
 
-use sluice_cuda::{DeviceBuffer, GpuDevice, PushKernelArg};
+use sluice_cuda::{DeviceBuffer, GpuDevice};
 
 use super::kernel::{Filter, Plan, Taps};
 use super::{Resize, ResizeBatch};
 use crate::error::{Error, Result};
-use crate::ops::gpu_params::{cuda_struct, per_sample_launch, ParamUpload};
+use crate::ops::gpu_params::{cuda_struct, launch_records, ParamUpload};
 use crate::ops::{GpuOperator, GpuWorkspace, OpContext};
 use crate::tensor::{DType, TensorListGpu};
 
@@ -320,13 +320,12 @@ impl GpuResampler {
             }
         }
         let f = ws.device.kernels().function(ws.device.context(), ws.device.compute_capability(), "resize", SRC, kernel)?;
-        let cfg = per_sample_launch(max_pix, n);
         // SAFETY: descriptors point into `input`, `out` and the tables (cached, or in the
         // upload block), all alive and ordered on this stream (the tables' copy above, a
         // dropped chunk's free after this launch); each thread writes inside its sample's
         // output.
         unsafe {
-            ws.stream.launch_builder(&f).arg(&base).launch(cfg).map_err(sluice_cuda::CudaError::from)?;
+            launch_records::<ResizeSample>(&ws.stream, &f, base, n, max_pix)?;
         }
         Ok(out)
     }

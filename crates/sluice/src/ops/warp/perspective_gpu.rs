@@ -3,12 +3,10 @@
 //! backends give the same bits. (DALI's GPU operator runs CV-CUDA, whose results differ from
 //! its cpu operator's; Sluice's two backends agree with DALI's cpu one.)
 
-use sluice_cuda::PushKernelArg;
-
 use super::cv::{self, Interp};
 use super::perspective::{Plan, Planes, WarpPerspective};
 use crate::error::Result;
-use crate::ops::gpu_params::{cuda_struct, per_sample_launch, ParamUpload};
+use crate::ops::gpu_params::{cuda_struct, launch_records, ParamUpload};
 use crate::ops::{GpuOperator, GpuWorkspace};
 use crate::tensor::channel::short_name;
 use crate::tensor::{DType, TensorListGpu};
@@ -115,7 +113,7 @@ impl GpuOperator for WarpPerspectiveGpu {
         // stream); each thread writes one pixel inside its sample's output and reads inside
         // its plane of the input (border indices are clamped into it).
         unsafe {
-            ws.stream.launch_builder(&f).arg(&base).launch(per_sample_launch(max_pixels, desc.len())).map_err(sluice_cuda::CudaError::from)?;
+            launch_records::<PerspectiveSample>(&ws.stream, &f, base, desc.len(), max_pixels)?;
         }
         Ok(vec![out])
     }

@@ -7,7 +7,7 @@ use sluice_cuda::{GpuDevice, PushKernelArg};
 
 use super::Cmn;
 use crate::error::{Error, Result};
-use crate::ops::gpu_params::{cuda_struct, per_sample_launch, push, ParamUpload};
+use crate::ops::gpu_params::{cuda_struct, per_sample_launches, push, ParamUpload};
 use crate::ops::{GpuOperator, GpuWorkspace, OpContext};
 use crate::tensor::{DType, TensorListGpu};
 
@@ -112,11 +112,15 @@ impl GpuOperator for CmnGpu {
         let (samples_ptr, consts_ptr) = (params, params + consts_at as u64);
         let f = ws.device.kernels().function(ws.device.context(), ws.device.compute_capability(), "crop_mirror_normalize", SRC, kernel)?;
         let chw = self.cmn.chw() as i32;
-        let cfg = per_sample_launch(max_pix, n);
-        // SAFETY: descriptors point into `input` and `out`, both alive on this stream; the
-        // kernel writes exactly each sample's output extent.
-        unsafe {
-            ws.stream.launch_builder(&f).arg(&samples_ptr).arg(&consts_ptr).arg(&chw).arg(&per_sample).launch(cfg).map_err(sluice_cuda::CudaError::from)?;
+        for (first, cfg) in per_sample_launches(max_pix, n) {
+            // The kernel indexes the descriptors (and per-sample constants) by grid row.
+            let samples_at = samples_ptr + (first * std::mem::size_of::<CmnSample>()) as u64;
+            let consts_at = consts_ptr + (first * per_sample as usize * std::mem::size_of::<CmnConsts>()) as u64;
+            // SAFETY: descriptors point into `input` and `out`, both alive on this stream; the
+            // kernel writes exactly each sample's output extent.
+            unsafe {
+                ws.stream.launch_builder(&f).arg(&samples_at).arg(&consts_at).arg(&chw).arg(&per_sample).launch(cfg).map_err(sluice_cuda::CudaError::from)?;
+            }
         }
         Ok(vec![out])
     }

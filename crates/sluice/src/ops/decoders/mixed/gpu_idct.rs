@@ -9,10 +9,9 @@
 //! CPU), for measurements.
 
 use sluice_codecs::{CoefLayout, DecodeParams, ImageFormat, ImageInfo, Roi};
-use sluice_cuda::PushKernelArg;
 
 use crate::error::Result;
-use crate::ops::gpu_params::{cuda_struct, per_sample_launch, push, ParamUpload};
+use crate::ops::gpu_params::{cuda_struct, launch_records, push, ParamUpload};
 use crate::ops::GpuWorkspace;
 use crate::tensor::TensorListGpu;
 
@@ -206,12 +205,8 @@ impl GpuIdct {
         // output (see the contract), with the sizes the layouts give; the kernels stay
         // inside them.
         unsafe {
-            ws.stream.launch_builder(&idct).arg(&g.planes_at).launch(per_sample_launch(g.max_blocks, g.n_planes)).map_err(sluice_cuda::CudaError::from)?;
-            ws.stream
-                .launch_builder(&color)
-                .arg(&g.samples_at)
-                .launch(per_sample_launch(g.max_pixels, g.n_samples))
-                .map_err(sluice_cuda::CudaError::from)?;
+            launch_records::<Plane>(&ws.stream, &idct, g.planes_at, g.n_planes, g.max_blocks)?;
+            launch_records::<IdctSample>(&ws.stream, &color, g.samples_at, g.n_samples, g.max_pixels)?;
         }
         Ok(())
     }
