@@ -2,11 +2,9 @@
 //! the cpu kernels' arithmetic, so both backends give the same bits. `fn.rotate` and
 //! `fn.warp_affine` describe their samples as [`WarpSample`]s and call [`launch`].
 
-use sluice_cuda::PushKernelArg;
-
 use super::kernel::{Border, Interp};
 use crate::error::{Error, Result};
-use crate::ops::gpu_params::{cuda_struct, per_sample_launch, ParamUpload};
+use crate::ops::gpu_params::{cuda_struct, launch_records, ParamUpload};
 use crate::ops::GpuWorkspace;
 use crate::tensor::channel::short_name;
 use crate::tensor::DType;
@@ -35,7 +33,8 @@ cuda_struct! {
         from_input: i32,
         invert: i32,
         fill: f32,
-        pad: i32,
+        /// 3-D: output voxels a thread computes along a row ([`voxels_per_thread`]).
+        seg: i32,
     }
 }
 
@@ -84,13 +83,24 @@ impl WarpSample {
             from_input,
             invert,
             fill,
-            pad: 0,
+            seg: voxels_per_thread(out[2]) as i32,
         }
     }
 
-    fn points(&self) -> usize {
-        self.frames as usize * self.out_d as usize * self.out_h as usize * self.out_w as usize
+    /// The kernel's work items: output pixels (2-D), or runs of `seg` voxels of a row (3-D).
+    fn items(&self, volume: bool) -> usize {
+        let rows = self.frames as usize * self.out_d as usize * self.out_h as usize;
+        rows * if volume { (self.out_w as usize).div_ceil(self.seg as usize) } else { self.out_w as usize }
     }
+}
+
+/// Output voxels a thread of the 3-D warp computes along a row of `out_w`: the cpu's source
+/// points come from a sequence of additions along the row, which each thread repeats up to
+/// its first voxel, so longer runs pay that less often (and keep fewer threads busy).
+/// (16: on an H200, 8, 16 and 32 ran 32x64x64 volumes within the spread between runs; 16
+/// keeps the catch-up of wide rows down to about 8 additions a voxel.)
+fn voxels_per_thread(out_w: usize) -> usize {
+    16.min(out_w.max(1))
 }
 
 /// The type pairs the kernel is built for (DALI's warp: the input type, or FLOAT on either side).
@@ -106,7 +116,7 @@ pub(crate) fn launch(ws: &GpuWorkspace<'_>, params: &mut ParamUpload, op: &str, 
     if !supports(i, o) {
         return Err(Error::Unsupported(format!("{op}: cannot convert {i} to {o}")));
     }
-    let max_points = samples.iter().map(WarpSample::points).max().unwrap_or(0);
+    let max_points = samples.iter().map(|s| s.items(volume)).max().unwrap_or(0);
     if max_points == 0 {
         return Ok(());
     }
@@ -117,7 +127,7 @@ pub(crate) fn launch(ws: &GpuWorkspace<'_>, params: &mut ParamUpload, op: &str, 
     // SAFETY: each descriptor points into buffers its caller keeps alive and ordered on this
     // stream; each thread writes inside its sample's output.
     unsafe {
-        ws.stream.launch_builder(&f).arg(&base).launch(per_sample_launch(max_points, samples.len())).map_err(sluice_cuda::CudaError::from)?;
+        launch_records::<WarpSample>(&ws.stream, &f, base, samples.len(), max_points)?;
     }
     Ok(())
 }

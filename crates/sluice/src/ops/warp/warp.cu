@@ -19,7 +19,7 @@ struct Sample {
     int linear, clamp;       // interpolation (0 nearest, 1 linear); repeat the border or fill
     int from_input, invert;  // the map comes from `mat`; invert it first
     float fill;              // fill_value
-    int pad;
+    int seg;                 // 3-D: output voxels a thread computes along a row (see warp3d)
 };
 
 #define TILE 256
@@ -187,7 +187,61 @@ __device__ __forceinline__ I tap3(const I* in, const Sample& s, int x, int y, in
     return in[(((long long)z * s.in_h + y) * s.in_w + x) * s.c + k];
 }
 
-// The 3-D warp: the cpu's `warp_affine_3d`, a thread per output voxel.
+// One output voxel at source point `sv`: the cpu's `Volume::nearest` / `Volume::linear`.
+template <typename I, typename O>
+__device__ __forceinline__ void voxel(const I* in, const Sample& s, const float* sv, O* out, bool clamp, O fill_out, I fill_in) {
+    const int c = s.c;
+    if (!s.linear) {
+        const int ix = floor_i32(sv[0]), iy = floor_i32(sv[1]), iz = floor_i32(sv[2]);
+        const bool inside = (unsigned)ix < (unsigned)s.in_w && (unsigned)iy < (unsigned)s.in_h && (unsigned)iz < (unsigned)s.in_d;
+        if (!clamp && !inside) {
+            for (int k = 0; k < c; ++k) out[k] = fill_out;
+        } else {
+            for (int k = 0; k < c; ++k) out[k] = Convert<I, O>::go(tap3<I>(in, s, ix, iy, iz, k, true, I(0)));
+        }
+        return;
+    }
+    const float fx = __fsub_rn(sv[0], 0.5f), fyy = __fsub_rn(sv[1], 0.5f), fzz = __fsub_rn(sv[2], 0.5f);
+    const int x0 = floor_i32(fx), y0 = floor_i32(fyy), z0 = floor_i32(fzz);
+    const float qx = __fsub_rn(fx, (float)x0), qy = __fsub_rn(fyy, (float)y0), qz = __fsub_rn(fzz, (float)z0);
+    const float px_ = __fsub_rn(1.f, qx), py = __fsub_rn(1.f, qy);
+    const int x1 = x0 == 2147483647 ? x0 : x0 + 1, y1 = y0 == 2147483647 ? y0 : y0 + 1, z1 = z0 == 2147483647 ? z0 : z0 + 1;
+    if (clamp || (x0 >= 0 && y0 >= 0 && z0 >= 0 && x1 < s.in_w && y1 < s.in_h && z1 < s.in_d)) {
+        // Inside, or the border repeats: each tap is the voxel at its clamped coordinates
+        // (the border rule of `tap3`), found once for every channel.
+        const long long c0 = min(max(x0, 0), s.in_w - 1) * c, c1 = min(max(x1, 0), s.in_w - 1) * c;
+        const long long row = (long long)s.in_w * c;
+        const long long r0 = min(max(y0, 0), s.in_h - 1) * row, r1 = min(max(y1, 0), s.in_h - 1) * row;
+        const long long p0 = min(max(z0, 0), s.in_d - 1) * row * s.in_h, p1 = min(max(z1, 0), s.in_d - 1) * row * s.in_h;
+        for (int k = 0; k < c; ++k) {
+            const I* v = in + k;
+            const float s00 = __fadd_rn(__fmul_rn((float)v[p0 + r0 + c0], px_), __fmul_rn((float)v[p0 + r0 + c1], qx));
+            const float s01 = __fadd_rn(__fmul_rn((float)v[p0 + r1 + c0], px_), __fmul_rn((float)v[p0 + r1 + c1], qx));
+            const float s10 = __fadd_rn(__fmul_rn((float)v[p1 + r0 + c0], px_), __fmul_rn((float)v[p1 + r0 + c1], qx));
+            const float s11 = __fadd_rn(__fmul_rn((float)v[p1 + r1 + c0], px_), __fmul_rn((float)v[p1 + r1 + c1], qx));
+            const float s0 = __fadd_rn(__fmul_rn(s00, py), __fmul_rn(s01, qy));
+            const float s1 = __fadd_rn(__fmul_rn(s10, py), __fmul_rn(s11, qy));
+            out[k] = Sat<O>::f32(__fadd_rn(s0, __fmul_rn(__fsub_rn(s1, s0), qz)));
+        }
+        return;
+    }
+    for (int k = 0; k < c; ++k) {
+#define T3(X, Y, Z) ((float)tap3<I>(in, s, X, Y, Z, k, clamp, fill_in))
+        const float s00 = __fadd_rn(__fmul_rn(T3(x0, y0, z0), px_), __fmul_rn(T3(x1, y0, z0), qx));
+        const float s01 = __fadd_rn(__fmul_rn(T3(x0, y1, z0), px_), __fmul_rn(T3(x1, y1, z0), qx));
+        const float s10 = __fadd_rn(__fmul_rn(T3(x0, y0, z1), px_), __fmul_rn(T3(x1, y0, z1), qx));
+        const float s11 = __fadd_rn(__fmul_rn(T3(x0, y1, z1), px_), __fmul_rn(T3(x1, y1, z1), qx));
+#undef T3
+        const float s0 = __fadd_rn(__fmul_rn(s00, py), __fmul_rn(s01, qy));
+        const float s1 = __fadd_rn(__fmul_rn(s10, py), __fmul_rn(s11, qy));
+        out[k] = Sat<O>::f32(__fadd_rn(s0, __fmul_rn(__fsub_rn(s1, s0), qz)));
+    }
+}
+
+// The 3-D warp: the cpu's `warp_affine_3d`, a thread per run of `s.seg` voxels of a row,
+// computed one after the other: the source point of the first is reached by the cpu's
+// sequence of additions (a tile step per 256 voxels, then a step per voxel), and each next
+// one by one more step, so that catch-up is paid once per run.
 template <typename I, typename O>
 __device__ void warp3d(const Sample* samples) {
     const Sample s = samples[blockIdx.y];
@@ -199,53 +253,39 @@ __device__ void warp3d(const Sample* samples) {
         fill_sample<O>(s, (long long)s.frames * s.out_d * s.out_h * s.out_w * c);
         return;
     }
-    const long long in_frame = (long long)s.in_d * s.in_h * s.in_w * c, out_frame = (long long)s.out_d * s.out_h * s.out_w * c;
-    const long long per_frame = (long long)s.out_d * s.out_h * s.out_w, nvox = (long long)s.frames * per_frame;
+    const long long in_frame = (long long)s.in_d * s.in_h * s.in_w * c;
+    const long long rows_per_frame = (long long)s.out_d * s.out_h;
+    const int seg = s.seg, segs = (s.out_w + seg - 1) / seg;
+    const long long items = (long long)s.frames * rows_per_frame * segs;
     const float d[3] = {m[0], m[4], m[8]};
     const float d_tile[3] = {__fmul_rn((float)TILE, d[0]), __fmul_rn((float)TILE, d[1]), __fmul_rn((float)TILE, d[2])};
     const O fill_out = Sat<O>::f32(s.fill);
     const I fill_in = Convert<O, I>::go(fill_out);
     const bool clamp = s.clamp;
-    for (long long p = blockIdx.x * (long long)blockDim.x + threadIdx.x; p < nvox; p += (long long)gridDim.x * blockDim.x) {
-        const int f = (int)(p / per_frame);
-        const long long q = p - f * per_frame;
-        const long long zy = q / s.out_w;
-        const int x = (int)(q - zy * s.out_w), z = (int)(zy / s.out_h), y = (int)(zy - (long long)z * s.out_h);
+    for (long long p = blockIdx.x * (long long)blockDim.x + threadIdx.x; p < items; p += (long long)gridDim.x * blockDim.x) {
+        const long long row = p / segs;  // over every frame's rows
+        const int x0 = (int)(p - row * segs) * seg;
+        const int f = (int)(row / rows_per_frame);
+        const long long zy = row - f * rows_per_frame;
+        const int z = (int)(zy / s.out_h), y = (int)(zy - (long long)z * s.out_h);
         const I* in = src + f * in_frame;
-        O* out = dst + f * out_frame + q * c;
+        O* out = dst + (row * s.out_w + x0) * c;
         const float fy = __fadd_rn((float)y, 0.5f), fz = __fadd_rn((float)z, 0.5f);
-        float sv[3];
+        float t[3], sv[3];
         for (int i = 0; i < 3; ++i) {
-            float t = __fadd_rn(__fadd_rn(__fadd_rn(m[i * 4 + 3], __fmul_rn(m[i * 4], 0.5f)), __fmul_rn(m[i * 4 + 1], fy)), __fmul_rn(m[i * 4 + 2], fz));
-            for (int k = 0; k < x / TILE; ++k) t = __fadd_rn(t, d_tile[i]);
-            for (int k = 0; k < x % TILE; ++k) t = __fadd_rn(t, d[i]);
-            sv[i] = t;
+            t[i] = __fadd_rn(__fadd_rn(__fadd_rn(m[i * 4 + 3], __fmul_rn(m[i * 4], 0.5f)), __fmul_rn(m[i * 4 + 1], fy)), __fmul_rn(m[i * 4 + 2], fz));
+            for (int k = 0; k < x0 / TILE; ++k) t[i] = __fadd_rn(t[i], d_tile[i]);
+            sv[i] = t[i];
+            for (int k = 0; k < x0 % TILE; ++k) sv[i] = __fadd_rn(sv[i], d[i]);
         }
-        if (!s.linear) {
-            const int ix = floor_i32(sv[0]), iy = floor_i32(sv[1]), iz = floor_i32(sv[2]);
-            const bool inside = (unsigned)ix < (unsigned)s.in_w && (unsigned)iy < (unsigned)s.in_h && (unsigned)iz < (unsigned)s.in_d;
-            if (!clamp && !inside) {
-                for (int k = 0; k < c; ++k) out[k] = fill_out;
+        const int x_end = min(x0 + seg, s.out_w);
+        for (int x = x0; x < x_end; ++x, out += c) {
+            voxel<I, O>(in, s, sv, out, clamp, fill_out, fill_in);
+            if ((x + 1) % TILE == 0) {
+                for (int i = 0; i < 3; ++i) { t[i] = __fadd_rn(t[i], d_tile[i]); sv[i] = t[i]; }
             } else {
-                for (int k = 0; k < c; ++k) out[k] = Convert<I, O>::go(tap3<I>(in, s, ix, iy, iz, k, true, I(0)));
+                for (int i = 0; i < 3; ++i) sv[i] = __fadd_rn(sv[i], d[i]);
             }
-            continue;
-        }
-        const float fx = __fsub_rn(sv[0], 0.5f), fyy = __fsub_rn(sv[1], 0.5f), fzz = __fsub_rn(sv[2], 0.5f);
-        const int x0 = floor_i32(fx), y0 = floor_i32(fyy), z0 = floor_i32(fzz);
-        const float qx = __fsub_rn(fx, (float)x0), qy = __fsub_rn(fyy, (float)y0), qz = __fsub_rn(fzz, (float)z0);
-        const float px_ = __fsub_rn(1.f, qx), py = __fsub_rn(1.f, qy);
-        const int x1 = x0 == 2147483647 ? x0 : x0 + 1, y1 = y0 == 2147483647 ? y0 : y0 + 1, z1 = z0 == 2147483647 ? z0 : z0 + 1;
-        for (int k = 0; k < c; ++k) {
-#define T3(X, Y, Z) ((float)tap3<I>(in, s, X, Y, Z, k, clamp, fill_in))
-            const float s00 = __fadd_rn(__fmul_rn(T3(x0, y0, z0), px_), __fmul_rn(T3(x1, y0, z0), qx));
-            const float s01 = __fadd_rn(__fmul_rn(T3(x0, y1, z0), px_), __fmul_rn(T3(x1, y1, z0), qx));
-            const float s10 = __fadd_rn(__fmul_rn(T3(x0, y0, z1), px_), __fmul_rn(T3(x1, y0, z1), qx));
-            const float s11 = __fadd_rn(__fmul_rn(T3(x0, y1, z1), px_), __fmul_rn(T3(x1, y1, z1), qx));
-#undef T3
-            const float s0 = __fadd_rn(__fmul_rn(s00, py), __fmul_rn(s01, qy));
-            const float s1 = __fadd_rn(__fmul_rn(s10, py), __fmul_rn(s11, qy));
-            out[k] = Sat<O>::f32(__fadd_rn(s0, __fmul_rn(__fsub_rn(s1, s0), qz)));
         }
     }
 }
