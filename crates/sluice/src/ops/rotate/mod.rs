@@ -135,7 +135,7 @@ impl Rotate {
             let s = ctx.args.floats("size");
             match s {
                 [] => None,
-                _ if s.len() <= 3 => {
+                _ if s.len() == 2 || s.len() == 3 => {
                     if s.iter().any(|v| !(v.is_finite() && *v > 0.0)) {
                         return Err(Error::arg(name, "size", format!("extents must be positive, got {s:?}")));
                     }
