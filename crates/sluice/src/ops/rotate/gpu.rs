@@ -33,7 +33,7 @@ impl GpuOperator for RotateGpu {
                 WarpSample::new(input.sample_ptr(i), out.sample_ptr(i), map.gpu(), frames, ext, c, p.out, self.rotate.interp, self.rotate.border)
             })
             .collect();
-        launch(ws, &mut self.params, &self.rotate.ctx.display_name, &desc, geometry.volume, in_type, out_type)?;
+        launch(ws, &mut self.params, &self.rotate.ctx.display_name, &desc, geometry.volume(), in_type, out_type)?;
         Ok(vec![out])
     }
 }

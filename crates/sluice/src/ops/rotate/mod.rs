@@ -10,7 +10,7 @@ mod gpu;
 pub mod canvas;
 
 use crate::ops::warp::kernel::{self, Border, Interp};
-use crate::ops::warp::Map;
+use crate::ops::warp::{Geometry, Map};
 use crate::tensor::channel::Channel;
 
 use crate::error::{Error, Result};
@@ -74,34 +74,10 @@ struct Plan {
 impl Plan {
     /// The destination-to-source map of sample `i`, of extents `ext` ([D, H, W]).
     fn map(&self, ext: [usize; 3], geometry: Geometry) -> Map {
-        if geometry.volume {
+        if geometry.volume() {
             Map::Volume(canvas::rotation_mapping_3d(ext, self.out, self.axis, self.angle))
         } else {
             Map::Planar(canvas::rotation_mapping(ext[1], ext[2], self.out[1], self.out[2], self.angle))
-        }
-    }
-}
-
-/// How a layout splits a sample: a sequence (leading F) or not, images or volumes (D).
-#[derive(Clone, Copy)]
-struct Geometry {
-    sequence: bool,
-    volume: bool,
-}
-
-impl Geometry {
-    /// (frames, [D, H, W], channels) of a sample (D is 1 for images).
-    fn split(self, shape: &[usize]) -> (usize, [usize; 3], usize) {
-        let (frames, rest) = if self.sequence { (shape[0], &shape[1..]) } else { (1, shape) };
-        let ext = if self.volume { [rest[0], rest[1], rest[2]] } else { [1, rest[0], rest[1]] };
-        (frames, ext, rest[rest.len() - 1])
-    }
-
-    fn spatial(self) -> usize {
-        if self.volume {
-            3
-        } else {
-            2
         }
     }
 }
@@ -169,9 +145,9 @@ impl Rotate {
     /// DALI does.
     fn size_input(&self, batch: &TensorList, i: usize, geometry: Geometry) -> Result<[usize; 3]> {
         let name = &self.ctx.display_name;
-        let nd = geometry.spatial();
+        let nd = geometry.spatial;
         if batch.numel(i) != nd {
-            let want = if geometry.volume { "[D, H, W]" } else { "[H, W]" };
+            let want = if geometry.volume() { "[D, H, W]" } else { "[H, W]" };
             return Err(Error::arg(name, "size", format!("argument input must hold {want} per sample; sample {i} has shape {:?}", batch.shape(i))));
         }
         let mut out = [1usize; 3];
@@ -219,10 +195,10 @@ impl Rotate {
         let batch_err = |m: String| Error::data(self.ctx.at(ws.iteration, 0, input.source_info(0)), m);
         let layout = input.layout();
         let geometry = match (layout.as_str(), input.ndim()) {
-            ("", 3) | ("HWC", 3) => Geometry { sequence: false, volume: false },
-            ("FHWC", 4) => Geometry { sequence: true, volume: false },
-            ("DHWC", 4) => Geometry { sequence: false, volume: true },
-            ("FDHWC", 5) => Geometry { sequence: true, volume: true },
+            ("", 3) | ("HWC", 3) => Geometry { sequence: false, spatial: 2 },
+            ("FHWC", 4) => Geometry { sequence: true, spatial: 2 },
+            ("DHWC", 4) => Geometry { sequence: false, spatial: 3 },
+            ("FDHWC", 5) => Geometry { sequence: true, spatial: 3 },
             ("", nd) => return Err(batch_err(format!("expected an HWC image (3 dimensions), or a sequence or volume with its layout set (FHWC, DHWC, FDHWC), got {nd} dimensions"))),
             (l, _) => return Err(batch_err(format!("unsupported layout '{l}': expected HWC, FHWC, DHWC or FDHWC (channels last)"))),
         };
@@ -234,10 +210,10 @@ impl Rotate {
         if out_type != in_type && in_type != DType::F32 && out_type != DType::F32 {
             return Err(batch_err(format!("cannot convert {in_type} to {out_type}: the output type must be the input type or FLOAT (or FLOAT to an integer type)")));
         }
-        let nd = geometry.spatial();
+        let nd = geometry.spatial;
         let const_size = match &self.size {
             Some(s) if s.len() != nd => {
-                let want = if geometry.volume { "[D, H, W] for volumes (DHWC)" } else { "[H, W] for images (HWC)" };
+                let want = if geometry.volume() { "[D, H, W] for volumes (DHWC)" } else { "[H, W] for images (HWC)" };
                 return Err(Error::arg(&name, "size", format!("must be {want}, channels excluded, got {s:?}")));
             }
             Some(s) => Some(std::array::from_fn::<usize, 3, _>(|k| if k + nd < 3 { 1 } else { s[k + nd - 3] })),
@@ -258,14 +234,14 @@ impl Rotate {
                 return Err(Error::data(self.ctx.at(ws.iteration, i, input.source_info(i)), format!("cannot rotate an image of shape {:?}", input.shape(i))));
             }
             let a = a as f32;
-            let axis = if geometry.volume { self.axis(i, axis_input)? } else { [0.0; 3] };
+            let axis = if geometry.volume() { self.axis(i, axis_input)? } else { [0.0; 3] };
             let out = if let Some(b) = size_input {
                 self.size_input(b, i, geometry)?
             } else if let Some(s) = const_size {
                 s
             } else if self.keep_size {
                 ext
-            } else if geometry.volume {
+            } else if geometry.volume() {
                 canvas::volume_canvas_size(ext, [(axis, a)])
             } else {
                 let (h, w) = canvas::rotated_canvas_size(ext[1], ext[2], a);
@@ -281,7 +257,7 @@ impl Rotate {
                 if f > 0 {
                     let (_, ext, _) = geometry.split(input.shape(first));
                     let frames = &mut self.plan[first..first + f];
-                    let out = if geometry.volume {
+                    let out = if geometry.volume() {
                         canvas::volume_canvas_size(ext, frames.iter().map(|p| (p.axis, p.angle)))
                     } else {
                         let (h, w) = canvas::sequence_canvas_size(ext[1], ext[2], frames.iter().map(|p| p.angle));

@@ -128,20 +128,25 @@ struct WarpAffine {
     plans: Vec<Plan>,
 }
 
-/// How a layout splits a sample: frames, spatial dimensions (2 or 3).
+/// How a layout splits a sample: frames, spatial dimensions (2 or 3). Shared with `fn.rotate`.
 #[derive(Debug, Clone, Copy)]
-struct Geometry {
-    sequence: bool,
-    spatial: usize,
+pub(crate) struct Geometry {
+    pub(crate) sequence: bool,
+    pub(crate) spatial: usize,
 }
 
 impl Geometry {
     /// (frames, [D, H, W], channels) of a sample.
-    fn split(self, shape: &[usize]) -> (usize, [usize; 3], usize) {
+    pub(crate) fn split(self, shape: &[usize]) -> (usize, [usize; 3], usize) {
         let (frames, rest) = if self.sequence { (shape[0], &shape[1..]) } else { (1, shape) };
         let c = rest[rest.len() - 1];
         let ext = if self.spatial == 2 { [1, rest[0], rest[1]] } else { [rest[0], rest[1], rest[2]] };
         (frames, ext, c)
+    }
+
+    /// True for volumes (3 spatial dimensions).
+    pub(crate) fn volume(self) -> bool {
+        self.spatial == 3
     }
 }
 
@@ -436,7 +441,7 @@ impl GpuOperator for WarpAffineGpu {
             };
             desc.push(gpu::WarpSample::new(input.sample_ptr(i), out.sample_ptr(i), map, frames, ext, c, p.out, self.warp.interp, self.warp.border));
         }
-        gpu::launch(ws, &mut self.params, &self.warp.ctx.display_name, &desc, geometry.spatial == 3, in_type, out_type)?;
+        gpu::launch(ws, &mut self.params, &self.warp.ctx.display_name, &desc, geometry.volume(), in_type, out_type)?;
         Ok(vec![out])
     }
 }
