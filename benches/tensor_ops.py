@@ -96,6 +96,11 @@ CASES = {
                    "fn.resize(fn.reshape(a, layout='CHW'), size=[224, 224])", True),
     "random_resized_crop_fhwc": ("feeds = [[rng.integers(0, 255, (8, 120, 160, 3), dtype=np.uint8) for _ in range(B)]]",
                                  "fn.random_resized_crop(fn.reshape(a, layout='FHWC'), size=[96, 96])", True),
+    # 3-D resize: 32x64x64 volumes up to 48x96x96 (linear), and down to 16x32x32 (antialiased)
+    "resize_volume_up": ("feeds = [[rng.integers(0, 255, (32, 64, 64, 1), dtype=np.uint8) for _ in range(B)]]",
+                         "fn.resize(fn.reshape(a, layout='DHWC'), size=[48, 96, 96])", True),
+    "resize_volume_down": ("feeds = [[rng.integers(0, 255, (32, 64, 64, 1), dtype=np.uint8) for _ in range(B)]]",
+                           "fn.resize(fn.reshape(a, layout='DHWC'), size=[16, 32, 32])", True),
     "decoders_numpy": ("import io\n"
                        "def npy(x):\n"
                        "    f = io.BytesIO(); np.save(f, x); return np.frombuffer(f.getvalue(), np.uint8)\n"

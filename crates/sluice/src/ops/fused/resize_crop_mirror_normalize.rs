@@ -11,7 +11,7 @@
 
 use crate::error::{Error, Result};
 use crate::ops::crop::crop_mirror_normalize::{Cmn, CmnBatch, Out, U8Lut, MAX_LUT_CHANNELS};
-use crate::ops::resize::kernel::{resample_window, round_row_to_u8, Plan, Window};
+use crate::ops::resize::kernel::{resample_window, store_row_as_dali, Plan, Window};
 use crate::ops::resize::{Resize, ResizeBatch};
 use crate::ops::{for_each_sample, OpContext, Operator, Workspace};
 use crate::tensor::{DType, TensorList};
@@ -79,10 +79,10 @@ fn fused<O: Out>(dst: &mut [u8], src: &[u8], p: &Plan, win: &Window, b: &CmnBatc
     let oh = win.rows.len();
     ROW.with(|px| {
         let px = &mut *px.borrow_mut();
-        resample_window(src, p, win, |y, row| {
-            // Round the whole row first (vectorized), then look up.
+        resample_window(src, p, win, 16, |y, row, even| {
+            // Round the whole row first (vectorized, as the resize stores u8), then look up.
             px.resize(row.len(), 0);
-            round_row_to_u8(px, row);
+            store_row_as_dali::<u8>(px, row, even);
             lut.write_row(dst, px, y, oh, chw, mirror)
         });
     })

@@ -24,7 +24,7 @@ impl GpuOperator for RandomResizedCropGpu {
         let (plans, out_type, planes) = self.rrc.plan(&ws.host_view(), input.meta())?;
         let meta = RandomResizedCrop::output_meta(&plans, out_type, input.meta(), planes);
         // Random windows seldom repeat an origin, so the filter tables are not kept.
-        let out = self.resampler.run(ws, &self.rrc.ctx, input, &plans, meta, input.meta().dtype(), out_type, false)?;
+        let out = self.resampler.run(ws, &self.rrc.ctx, input, &plans, &[], meta, input.meta().dtype(), out_type, false)?;
         Ok(vec![out])
     }
 }

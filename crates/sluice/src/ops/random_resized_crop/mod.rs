@@ -10,7 +10,7 @@ mod gpu;
 use crate::error::{Error, Result};
 use crate::ops::decoders::random_crop_window::{CropWindow, RandomCropParams, RANDOM_CROP_ARGS};
 use crate::ops::resize::kernel::{axis_filter, FilterKind, Plan};
-use crate::ops::resize::Planes;
+use crate::ops::resize::{Extents, Planes};
 use crate::ops::{arg, for_each_sample, ArgDefault as D, ArgType as T, Device, OpContext, OpDef, OpSchema, Operator, Workspace};
 use crate::tensor::{BatchMeta, DType, TensorList};
 
@@ -105,10 +105,16 @@ impl RandomResizedCrop {
     /// output's type. Shared by both backends.
     fn plan(&self, ws: &Workspace<'_>, input: &BatchMeta) -> Result<(Vec<Plan>, DType, Planes)> {
         let ctx = &self.ctx;
-        let planes = Planes::of(input).map_err(|m| Error::data(ctx.at(ws.iteration, 0, input.source_info(0)), m))?;
+        let batch_err = |m: String| Error::data(ctx.at(ws.iteration, 0, input.source_info(0)), m);
+        let planes = Planes::of(input).map_err(batch_err)?;
+        if planes.spatial_ndim() != 2 {
+            // As DALI: the crop window is drawn in 2-D.
+            let layout = input.layout();
+            return Err(batch_err(format!("volumes (layout '{layout}') are not supported: expected HWC, CHW, FHWC, FCHW or CFHW")));
+        }
         let mut plans = Vec::with_capacity(input.len());
         for i in 0..input.len() {
-            let (h, w, c, count) = planes.split(input.shape(i));
+            let Extents { h, w, c, planes: count, .. } = planes.split(input.shape(i));
             if h == 0 || w == 0 {
                 return Err(Error::data(ctx.at(ws.iteration, i, input.source_info(i)), "empty image: nothing to crop"));
             }
@@ -121,7 +127,7 @@ impl RandomResizedCrop {
 
     /// The output batch's shapes and layout.
     fn output_meta(plans: &[Plan], out_type: DType, input: &BatchMeta, planes: Planes) -> BatchMeta {
-        let shapes: Vec<Vec<usize>> = plans.iter().enumerate().map(|(i, p)| planes.resized(input.shape(i), p.out_h, p.out_w)).collect();
+        let shapes: Vec<Vec<usize>> = plans.iter().enumerate().map(|(i, p)| planes.resized(input.shape(i), [1, p.out_h, p.out_w])).collect();
         let mut meta = BatchMeta::new(out_type, input.ndim(), shapes.iter().map(|s| &s[..]));
         meta.set_layout(if input.layout().is_empty() { "HWC".into() } else { input.layout().clone() });
         meta.inherit_source_info(input);
@@ -139,7 +145,7 @@ impl Operator for RandomResizedCrop {
         for_each_sample(ws.pool, &mut out, |i, dst| {
             let p = &plans[i];
             let src = input.bytes(i);
-            let res = crate::ops::resize::resample_sample(in_type, out_type, dst, src, p);
+            let res = crate::ops::resize::resample_sample(in_type, out_type, dst, src, p, None);
             res.map_err(|m| Error::data(ctx.at(ws.iteration, i, input.source_info(i)), m))
         })?;
         Ok(vec![out])

@@ -7,6 +7,7 @@ use std::sync::Arc;
 use sluice_cuda::{DeviceBuffer, GpuDevice};
 
 use super::kernel::{Filter, Plan, Taps};
+use super::volume::{nn_slices, Depth};
 use super::{Resize, ResizeBatch};
 use crate::error::{Error, Result};
 use crate::ops::gpu_params::{cuda_struct, launch_records, ParamUpload};
@@ -25,6 +26,9 @@ cuda_struct! {
         wy: u64,
         fx: u64,
         wx: u64,
+        /// The depth axis' tables; 0 for images.
+        fz: u64,
+        wz: u64,
         in_h: i32,
         in_w: i32,
         c: i32,
@@ -32,8 +36,12 @@ cuda_struct! {
         out_w: i32,
         sup_y: i32,
         sup_x: i32,
-        /// Images of `in_h` x `in_w` x `c` one after the other, each resampled alike.
+        /// Images (or volumes of `in_d` of them) one after the other, each resampled alike.
         planes: i32,
+        in_d: i32,
+        out_d: i32,
+        sup_z: i32,
+        pad: i32,
     }
 }
 
@@ -116,13 +124,16 @@ enum Table {
     Cached(TableAt),
     /// Index into `TableCache::fresh`.
     Fresh(usize),
+    /// No such axis (the depth of an image).
+    Absent,
 }
 
 impl TableCache {
-    /// The table of each sample's two axes: cached ones, or new ones computed into `fresh`
-    /// (a table new twice in one batch is computed once; nearest-neighbour-on-both-axes
-    /// samples, which use the cpu's exact indices, are never cached).
-    fn tables(&mut self, plans: &[Plan]) -> (Vec<[Table; 2]>, Vec<Option<TableKey>>) {
+    /// The table of each sample's axes (y, x, and z for volumes): cached ones, or new ones
+    /// computed into `fresh` (a table new twice in one batch is computed once;
+    /// nearest-neighbour-on-every-axis samples, which use the cpu's exact indices, are never
+    /// cached).
+    fn tables(&mut self, plans: &[Plan], depths: &[Depth]) -> (Vec<[Table; 3]>, Vec<Option<TableKey>>) {
         let mut fresh_keys: Vec<Option<TableKey>> = Vec::new();
         let mut pending: HashMap<TableKey, usize> = HashMap::new();
         let mut out = Vec::with_capacity(plans.len());
@@ -135,13 +146,16 @@ impl TableCache {
             fresh_keys.push(key);
             k
         }
-        for p in plans {
-            if p.filter[0].is_none() && p.filter[1].is_none() {
-                // Nearest neighbour on both axes: the cpu picks rows by accumulation; use its
-                // exact indices as one-tap filters.
+        for (i, p) in plans.iter().enumerate() {
+            let depth = depths.get(i);
+            if p.filter[0].is_none() && p.filter[1].is_none() && depth.is_none_or(|z| z.filter.is_none()) {
+                // Nearest neighbour on every axis: the cpu picks rows (and slices) by
+                // accumulation; use its exact indices as one-tap filters.
                 let (rows, cols) = super::kernel::nn_indices(p);
-                let mut pair = [Table::Fresh(0); 2];
-                for (a, idx) in [rows, cols].into_iter().enumerate() {
+                let slices = depth.map(nn_slices);
+                let mut tables = [Table::Absent; 3];
+                for (a, idx) in [Some(rows), Some(cols), slices].into_iter().enumerate() {
+                    let Some(idx) = idx else { continue };
                     let k = take(&mut self.fresh, &mut fresh_keys, None);
                     let t = &mut self.fresh[k];
                     t.support = 1;
@@ -149,15 +163,19 @@ impl TableCache {
                     t.first.extend(idx.iter().map(|&v| v as i32));
                     t.weights.clear();
                     t.weights.resize(idx.len(), 1.0);
-                    pair[a] = Table::Fresh(k);
+                    tables[a] = Table::Fresh(k);
                 }
-                out.push(pair);
+                out.push(tables);
                 continue;
             }
-            let axis = |a: usize| (if a == 0 { p.out_h } else { p.out_w }, p.origin[a], p.scale[a], p.filter[a].as_ref());
-            let mut pair = [Table::Fresh(0); 2];
-            for (a, slot) in pair.iter_mut().enumerate() {
-                let (len, origin, scale, filter) = axis(a);
+            let axes = [
+                Some((p.out_h, p.origin[0], p.scale[0], p.filter[0].as_ref())),
+                Some((p.out_w, p.origin[1], p.scale[1], p.filter[1].as_ref())),
+                depth.map(|z| (z.out_d, z.origin, z.scale, z.filter.as_ref())),
+            ];
+            let mut tables = [Table::Absent; 3];
+            for (slot, axis) in tables.iter_mut().zip(axes) {
+                let Some((len, origin, scale, filter)) = axis else { continue };
                 let key = TableKey::new(len, origin, scale, filter);
                 *slot = if let Some(&at) = self.index.get(&key) {
                     Table::Cached(at)
@@ -170,7 +188,7 @@ impl TableCache {
                     Table::Fresh(k)
                 };
             }
-            out.push(pair);
+            out.push(tables);
         }
         (out, fresh_keys)
     }
@@ -200,13 +218,15 @@ impl GpuOperator for ResizeGpu {
     fn run(&mut self, ws: &GpuWorkspace<'_>) -> Result<Vec<TensorListGpu>> {
         let input = ws.gpu_inputs[0];
         let ResizeBatch { meta, in_type, out_type } = self.resize.plan_batch(&ws.host_view(), input.meta())?;
-        let out = self.resampler.run(ws, self.resize.ctx(), input, self.resize.plans(), meta, in_type, out_type, true)?;
+        let (plans, depths) = (self.resize.plans(), self.resize.depths());
+        let out = self.resampler.run(ws, self.resize.ctx(), input, plans, depths, meta, in_type, out_type, true)?;
         Ok(vec![out])
     }
 }
 
 impl GpuResampler {
-    /// Resamples every sample of `input` by its plan into a new batch shaped `meta`.
+    /// Resamples every sample of `input` by its plan (and depth, for volumes: `depths` is
+    /// empty or has one per sample) into a new batch shaped `meta`.
     /// `keep_tables`: keep the filter tables on the device for later batches (worth it when
     /// they repeat; random windows, whose origins rarely do, pass false). Planning has
     /// checked the batch already (no empty samples); samples of more than 4 channels are
@@ -218,6 +238,7 @@ impl GpuResampler {
         ctx: &OpContext,
         input: &TensorListGpu,
         plans: &[Plan],
+        depths: &[Depth],
         meta: crate::tensor::BatchMeta,
         in_type: DType,
         out_type: DType,
@@ -246,7 +267,7 @@ impl GpuResampler {
         if cache.bytes > TABLE_CACHE_LIMIT || !keep_tables {
             cache.clear();
         }
-        let (tables, fresh_keys) = cache.tables(plans);
+        let (tables, fresh_keys) = cache.tables(plans, depths);
 
         // Upload block: n descriptors, then the new tables (16-byte aligned arrays), which
         // one device-to-device copy then moves into the cache (or which the kernel reads in
@@ -273,11 +294,13 @@ impl GpuResampler {
         let resolve = |t: Table| match t {
             Table::Cached(at) => at,
             Table::Fresh(k) => fresh_tables[k],
+            Table::Absent => TableAt { first: 0, weights: 0, support: 0 },
         };
         let mut max_pix = 1usize;
         let mut desc = Vec::with_capacity(n);
-        for (i, (p, [ty, tx])) in plans.iter().zip(&tables).enumerate() {
-            let (ty, tx) = (resolve(*ty), resolve(*tx));
+        for (i, (p, [ty, tx, tz])) in plans.iter().zip(&tables).enumerate() {
+            let (ty, tx, tz) = (resolve(*ty), resolve(*tx), resolve(*tz));
+            let (in_d, out_d) = depths.get(i).map_or((1, 1), |z| (z.in_d, z.out_d));
             desc.push(ResizeSample {
                 r#in: input.sample_ptr(i),
                 out: out.sample_ptr(i),
@@ -285,6 +308,8 @@ impl GpuResampler {
                 wy: ty.weights,
                 fx: tx.first,
                 wx: tx.weights,
+                fz: tz.first,
+                wz: tz.weights,
                 in_h: p.in_h as i32,
                 in_w: p.in_w as i32,
                 c: p.c as i32,
@@ -293,8 +318,12 @@ impl GpuResampler {
                 sup_y: ty.support as i32,
                 sup_x: tx.support as i32,
                 planes: p.planes as i32,
+                in_d: in_d as i32,
+                out_d: out_d as i32,
+                sup_z: tz.support as i32,
+                pad: 0,
             });
-            max_pix = max_pix.max(p.out_h * p.out_w * p.planes);
+            max_pix = max_pix.max(p.out_h * p.out_w * out_d * p.planes);
         }
         let fresh = &cache.fresh;
         let base = self.params.upload_with(ws, at, |block, _| {

@@ -72,11 +72,13 @@ struct Tables {
     cubic: Vec<f32>,
 }
 
+/// DALI's `sinc(float)`: pi * x is taken in double and rounded to f32 (rounding `pi` to f32
+/// first changes the Lanczos table in its last bits).
 fn sinc(x: f32) -> f32 {
-    if x == 0.0 {
-        1.0
+    let px = (x as f64 * std::f64::consts::PI) as f32;
+    if px.abs() < 1e-5 {
+        1.0 - px * px * (1.0 / 6.0)
     } else {
-        let px = x * std::f32::consts::PI;
         px.sin() / px
     }
 }
@@ -201,9 +203,19 @@ pub struct Taps {
 impl Taps {
     /// `InitializeResamplingFilter`; a `None` filter gives one-tap nearest-neighbour taps.
     pub fn compute(&mut self, in_size: usize, out_size: usize, origin: f32, scale: f32, filter: Option<&Filter>) {
+        self.compute_shifted(in_size, out_size, origin, scale, filter, 0);
+    }
+
+    /// [`Taps::compute`] as DALI computes the taps of an axis its first pass does not
+    /// resample: relative to `shift`, the start of the input region that axis reads
+    /// ([`roi_lo`]), in f32, then moved back by it. The weights differ in their last bits.
+    pub fn compute_shifted(&mut self, in_size: usize, out_size: usize, origin: f32, scale: f32, filter: Option<&Filter>, shift: i64) {
         self.first.clear();
         self.weights.clear();
-        self.fill(out_size, origin, scale, filter);
+        self.fill(out_size, origin - shift as f32, scale, filter);
+        if shift != 0 {
+            self.first.iter_mut().for_each(|f| *f += shift as i32);
+        }
         // `first` is monotonic (either direction), so the in-range outputs are contiguous.
         let ok = |x: &usize| self.first[*x] >= 0 && self.first[*x] as usize + self.support <= in_size;
         let start = (0..out_size).find(ok).unwrap_or(out_size);
@@ -280,28 +292,122 @@ pub struct Plan {
 }
 
 impl Plan {
-    /// DALI's pass order choice (`SetupSample`): true when the vertical pass goes first.
+    /// DALI's pass order choice ([`pass_order`]): true when the vertical pass goes first.
     pub fn vertical_first(&self) -> bool {
-        let sup = |f: &Option<Filter>| f.map_or(1, |f| f.support()) as i64;
-        let (sy, sx) = (sup(&self.filter[0]), sup(&self.filter[1]));
-        // Input rows / columns the ROI (with filter margins) touches.
-        let extent = |axis: usize, n: usize| -> i64 {
-            let anchor = self.filter[axis].map_or(0.0, |f| f.anchor);
-            let s = sup(&self.filter[axis]) as f32;
-            let start = self.origin[axis];
-            let end = start + self.scale[axis] * if axis == 0 { self.out_h } else { self.out_w } as f32;
-            let (a, b) = if start <= end { (start, end) } else { (end, start) };
-            let clampf = |v: f32| (v.floor() as i64).clamp(0, n as i64);
-            clampf(b - anchor + s) - clampf(a - anchor)
-        };
-        let (ey, ex) = (extent(0, self.in_h), extent(1, self.in_w));
-        let (oh, ow) = (self.out_h as i64, self.out_w as i64);
-        let size_vert = ex * oh;
-        let size_horz = ow * ey;
-        let area = oh * ow;
-        let cost_vert = 3.0 * size_vert as f32 + (size_vert * sy + area * sx) as f32;
-        let cost_horz = 3.0 * size_horz as f32 + (size_horz * sx + area * sy) as f32;
-        cost_vert < cost_horz
+        let axes = [(self.in_w, self.out_w, 1), (self.in_h, self.out_h, 0)];
+        let ext = axes.map(|(n, out, a)| footprint(self.origin[a], self.scale[a], out, self.filter[a].as_ref(), n));
+        let support = axes.map(|(_, _, a)| self.filter[a].map_or(1, |f| f.support()) as i64);
+        pass_order(ext, axes.map(|(_, out, _)| out as i64), support)[0] == 1
+    }
+}
+
+/// The input range `[lo, hi)` along one axis that the source window (with the filter's
+/// footprint) touches, as DALI's `ComputeScaleAndROI` bounds it.
+fn roi_range(origin: f32, scale: f32, out: usize, filter: Option<&Filter>, n: usize) -> (i64, i64) {
+    let (anchor, support) = filter.map_or((0.0, 1.0), |f| (f.anchor, f.support() as f32));
+    let (start, end) = (origin, origin + scale * out as f32);
+    let (a, b) = if start <= end { (start, end) } else { (end, start) };
+    let clamp = |v: f32| (v as i64).clamp(0, n as i64);
+    (clamp((a - anchor).floor()), clamp((b - anchor + support).ceil()))
+}
+
+/// The input extent of [`roi_range`]: what DALI's pass order weighs.
+pub(super) fn footprint(origin: f32, scale: f32, out: usize, filter: Option<&Filter>, n: usize) -> i64 {
+    let (lo, hi) = roi_range(origin, scale, out, filter, n);
+    hi - lo
+}
+
+/// The start of [`roi_range`]: DALI computes the taps of every axis but the first pass'
+/// relative to it.
+pub(super) fn roi_lo(origin: f32, scale: f32, out: usize, filter: Option<&Filter>, n: usize) -> i64 {
+    roi_range(origin, scale, out, filter, n).0
+}
+
+/// DALI's `ProcessingOrderCalculator`: the order of the passes (axes x = 0, y = 1, z = 2) of
+/// least cost, a pass costing `mul[axis] * support * volume + 3 * volume` over the volume it
+/// produces, summed in f32 as DALI sums it. Orders are tried in lexicographic order and the
+/// first strictly cheapest is kept (DALI's depth-first search with pruning).
+pub fn pass_order<const N: usize>(in_ext: [i64; N], out: [i64; N], support: [i64; N]) -> [usize; N] {
+    const MUL: [f32; 3] = [1.4, 1.0, 1.2];
+    const SIZE_BIAS: f32 = 3.0;
+    let orders: &[[usize; 3]] = if N == 2 { &[[0, 1, 0], [1, 0, 0]] } else { &[[0, 1, 2], [0, 2, 1], [1, 0, 2], [1, 2, 0], [2, 0, 1], [2, 1, 0]] };
+    let mut best = std::array::from_fn(|a| a);
+    let mut min_cost = 1e30f32;
+    for order in orders {
+        let order: [usize; N] = std::array::from_fn(|p| order[p]);
+        let mut size = in_ext;
+        let mut total = 0f32;
+        for &a in &order {
+            size[a] = out[a];
+            let vol = size.iter().product::<i64>();
+            total += MUL[a] * (support[a] * vol) as f32 + vol as f32 * SIZE_BIAS;
+        }
+        if total < min_cost {
+            min_cost = total;
+            best = order;
+        }
+    }
+    best
+}
+
+/// DALI's last pass stores integers two ways: its SIMD blocks convert with `cvtps`, rounding
+/// half to even, and the scalar rest with `ConvertSat`, rounding half away from zero. Which
+/// values fall in which depends on the pass, on where a block starts and on the lanes of the
+/// output type (16 bytes: 16 u8, 8 i16, 4 i32). These are the rows' half-to-even ranges.
+pub(super) enum LastPass<'a> {
+    /// Along rows (x): runs of `lanes` pixels from the start of each of DALI's column
+    /// segments (clamped left, clamped both sides, regular, clamped right), from the x taps
+    /// and the input width.
+    Horizontal(&'a Taps, usize),
+    /// Across rows (y, or z over whole slices): runs of `lanes` values from the start of each
+    /// 256-value tile of a row of `row_len` values.
+    Vertical { row_len: usize },
+    /// A nearest-neighbour last pass: DALI's `ResampleNN` rounds every value half away.
+    Nearest,
+}
+
+/// The values (positions in an output row of `c` channels) DALI's last pass rounds half to
+/// even, into `even`, for an output type of `lanes` per 16 bytes.
+pub(super) fn even_ranges(last: LastPass<'_>, c: usize, lanes: usize, even: &mut Vec<Range<usize>>) {
+    even.clear();
+    let mut block = |start: usize, end: usize, unit: usize| {
+        let n = (end.saturating_sub(start)) / lanes * lanes;
+        if n > 0 {
+            even.push(start * unit..(start + n) * unit);
+        }
+    };
+    match last {
+        LastPass::Nearest => {}
+        LastPass::Vertical { row_len } => {
+            for t in (0..row_len).step_by(256) {
+                block(t, (t + 256).min(row_len), 1);
+            }
+        }
+        LastPass::Horizontal(t, in_w) => {
+            // `GetFirstAndLastRegularCol` and the four runs of `ResamplHorzRow`.
+            let (first, s, out_w) = (&t.first, t.support as i64, t.first.len());
+            if out_w == 0 {
+                return;
+            }
+            let flipped = first[out_w - 1] < first[0];
+            let (mut lo, mut hi) = (0usize, out_w as i64 - 1);
+            let (left_clamped, right_clamped) = (|f: i32| (f as i64) < 0, |f: i32| f as i64 + s > in_w as i64);
+            let (from_left, from_right): (&dyn Fn(i32) -> bool, &dyn Fn(i32) -> bool) =
+                if flipped { (&right_clamped, &left_clamped) } else { (&left_clamped, &right_clamped) };
+            while lo < out_w && from_left(first[lo]) {
+                lo += 1;
+            }
+            while hi >= 0 && from_right(first[hi as usize]) {
+                hi -= 1;
+            }
+            let last_regular_end = (hi + 1) as usize;
+            let one_sided = lo.min(last_regular_end);
+            let mut x = 0;
+            for end in [one_sided, lo, last_regular_end, out_w] {
+                block(x, end, c);
+                x = x.max(end);
+            }
+        }
     }
 }
 
@@ -316,6 +422,9 @@ struct Scratch {
     ring_rows: Vec<usize>,
     row: Vec<f32>,
     acc: Vec<f32>,
+    /// DALI's half-to-even ranges of an output row, and of the window's part of it.
+    even: Vec<Range<usize>>,
+    even_win: Vec<Range<usize>>,
 }
 
 thread_local! {
@@ -368,12 +477,12 @@ fn horz_row_c<const C: usize, const L: usize>(out: &mut [f32], row: &[f32], w: u
 }
 
 /// Padding after the rows [`horz_row`] reads and writes (the spare lane of 3-channel pixels).
-const ROW_PAD: usize = 1;
+pub(super) const ROW_PAD: usize = 1;
 
 /// Horizontal pass of the output columns `cols` of one row:
 /// `out[(x - cols.start)*c + ch] = sum_k w[x,k] * row[clamp(first[x]+k)*c + ch]`. `row` holds
 /// `w * c` values and `out` `cols.len() * c`, each followed by [`ROW_PAD`].
-fn horz_row(out: &mut [f32], row: &[f32], w: usize, c: usize, t: &Taps, cols: &Range<usize>) {
+pub(super) fn horz_row(out: &mut [f32], row: &[f32], w: usize, c: usize, t: &Taps, cols: &Range<usize>) {
     assert!(row.len() >= w * c + ROW_PAD && out.len() >= cols.len() * c + ROW_PAD && cols.end <= t.first.len());
     match c {
         1 => horz_row_c::<1, 1>(out, row, w, t, cols),
@@ -516,7 +625,7 @@ unsafe fn blend_rows_avx2(acc: &mut [f32], ring: &[f32], offsets: &[usize], weig
 /// `acc[i] = sum_k w[k] * src_row(r_k)[i]` for the input values `lo..hi` of a row (rows of
 /// `row_len` values), each sum starting at 0 and adding in tap order; u8 input with AVX2
 /// converts 8 values at a time and keeps 32 sums in registers across the taps.
-fn blend_input_rows<I: Channel>(acc: &mut [f32], src: &[I], row_len: usize, rows: &[usize], weights: &[f32], lo: usize, hi: usize) {
+pub(super) fn blend_input_rows<I: Channel>(acc: &mut [f32], src: &[I], row_len: usize, rows: &[usize], weights: &[f32], lo: usize, hi: usize) {
     assert!(hi <= acc.len() && hi <= row_len && rows.iter().all(|&r| (r + 1) * row_len <= src.len()));
     #[cfg(target_arch = "x86_64")]
     if TypeId::of::<I>() == TypeId::of::<u8>() && has_avx2() {
@@ -585,7 +694,7 @@ pub fn round_row_to_u8(dst: &mut [u8], src: &[f32]) {
     #[cfg(target_arch = "x86_64")]
     if has_avx2() {
         // SAFETY: AVX2 is present; the lengths were checked above.
-        return unsafe { round_row_to_u8_avx2(dst, src) };
+        return unsafe { round_row_to_u8_avx2::<false>(dst, src) };
     }
     for (d, &v) in dst.iter_mut().zip(src) {
         *d = round_to_u8(v);
@@ -597,12 +706,21 @@ pub fn round_row_to_u8(dst: &mut [u8], src: &[f32]) {
 /// scalar `as u8` does.
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx2")]
-unsafe fn round_row_to_u8_avx2(dst: &mut [u8], src: &[f32]) {
+unsafe fn round_row_to_u8_avx2<const EVEN: bool>(dst: &mut [u8], src: &[f32]) {
     use std::arch::x86_64::*;
     let n = dst.len();
     let (sp, dp) = (src.as_ptr(), dst.as_mut_ptr());
     let (zero, top, half) = (_mm256_setzero_ps(), _mm256_set1_ps(255.0), _mm256_set1_ps(0.49999997));
-    let int = |p: *const f32| _mm256_cvttps_epi32(_mm256_add_ps(_mm256_min_ps(_mm256_max_ps(_mm256_loadu_ps(p), zero), top), half));
+    // Half to even: `cvtps` in the default rounding mode; half away: add just under 0.5 and
+    // truncate.
+    let int = |p: *const f32| {
+        let v = _mm256_min_ps(_mm256_max_ps(_mm256_loadu_ps(p), zero), top);
+        if EVEN {
+            _mm256_cvtps_epi32(v)
+        } else {
+            _mm256_cvttps_epi32(_mm256_add_ps(v, half))
+        }
+    };
     let mut i = 0;
     while i + 32 <= n {
         let p = sp.add(i);
@@ -614,19 +732,56 @@ unsafe fn round_row_to_u8_avx2(dst: &mut [u8], src: &[f32]) {
         i += 32;
     }
     for i in i..n {
-        *dp.add(i) = round_to_u8(*sp.add(i));
+        let v = *sp.add(i);
+        *dp.add(i) = if EVEN { v.round_ties_even() as u8 } else { round_to_u8(v) };
     }
 }
 
 /// Stores filtered values with DALI's conversion (`sat_f32`: round half away from zero,
 /// saturate).
-fn store_row<O: Channel>(dst: &mut [O], src: &[f32]) {
+pub(super) fn store_row<O: Channel>(dst: &mut [O], src: &[f32]) {
     if TypeId::of::<O>() == TypeId::of::<u8>() {
         round_row_to_u8(bytemuck::cast_slice_mut(dst), src);
     } else {
         for (d, &v) in dst.iter_mut().zip(src) {
             *d = O::sat_f32(v);
         }
+    }
+}
+
+/// Stores a finished row as DALI's last pass does: the values in `even` (positions in `dst`)
+/// rounded half to even, the rest half away from zero; floats as they are.
+pub(crate) fn store_row_as_dali<O: Channel>(dst: &mut [O], src: &[f32], even: &[Range<usize>]) {
+    if TypeId::of::<O>() == TypeId::of::<f32>() || even.is_empty() {
+        return store_row(dst, src);
+    }
+    let mut at = 0;
+    for r in even {
+        store_row(&mut dst[at..r.start], &src[at..r.start]);
+        if TypeId::of::<O>() == TypeId::of::<u8>() {
+            round_row_to_u8_even(bytemuck::cast_slice_mut(&mut dst[r.clone()]), &src[r.clone()]);
+        } else {
+            for (d, &v) in dst[r.clone()].iter_mut().zip(&src[r.clone()]) {
+                *d = O::sat_f32(v.round_ties_even());
+            }
+        }
+        at = r.end;
+    }
+    store_row(&mut dst[at..], &src[at..]);
+}
+
+/// `dst[i] = src[i]` rounded half to even and saturated to u8 (`cvtps` then packing, as DALI's
+/// SIMD stores); NaN gives 0.
+pub fn round_row_to_u8_even(dst: &mut [u8], src: &[f32]) {
+    assert!(src.len() >= dst.len());
+    #[cfg(target_arch = "x86_64")]
+    if has_avx2() {
+        // SAFETY: AVX2 is present; the lengths were checked above.
+        return unsafe { round_row_to_u8_avx2::<true>(dst, src) };
+    }
+    for (d, &v) in dst.iter_mut().zip(src) {
+        // `as` saturates (and maps NaN to 0).
+        *d = v.round_ties_even() as u8;
     }
 }
 
@@ -653,7 +808,8 @@ pub fn resample<I: Channel, O: Channel>(dst: &mut [O], src: &[I], p: &Plan) {
     }
     let out_row = p.out_w * p.c;
     let all = Window { rows: 0..p.out_h, cols: 0..p.out_w };
-    resample_window(src, p, &all, |y, row| store_row(&mut dst[y * out_row..(y + 1) * out_row], row));
+    let lanes = 16 / size_of::<O>();
+    resample_window(src, p, &all, lanes, |y, row, even| store_row_as_dali(&mut dst[y * out_row..(y + 1) * out_row], row, even));
 }
 
 /// The part of a resized image to compute: output rows and columns.
@@ -669,7 +825,7 @@ pub struct Window {
 /// a full-size resample (the same taps, sums and pass order); only pixels outside the window
 /// and the input they alone need are skipped. At least one axis must have a filter (two
 /// nearest-neighbour axes go through `resample_nn`).
-pub fn resample_window<I: Channel>(src: &[I], p: &Plan, win: &Window, mut sink: impl FnMut(usize, &[f32])) {
+pub fn resample_window<I: Channel>(src: &[I], p: &Plan, win: &Window, lanes: usize, mut sink: impl FnMut(usize, &[f32], &[Range<usize>])) {
     let (c, in_w, in_h) = (p.c, p.in_w, p.in_h);
     assert!(win.rows.end <= p.out_h && win.cols.end <= p.out_w && src.len() >= in_h * in_w * c);
     assert!(p.filter[0].is_some() || p.filter[1].is_some(), "nearest neighbour on both axes goes through resample_nn");
@@ -687,12 +843,27 @@ pub fn resample_window<I: Channel>(src: &[I], p: &Plan, win: &Window, mut sink: 
             [p.origin[0].to_bits(), p.origin[1].to_bits(), p.scale[0].to_bits(), p.scale[1].to_bits()],
             [fk(&p.filter[0]), fk(&p.filter[1])],
         );
+        let vertical_first = p.vertical_first();
         if s.key != Some(key) {
-            s.ty.compute(p.in_h, p.out_h, p.origin[0], p.scale[0], p.filter[0].as_ref());
-            s.tx.compute(p.in_w, p.out_w, p.origin[1], p.scale[1], p.filter[1].as_ref());
+            // The axis of the second pass has its taps relative to its input region.
+            let shift = |a: usize, n: usize, out: usize| roi_lo(p.origin[a], p.scale[a], out, p.filter[a].as_ref(), n);
+            let (shift_y, shift_x) = if vertical_first { (0, shift(1, p.in_w, p.out_w)) } else { (shift(0, p.in_h, p.out_h), 0) };
+            s.ty.compute_shifted(p.in_h, p.out_h, p.origin[0], p.scale[0], p.filter[0].as_ref(), shift_y);
+            s.tx.compute_shifted(p.in_w, p.out_w, p.origin[1], p.scale[1], p.filter[1].as_ref(), shift_x);
             s.key = Some(key);
         }
         let (ty, tx) = (&s.ty, &s.tx);
+        // Which of the window's values DALI's last pass rounds half to even.
+        let last = match (vertical_first, p.filter[vertical_first as usize ^ 1].is_some()) {
+            (_, false) => LastPass::Nearest,
+            (true, true) => LastPass::Horizontal(tx, in_w),
+            (false, true) => LastPass::Vertical { row_len: p.out_w * c },
+        };
+        even_ranges(last, c, lanes, &mut s.even);
+        let (off, len) = (win.cols.start * c, win.cols.len() * c);
+        s.even_win.clear();
+        s.even_win.extend(s.even.iter().map(|r| r.start.max(off) - off..r.end.min(off + len).max(off) - off).filter(|r| !r.is_empty()));
+        let even = &s.even_win;
         let sy = ty.support;
         let cols = &win.cols;
         let out_row = cols.len() * c;
@@ -702,7 +873,7 @@ pub fn resample_window<I: Channel>(src: &[I], p: &Plan, win: &Window, mut sink: 
         let col_lo = clampi(a.min(b), in_w);
         let col_hi = (a.max(b) + tx.support as i32).clamp(col_lo as i32 + 1, in_w as i32) as usize;
         let (lo, hi) = (col_lo * c, col_hi * c);
-        if p.vertical_first() {
+        if vertical_first {
             // Blend input rows into one f32 row of the input width (only the columns the
             // window reads), then filter it.
             s.acc.resize(in_row + ROW_PAD, 0.0);
@@ -713,7 +884,7 @@ pub fn resample_window<I: Channel>(src: &[I], p: &Plan, win: &Window, mut sink: 
                 s.ring_rows.extend((0..sy).map(|k| clampi(ty.first[y] + k as i32, in_h)));
                 blend_input_rows(&mut s.acc, src, in_row, &s.ring_rows, &ty.weights[y * sy..(y + 1) * sy], lo, hi);
                 horz_row(&mut s.row, &s.acc, in_w, c, tx, cols);
-                sink(y - win.rows.start, &s.row[..out_row]);
+                sink(y - win.rows.start, &s.row[..out_row], even);
             }
         } else {
             // Ring of `sy` horizontally filtered rows, tagged with their source row; the rows
@@ -742,7 +913,7 @@ pub fn resample_window<I: Channel>(src: &[I], p: &Plan, win: &Window, mut sink: 
                     s.ring_rows.push(slot * stride);
                 }
                 blend_rows(&mut s.acc[..out_row], &s.ring, &s.ring_rows, &ty.weights[y * sy..(y + 1) * sy]);
-                sink(y - win.rows.start, &s.acc[..out_row]);
+                sink(y - win.rows.start, &s.acc[..out_row], even);
             }
         }
     })
@@ -913,7 +1084,7 @@ mod tests {
             resample(&mut full, &src, &p);
             for win in [Window { rows: 0..out_h, cols: 0..out_w }, Window { rows: 3..out_h - 5, cols: 1..out_w - 2 }, Window { rows: out_h - 1..out_h, cols: 0..1 }] {
                 let mut rows_seen = 0;
-                resample_window(&src, &p, &win, |y, vals| {
+                resample_window(&src, &p, &win, 4, |y, vals, _| {
                     let r = win.rows.start + y;
                     let want = &full[(r * out_w + win.cols.start) * c..(r * out_w + win.cols.end) * c];
                     assert_eq!(vals.len(), want.len());
