@@ -485,7 +485,14 @@ pub(super) const ROW_PAD: usize = 1;
 pub(super) fn horz_row(out: &mut [f32], row: &[f32], w: usize, c: usize, t: &Taps, cols: &Range<usize>) {
     assert!(row.len() >= w * c + ROW_PAD && out.len() >= cols.len() * c + ROW_PAD && cols.end <= t.first.len());
     match c {
-        1 => horz_row_c::<1, 1>(out, row, w, t, cols),
+        1 => {
+            #[cfg(target_arch = "x86_64")]
+            if has_avx2() {
+                // SAFETY: AVX2 is present; the sizes were checked above.
+                return unsafe { horz_row1_avx2(out, row, w, t, cols) };
+            }
+            horz_row_c::<1, 1>(out, row, w, t, cols)
+        }
         2 => horz_row_c::<2, 2>(out, row, w, t, cols),
         3 => {
             #[cfg(target_arch = "x86_64")]
@@ -508,6 +515,48 @@ pub(super) fn horz_row(out: &mut [f32], row: &[f32], w: usize, c: usize, t: &Tap
                 }
             }
         }
+    }
+}
+
+/// The 1-channel horizontal pass with AVX2: eight output pixels per step, their taps and
+/// weights gathered (each lane sums `w[k] * v[k]` in tap order, mul then add, as the portable
+/// kernel does: the same bits). Edge pixels (clamped taps) go through [`horz_one`].
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx2")]
+unsafe fn horz_row1_avx2(out: &mut [f32], row: &[f32], w: usize, t: &Taps, cols: &Range<usize>) {
+    use std::arch::x86_64::*;
+    let s = t.support;
+    let lo = cols.start.max(t.regular.start).min(cols.end);
+    let hi = cols.end.min(t.regular.end).max(lo);
+    let blocks = (hi - lo) / 8;
+    let mut x = cols.start;
+    while x < lo {
+        horz_one::<1, 1>(out, row, w, t, x, x - cols.start);
+        x += 1;
+    }
+    let (rp, wp, op) = (row.as_ptr(), t.weights.as_ptr(), out.as_mut_ptr());
+    let lane = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
+    let step = _mm256_set1_epi32(s as i32);
+    for _ in 0..blocks {
+        // In the regular range every tap reads inside the row; weights of pixel x+j, tap k
+        // sit at (x+j)*s + k.
+        let first = _mm256_loadu_si256(t.first.as_ptr().add(x) as *const __m256i);
+        let mut widx = _mm256_mullo_epi32(_mm256_add_epi32(_mm256_set1_epi32(x as i32), lane), step);
+        let mut sidx = first;
+        let mut acc = _mm256_setzero_ps();
+        for _ in 0..s {
+            let v = _mm256_i32gather_ps::<4>(rp, sidx);
+            let wk = _mm256_i32gather_ps::<4>(wp, widx);
+            acc = _mm256_add_ps(acc, _mm256_mul_ps(wk, v));
+            sidx = _mm256_add_epi32(sidx, _mm256_set1_epi32(1));
+            widx = _mm256_add_epi32(widx, _mm256_set1_epi32(1));
+        }
+        _mm256_storeu_ps(op.add(x - cols.start), acc);
+        x += 8;
+    }
+    while x < cols.end {
+        horz_one::<1, 1>(out, row, w, t, x, x - cols.start);
+        x += 1;
     }
 }
 
@@ -632,6 +681,19 @@ pub(super) fn blend_input_rows<I: Channel>(acc: &mut [f32], src: &[I], row_len: 
         let src: &[u8] = bytemuck::cast_slice(src);
         // SAFETY: AVX2 is present; the ranges were checked above.
         return unsafe { blend_u8_rows_avx2(acc, src, row_len, rows, weights, lo, hi) };
+    }
+    #[cfg(target_arch = "x86_64")]
+    if TypeId::of::<I>() == TypeId::of::<f32>() && has_avx2() && lo == 0 && hi == acc.len() {
+        // Whole rows of f32 (the 3-D passes after the first): sums kept in registers.
+        let src: &[f32] = bytemuck::cast_slice(src);
+        let offsets = &mut [0usize; 64][..rows.len().min(64)];
+        if offsets.len() == rows.len() {
+            for (o, &r) in offsets.iter_mut().zip(rows) {
+                *o = r * row_len;
+            }
+            // SAFETY: AVX2 is present; every row lies inside `src` (checked above).
+            return unsafe { blend_rows_avx2(acc, src, offsets, weights) };
+        }
     }
     acc[lo..hi].fill(0.0);
     for (&r, &wk) in rows.iter().zip(weights) {
@@ -1024,8 +1086,12 @@ mod tests {
                 let mut got = want.clone();
                 horz_row_c::<3, 4>(&mut want, &row, in_w, &t, &cols);
                 unsafe { horz_row3_avx2(&mut got, &row, in_w, &t, &cols) };
-                let bits = |v: &[f32]| v[..cols.len() * 3].iter().map(|x| x.to_bits()).collect::<Vec<_>>();
-                assert_eq!(bits(&got), bits(&want), "{kind:?} {in_w}->{out_w} cols {cols:?}");
+                let bits = |v: &[f32], c: usize| v[..cols.len() * c].iter().map(|x| x.to_bits()).collect::<Vec<_>>();
+                assert_eq!(bits(&got, 3), bits(&want, 3), "{kind:?} {in_w}->{out_w} cols {cols:?}");
+                // One channel: gathered taps.
+                horz_row_c::<1, 1>(&mut want, &row, in_w, &t, &cols);
+                unsafe { horz_row1_avx2(&mut got, &row, in_w, &t, &cols) };
+                assert_eq!(bits(&got, 1), bits(&want, 1), "1 channel: {kind:?} {in_w}->{out_w} cols {cols:?}");
             }
         }
         for n in [5, 37, 200, 672] {
