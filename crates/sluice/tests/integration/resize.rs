@@ -89,8 +89,8 @@ fn img() -> Vec<u8> {
 }
 
 fn plan_5x7(size: [f32; 2], roi: ([f32; 2], [f32; 2]), min: FilterKind, mag: FilterKind, antialias: bool) -> Plan {
-    let sizing = Sizing { mode: Mode::Default, max_size: None, subpixel_scale: true };
-    let (out, lo, hi) = sample_params(&sizing, size, roi.0, roi.1);
+    let sizing = Sizing { mode: Mode::Default, subpixel_scale: true };
+    let (out, lo, hi) = sample_params(&sizing, None, size, roi.0, roi.1);
     let mut p = Plan { in_h: 5, in_w: 7, c: 2, planes: 1, out_h: out[0], out_w: out[1], origin: lo, scale: [0.0; 2], filter: [None, None] };
     for d in 0..2 {
         p.scale[d] = (hi[d] - lo[d]) / out[d] as f32;
@@ -182,7 +182,7 @@ fn bad_arguments_are_errors_naming_operator_and_argument() {
         (vec![("resize_x", f(5.0)), ("resize_shorter", f(4.0))], "resize_shorter"),
         (vec![("resize_shorter", f(4.0)), ("mode", s("stretch"))], "resize_shorter"),
         (vec![("size", fl(&[4.0, 5.0])), ("mode", s("bogus"))], "mode"),
-        (vec![("size", fl(&[4.0, 5.0, 6.0]))], "size"),
+        (vec![("size", fl(&[4.0, 5.0, 6.0, 7.0]))], "size"),
         (vec![("resize_shorter", f(4.0)), ("max_size", fl(&[-3.0]))], "max_size"),
         (vec![("resize_x", f(4.0)), ("interp_type", ArgValue::Int(9))], "interp_type"),
         (vec![("resize_x", f(4.0)), ("roi_start", fl(&[0.0, 0.0]))], "roi_start"),
@@ -202,13 +202,13 @@ fn per_sample_resize_shorter_from_an_argument_input() {
     rz.arg_inputs = vec![("resize_shorter".into(), E(1))];
     let ops = vec![image_source(&[30, 45, 3]), short, rz];
     let mut ex = Executor::new(&spec(ops, vec![E(0), E(1), E(2)], 4)).unwrap();
-    let sizing = Sizing { mode: Mode::NotSmaller, max_size: None, subpixel_scale: true };
+    let sizing = Sizing { mode: Mode::NotSmaller, subpixel_scale: true };
     for _ in 0..2 {
         let out = ex.next_cpu_batch().unwrap();
         let mut seen = std::collections::HashSet::new();
         for i in 0..4 {
             let v = out[1].sample::<f32>(i)[0];
-            let (o, _, _) = sample_params(&sizing, [v, v], [0.0; 2], [30.0, 45.0]);
+            let (o, _, _) = sample_params(&sizing, None, [v, v], [0.0; 2], [30.0, 45.0]);
             assert_eq!(out[2].shape(i), &[o[0], o[1], 3], "sample {i}, resize_shorter {v}");
             assert_eq!(o[0], (v.round() as usize).max(1), "shorter side (H) is resize_shorter");
             seen.insert(o);
@@ -245,8 +245,8 @@ fn photo(h: usize, w: usize) -> Vec<u8> {
 
 /// `resize_shorter=224` of an HWC u8 image with one filter for both directions.
 fn resize_shorter_224(src: &[u8], h: usize, w: usize, kind: FilterKind, antialias: bool) -> (Vec<u8>, [usize; 2]) {
-    let sizing = Sizing { mode: Mode::NotSmaller, max_size: None, subpixel_scale: true };
-    let (out, lo, hi) = sample_params(&sizing, [224.0, 224.0], [0.0; 2], [h as f32, w as f32]);
+    let sizing = Sizing { mode: Mode::NotSmaller, subpixel_scale: true };
+    let (out, lo, hi) = sample_params(&sizing, None, [224.0, 224.0], [0.0; 2], [h as f32, w as f32]);
     let mut p = Plan { in_h: h, in_w: w, c: 3, planes: 1, out_h: out[0], out_w: out[1], origin: lo, scale: [0.0; 2], filter: [None, None] };
     for d in 0..2 {
         p.scale[d] = (hi[d] - lo[d]) / out[d] as f32;

@@ -97,8 +97,6 @@ enum Method {
 #[derive(Debug, Clone, Copy)]
 pub struct Sizing {
     pub mode: Mode,
-    /// `max_size` as given: one value for every axis, or one per axis.
-    pub max_size: Option<MaxSize>,
     pub subpixel_scale: bool,
 }
 
@@ -121,7 +119,8 @@ impl MaxSize {
 }
 
 /// Output extents and source ROI of one sample: `(out, src_lo, src_hi)` per spatial axis in
-/// shape order, where a flipped axis has `src_lo > src_hi` (DALI's `CalculateSampleParams`).
+/// shape order, where a flipped axis has `src_lo > src_hi` (DALI's `CalculateSampleParams`);
+/// `max_size` caps the extents.
 pub fn sample_params<const N: usize>(s: &Sizing, max_size: Option<[f32; N]>, requested: [f32; N], in_lo: [f32; N], in_hi: [f32; N]) -> ([usize; N], [f32; N], [f32; N]) {
     let (mut req, mut lo, mut hi) = (requested, in_lo, in_hi);
     let mut in_size = [0f32; N];
@@ -244,6 +243,8 @@ pub(crate) struct Resize {
     /// True when `roi_start` and `roi_end` are given (constants or argument inputs).
     roi: bool,
     roi_relative: bool,
+    /// `max_size` as given: one value for every axis, or one per axis.
+    max_size: Option<MaxSize>,
     min: FilterKind,
     mag: FilterKind,
     antialias: bool,
@@ -439,7 +440,8 @@ impl Resize {
         Ok(Resize {
             ctx: ctx.clone(),
             method,
-            sizing: Sizing { mode, max_size, subpixel_scale: ctx.args.bool("subpixel_scale") },
+            sizing: Sizing { mode, subpixel_scale: ctx.args.bool("subpixel_scale") },
+            max_size,
             roi,
             roi_relative: ctx.args.bool("roi_relative"),
             min,
@@ -528,7 +530,7 @@ impl Resize {
         let long = ws.per_sample(&self.ctx, "resize_longer");
         let size = ws.per_sample_list(&self.ctx, "size");
         let (roi_start, roi_end) = (ws.per_sample_list(&self.ctx, "roi_start"), ws.per_sample_list(&self.ctx, "roi_end"));
-        let max_size = match &self.sizing.max_size {
+        let max_size = match &self.max_size {
             Some(m) => Some(m.per_axis::<N>().map_err(|m| Error::arg(&name, "max_size", m))?),
             None => None,
         };
