@@ -76,6 +76,8 @@ def _volumes(np_type, shapes, seed):
         return [(rng.random(s) * 255).astype(np.float32) for s in shapes]
     if np_type == np.int16:
         return [rng.integers(-2000, 2000, s).astype(np.int16) for s in shapes]
+    if np_type == np.uint16:
+        return [rng.integers(0, 65536, s).astype(np.uint16) for s in shapes]
     return [rng.integers(0, 256, s).astype(np_type) for s in shapes]
 
 
@@ -148,6 +150,22 @@ def test_int16_equals_dali(case):
     for kw in [CASES[case], dict(CASES[case], dtype=types.FLOAT)]:
         ours, _ = _run(sluice, vols, "DHWC", _resize(kw))
         ref, _ = _run(dali, vols, "DHWC", _resize(kw))
+        _same_as_dali(ours, ref)
+
+
+@needs_dali
+@pytest.mark.parametrize("case", [0, 5, 10, 13, 14, 17, 19])
+@pytest.mark.parametrize("layout", ["DHWC", "HWC"])
+def test_uint16_equals_dali(case, layout):
+    """UINT16 (medical volumes often are): images and volumes, bit for bit."""
+    vols = _volumes(np.uint16, SHAPES, seed=60 + case)
+    kw = CASES[case]
+    if layout == "HWC":
+        vols = [v[0] for v in vols]
+        kw = {k: (v[1:] if isinstance(v, list) and len(v) == 3 else v) for k, v in kw.items() if k != "resize_z"}
+    for kw in [kw, dict(kw, dtype=types.FLOAT)]:
+        ours, _ = _run(sluice, vols, layout, _resize(kw))
+        ref, _ = _run(dali, vols, layout, _resize(kw))
         _same_as_dali(ours, ref)
 
 
@@ -314,7 +332,7 @@ def test_bad_arguments_are_errors_naming_the_operator(build, layout, match):
 
 
 @pytest.mark.parametrize("case", range(len(CASES)))
-@pytest.mark.parametrize("np_type", [np.uint8, np.int16, np.float32])
+@pytest.mark.parametrize("np_type", [np.uint8, np.int16, np.uint16, np.float32])
 @pytest.mark.parametrize("layout", ["DHWC", "CDHW"])
 def test_gpu_equals_cpu(case, np_type, layout):
     require_gpu()

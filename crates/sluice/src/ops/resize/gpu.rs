@@ -249,6 +249,8 @@ impl GpuResampler {
             (DType::U8, DType::F32) => "resize_u8_f32",
             (DType::I16, DType::I16) => "resize_i16_i16",
             (DType::I16, DType::F32) => "resize_i16_f32",
+            (DType::U16, DType::U16) => "resize_u16_u16",
+            (DType::U16, DType::F32) => "resize_u16_f32",
             (DType::I32, DType::I32) => "resize_i32_i32",
             (DType::I32, DType::F32) => "resize_i32_f32",
             (DType::F32, DType::F32) => "resize_f32_f32",

@@ -58,7 +58,7 @@ pub(crate) const ANTIALIAS: ArgSchema = arg("antialias", T::Bool, D::Bool(true),
 pub static RESIZE: OpDef = OpDef {
     schema: OpSchema {
         name: "Resize",
-        doc: "Resizes images (HWC, CHW), sequences (FHWC, FCHW, CFHW) and volumes (DHWC, CDHW, FDHWC, FCDHW, CFDHW; uint8, int16, int32 or float) with separable resampling filters, reproducing DALI's sizing modes and filters.",
+        doc: "Resizes images (HWC, CHW), sequences (FHWC, FCHW, CFHW) and volumes (DHWC, CDHW, FDHWC, FCDHW, CFDHW; uint8, int16, uint16, int32 or float) with separable resampling filters, reproducing DALI's sizing modes and filters.",
         devices: &[Device::Cpu, Device::Gpu],
         min_inputs: 1,
         max_inputs: 1,
@@ -354,7 +354,7 @@ impl Planes {
 }
 
 fn supported(d: DType) -> bool {
-    matches!(d, DType::U8 | DType::I16 | DType::I32 | DType::F32)
+    matches!(d, DType::U8 | DType::I16 | DType::U16 | DType::I32 | DType::F32)
 }
 
 impl Resize {
@@ -434,7 +434,7 @@ impl Resize {
         let dtype = if ctx.args.has("dtype") { Some(ctx.args.dtype("dtype")) } else { None };
         if let Some(d) = dtype {
             if !supported(d) {
-                return Err(Error::arg(name, "dtype", format!("must be UINT8, INT16, INT32 or FLOAT, got {d}")));
+                return Err(Error::arg(name, "dtype", format!("must be UINT8, INT16, UINT16, INT32 or FLOAT, got {d}")));
             }
         }
         Ok(Resize {
@@ -495,7 +495,7 @@ impl Resize {
         let in_type = input.dtype();
         let out_type = self.dtype.unwrap_or(in_type);
         if !supported(in_type) {
-            return Err(batch_err(format!("unsupported input type {in_type}: expected UINT8, INT16, INT32 or FLOAT")));
+            return Err(batch_err(format!("unsupported input type {in_type}: expected UINT8, INT16, UINT16, INT32 or FLOAT")));
         }
         if out_type != in_type && out_type != DType::F32 {
             return Err(batch_err(format!("cannot convert {in_type} to {out_type}: dtype must be the input type or FLOAT")));
@@ -685,6 +685,8 @@ pub(crate) fn resample_sample(in_type: DType, out_type: DType, dst: &mut [u8], s
         (DType::U8, DType::F32) => run::<u8, f32>(dst, src, p, depth),
         (DType::I16, DType::I16) => run::<i16, i16>(dst, src, p, depth),
         (DType::I16, DType::F32) => run::<i16, f32>(dst, src, p, depth),
+        (DType::U16, DType::U16) => run::<u16, u16>(dst, src, p, depth),
+        (DType::U16, DType::F32) => run::<u16, f32>(dst, src, p, depth),
         (DType::I32, DType::I32) => run::<i32, i32>(dst, src, p, depth),
         (DType::I32, DType::F32) => run::<i32, f32>(dst, src, p, depth),
         (DType::F32, DType::F32) => run::<f32, f32>(dst, src, p, depth),

@@ -20,6 +20,7 @@ template <typename O> __device__ __forceinline__ O store(float v);
 template <> __device__ __forceinline__ float store<float>(float v) { return v; }
 template <> __device__ __forceinline__ unsigned char store<unsigned char>(float v) { return convert_sat<unsigned char>(v); }
 template <> __device__ __forceinline__ short store<short>(float v) { return convert_sat<short>(v); }
+template <> __device__ __forceinline__ unsigned short store<unsigned short>(float v) { return convert_sat<unsigned short>(v); }
 template <> __device__ __forceinline__ int store<int>(float v) { return convert_sat<int>(v); }
 
 // Output pixel (y, x) of one image (`in`: in_h x in_w x c): rows filtered horizontally, then
@@ -81,6 +82,8 @@ extern "C" __global__ void resize_u8_u8(const Sample* s) { resize<unsigned char,
 extern "C" __global__ void resize_u8_f32(const Sample* s) { resize<unsigned char, float>(s); }
 extern "C" __global__ void resize_i16_i16(const Sample* s) { resize<short, short>(s); }
 extern "C" __global__ void resize_i16_f32(const Sample* s) { resize<short, float>(s); }
+extern "C" __global__ void resize_u16_u16(const Sample* s) { resize<unsigned short, unsigned short>(s); }
+extern "C" __global__ void resize_u16_f32(const Sample* s) { resize<unsigned short, float>(s); }
 extern "C" __global__ void resize_i32_i32(const Sample* s) { resize<int, int>(s); }
 extern "C" __global__ void resize_i32_f32(const Sample* s) { resize<int, float>(s); }
 extern "C" __global__ void resize_f32_f32(const Sample* s) { resize<float, float>(s); }
