@@ -212,6 +212,21 @@ def test_per_sample_sizes_and_rois_equal_dali():
     _same_as_dali(_run(sluice, vols, "DHWC", build, args)[0], _run(dali, vols, "DHWC", build, args)[0])
 
 
+@needs_dali
+@pytest.mark.parametrize("mirror", range(8))
+def test_resize_crop_mirror_on_volumes_equals_dali(mirror):
+    """DHWC volumes: the crop window in 3-D (crop=[D, H, W], crop_pos_z) and the flips of the
+    three axes (4: depth), folded into one resampling, as DALI does."""
+    vols = _volumes(np.uint8, SHAPES, seed=70 + mirror)
+    for kw in [dict(size=[8, 9, 10], crop=[5, 6, 7]),
+               dict(resize_shorter=9, crop_d=4, crop_h=5, crop_w=6, crop_pos_z=0.2, crop_pos_x=0.9, interp_type=types.INTERP_CUBIC)]:
+        build = lambda fn, x, _: fn.resize_crop_mirror(x, mirror=mirror, **kw)
+        ours, l1 = _run(sluice, vols, "DHWC", build)
+        ref, l2 = _run(dali, vols, "DHWC", build)
+        assert l1 == l2 == "DHWC"
+        _same_as_dali(ours, ref)
+
+
 def test_a_volume_of_one_slice_resizes_as_an_image():
     """The same sums; only which ties round half to even differs (DALI's last pass is another
     one), so within 1, on ties only."""
@@ -315,7 +330,6 @@ def test_output_sizes_follow_dalis_reference(mode, size, max_size):
     (lambda fn, x: fn.resize(x, size=4, roi_start=[1, 1], roi_end=[3, 3]), "DHWC", r"(?si)resize.*roi_start.*2 values"),
     (lambda fn, x: fn.resize(x, size=[1, 2, 3, 4]), "DHWC", r"(?si)resize.*size.*one per spatial axis"),
     (lambda fn, x: fn.random_resized_crop(x, size=[5, 6]), "DHWC", r"(?si)random_resized_crop.*volumes .*not supported"),
-    (lambda fn, x: fn.resize_crop_mirror(x, size=[5, 6, 7], crop=[3, 3]), "DHWC", r"(?si)resize_crop_mirror.*volumes .*not supported"),
     (lambda fn, x: fn.resize(x, size=4), "DHWCX", r"(?si)resize.*unsupported layout 'DHWCX'"),
 ])
 def test_bad_arguments_are_errors_naming_the_operator(build, layout, match):
@@ -361,3 +375,13 @@ def test_gpu_sequences_of_volumes_equal_cpu(layout):
         cpu, _ = _run(sluice, batch, layout, _resize(kw))
         gpu, _ = _run(sluice, batch, layout, _resize(kw), device="gpu")
         _near(gpu, cpu)
+
+
+@pytest.mark.parametrize("mirror", [0, 5, 7])
+def test_gpu_resize_crop_mirror_on_volumes_equals_cpu(mirror):
+    require_gpu()
+    vols = _volumes(np.uint8, SHAPES, seed=80 + mirror)
+    build = lambda fn, x, _: fn.resize_crop_mirror(x, size=[8, 9, 10], crop=[5, 6, 7], mirror=mirror, dtype=types.FLOAT)
+    cpu, _ = _run(sluice, vols, "DHWC", build)
+    gpu, _ = _run(sluice, vols, "DHWC", build, device="gpu")
+    _near(gpu, cpu)

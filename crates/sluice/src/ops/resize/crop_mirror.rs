@@ -1,13 +1,14 @@
 //! `fn.resize_crop_mirror` (cpu, gpu) and its legacy alias `fn.fast_resize_crop_mirror`
 //! (antialiasing off by default), as DALI 2.4 (`dali/operators/image/resize/resize_crop_mirror.*`):
 //! `resize`, then `crop` of the resized image, then `flip` by the `mirror` mask (1:
-//! horizontal, 2: vertical), computed as one resampling of the source window the crop and
-//! flips map back to ([`super::crop_and_mirror`]). Every sizing and filter argument of
-//! `fn.resize`, every window argument of `fn.crop` (a window may leave the resized image:
-//! resampling extends the border, as DALI's), per-sample `mirror`. The layouts are
-//! `fn.resize`'s (images and sequences; DALI also takes volumes here). On sequences every
-//! frame is mirrored as an image is; DALI 2.4 mirrors them along other axes (mirror=1 flips
-//! H, mirror=2 nothing), which Sluice does not copy.
+//! horizontal, 2: vertical, 4: depth), computed as one resampling of the source window the
+//! crop and flips map back to ([`super::crop_and_mirror`]). Every sizing and filter argument
+//! of `fn.resize`, every window argument of `fn.crop` (`crop_d` / `crop_pos_z` for volumes; a
+//! window may leave the resized image: resampling extends the border, as DALI's), per-sample
+//! `mirror`. The layouts are `fn.resize`'s (images, sequences, volumes). On sequences and
+//! channel-first layouts every frame is mirrored as an image (or DHWC volume) is; DALI 2.4
+//! mirrors them along other axes (on FHWC mirror=1 flips H, mirror=2 nothing), which Sluice
+//! does not copy.
 
 use super::{gpu::ResizeGpu, Resize, ANTIALIAS, RESIZE_ARGS};
 use crate::ops::crop::window::CROP_WINDOW_ARGS;

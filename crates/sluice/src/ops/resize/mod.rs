@@ -505,9 +505,6 @@ impl Resize {
         let shapes = if planes.spatial_ndim() == 2 {
             self.plan_samples::<2>(ws, input, planes)?
         } else {
-            if self.crop_mirror {
-                return Err(batch_err(format!("volumes (layout '{layout}') are not supported: resize_crop_mirror takes images and sequences of images")));
-            }
             self.plan_samples::<3>(ws, input, planes)?
         };
         let mut meta = BatchMeta::new(out_type, input.ndim(), shapes.iter().map(|s| &s[..]));
@@ -597,10 +594,8 @@ impl Resize {
             }
             let (mut out, mut slo, mut shi) = sample_params(&self.sizing, max_size, requested, lo, hi);
             if let Some(crop) = &crop {
-                // Images only (plan_batch refuses volumes for resize_crop_mirror).
                 let m = mirror.get(&name, i)?.unwrap_or(0.0) as i64;
-                let (o, l, h) = (&mut out[N - 2..], &mut slo[N - 2..], &mut shi[N - 2..]);
-                crop_and_mirror(&self.ctx, crop, ws.iteration, input.source_info(i), i, m, o.try_into().unwrap(), l.try_into().unwrap(), h.try_into().unwrap())?;
+                crop_and_mirror(&self.ctx, crop, ws.iteration, input.source_info(i), i, m, &mut out, &mut slo, &mut shi)?;
             }
             // Axis d of the sample's spatial axes: its scale and filter.
             let axis = |d: usize| {
@@ -633,20 +628,23 @@ impl Resize {
 }
 
 /// Folds the crop window of the resized sample (`out`, DALI's `CropAttr` placement) and the
-/// flips of `mirror` (bit 0: horizontal, bit 1: vertical) into the source window `slo..shi`,
-/// as DALI's `ResizeCropMirrorAttr::PrepareResizeParams` does (in double precision): the
-/// output is the window's size, and one resampling produces resize -> crop -> flip.
+/// flips of `mirror` (bit 0: horizontal, bit 1: vertical, bit 2: depth) into the source
+/// window `slo..shi` of its `N` spatial axes, as DALI's
+/// `ResizeCropMirrorAttr::PrepareResizeParams` does (in double precision): the output is the
+/// window's size, and one resampling produces resize -> crop -> flip.
 #[allow(clippy::too_many_arguments)]
-fn crop_and_mirror(ctx: &OpContext, crop: &CropSpec<'_>, iteration: u64, source: &str, i: usize, mirror: i64, out: &mut [usize; 2], slo: &mut [f32; 2], shi: &mut [f32; 2]) -> Result<()> {
-    let w = crop.windows(ctx, iteration, source, i, out[0], out[1], None)?;
-    for (d, win) in [w.h, w.w].into_iter().enumerate() {
+fn crop_and_mirror<const N: usize>(ctx: &OpContext, crop: &CropSpec<'_>, iteration: u64, source: &str, i: usize, mirror: i64, out: &mut [usize; N], slo: &mut [f32; N], shi: &mut [f32; N]) -> Result<()> {
+    let depth = if N == 3 { Some(out[0]) } else { None };
+    let w = crop.windows(ctx, iteration, source, i, out[N - 2], out[N - 1], depth)?;
+    let windows = [w.d.unwrap_or(w.h), w.h, w.w];
+    for (d, &win) in windows[3 - N..].iter().enumerate() {
         let ratio = (shi[d] as f64 - slo[d] as f64) / out[d] as f64;
         let offset = slo[d] as f64;
         let (lo, hi) = (win.anchor as f64, win.anchor as f64 + win.len as f64);
         slo[d] = (lo * ratio + offset) as f32;
         shi[d] = (hi * ratio + offset) as f32;
-        // DALI's mask: the last spatial dimension (W) is bit 0, H bit 1.
-        if mirror & (1 << (1 - d)) != 0 {
+        // DALI's mask: the last spatial dimension (W) is bit 0, H bit 1, D bit 2.
+        if mirror & (1 << (N - 1 - d)) != 0 {
             std::mem::swap(&mut slo[d], &mut shi[d]);
         }
         out[d] = win.len;
