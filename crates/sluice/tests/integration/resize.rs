@@ -91,7 +91,7 @@ fn img() -> Vec<u8> {
 fn plan_5x7(size: [f32; 2], roi: ([f32; 2], [f32; 2]), min: FilterKind, mag: FilterKind, antialias: bool) -> Plan {
     let sizing = Sizing { mode: Mode::Default, subpixel_scale: true };
     let (out, lo, hi) = sample_params(&sizing, None, size, roi.0, roi.1);
-    let mut p = Plan { in_h: 5, in_w: 7, c: 2, planes: 1, out_h: out[0], out_w: out[1], origin: lo, scale: [0.0; 2], filter: [None, None] };
+    let mut p = Plan { in_h: 5, in_w: 7, c: 2, planes: 1, out_h: out[0], out_w: out[1], origin: lo, scale: [0.0; 2], end: hi, filter: [None, None] };
     for d in 0..2 {
         p.scale[d] = (hi[d] - lo[d]) / out[d] as f32;
         p.filter[d] = axis_filter(min, mag, antialias, (hi[d] - lo[d]).abs(), out[d]);
@@ -168,7 +168,7 @@ fn signed_outputs_round_half_away_from_zero_like_dali() {
     // DALI 2.4, int16 1x2x1 resized to size=[1, 1] (linear): the exact mean -2.5 gives -3.
     for (v, want) in [([-3i16, -2], -3i16), ([-7, -2], -5), ([2, 3], 3)] {
         let lin = FilterKind::Linear;
-        let p = Plan { in_h: 1, in_w: 2, c: 1, planes: 1, out_h: 1, out_w: 1, origin: [0.0; 2], scale: [1.0, 2.0], filter: [axis_filter(lin, lin, true, 1.0, 1), axis_filter(lin, lin, true, 2.0, 1)] };
+        let p = Plan { in_h: 1, in_w: 2, c: 1, planes: 1, out_h: 1, out_w: 1, origin: [0.0; 2], scale: [1.0, 2.0], end: [1.0, 2.0], filter: [axis_filter(lin, lin, true, 1.0, 1), axis_filter(lin, lin, true, 2.0, 1)] };
         let mut dst = [0i16];
         resample(&mut dst, &v, &p);
         assert_eq!(dst[0], want, "{v:?}");
@@ -247,7 +247,7 @@ fn photo(h: usize, w: usize) -> Vec<u8> {
 fn resize_shorter_224(src: &[u8], h: usize, w: usize, kind: FilterKind, antialias: bool) -> (Vec<u8>, [usize; 2]) {
     let sizing = Sizing { mode: Mode::NotSmaller, subpixel_scale: true };
     let (out, lo, hi) = sample_params(&sizing, None, [224.0, 224.0], [0.0; 2], [h as f32, w as f32]);
-    let mut p = Plan { in_h: h, in_w: w, c: 3, planes: 1, out_h: out[0], out_w: out[1], origin: lo, scale: [0.0; 2], filter: [None, None] };
+    let mut p = Plan { in_h: h, in_w: w, c: 3, planes: 1, out_h: out[0], out_w: out[1], origin: lo, scale: [0.0; 2], end: hi, filter: [None, None] };
     for d in 0..2 {
         p.scale[d] = (hi[d] - lo[d]) / out[d] as f32;
         p.filter[d] = axis_filter(kind, kind, antialias, (hi[d] - lo[d]).abs(), out[d]);

@@ -91,7 +91,7 @@ impl RandomResizedCrop {
 #[allow(clippy::too_many_arguments)]
 /// The resampling plan that maps window `w` of `planes` images of `h` x `wd` x `c` onto `size`.
 pub fn window_plan(h: usize, wd: usize, c: usize, planes: usize, w: CropWindow, size: [usize; 2], min: FilterKind, mag: FilterKind, antialias: bool) -> Plan {
-    let mut p = Plan { in_h: h, in_w: wd, c, planes, out_h: size[0], out_w: size[1], origin: [w.y as f32, w.x as f32], scale: [0.0; 2], filter: [None, None] };
+    let mut p = Plan { in_h: h, in_w: wd, c, planes, out_h: size[0], out_w: size[1], origin: [w.y as f32, w.x as f32], scale: [0.0; 2], end: [(w.y + w.h) as f32, (w.x + w.w) as f32], filter: [None, None] };
     let len = [w.h as f32, w.w as f32];
     for d in 0..2 {
         p.scale[d] = len[d] / size[d] as f32;

@@ -287,6 +287,9 @@ pub struct Plan {
     /// Source origin and step per output pixel, (y, x).
     pub origin: [f32; 2],
     pub scale: [f32; 2],
+    /// Source window end, (y, x): `origin + scale * out` as the sizing gave it, bit for bit
+    /// (the input region DALI reads is bounded by it, not by the product).
+    pub end: [f32; 2],
     /// Filters (y, x); `None` is nearest neighbour.
     pub filter: [Option<Filter>; 2],
 }
@@ -295,7 +298,7 @@ impl Plan {
     /// DALI's pass order choice ([`pass_order`]): true when the vertical pass goes first.
     pub fn vertical_first(&self) -> bool {
         let axes = [(self.in_w, self.out_w, 1), (self.in_h, self.out_h, 0)];
-        let ext = axes.map(|(n, out, a)| footprint(self.origin[a], self.scale[a], out, self.filter[a].as_ref(), n));
+        let ext = axes.map(|(n, _, a)| footprint(self.origin[a], self.end[a], self.filter[a].as_ref(), n));
         let support = axes.map(|(_, _, a)| self.filter[a].map_or(1, |f| f.support()) as i64);
         pass_order(ext, axes.map(|(_, out, _)| out as i64), support)[0] == 1
     }
@@ -303,24 +306,23 @@ impl Plan {
 
 /// The input range `[lo, hi)` along one axis that the source window (with the filter's
 /// footprint) touches, as DALI's `ComputeScaleAndROI` bounds it.
-fn roi_range(origin: f32, scale: f32, out: usize, filter: Option<&Filter>, n: usize) -> (i64, i64) {
+pub(super) fn roi_range(start: f32, end: f32, filter: Option<&Filter>, n: usize) -> (i64, i64) {
     let (anchor, support) = filter.map_or((0.0, 1.0), |f| (f.anchor, f.support() as f32));
-    let (start, end) = (origin, origin + scale * out as f32);
     let (a, b) = if start <= end { (start, end) } else { (end, start) };
     let clamp = |v: f32| (v as i64).clamp(0, n as i64);
     (clamp((a - anchor).floor()), clamp((b - anchor + support).ceil()))
 }
 
 /// The input extent of [`roi_range`]: what DALI's pass order weighs.
-pub(super) fn footprint(origin: f32, scale: f32, out: usize, filter: Option<&Filter>, n: usize) -> i64 {
-    let (lo, hi) = roi_range(origin, scale, out, filter, n);
+pub(super) fn footprint(start: f32, end: f32, filter: Option<&Filter>, n: usize) -> i64 {
+    let (lo, hi) = roi_range(start, end, filter, n);
     hi - lo
 }
 
 /// The start of [`roi_range`]: DALI computes the taps of every axis but the first pass'
 /// relative to it.
-pub(super) fn roi_lo(origin: f32, scale: f32, out: usize, filter: Option<&Filter>, n: usize) -> i64 {
-    roi_range(origin, scale, out, filter, n).0
+pub(super) fn roi_lo(start: f32, end: f32, filter: Option<&Filter>, n: usize) -> i64 {
+    roi_range(start, end, filter, n).0
 }
 
 /// DALI's `ProcessingOrderCalculator`: the order of the passes (axes x = 0, y = 1, z = 2) of
@@ -357,8 +359,9 @@ pub fn pass_order<const N: usize>(in_ext: [i64; N], out: [i64; N], support: [i64
 pub(super) enum LastPass<'a> {
     /// Along rows (x): runs of `lanes` pixels from the start of each of DALI's column
     /// segments (clamped left, clamped both sides, regular, clamped right), from the x taps
-    /// and the input width.
-    Horizontal(&'a Taps, usize),
+    /// and the input columns `[lo, hi)` the pass reads (DALI clamps to that region when x is
+    /// not its first pass; see [`roi_range`]).
+    Horizontal { taps: &'a Taps, lo: i64, hi: i64 },
     /// Across rows (y, or z over whole slices): runs of `lanes` values from the start of each
     /// 256-value tile of a row of `row_len` values.
     Vertical { row_len: usize },
@@ -383,7 +386,7 @@ pub(super) fn even_ranges(last: LastPass<'_>, c: usize, lanes: usize, even: &mut
                 block(t, (t + 256).min(row_len), 1);
             }
         }
-        LastPass::Horizontal(t, in_w) => {
+        LastPass::Horizontal { taps: t, lo: in_lo, hi: in_hi } => {
             // `GetFirstAndLastRegularCol` and the four runs of `ResamplHorzRow`.
             let (first, s, out_w) = (&t.first, t.support as i64, t.first.len());
             if out_w == 0 {
@@ -391,7 +394,7 @@ pub(super) fn even_ranges(last: LastPass<'_>, c: usize, lanes: usize, even: &mut
             }
             let flipped = first[out_w - 1] < first[0];
             let (mut lo, mut hi) = (0usize, out_w as i64 - 1);
-            let (left_clamped, right_clamped) = (|f: i32| (f as i64) < 0, |f: i32| f as i64 + s > in_w as i64);
+            let (left_clamped, right_clamped) = (|f: i32| (f as i64) < in_lo, |f: i32| f as i64 + s > in_hi);
             let (from_left, from_right): (&dyn Fn(i32) -> bool, &dyn Fn(i32) -> bool) =
                 if flipped { (&right_clamped, &left_clamped) } else { (&left_clamped, &right_clamped) };
             while lo < out_w && from_left(first[lo]) {
@@ -908,8 +911,8 @@ pub fn resample_window<I: Channel>(src: &[I], p: &Plan, win: &Window, lanes: usi
         let vertical_first = p.vertical_first();
         if s.key != Some(key) {
             // The axis of the second pass has its taps relative to its input region.
-            let shift = |a: usize, n: usize, out: usize| roi_lo(p.origin[a], p.scale[a], out, p.filter[a].as_ref(), n);
-            let (shift_y, shift_x) = if vertical_first { (0, shift(1, p.in_w, p.out_w)) } else { (shift(0, p.in_h, p.out_h), 0) };
+            let shift = |a: usize, n: usize| roi_lo(p.origin[a], p.end[a], p.filter[a].as_ref(), n);
+            let (shift_y, shift_x) = if vertical_first { (0, shift(1, p.in_w)) } else { (shift(0, p.in_h), 0) };
             s.ty.compute_shifted(p.in_h, p.out_h, p.origin[0], p.scale[0], p.filter[0].as_ref(), shift_y);
             s.tx.compute_shifted(p.in_w, p.out_w, p.origin[1], p.scale[1], p.filter[1].as_ref(), shift_x);
             s.key = Some(key);
@@ -918,7 +921,11 @@ pub fn resample_window<I: Channel>(src: &[I], p: &Plan, win: &Window, lanes: usi
         // Which of the window's values DALI's last pass rounds half to even.
         let last = match (vertical_first, p.filter[vertical_first as usize ^ 1].is_some()) {
             (_, false) => LastPass::Nearest,
-            (true, true) => LastPass::Horizontal(tx, in_w),
+            (true, true) => {
+                // x is the second pass: it reads (and clamps to) its region of the input.
+                let (lo, hi) = roi_range(p.origin[1], p.end[1], p.filter[1].as_ref(), in_w);
+                LastPass::Horizontal { taps: tx, lo, hi }
+            }
             (false, true) => LastPass::Vertical { row_len: p.out_w * c },
         };
         even_ranges(last, c, lanes, &mut s.even);
@@ -1051,7 +1058,7 @@ mod tests {
             let src: Vec<u8> = (0..h * w * c).map(|i| (i * 97 % 251) as u8).collect();
             let f = axis_filter(FilterKind::Triangular, FilterKind::Linear, true, 6.0, 6);
             let g = axis_filter(FilterKind::Triangular, FilterKind::Linear, true, 9.0, 9);
-            let p = Plan { in_h: h, in_w: w, c, planes: 1, out_h: h, out_w: w, origin: [0.0; 2], scale: [1.0; 2], filter: [f, g] };
+            let p = Plan { in_h: h, in_w: w, c, planes: 1, out_h: h, out_w: w, origin: [0.0; 2], scale: [1.0; 2], end: [h as f32, w as f32], filter: [f, g] };
             let mut dst = vec![0u8; src.len()];
             resample(&mut dst, &src, &p);
             assert_eq!(dst, src, "{c} channels");
@@ -1144,7 +1151,7 @@ mod tests {
         for (out_h, out_w) in [(40, 29), (29, 40), (97, 120), (120, 97), (61, 50)] {
             let fy = axis_filter(FilterKind::Triangular, FilterKind::Linear, true, h as f32, out_h);
             let fx = axis_filter(FilterKind::Triangular, FilterKind::Cubic, true, w as f32, out_w);
-            let p = Plan { in_h: h, in_w: w, c, planes: 1, out_h, out_w, origin: [0.0; 2], scale: [h as f32 / out_h as f32, w as f32 / out_w as f32], filter: [fy, fx] };
+            let p = Plan { in_h: h, in_w: w, c, planes: 1, out_h, out_w, origin: [0.0; 2], scale: [h as f32 / out_h as f32, w as f32 / out_w as f32], end: [h as f32, w as f32], filter: [fy, fx] };
             orders[p.vertical_first() as usize] = true;
             let mut full = vec![0f32; out_h * out_w * c];
             resample(&mut full, &src, &p);

@@ -600,7 +600,7 @@ impl Resize {
             // Axis d of the sample's spatial axes: its scale and filter.
             let axis = |d: usize| {
                 let len = shi[d] - slo[d];
-                (slo[d], len / out[d] as f32, axis_filter(self.min, self.mag, self.antialias, len.abs(), out[d]))
+                (slo[d], len / out[d] as f32, axis_filter(self.min, self.mag, self.antialias, len.abs(), out[d]), shi[d])
             };
             let (y, x) = (axis(N - 2), axis(N - 1));
             self.plans.push(Plan {
@@ -612,11 +612,12 @@ impl Resize {
                 out_w: out[N - 1],
                 origin: [y.0, x.0],
                 scale: [y.1, x.1],
+                end: [y.3, x.3],
                 filter: [y.2, x.2],
             });
             let out_d = if N == 3 {
-                let (origin, scale, filter) = axis(0);
-                self.depths.push(Depth { in_d: e.d, out_d: out[0], origin, scale, filter });
+                let (origin, scale, filter, end) = axis(0);
+                self.depths.push(Depth { in_d: e.d, out_d: out[0], origin, scale, end, filter });
                 out[0]
             } else {
                 1

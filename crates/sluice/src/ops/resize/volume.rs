@@ -15,7 +15,7 @@
 use std::cell::RefCell;
 use std::ops::Range;
 
-use super::kernel::{blend_input_rows, even_ranges, footprint, roi_lo, horz_row, pass_order, resample, store_row_as_dali, Channel, Filter, LastPass, Plan, Taps, ROW_PAD};
+use super::kernel::{blend_input_rows, even_ranges, footprint, roi_lo, roi_range, horz_row, pass_order, resample, store_row_as_dali, Channel, Filter, LastPass, Plan, Taps, ROW_PAD};
 
 /// The depth axis of a volume's resampling; the [`Plan`]'s (y, x) geometry applies to every
 /// slice.
@@ -23,9 +23,11 @@ use super::kernel::{blend_input_rows, even_ranges, footprint, roi_lo, horz_row, 
 pub struct Depth {
     pub in_d: usize,
     pub out_d: usize,
-    /// Source origin and step per output slice.
+    /// Source origin and step per output slice, and the source window's end (as
+    /// [`Plan::end`]).
     pub origin: f32,
     pub scale: f32,
+    pub end: f32,
     /// `None` is nearest neighbour.
     pub filter: Option<Filter>,
 }
@@ -96,12 +98,13 @@ pub fn resample_volume<I: Channel, O: Channel>(dst: &mut [O], src: &[I], p: &Pla
         let outs = [p.out_w, p.out_h, z.out_d];
         let origins = [p.origin[1], p.origin[0], z.origin];
         let scales = [p.scale[1], p.scale[0], z.scale];
-        let ext = [X, Y, Z].map(|a| footprint(origins[a], scales[a], outs[a], filters[a], ins[a]));
+        let ends = [p.end[1], p.end[0], z.end];
+        let ext = [X, Y, Z].map(|a| footprint(origins[a], ends[a], filters[a], ins[a]));
         let support = [X, Y, Z].map(|a| filters[a].map_or(1, |f| f.support()) as i64);
         let order = pass_order(ext, outs.map(|v| v as i64), support);
         for a in [X, Y, Z] {
             // Axes after the first pass have their taps relative to their input region.
-            let shift = if a == order[0] { 0 } else { roi_lo(origins[a], scales[a], outs[a], filters[a], ins[a]) };
+            let shift = if a == order[0] { 0 } else { roi_lo(origins[a], ends[a], filters[a], ins[a]) };
             s.taps[a].compute_shifted(ins[a], outs[a], origins[a], scales[a], filters[a], shift);
         }
         // Extents (x, y, z) of the data before each pass.
@@ -126,7 +129,11 @@ pub fn resample_volume<I: Channel, O: Channel>(dst: &mut [O], src: &[I], p: &Pla
                 _ => {
                     let last = match axis {
                         _ if filters[axis].is_none() => LastPass::Nearest,
-                        X => LastPass::Horizontal(t, size[X]),
+                        X => {
+                            // Not the first pass: x reads (and clamps to) its region.
+                            let (lo, hi) = roi_range(origins[X], ends[X], filters[X], ins[X]);
+                            LastPass::Horizontal { taps: t, lo, hi }
+                        }
                         Y => LastPass::Vertical { row_len: next[X] * c },
                         _ => LastPass::Vertical { row_len: next[X] * next[Y] * c },
                     };
@@ -210,9 +217,10 @@ mod tests {
             out_w: out[2],
             origin: [0.0; 2],
             scale: [inp[1] as f32 / out[1] as f32, inp[2] as f32 / out[2] as f32],
+            end: [inp[1] as f32, inp[2] as f32],
             filter: [f(1), f(2)],
         };
-        let z = Depth { in_d: inp[0], out_d: out[0], origin: 0.0, scale: inp[0] as f32 / out[0] as f32, filter: f(0) };
+        let z = Depth { in_d: inp[0], out_d: out[0], origin: 0.0, scale: inp[0] as f32 / out[0] as f32, end: inp[0] as f32, filter: f(0) };
         (p, z)
     }
 
