@@ -21,6 +21,7 @@ import sluice
 from sluice import types
 
 from conftest import dali_or_none, require_gpu
+from test_resize_sequences import _run  # the sequences' pipeline runner: (arrays, layout)
 
 dali = dali_or_none()
 needs_dali = pytest.mark.skipif(dali is None, reason="needs DALI 2.4 (CPU) as the reference")
@@ -79,26 +80,6 @@ def _volumes(np_type, shapes, seed):
     if np_type == np.uint16:
         return [rng.integers(0, 65536, s).astype(np.uint16) for s in shapes]
     return [rng.integers(0, 256, s).astype(np_type) for s in shapes]
-
-
-def _constant(batch):
-    return lambda: batch
-
-
-def _run(lib, batch, layout, build, args=None, device="cpu"):
-    """`build(fn, x, args)`; `args`: {name: per-sample list}, given as argument inputs."""
-    pipe = lib.pipeline.Pipeline(batch_size=len(batch), num_threads=3, device_id=None if device == "cpu" else 0, seed=3)
-    with pipe:
-        x = lib.fn.external_source(source=_constant(batch), batch=True, layout=layout)
-        nodes = {k: lib.fn.external_source(source=_constant(v), batch=True) for k, v in (args or {}).items()}
-        if device == "gpu":
-            x = x.gpu()
-        pipe.set_outputs(build(lib.fn, x, nodes))
-    pipe.build()
-    (out,) = pipe.run()
-    if device == "gpu":
-        out = out.as_cpu()
-    return [np.array(out.at(i)) for i in range(len(batch))], out.layout()
 
 
 def _near(ours, ref, tolerance=1):

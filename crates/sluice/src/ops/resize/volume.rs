@@ -69,25 +69,24 @@ pub fn nn_slices(z: &Depth) -> Vec<usize> {
 }
 
 /// Resamples every volume of a sample: `dst` is `p.planes` volumes of
-/// `out_d x out_h x out_w x c`, `src` as many of `in_d x in_h x in_w x c`.
+/// `out_d x out_h x out_w x c`, `src` as many of `in_d x in_h x in_w x c`. The taps, the pass
+/// order and the rounding ranges are the sample's, computed once for all its volumes (the
+/// frames of FDHWC, the channels of CDHW).
 pub fn resample_volumes<I: Channel, O: Channel>(dst: &mut [O], src: &[I], p: &Plan, z: &Depth) {
-    let (in_vol, out_vol) = (z.in_d * p.in_h * p.in_w * p.c, z.out_d * p.out_h * p.out_w * p.c);
+    let c = p.c;
+    let (in_slice, out_slice) = (p.in_h * p.in_w * c, p.out_h * p.out_w * c);
+    let (in_vol, out_vol) = (z.in_d * in_slice, z.out_d * out_slice);
     assert!(dst.len() == out_vol * p.planes && src.len() == in_vol * p.planes, "resize: volume buffer sizes");
     if out_vol == 0 {
         return;
     }
-    for (d, s) in dst.chunks_exact_mut(out_vol).zip(src.chunks_exact(in_vol)) {
-        resample_volume(d, s, p, z);
-    }
-}
-
-/// Resamples one DHWC volume.
-pub fn resample_volume<I: Channel, O: Channel>(dst: &mut [O], src: &[I], p: &Plan, z: &Depth) {
-    let c = p.c;
-    let (in_slice, out_slice) = (p.in_h * p.in_w * c, p.out_h * p.out_w * c);
+    let volumes = dst.chunks_exact_mut(out_vol).zip(src.chunks_exact(in_vol));
     if z.filter.is_none() && p.filter[0].is_none() && p.filter[1].is_none() {
-        for (out, s) in dst.chunks_exact_mut(out_slice).zip(nn_slices(z)) {
-            resample(out, &src[s * in_slice..(s + 1) * in_slice], p);
+        let slices = nn_slices(z);
+        for (dst, src) in volumes {
+            for (out, &s) in dst.chunks_exact_mut(out_slice).zip(&slices) {
+                resample(out, &src[s * in_slice..(s + 1) * in_slice], p);
+            }
         }
         return;
     }
@@ -107,41 +106,42 @@ pub fn resample_volume<I: Channel, O: Channel>(dst: &mut [O], src: &[I], p: &Pla
             let shift = if a == order[0] { 0 } else { roi_lo(origins[a], ends[a], filters[a], ins[a]) };
             s.taps[a].compute_shifted(ins[a], outs[a], origins[a], scales[a], filters[a], shift);
         }
-        // Extents (x, y, z) of the data before each pass.
-        let mut size = ins;
         let Scratch { taps, tmp, row_in, row_out, rows, even } = s;
+        // The extents (x, y, z) of the data before each pass.
+        let mut sizes = [ins; 3];
+        for (pass, &axis) in order.iter().enumerate() {
+            let mut next = sizes[pass];
+            next[axis] = outs[axis];
+            if pass < 2 {
+                sizes[pass + 1] = next;
+            } else {
+                let last_axis = order[2];
+                let last = match last_axis {
+                    _ if filters[last_axis].is_none() => LastPass::Nearest,
+                    X => {
+                        // Not the first pass: x reads (and clamps to) its region.
+                        let (lo, hi) = roi_range(origins[X], ends[X], filters[X], ins[X]);
+                        LastPass::Horizontal { taps: &taps[X], lo, hi }
+                    }
+                    Y => LastPass::Vertical { row_len: next[X] * c },
+                    _ => LastPass::Vertical { row_len: next[X] * next[Y] * c },
+                };
+                even_ranges(last, c, 16 / size_of::<O>(), even);
+            }
+        }
         let [tmp_a, tmp_b] = tmp;
         let mut bufs = Bufs { row_in, row_out, rows };
-        for (pass, &axis) in order.iter().enumerate() {
-            let mut next = size;
-            next[axis] = outs[axis];
-            let len = next.iter().product::<usize>() * c;
-            let t = &taps[axis];
-            match pass {
-                0 => {
-                    tmp_a.resize(len, 0.0);
-                    resample_axis(tmp_a, src, size, c, axis, t, &[], &mut bufs);
-                }
-                1 => {
-                    tmp_b.resize(len, 0.0);
-                    resample_axis(tmp_b, tmp_a, size, c, axis, t, &[], &mut bufs);
-                }
-                _ => {
-                    let last = match axis {
-                        _ if filters[axis].is_none() => LastPass::Nearest,
-                        X => {
-                            // Not the first pass: x reads (and clamps to) its region.
-                            let (lo, hi) = roi_range(origins[X], ends[X], filters[X], ins[X]);
-                            LastPass::Horizontal { taps: t, lo, hi }
-                        }
-                        Y => LastPass::Vertical { row_len: next[X] * c },
-                        _ => LastPass::Vertical { row_len: next[X] * next[Y] * c },
-                    };
-                    even_ranges(last, c, 16 / size_of::<O>(), even);
-                    resample_axis(dst, tmp_b, size, c, axis, t, even, &mut bufs)
-                }
-            }
-            size = next;
+        let len = |pass: usize| sizes[pass + 1].iter().product::<usize>() * c;
+        tmp_a.resize(len(0), 0.0);
+        tmp_b.resize(len(1), 0.0);
+        let pass = |p: usize| (sizes[p], order[p], &taps[order[p]]);
+        for (dst, src) in volumes {
+            let (size, axis, t) = pass(0);
+            resample_axis(tmp_a, src, size, c, axis, t, &[], &mut bufs);
+            let (size, axis, t) = pass(1);
+            resample_axis(tmp_b, tmp_a, size, c, axis, t, &[], &mut bufs);
+            let (size, axis, t) = pass(2);
+            resample_axis(dst, tmp_b, size, c, axis, t, even, &mut bufs);
         }
     })
 }
@@ -231,7 +231,7 @@ mod tests {
             let src: Vec<f32> = (0..inp.iter().product::<usize>() * c).map(|i| ((i * 37) % 101) as f32).collect();
             let (p, z) = plan(inp, out, c, FilterKind::Linear);
             let mut vol = vec![0f32; out.iter().product::<usize>() * c];
-            resample_volume(&mut vol, &src, &p, &z);
+            resample_volumes(&mut vol, &src, &p, &z);
             let mut img = vec![0f32; vol.len()];
             resample(&mut img, &src, &p);
             // The depth pass of one slice multiplies by 1 and adds to 0: exact.
@@ -247,7 +247,7 @@ mod tests {
         let src: Vec<f32> = (0..4).flat_map(|z| std::iter::repeat_n(z as f32, 15)).collect();
         let (p, z) = plan(inp, out, 1, FilterKind::Linear);
         let mut dst = vec![0f32; 8 * 15];
-        resample_volume(&mut dst, &src, &p, &z);
+        resample_volumes(&mut dst, &src, &p, &z);
         let want = [0.0, 0.25, 0.75, 1.25, 1.75, 2.25, 2.75, 3.0];
         for (zo, slice) in dst.chunks_exact(15).enumerate() {
             assert!(slice.iter().all(|&v| (v - want[zo]).abs() < 1e-6), "slice {zo}: {slice:?}");
