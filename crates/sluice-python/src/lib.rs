@@ -156,11 +156,13 @@ fn op_spec(t: &Bound<'_, PyTuple>) -> PyResult<OpSpec> {
 /// Checks one operator as the user creates it (see `sluice::graph::check_op`): `op` is the
 /// tuple Python records (its edges are ignored), `inputs_on_gpu` / `arg_inputs_on_gpu`
 /// where each input lives. Returns (number of outputs, whether they live on the GPU, the
-/// deprecation warnings DALI gives for the arguments used).
+/// deprecation warnings DALI gives for the arguments used). `exec_dynamic`: that of the
+/// pipeline being defined (true when none is: the check is made again at build).
 #[pyfunction]
-fn check_op(op: &Bound<'_, PyTuple>, inputs_on_gpu: Vec<bool>, arg_inputs_on_gpu: Vec<bool>) -> PyResult<(usize, bool, Vec<String>)> {
+#[pyo3(signature = (op, inputs_on_gpu, arg_inputs_on_gpu, exec_dynamic=true))]
+fn check_op(op: &Bound<'_, PyTuple>, inputs_on_gpu: Vec<bool>, arg_inputs_on_gpu: Vec<bool>, exec_dynamic: bool) -> PyResult<(usize, bool, Vec<String>)> {
     let spec = op_spec(op)?;
-    let c = engine_check_op(&spec, &inputs_on_gpu, &arg_inputs_on_gpu).map_err(to_py)?;
+    let c = engine_check_op(&spec, &inputs_on_gpu, &arg_inputs_on_gpu, exec_dynamic).map_err(to_py)?;
     let names = spec.args.iter().map(|(k, _)| k.as_str()).chain(spec.arg_inputs.iter().map(|(k, _)| k.as_str()));
     Ok((c.num_outputs(), c.outputs_on_gpu(), c.def.schema.deprecations(names)))
 }
@@ -325,7 +327,7 @@ type SharedChunk = (String, u64, Vec<Vec<(usize, Vec<usize>, String)>>);
 impl PyPipeline {
     /// `ops` is a list of (schema, device|None, name, [(op, out)], [(arg, op, out)], [(arg, value)]).
     #[new]
-    #[pyo3(signature = (batch_size, num_threads, device_id, seed, prefetch_queue_depth, exec_async, exec_pipelined, ops, outputs, restore=None, on_error="raise", max_bad_samples=None))]
+    #[pyo3(signature = (batch_size, num_threads, device_id, seed, prefetch_queue_depth, exec_async, exec_pipelined, ops, outputs, restore=None, on_error="raise", max_bad_samples=None, exec_dynamic=true))]
     #[allow(clippy::too_many_arguments)]
     fn new(
         py: Python<'_>,
@@ -341,6 +343,7 @@ impl PyPipeline {
         restore: Option<(u64, Vec<(String, u64)>, Vec<(String, Vec<u64>)>)>,
         on_error: &str,
         max_bad_samples: Option<u64>,
+        exec_dynamic: bool,
     ) -> PyResult<PyPipeline> {
         let specs = ops.iter().map(op_spec).collect::<PyResult<Vec<_>>>()?;
         let spec = PipelineSpec {
@@ -351,6 +354,7 @@ impl PyPipeline {
             prefetch_queue_depth,
             exec_async,
             exec_pipelined,
+            exec_dynamic,
             errors: sluice::exec::ErrorPolicy {
                 on_error: sluice::exec::OnError::parse(on_error, "Pipeline").map_err(to_py)?,
                 max_bad_samples,

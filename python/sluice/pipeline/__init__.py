@@ -48,9 +48,14 @@ class DataNode:
         return make_node("MakeContiguous", [self], {}, device="mixed")
 
     def cpu(self):
+        """This node copied back to the CPU: a GPU node needs the dynamic executor
+        (`exec_dynamic`, DALI's default since 2.0), and the engine downloads the batch once
+        the GPU work producing it is done. A node already on the CPU is itself."""
         if self.device == "cpu":
             return self
-        raise ValueError(f"{self.name} is on the GPU; data flows cpu -> mixed -> gpu only")
+        from ..ops_gen import make_node
+
+        return make_node("MakeContiguous", [self], {}, device="cpu")
 
     def shape(self, *, dtype=None, device="cpu"):
         """The run-time shape of every sample of this node, as a new node (`fn.shapes`): a
@@ -64,14 +69,27 @@ class DataNode:
 
             if isinstance(self, DataNodeDebug):  # debug mode holds the batch: it can come back
                 return self.cpu().shape(dtype=dtype)
-            raise ValueError(
-                f"{self.name}.shape(device=\"cpu\"): the node is on the GPU and data flows cpu -> mixed -> gpu only. "
-                "Take the shape of the CPU node before `.gpu()`, or ask for it on the GPU with device=\"gpu\".")
+            # Taken from the GPU batch's metadata, then only the shapes come back.
+            return self.shape(dtype=dtype, device="gpu").cpu()
         # warn=False: DALI deprecates fn.shapes in favour of this method, which never warns.
         out = make_node("Shapes", [self], {} if dtype is None else {"dtype": dtype}, device=self.device, warn=False)
         # DALI's gpu operator reads a cpu node's shapes too; ours takes gpu inputs, so the
         # shapes are taken on the cpu and moved, which gives the same batch.
         return out.gpu() if device == "gpu" else out
+
+    def property(self, key, *, device="cpu"):
+        """A metadata property of every sample as a new node (`fn.get_property`): "source_info"
+        (the file or record it came from) or "layout", as 1-D uint8 tensors, on `device`."""
+        from ..ops_gen import make_node
+
+        if device not in ("cpu", "gpu"):
+            raise ValueError(f"{self.name}.property(): device must be \"cpu\" or \"gpu\", got {device!r}")
+        out = make_node("GetProperty", [self], {"key": key}, device=self.device)
+        return out.gpu() if device == "gpu" else out.cpu()
+
+    def source_info(self, *, device="cpu"):
+        """`property("source_info")`."""
+        return self.property("source_info", device=device)
 
     def __repr__(self):
         return f"DataNode(name={self.name!r}, device={self.device!r})"
@@ -302,10 +320,13 @@ class _OpNode:
         self.args = args
         self.source = None  # an external source's Python source (external_source._SourceGroup)
         # Edges are not known yet (operators are numbered at build): placeholders.
+        current = Pipeline.current()
         num_outputs, on_gpu, deprecations = _core.check_op(
             self.spec([(0, 0)] * len(inputs), [(k, 0, 0) for k in arg_inputs]),
             [x.device == "gpu" for x in inputs],
             [x.device == "gpu" for x in arg_inputs.values()],
+            # Outside a pipeline the check waits for the build, as in DALI.
+            True if current is None else current._exec_dynamic,
         )
         if warn:
             _warn_deprecated(deprecations)
@@ -352,7 +373,7 @@ class Pipeline:
                  max_streams=-1, default_cuda_stream_priority=0, *, enable_memory_stats=False,
                  enable_checkpointing=False, checkpoint=None, py_num_workers=1, py_start_method="fork",
                  py_callback_pickler=None, output_dtype=None, output_ndim=None, output_layout=None,
-                 exec_dynamic=False, experimental_exec_dynamic=False, stream_policy=None, concurrency=None,
+                 exec_dynamic=None, experimental_exec_dynamic=False, stream_policy=None, concurrency=None,
                  on_error="raise", max_bad_samples=None):
         if isinstance(device_id, str) and device_id == "auto":
             device_id = _distributed.local_device_id()
@@ -365,6 +386,12 @@ class Pipeline:
         self._prefetch_queue_depth = depth
         self._exec_async = bool(exec_async)
         self._exec_pipelined = bool(exec_pipelined)
+        if exec_dynamic is None:
+            # DALI's default since 2.0: the dynamic executor wherever the pipeline is
+            # asynchronous and pipelined, with one prefetch queue for both stages.
+            exec_dynamic = bool(experimental_exec_dynamic) or (
+                self._exec_async and self._exec_pipelined and not isinstance(prefetch_queue_depth, dict))
+        self._exec_dynamic = bool(exec_dynamic)
         self._enable_checkpointing = bool(enable_checkpointing)
         self._checkpoint = checkpoint  # applied at build
         if on_error not in ("raise", "skip", "replace"):
@@ -425,6 +452,10 @@ class Pipeline:
     @property
     def exec_async(self):
         return self._exec_async
+
+    @property
+    def exec_dynamic(self):
+        return self._exec_dynamic
 
     @property
     def prefetch_queue_depth(self):
@@ -499,7 +530,7 @@ class Pipeline:
                                           spec, outputs, None if restore is None else (
                                               restore["iteration"], [tuple(r) for r in restore["readers"]],
                                               [tuple(r) for r in restore.get("excluded", [])]),
-                                          self._on_error, self._max_bad_samples)
+                                          self._on_error, self._max_bad_samples, self._exec_dynamic)
         except BaseException:
             if self._pool is not None:  # the workers started above: stop them with the build
                 self._pool.close()

@@ -449,6 +449,16 @@ impl Runner {
             Backend::Gpu(_, d) => *d == Device::Mixed || (inst.host_inputs.contains(&n) && !(inst.gpu_or_host_inputs.contains(&n) && on_gpu(n))),
         };
         let read_on_host: Vec<bool> = (0..inst.inputs.len()).map(host).collect();
+        // GPU data read on the host (`.cpu()` in a dynamic pipeline; the graph allowed it):
+        // downloaded once the work producing it is done.
+        let downloaded: Vec<Option<TensorList>> = match download_host_reads(&self.gpu, &inst.inputs, &read_on_host, results) {
+            Ok(d) => d,
+            Err(e) => {
+                self.failed_op = Some(k);
+                return Err(e);
+            }
+        };
+        let host_batch = |n: usize, e: &Edge| -> &TensorList { downloaded.get(n).and_then(Option::as_ref).unwrap_or_else(|| output(results, e).cpu()) };
         let stood_in: Vec<Option<TensorList>> = if stand_in.is_empty() {
             Vec::new()
         } else {
@@ -457,12 +467,12 @@ impl Runner {
                 .enumerate()
                 .map(|(n, e)| {
                     host(n)
-                        .then(|| with_stand_ins(&self.pool, output(results, e).cpu(), &stand_in))
+                        .then(|| with_stand_ins(&self.pool, host_batch(n, e), &stand_in))
                         .transpose()
                 })
                 .collect::<Result<_>>()?
         };
-        let input_of = |n: usize, e: &Edge| -> &TensorList { stood_in.get(n).and_then(Option::as_ref).unwrap_or_else(|| output(results, e).cpu()) };
+        let input_of = |n: usize, e: &Edge| -> &TensorList { stood_in.get(n).and_then(Option::as_ref).unwrap_or_else(|| host_batch(n, e)) };
         let mut arg_inputs: HashMap<&str, &TensorList> = inst.arg_inputs.iter().map(|(n, e)| (n.as_str(), output(results, e).cpu())).collect();
         // Per-frame arguments: the operator runs on the frames of the batch's sequences.
         let metas: Vec<&BatchMeta> = inst.inputs.iter().map(|e| output(results, e).meta()).collect();
@@ -586,6 +596,28 @@ impl Instance {
             Backend::Gpu(..) => None,
         }
     }
+}
+
+/// Host copies of the inputs read on the host (`read_on_host`) whose batches are on the
+/// GPU; None for the rest. The stream is synchronized first: the operators that produced
+/// them queued their work on it.
+fn download_host_reads(gpu: &Option<GpuStage>, inputs: &[Edge], read_on_host: &[bool], results: &Results) -> Result<Vec<Option<TensorList>>> {
+    let mut out = Vec::new();
+    for (e, &host) in inputs.iter().zip(read_on_host) {
+        let Batch::Gpu(t) = output(results, e) else {
+            out.push(None);
+            continue;
+        };
+        if !host {
+            out.push(None);
+            continue;
+        }
+        if out.iter().all(Option::is_none) {
+            gpu.as_ref().expect("GPU batches come from the GPU stage").stream.synchronize().map_err(sluice_cuda::CudaError::from)?;
+        }
+        out.push(Some(t.to_host()?));
+    }
+    Ok(out)
 }
 
 /// The batch an edge carries (its operator ran before: the graph is in topological order).

@@ -46,6 +46,11 @@ pub struct PipelineSpec {
     pub exec_async: bool,
     /// Overlap stages of consecutive iterations.
     pub exec_pipelined: bool,
+    /// DALI's dynamic executor (its default since 2.0 for asynchronous pipelined
+    /// pipelines): GPU data may come back to the CPU through `.cpu()`. Sluice's one executor
+    /// runs the graph in topological order either way; this flag only decides whether such
+    /// a transition is allowed, as in DALI.
+    pub exec_dynamic: bool,
     /// What to do with a sample an operator cannot read or decode (`on_error`,
     /// `max_bad_samples`).
     pub errors: crate::exec::ErrorPolicy,
@@ -147,10 +152,12 @@ impl CheckedOp {
 /// Checks one operator: known name, device and backend, input count, stage order (data
 /// flows cpu -> mixed -> gpu; argument inputs live on the host), argument names, types and
 /// required arguments. `inputs_on_gpu` / `arg_inputs_on_gpu` say where each input's
-/// producer put its output. The Python front end calls this as each operator is created
-/// (so errors point at the user's line, as DALI's do) and [`Graph::build`] calls it again
-/// for the whole pipeline: one home for these rules.
-pub fn check_op(op: &OpSpec, inputs_on_gpu: &[bool], arg_inputs_on_gpu: &[bool]) -> Result<CheckedOp> {
+/// producer put its output. `exec_dynamic`: GPU data may come back to the CPU, into the
+/// operators [`takes_gpu_data_on_cpu`] names (the executor downloads it). The Python front
+/// end calls this as each operator is created (so errors point at the user's line, as
+/// DALI's do) and [`Graph::build`] calls it again for the whole pipeline: one home for
+/// these rules.
+pub fn check_op(op: &OpSpec, inputs_on_gpu: &[bool], arg_inputs_on_gpu: &[bool], exec_dynamic: bool) -> Result<CheckedOp> {
     let (def, legacy_device) = ops::lookup(&op.schema).ok_or_else(|| ops::unknown_operator(&op.schema))?;
     let schema = &def.schema;
     let display = schema.fn_name();
@@ -170,18 +177,27 @@ pub fn check_op(op: &OpSpec, inputs_on_gpu: &[bool], arg_inputs_on_gpu: &[bool])
         };
         return Err(Error::Graph(format!("{display}: expects {want} input(s), got {}", inputs_on_gpu.len())));
     }
+    let gpu_to_cpu = device == Device::Cpu && takes_gpu_data_on_cpu(def);
     for (k, &on_gpu) in inputs_on_gpu.iter().enumerate() {
+        if on_gpu && gpu_to_cpu && !exec_dynamic {
+            return Err(Error::Graph(format!(
+                "{display}: this pipeline doesn't support transition from GPU to CPU (input {k} is on the GPU). \
+                 GPU->CPU transitions need the dynamic executor: exec_dynamic=True, the default unless \
+                 exec_async or exec_pipelined is False or prefetch_queue_depth is split per stage"
+            )));
+        }
         let ok = match device {
-            Device::Cpu | Device::Mixed => !on_gpu,
+            Device::Cpu => !on_gpu || gpu_to_cpu,
+            Device::Mixed => !on_gpu,
             Device::Gpu => on_gpu != schema.host_inputs.contains(&k) || (on_gpu && ops::gpu_or_host_inputs(def).contains(&k)),
         };
         if !ok {
             let hint = if device == Device::Gpu && schema.host_inputs.contains(&k) {
-                "this input is read on the host: give it a cpu operator's output"
+                "this input is read on the host: give it a cpu operator's output (`.cpu()` brings GPU data back)"
             } else if device == Device::Gpu {
                 "move it to the GPU first with `.gpu()` or run this operator on the cpu"
             } else {
-                "data flows cpu -> mixed -> gpu only; run this operator with device='gpu'"
+                "bring it back with `.cpu()` first, or run this operator with device='gpu'"
             };
             return Err(Error::Graph(format!(
                 "{display} (device='{}'): input {k} is on the {}; {hint}",
@@ -192,13 +208,21 @@ pub fn check_op(op: &OpSpec, inputs_on_gpu: &[bool], arg_inputs_on_gpu: &[bool])
     }
     for ((name, _), &on_gpu) in op.arg_inputs.iter().zip(arg_inputs_on_gpu) {
         if on_gpu {
-            return Err(Error::Graph(format!("{display}: argument input '{name}' must be a CPU DataNode; it is on the GPU")));
+            return Err(Error::Graph(format!("{display}: argument input '{name}' must be a CPU DataNode; it is on the GPU (`.cpu()` brings it back)")));
         }
     }
     let per_sample: Vec<String> = op.arg_inputs.iter().map(|(k, _)| k.clone()).collect();
     let args = Args::check(schema, &display, op.args.clone(), &per_sample)?;
     let arg_input_names = per_sample.iter().map(|k| schema.find_arg(k).expect("checked by Args::check").name).collect();
     Ok(CheckedOp { def, device, args, arg_input_names, num_inputs: inputs_on_gpu.len() })
+}
+
+/// The cpu operators that take GPU data in a dynamic pipeline: `MakeContiguous` (what
+/// `DataNode.cpu()` records) and the two that read only metadata (`shapes`, `get_property`:
+/// DALI takes them on the cpu for GPU data too). The executor downloads their GPU inputs.
+/// Any other cpu operator takes GPU data through `.cpu()`, as in DALI.
+pub fn takes_gpu_data_on_cpu(def: &OpDef) -> bool {
+    def.is(&ops::transfer::MAKE_CONTIGUOUS) || def.is(&ops::shapes::SHAPES) || def.is(&ops::get_property::GET_PROPERTY)
 }
 
 /// A pipeline's own parameters as the user gives them, DALI's way: `None` or -1 asks for
@@ -300,7 +324,7 @@ impl Graph {
             let on_gpu = |e: &Edge| checked[e.op].outputs_on_gpu();
             let inputs_on_gpu: Vec<bool> = op.inputs.iter().map(on_gpu).collect();
             let arg_inputs_on_gpu: Vec<bool> = op.arg_inputs.iter().map(|(_, e)| on_gpu(e)).collect();
-            let c = check_op(op, &inputs_on_gpu, &arg_inputs_on_gpu)?;
+            let c = check_op(op, &inputs_on_gpu, &arg_inputs_on_gpu, spec.exec_dynamic)?;
             if c.device != Device::Cpu && spec.device_id.is_none() {
                 return Err(Error::Graph(format!(
                     "{} runs on the GPU (device='{}'{}), but the pipeline is CPU-only (device_id=None); pass device_id=0 to use a GPU",

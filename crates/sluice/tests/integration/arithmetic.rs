@@ -17,7 +17,7 @@ fn op(schema: &str, inputs: Vec<Edge>, args: Vec<(&str, ArgValue)>) -> OpSpec {
 }
 
 fn spec(ops: Vec<OpSpec>, outputs: Vec<Edge>) -> PipelineSpec {
-    PipelineSpec { batch_size: 4, num_threads: 2, device_id: None, seed: 7, prefetch_queue_depth: 1, exec_async: false, exec_pipelined: false, errors: Default::default(), ops, outputs }
+    PipelineSpec { batch_size: 4, num_threads: 2, device_id: None, seed: 7, prefetch_queue_depth: 1, exec_async: false, exec_pipelined: false, exec_dynamic: true, errors: Default::default(), ops, outputs }
 }
 
 fn uniform(shape: &[i64], dtype: i64, values: &[f64]) -> OpSpec {

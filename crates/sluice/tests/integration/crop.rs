@@ -183,7 +183,7 @@ fn per_sample_mirror_from_coin_flip_through_the_executor() {
     let mut cmn = op("CropMirrorNormalize", "cmn", vec![("crop", fl(vec![4.0, 5.0])), ("mean", fl(vec![10.0, 20.0, 30.0])), ("std", fl(vec![2.0, 4.0, 8.0]))]);
     cmn.inputs = vec![e(0)];
     cmn.arg_inputs = vec![("mirror".into(), e(1))];
-    let spec = PipelineSpec { batch_size: 6, num_threads: 2, device_id: None, seed: 5, prefetch_queue_depth: 2, exec_async: true, exec_pipelined: true, errors: Default::default(), ops: vec![img, coin, cmn], outputs: vec![e(0), e(1), e(2)] };
+    let spec = PipelineSpec { batch_size: 6, num_threads: 2, device_id: None, seed: 5, prefetch_queue_depth: 2, exec_async: true, exec_pipelined: true, exec_dynamic: true, errors: Default::default(), ops: vec![img, coin, cmn], outputs: vec![e(0), e(1), e(2)] };
     let mut ex = Executor::new(&spec).unwrap();
     let (mean, std) = ([10f32, 20., 30.], [2f32, 4., 8.]);
     let mut seen = [false; 2];
@@ -217,7 +217,7 @@ fn per_sample_crop_arguments_through_the_executor() {
     let mut crop = op("Crop", "crop", vec![("crop_h", ArgValue::Float(3.0)), ("crop_w", ArgValue::Float(2.0))]);
     crop.inputs = vec![e(0)];
     crop.arg_inputs = vec![("crop_pos_x".into(), e(1))];
-    let spec = PipelineSpec { batch_size: 4, num_threads: 2, device_id: None, seed: 3, prefetch_queue_depth: 2, exec_async: true, exec_pipelined: true, errors: Default::default(), ops: vec![img, pos, crop], outputs: vec![e(0), e(1), e(2)] };
+    let spec = PipelineSpec { batch_size: 4, num_threads: 2, device_id: None, seed: 3, prefetch_queue_depth: 2, exec_async: true, exec_pipelined: true, exec_dynamic: true, errors: Default::default(), ops: vec![img, pos, crop], outputs: vec![e(0), e(1), e(2)] };
     let mut ex = Executor::new(&spec).unwrap();
     let out = ex.next_cpu_batch().unwrap();
     for i in 0..4 {

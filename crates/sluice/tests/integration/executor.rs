@@ -14,7 +14,7 @@ fn spec(ops: Vec<OpSpec>, outputs: Vec<Edge>, threads: usize, exec_async: bool) 
         seed: 1234,
         prefetch_queue_depth: 2,
         exec_async,
-        exec_pipelined: exec_async,
+        exec_pipelined: exec_async, exec_dynamic: true,
         errors: Default::default(),
         ops,
         outputs,

@@ -28,7 +28,7 @@ fn spec(args: Vec<(&str, ArgValue)>, batch_size: usize, threads: usize, exec_asy
         seed: 1234,
         prefetch_queue_depth: 2,
         exec_async,
-        exec_pipelined: exec_async,
+        exec_pipelined: exec_async, exec_dynamic: true,
         errors: Default::default(),
         ops: vec![OpSpec {
             schema: "readers__File".into(),

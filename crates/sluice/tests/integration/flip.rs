@@ -61,7 +61,7 @@ fn wide_elements_move_whole() {
 // ---- through the executor -------------------------------------------------------------
 
 fn spec(ops: Vec<OpSpec>, outputs: Vec<Edge>) -> PipelineSpec {
-    PipelineSpec { batch_size: 6, num_threads: 2, device_id: None, seed: 5, prefetch_queue_depth: 2, exec_async: true, exec_pipelined: true, errors: Default::default(), ops, outputs }
+    PipelineSpec { batch_size: 6, num_threads: 2, device_id: None, seed: 5, prefetch_queue_depth: 2, exec_async: true, exec_pipelined: true, exec_dynamic: true, errors: Default::default(), ops, outputs }
 }
 
 fn image_source(shape: &[i64], dtype: i64) -> OpSpec {

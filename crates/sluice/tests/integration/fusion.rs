@@ -58,7 +58,7 @@ fn pipeline(dir: &std::path::Path, tap_decoder: bool) -> Executor {
         seed: 1,
         prefetch_queue_depth: 1,
         exec_async: false,
-        exec_pipelined: false,
+        exec_pipelined: false, exec_dynamic: true,
         errors: Default::default(),
         ops,
         outputs,
@@ -112,7 +112,7 @@ fn mixed_random_crop_decoder_feeding_a_gpu_resize_gets_the_size_hint() {
             seed: 1,
             prefetch_queue_depth: 1,
             exec_async: false,
-            exec_pipelined: false,
+            exec_pipelined: false, exec_dynamic: true,
             errors: Default::default(),
             ops,
             outputs: vec![Edge { op: 2, output: 0 }],
@@ -149,7 +149,7 @@ fn resize_cmn_pipeline(dir: &std::path::Path, resize_is_output: bool) -> Executo
     if resize_is_output {
         outputs.push(e(2));
     }
-    let spec = PipelineSpec { batch_size: 4, num_threads: 2, device_id: None, seed: 1, prefetch_queue_depth: 1, exec_async: false, exec_pipelined: false, errors: Default::default(), ops, outputs };
+    let spec = PipelineSpec { batch_size: 4, num_threads: 2, device_id: None, seed: 1, prefetch_queue_depth: 1, exec_async: false, exec_pipelined: false, exec_dynamic: true, errors: Default::default(), ops, outputs };
     Executor::new(&spec).unwrap()
 }
 

@@ -22,7 +22,7 @@ fn e(op: usize) -> Edge {
 fn pipeline(ops: Vec<OpSpec>, outputs: Vec<Edge>, threads: usize) -> Executor {
     let spec = PipelineSpec {
         batch_size: 8, num_threads: threads, device_id: None, seed: 99, prefetch_queue_depth: 2,
-        exec_async: threads > 1, exec_pipelined: threads > 1, errors: Default::default(), ops, outputs,
+        exec_async: threads > 1, exec_pipelined: threads > 1, exec_dynamic: true, errors: Default::default(), ops, outputs,
     };
     Executor::new(&spec).unwrap()
 }

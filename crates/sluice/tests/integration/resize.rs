@@ -13,7 +13,7 @@ const E: fn(usize) -> Edge = |op| Edge { op, output: 0 };
 const UINT8: i64 = 0;
 
 fn spec(ops: Vec<OpSpec>, outputs: Vec<Edge>, batch_size: usize) -> PipelineSpec {
-    PipelineSpec { batch_size, num_threads: 2, device_id: None, seed: 7, prefetch_queue_depth: 2, exec_async: false, exec_pipelined: false, errors: Default::default(), ops, outputs }
+    PipelineSpec { batch_size, num_threads: 2, device_id: None, seed: 7, prefetch_queue_depth: 2, exec_async: false, exec_pipelined: false, exec_dynamic: true, errors: Default::default(), ops, outputs }
 }
 
 fn image_source(shape: &[i64]) -> OpSpec {

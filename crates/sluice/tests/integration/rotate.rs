@@ -78,7 +78,7 @@ fn float_input_and_float_to_uint8_match_dali() {
 // ---- through the executor -------------------------------------------------------------
 
 fn spec(ops: Vec<OpSpec>, outputs: Vec<Edge>, batch_size: usize) -> PipelineSpec {
-    PipelineSpec { batch_size, num_threads: 2, device_id: None, seed: 99, prefetch_queue_depth: 2, exec_async: false, exec_pipelined: false, errors: Default::default(), ops, outputs }
+    PipelineSpec { batch_size, num_threads: 2, device_id: None, seed: 99, prefetch_queue_depth: 2, exec_async: false, exec_pipelined: false, exec_dynamic: true, errors: Default::default(), ops, outputs }
 }
 
 /// random.uniform(shape, dtype) as the image source (there is no reader in this branch).

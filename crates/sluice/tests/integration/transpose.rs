@@ -151,7 +151,7 @@ fn in_a_pipeline_hwc_images_become_chw_whatever_the_thread_count() {
         t.inputs = vec![Edge { op: 0, output: 0 }];
         let spec = PipelineSpec {
             batch_size: 4, num_threads: threads, device_id: None, seed: 3, prefetch_queue_depth: 2,
-            exec_async: false, exec_pipelined: false, errors: Default::default(), ops: vec![src, t],
+            exec_async: false, exec_pipelined: false, exec_dynamic: true, errors: Default::default(), ops: vec![src, t],
             outputs: vec![Edge { op: 0, output: 0 }, Edge { op: 1, output: 0 }],
         };
         let mut ex = Executor::new(&spec).unwrap();
