@@ -46,6 +46,7 @@ OPS = {
     "erode": "fn.experimental.erode(x, mask_size=[3, 3], iterations=2)",
     "median_blur": "fn.experimental.median_blur(x, window_size=[5, 5])",
     "warp_perspective": "fn.experimental.warp_perspective(x, matrix=[0.9, 0.1, 10.0, -0.1, 0.9, 20.0, 0.0001, 0.0002, 1.0], fill_value=0)",
+    "warp_perspective_cubic": "fn.experimental.warp_perspective(x, matrix=[0.9, 0.1, 10.0, -0.1, 0.9, 20.0, 0.0001, 0.0002, 1.0], fill_value=0, interp_type=types.INTERP_CUBIC)",
     # issue 19's detection-style chain (on decoded images): warp, colour, blur, normalise
     "detection_chain": "fn.crop_mirror_normalize(fn.gaussian_blur(fn.brightness_contrast(fn.hsv("
                        "fn.warp_affine(x, matrix=[0.9, 0.1, 10.0, -0.1, 0.9, 20.0], fill_value=0), hue=u(-20, 20), saturation=u(0.7, 1.3)),"

@@ -3,8 +3,9 @@
 //! element's index, so any split of the work over threads, chunks or GPU threads gives the
 //! same values. `noise.cu` is the CUDA twin of every function here, operation for
 //! operation (its sums and products are `__dadd_rn`/`__dmul_rn`, so NVRTC fuses none of
-//! them); only `ln`, `exp` and `cos` are the platform's (glibc here, CUDA's libdevice there,
-//! which may differ in the last bit).
+//! them). Normals are `rng::box_muller`'s, whose logarithm, sine and cosine are written out
+//! in both (the same bits); only the Poisson draws' `ln` and `exp` are the platform's (glibc
+//! here, CUDA's libdevice there, which may differ in the last bit).
 //!
 //! - [`block`]: block `k` of a sample stream of `rng.rs` (`SampleRng`), salt-and-pepper's
 //!   draws for pixels `2k` (words 0-1) and `2k + 1` (words 2-3). (Gaussian noise draws with `rng::normals`, two normals a block, so
@@ -16,7 +17,6 @@
 //!   `random_poisson_ptrs` with its `loggam`), a normal approximation from λ = 1e10, where
 //!   PTRS's log-density difference loses its precision and the skew (1/√λ) is below 1e-5.
 
-use std::f64::consts::TAU;
 
 use crate::rng::philox4x32_10;
 
@@ -50,9 +50,7 @@ pub(super) fn u53(hi: u32, lo: u32) -> f64 {
 /// A standard normal from one block, as `SampleRng::normal` computes it from the same block.
 #[inline(always)]
 pub(super) fn normal(b: [u32; 4]) -> f64 {
-    let u1 = 1.0 - u53(b[0], b[1]); // (0, 1]: ln is finite
-    let u2 = u53(b[2], b[3]);
-    (-2.0 * u1.ln()).sqrt() * (TAU * u2).cos()
+    crate::rng::box_muller(b).0
 }
 
 /// Below this mean, inversion; from it, PTRS.

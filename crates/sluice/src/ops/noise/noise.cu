@@ -3,7 +3,8 @@
 // salt-and-pepper across channels). Every draw is the cpu's (ops/noise/draw.rs), operation
 // for operation: Philox4x32-10 on the same keys and counters, then the same f64 arithmetic
 // with every sum and product rounded on its own (__dadd_rn / __dmul_rn: NVRTC would fuse
-// a * b + c otherwise); only log, exp and cos are CUDA's own (glibc's on the cpu).
+// a * b + c otherwise). Normals use rng.rs' portable ln, sin and cos, so they are the cpu's
+// bits; only the Poisson draws' log and exp are CUDA's own (glibc's on the cpu).
 // No headers: NVRTC runs without the CUDA toolkit's include folder on user machines.
 
 struct NoiseSample {
@@ -34,22 +35,75 @@ __device__ __forceinline__ double u53(unsigned hi, unsigned lo) {
     return __dmul_rn(__ull2double_rn(bits), 1.0 / 9007199254740992.0);
 }
 
-// Standard normal from one block (draw.rs `normal`, rng.rs `SampleRng::normal`).
-__device__ __forceinline__ double normal(Block b) {
+// rng.rs `portable_ln`: ln(x) for a positive normal x, every operation rounded on its own
+// (the cpu's bits: no fused multiply-add on either side).
+__device__ __forceinline__ double portable_ln(double x) {
+    const long long bits = __double_as_longlong(x);
+    const double m1 = __longlong_as_double((bits & 0x000fffffffffffffLL) | 0x3ff0000000000000LL);
+    const bool high = m1 > 1.4142135623730951;
+    const double m = high ? __dmul_rn(m1, 0.5) : m1;
+    const long long k = ((bits >> 52) & 0x7ff) - 1023 + (high ? 1 : 0);
+    const double f = __dsub_rn(m, 1.0);
+    const double s = __ddiv_rn(f, __dadd_rn(2.0, f));
+    const double z = __dmul_rn(s, s);
+    const double w = __dmul_rn(z, z);
+    const double t1 = __dmul_rn(w, __dadd_rn(3.999999999940941908e-01, __dmul_rn(w, __dadd_rn(2.222219843214978396e-01, __dmul_rn(w, 1.531383769920937332e-01)))));
+    const double t2 = __dmul_rn(z, __dadd_rn(6.666666666666735130e-01, __dmul_rn(w, __dadd_rn(2.857142874366239149e-01,
+                          __dmul_rn(w, __dadd_rn(1.818357216161805012e-01, __dmul_rn(w, 1.479819860511658591e-01)))))));
+    const double r = __dadd_rn(t2, t1);
+    const double hfsq = __dmul_rn(__dmul_rn(0.5, f), f);
+    const double dk = (double)k;
+    return __dsub_rn(__dmul_rn(dk, 6.93147180369123816490e-01),
+                     __dsub_rn(__dsub_rn(hfsq, __dadd_rn(__dmul_rn(s, __dadd_rn(hfsq, r)), __dmul_rn(dk, 1.90821492927058770002e-10))), f));
+}
+
+// rng.rs `portable_sincos_turn`: sin and cos of 2 pi u for u in [0, 1).
+__device__ __forceinline__ void portable_sincos_turn(double u, double* sin_out, double* cos_out) {
+    const double u4 = __dmul_rn(u, 4.0);
+    const long long q = (long long)__dadd_rn(u4, 0.5);
+    const double x = __dmul_rn(__dsub_rn(u4, (double)q), 1.5707963267948966);
+    const double z = __dmul_rn(x, x);
+    const double v = __dmul_rn(z, x);
+    const double ps = __dadd_rn(-1.66666666666666324348e-01, __dmul_rn(z, __dadd_rn(8.33333333332248946124e-03, __dmul_rn(z,
+        __dadd_rn(-1.98412698298579493134e-04, __dmul_rn(z, __dadd_rn(2.75573137070700676789e-06, __dmul_rn(z,
+        __dadd_rn(-2.50507602534068634195e-08, __dmul_rn(z, 1.58969099521155010221e-10))))))))));
+    const double sn = __dadd_rn(x, __dmul_rn(v, ps));
+    const double rc = __dmul_rn(z, __dadd_rn(4.16666666666666019037e-02, __dmul_rn(z, __dadd_rn(-1.38888888888741095749e-03, __dmul_rn(z,
+        __dadd_rn(2.48015872894767294178e-05, __dmul_rn(z, __dadd_rn(-2.75573143513906633035e-07, __dmul_rn(z,
+        __dadd_rn(2.08757232129817482790e-09, __dmul_rn(z, -1.13596475577881948265e-11)))))))))));
+    const double hz = __dmul_rn(0.5, z);
+    const double w = __dsub_rn(1.0, hz);
+    const double cs = __dadd_rn(w, __dadd_rn(__dsub_rn(__dsub_rn(1.0, w), hz), __dmul_rn(z, rc)));
+    double s2 = (q & 1) ? cs : sn, c2 = (q & 1) ? -sn : cs;
+    if (q & 2) { s2 = -s2; c2 = -c2; }
+    *sin_out = s2;
+    *cos_out = c2;
+}
+
+// rng.rs `box_muller`: both halves of one block, the cpu's bits.
+__device__ __forceinline__ void box_muller(Block b, double* c, double* s) {
     const double u1 = __dsub_rn(1.0, u53(b.w0, b.w1));
     const double u2 = u53(b.w2, b.w3);
-    return __dmul_rn(sqrt(__dmul_rn(-2.0, log(u1))), cos(__dmul_rn(6.283185307179586, u2)));
+    const double r = __dsqrt_rn(__dmul_rn(-2.0, portable_ln(u1)));
+    double sn, cs;
+    portable_sincos_turn(u2, &sn, &cs);
+    *c = __dmul_rn(r, cs);
+    *s = __dmul_rn(r, sn);
+}
+
+// Standard normal from one block (draw.rs `normal`, rng.rs `SampleRng::normal`).
+__device__ __forceinline__ double normal(Block b) {
+    double c, s;
+    box_muller(b, &c, &s);
+    return c;
 }
 
 // Value e of the sample's standard normals (rng.rs `normals`): Box-Muller on block e / 2,
 // its cosine half for even e and its sine half for odd e.
 __device__ __forceinline__ double normal_at(const NoiseSample& s, long long e) {
-    const Block b = sample_block(s, e >> 1);
-    const double u1 = __dsub_rn(1.0, u53(b.w0, b.w1));
-    const double u2 = u53(b.w2, b.w3);
-    const double r = sqrt(__dmul_rn(-2.0, log(u1)));
-    const double t = __dmul_rn(6.283185307179586, u2);
-    return __dmul_rn(r, (e & 1) ? sin(t) : cos(t));
+    double c, sn;
+    box_muller(sample_block(s, e >> 1), &c, &sn);
+    return (e & 1) ? sn : c;
 }
 
 // ln Gamma(x) for x >= 1 (draw.rs `loggam`, NumPy's random_loggam).

@@ -62,11 +62,13 @@ impl BorderMode {
     }
 }
 
-/// Nearest or linear (the interpolations both OpenCV paths share here).
+/// Nearest or linear (the interpolations both OpenCV paths share here), or cubic (warp
+/// perspective only: OpenCV 5.0's `genericWarp`, [`warp_cubic`]).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Interp {
     Nearest,
     Linear,
+    Cubic,
 }
 
 /// Which code of OpenCV's new kernels computes a pixel: the vector loop or the scalar tail
@@ -409,6 +411,9 @@ pub fn warp_perspective<T: CvPixel>(dst: &mut [T], out_h: usize, out_w: usize, s
     if dst.is_empty() {
         return;
     }
+    if interp == Interp::Cubic {
+        return warp_cubic(dst, out_w, src, &map.f32(), border, fill);
+    }
     if new_kernels(T::DTYPE, c) {
         let m = map.f32();
         #[cfg(target_arch = "x86_64")]
@@ -447,6 +452,7 @@ fn warp_old<T: CvPixel>(dst: &mut [T], out_h: usize, out_w: usize, src: &Image<'
                     let (sx, sy) = old_mapped_point(&map.m, x0, x, y, 32.0);
                     src.linear_fixed(px, sat_i16(sx >> 5), sat_i16(sy >> 5), sx & 31, sy & 31, border, fill);
                 }
+                Interp::Cubic => unreachable!("warp_perspective runs cubic in warp_cubic"),
             }
         }
     }
@@ -463,7 +469,193 @@ pub fn warp_new_per_pixel<T: CvPixel>(dst: &mut [T], out_w: usize, src: &Image<'
             match interp {
                 Interp::Nearest => src.nearest(px, sx, sy, border, fill),
                 Interp::Linear => src.linear(px, sx, sy, border, fill, || fills_directly(part, x, sx, sy, src.w, src.h, |x| mapped_point(m, x, y, Part::Vector))),
+                Interp::Cubic => unreachable!("warp_perspective runs cubic in warp_cubic"),
             }
+        }
+    }
+}
+
+/// Output pixels per column block of OpenCV 5.0's `genericWarp` (the source points of a
+/// block are computed, then its kernel runs over them).
+const CUBIC_BLOCK: usize = 128;
+/// Lanes of the bicubic vector kernel (`bicubicVec`, 8 f32 lanes in OpenCV's AVX2 build).
+const CUBIC_LANES: usize = 8;
+/// Keys' cubic parameter OpenCV uses.
+const CUBIC_A: f32 = -0.75;
+
+/// `cv::warpPerspective` with `INTER_CUBIC`, as OpenCV 5.0 computes it (`genericWarp` and
+/// the bicubic kernels of `warp_kernels.simd.hpp`, their AVX2 build: the one x86 machines
+/// run):
+/// * per row, `M_x = y*M1 + M2` (and `M_y`, `M_z`) in f32; per column `x`, in f64,
+///   `invz = 1 / (M_z + M6*x)` and the point `((M_x + M0*x) * invz, (M_y + M3*x) * invz)`,
+///   rounded to f32; the matrix is the f32 one;
+/// * the point is clamped to [-max(w, 16), 2 max(w, 16)] (likewise y), its floor less one is
+///   the first of 4x4 taps, the fraction gives Keys' weights (A = -0.75) per axis; rows are
+///   summed with fused multiply-adds in f32 and rounded half to even and saturated;
+/// * a point whose taps all lie beyond the image (more than 4 pixels out) with a constant
+///   border stores the fill value; its other taps read the border (constant: the fill value
+///   tap by tap).
+///
+/// Two kernels, with different weights' and sums' rounding: the vector one for UINT8,
+/// UINT16 and FLOAT with 1, 3 or 4 channels, the scalar one for INT16 and 2 channels
+/// ([`cubic_vector_kernel`]). The vector kernel decides the fill per step of 8 pixels (all
+/// 8 beyond, or none filled; see [`cubic_row_block`]) and clamps a NaN point to the low
+/// bound; the scalar one per pixel. Checked against DALI 2.4 side by side
+/// (tests/test_warp_perspective.py). Not copied: OpenCV loops forever on a border read
+/// (reflect_101 of a 1-pixel axis, or any non-constant border with a NaN point in the
+/// scalar kernel); Sluice reads pixel 0 there / the border of the wrapped coordinate.
+pub fn warp_cubic<T: CvPixel>(dst: &mut [T], out_w: usize, src: &Image<'_, T>, m: &[f32; 9], border: BorderMode, fill: &[T; 4]) {
+    #[cfg(target_arch = "x86_64")]
+    if x86::available() {
+        // SAFETY: the CPU has AVX2 and FMA.
+        return unsafe { x86::warp_cubic(dst, out_w, src, m, border, fill) };
+    }
+    warp_cubic_rows(dst, out_w, src, m, border, fill)
+}
+
+/// Whether OpenCV 5.0 runs its vector bicubic kernel (else the scalar one).
+pub fn cubic_vector_kernel(t: DType, channels: usize) -> bool {
+    new_kernels(t, channels)
+}
+
+#[inline(always)]
+fn warp_cubic_rows<T: CvPixel>(dst: &mut [T], out_w: usize, src: &Image<'_, T>, m: &[f32; 9], border: BorderMode, fill: &[T; 4]) {
+    let c = src.c;
+    let vector = cubic_vector_kernel(T::DTYPE, c);
+    let mut xs = [0f32; CUBIC_BLOCK];
+    let mut ys = [0f32; CUBIC_BLOCK];
+    for (y, row) in dst.chunks_exact_mut(out_w * c).enumerate() {
+        let fy = y as f32;
+        let (mx, my, mz) = ((fy * m[1] + m[2]) as f64, (fy * m[4] + m[5]) as f64, (fy * m[7] + m[8]) as f64);
+        for (b, block) in row.chunks_mut(CUBIC_BLOCK * c).enumerate() {
+            let n = block.len() / c;
+            for i in 0..n {
+                let xf = (b * CUBIC_BLOCK + i) as f64;
+                let invz = 1.0 / (mz + m[6] as f64 * xf);
+                xs[i] = ((mx + m[0] as f64 * xf) * invz) as f32;
+                ys[i] = ((my + m[3] as f64 * xf) * invz) as f32;
+            }
+            cubic_row_block(block, &xs[..n], &ys[..n], src, vector, border, fill);
+        }
+    }
+}
+
+/// One block of a row (`dst`: `xs.len()` pixels): OpenCV's vector kernel steps over it 8
+/// pixels at a time, the last step moved back to end at the block's end (pixels computed
+/// twice, the second time last), a block under 8 pixels padded with the point (0, 0) (never
+/// beyond, so such a step fills nothing); the scalar kernel pixel by pixel.
+#[inline(always)]
+fn cubic_row_block<T: CvPixel>(dst: &mut [T], xs: &[f32], ys: &[f32], src: &Image<'_, T>, vector: bool, border: BorderMode, fill: &[T; 4]) {
+    let (c, len) = (src.c, xs.len());
+    let (bigw, bigh) = (src.w.max(16) as f32, src.h.max(16) as f32);
+    if !vector {
+        for (i, px) in dst.chunks_exact_mut(c).enumerate() {
+            // std::clamp keeps a NaN, whose floor is INT_MIN: beyond the image.
+            let clamp = |v: f32, hi: f32| if v < -hi { -hi } else if 2.0 * hi < v { 2.0 * hi } else { v };
+            let p = CubicPoint::new(clamp(xs[i], bigw), clamp(ys[i], bigh), src);
+            if p.beyond && border == BorderMode::Constant {
+                px.copy_from_slice(&fill[..c]);
+            } else {
+                src.cubic(px, &p, cubic_weights_scalar, false, border, fill);
+            }
+        }
+        return;
+    }
+    // _mm256_max_ps / min_ps: a NaN point takes the low bound.
+    let clamp = |v: f32, hi: f32| {
+        let v = if v > -hi { v } else { -hi };
+        if v < 2.0 * hi { v } else { 2.0 * hi }
+    };
+    let mut i = 0;
+    while i < len {
+        if i + CUBIC_LANES > len && i > 0 {
+            i = len - CUBIC_LANES;
+        }
+        let lanes = CUBIC_LANES.min(len - i);
+        let all_beyond = lanes == CUBIC_LANES && (i..i + CUBIC_LANES).all(|j| CubicPoint::new(clamp(xs[j], bigw), clamp(ys[j], bigh), src).beyond);
+        for j in i..i + lanes {
+            let px = &mut dst[j * c..(j + 1) * c];
+            if all_beyond && border == BorderMode::Constant {
+                px.copy_from_slice(&fill[..c]);
+            } else {
+                let p = CubicPoint::new(clamp(xs[j], bigw), clamp(ys[j], bigh), src);
+                src.cubic(px, &p, cubic_weights_vector, true, border, fill);
+            }
+        }
+        i += CUBIC_LANES;
+    }
+}
+
+/// A clamped source point of the bicubic kernels: its first tap, fractions, and whether all
+/// its taps lie more than 4 pixels beyond the image (OpenCV's "outlier").
+struct CubicPoint {
+    ix: i32,
+    iy: i32,
+    alpha: f32,
+    beta: f32,
+    beyond: bool,
+}
+
+impl CubicPoint {
+    #[inline(always)]
+    fn new<T>(vx: f32, vy: f32, src: &Image<'_, T>) -> CubicPoint {
+        let (fx, fy) = (cv_floor(vx), cv_floor(vy));
+        let (ix, iy) = (fx.wrapping_sub(1), fy.wrapping_sub(1));
+        let beyond = ix.wrapping_add(4) as u32 >= (src.w + 4) as u32 || iy.wrapping_add(4) as u32 >= (src.h + 4) as u32;
+        CubicPoint { ix, iy, alpha: vx - fx as f32, beta: vy - fy as f32, beyond }
+    }
+}
+
+/// Keys' weights of fraction `a` in the scalar kernel: `(A a) b^2`, `(A a^2) b`, the second
+/// fused as GCC contracts it, the third the rest of 1.
+#[inline(always)]
+fn cubic_weights_scalar(a: f32) -> [f32; 4] {
+    let (a2, b) = (a * a, 1.0 - a);
+    let b2 = b * b;
+    let w0 = CUBIC_A * a * b2;
+    let w3 = CUBIC_A * a2 * b;
+    let w1 = a2.mul_add((CUBIC_A + 2.0).mul_add(a, -(CUBIC_A + 3.0)), 1.0);
+    [w0, w1, ((1.0 - w0) - w1) - w3, w3]
+}
+
+/// The vector kernel's weights: `A (a b^2)`, `A (a^2 b)`, the second fused, the third the
+/// rest of 1.
+#[inline(always)]
+fn cubic_weights_vector(a: f32) -> [f32; 4] {
+    let (a2, b) = (a * a, 1.0 - a);
+    let b2 = b * b;
+    let w0 = CUBIC_A * (a * b2);
+    let w3 = CUBIC_A * (a2 * b);
+    let w1 = a2.mul_add((CUBIC_A + 2.0).mul_add(a, -(CUBIC_A + 3.0)), 1.0);
+    [w0, w1, ((1.0 - w0) - w1) - w3, w3]
+}
+
+impl<T: CvPixel> Image<'_, T> {
+    /// The bicubic interpolation of point `p`: rows of 4 taps summed with fused
+    /// multiply-adds, the vector kernel starting from `v0*w0` (`vector`), the scalar one
+    /// from `v1*w1`; each row's sum added to the pixel's, weighted by the row's weight.
+    #[inline(always)]
+    fn cubic(&self, out: &mut [T], p: &CubicPoint, weights: impl Fn(f32) -> [f32; 4], vector: bool, border: BorderMode, fill: &[T; 4]) {
+        let (wx, wy) = (weights(p.alpha), weights(p.beta));
+        let inside = p.ix >= 0 && p.iy >= 0 && p.ix + 3 < self.w && p.iy + 3 < self.h;
+        let mut taps = [[None; 4]; 4];
+        for (r, row) in taps.iter_mut().enumerate() {
+            for (k, t) in row.iter_mut().enumerate() {
+                let (x, y) = (p.ix.wrapping_add(k as i32), p.iy.wrapping_add(r as i32));
+                *t = if inside { Some(self.at(x as usize, y as usize)) } else { self.tap(x, y, border) };
+            }
+        }
+        for (ch, o) in out.iter_mut().enumerate() {
+            let v = |t: Option<usize>| t.map_or(fill[ch], |t| self.data[t + ch]).to_f32();
+            let mut acc = 0f32;
+            for (r, row) in taps.iter().enumerate() {
+                let (v0, v1, v2, v3) = (v(row[0]), v(row[1]), v(row[2]), v(row[3]));
+                let mut s = if vector { v1.mul_add(wx[1], v0 * wx[0]) } else { v0.mul_add(wx[0], v1 * wx[1]) };
+                s = v2.mul_add(wx[2], s);
+                s = v3.mul_add(wx[3], s);
+                acc = s.mul_add(wy[r], acc);
+            }
+            *o = T::from_f32(acc);
         }
     }
 }
@@ -509,8 +701,17 @@ pub(crate) mod x86 {
             (1, Interp::Linear) => rows::<T, 1, true>(dst, out_w, src, m, border, fill),
             (3, Interp::Linear) => rows::<T, 3, true>(dst, out_w, src, m, border, fill),
             (4, Interp::Linear) => rows::<T, 4, true>(dst, out_w, src, m, border, fill),
-            _ => unreachable!("the new kernels take 1, 3 or 4 channels"),
+            _ => unreachable!("the new kernels take 1, 3 or 4 channels, nearest or linear"),
         }
+    }
+
+    /// [`super::warp_cubic`]'s rows compiled with AVX2 and FMA (`mul_add` is an instruction).
+    ///
+    /// # Safety
+    /// The CPU must have AVX2 and FMA ([`available`]).
+    #[target_feature(enable = "avx2,fma")]
+    pub unsafe fn warp_cubic<T: CvPixel>(dst: &mut [T], out_w: usize, src: &Image<'_, T>, m: &[f32; 9], border: BorderMode, fill: &[T; 4]) {
+        super::warp_cubic_rows(dst, out_w, src, m, border, fill)
     }
 
     /// [`super::warp_old`] compiled with AVX2 and FMA.
@@ -771,6 +972,7 @@ pub fn remap<T: CvPixel>(dst: &mut [T], out_w: usize, src: &Image<'_, T>, mapx: 
                     let (fx, fy) = (cv_round(sx * 32.0), cv_round(sy * 32.0));
                     src.linear_fixed(px, sat_i16(fx >> 5), sat_i16(fy >> 5), fx & 31, fy & 31, border, fill);
                 }
+                Interp::Cubic => unreachable!("remap refuses INTERP_CUBIC"),
             }
         }
     }

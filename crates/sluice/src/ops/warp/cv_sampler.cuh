@@ -119,6 +119,44 @@ template <typename T> struct CvImage {
         }
     }
 
+    // OpenCV 5.0's bicubic kernels (cv.rs warp_cubic, Image::cubic): 4x4 taps from
+    // (ix, iy), Keys' weights (A = -0.75) of the fractions, rows summed with fused
+    // multiply-adds: the vector kernel's weights and first product (`vector`), or the scalar
+    // kernel's.
+    __device__ __forceinline__ void cubic(T* out, int ix, int iy, float alpha, float beta, bool vector) const {
+        float wx[4], wy[4];
+        cubic_weights(alpha, vector, wx);
+        cubic_weights(beta, vector, wy);
+        long long t[4][4];
+        const bool inside = ix >= 0 && iy >= 0 && ix + 3 < w && iy + 3 < h;
+        for (int r = 0; r < 4; ++r)
+            for (int k = 0; k < 4; ++k) {
+                const int x = (int)((unsigned)ix + (unsigned)k), y = (int)((unsigned)iy + (unsigned)r);
+                t[r][k] = inside ? ((long long)y * w + x) * c : tap(x, y);
+            }
+        for (int ch = 0; ch < c; ++ch) {
+            float acc = 0.f;
+            for (int r = 0; r < 4; ++r) {
+                const float v0 = value(t[r][0], ch), v1 = value(t[r][1], ch), v2 = value(t[r][2], ch), v3 = value(t[r][3], ch);
+                float sum = vector ? __fmaf_rn(v1, wx[1], __fmul_rn(v0, wx[0])) : __fmaf_rn(v0, wx[0], __fmul_rn(v1, wx[1]));
+                sum = __fmaf_rn(v2, wx[2], sum);
+                sum = __fmaf_rn(v3, wx[3], sum);
+                acc = __fmaf_rn(sum, wy[r], acc);
+            }
+            out[ch] = CvPx<T>::sat(acc);
+        }
+    }
+
+    // cv.rs cubic_weights_vector / cubic_weights_scalar.
+    static __device__ __forceinline__ void cubic_weights(float a, bool vector, float* wt) {
+        const float A = -0.75f;
+        const float a2 = __fmul_rn(a, a), b = __fsub_rn(1.f, a), b2 = __fmul_rn(b, b);
+        const float w0 = vector ? __fmul_rn(A, __fmul_rn(a, b2)) : __fmul_rn(__fmul_rn(A, a), b2);
+        const float w3 = vector ? __fmul_rn(A, __fmul_rn(a2, b)) : __fmul_rn(__fmul_rn(A, a2), b);
+        const float w1 = __fmaf_rn(a2, __fmaf_rn(1.25f, a, -2.25f), 1.f);
+        wt[0] = w0; wt[1] = w1; wt[2] = __fsub_rn(__fsub_rn(__fsub_rn(1.f, w0), w1), w3); wt[3] = w3;
+    }
+
     // The old path's nearest neighbour of the integer point (x, y).
     __device__ __forceinline__ void nearest_fixed(T* out, int x, int y) const {
         const long long t = tap(x, y);

@@ -83,10 +83,10 @@ pub fn warp_affine<I: Channel, O: Channel>(
     let fill = Fill { clamp: border == Border::Clamp, out: fill_out, input: fill_in };
     // The channel count and the interpolation are constants of each row loop (0: any count).
     match (channels, interp) {
-        (1, Interp::Nearest) => rows::<I, O, 1, false>(dst, out_w, &s, m, fill),
-        (3, Interp::Nearest) => rows::<I, O, 3, false>(dst, out_w, &s, m, fill),
-        (4, Interp::Nearest) => rows::<I, O, 4, false>(dst, out_w, &s, m, fill),
-        (_, Interp::Nearest) => rows::<I, O, 0, false>(dst, out_w, &s, m, fill),
+        (1, Interp::Nearest) => nearest_rows::<I, O, 1>(dst, out_w, &s, m, fill),
+        (3, Interp::Nearest) => nearest_rows::<I, O, 3>(dst, out_w, &s, m, fill),
+        (4, Interp::Nearest) => nearest_rows::<I, O, 4>(dst, out_w, &s, m, fill),
+        (_, Interp::Nearest) => nearest_rows::<I, O, 0>(dst, out_w, &s, m, fill),
         (1, Interp::Linear) => rows::<I, O, 1, true>(dst, out_w, &s, m, fill),
         (3, Interp::Linear) => rows::<I, O, 3, true>(dst, out_w, &s, m, fill),
         (4, Interp::Linear) => rows::<I, O, 4, true>(dst, out_w, &s, m, fill),
@@ -125,6 +125,56 @@ fn rows<I: Channel, O: Channel, const C: usize, const LINEAR: bool>(dst: &mut [O
                 }
                 sx += dx;
                 sy += dy;
+            }
+            tx += dx_tile;
+            ty += dy_tile;
+        }
+    }
+}
+
+/// [`warp_affine`]'s rows with nearest sampling, `C` channels (0: `s.c`), in three steps per
+/// tile of [`TILE`] pixels: the source points, by DALI's running sums (a chain of adds no
+/// vector can shorten, but nothing else in its loop); the source offsets, by an independent
+/// loop the compiler vectorizes (floor, border rule, index); then the copies.
+#[inline(always)]
+fn nearest_rows<I: Channel, O: Channel, const C: usize>(dst: &mut [O], out_w: usize, s: &Surface<'_, I>, m: &[[f32; 3]; 2], fill: Fill<I, O>) {
+    let channels = if C == 0 { s.c } else { C };
+    let (dx, dy) = (m[0][0], m[1][0]);
+    let (dx_tile, dy_tile) = (TILE as f32 * dx, TILE as f32 * dy);
+    let mut xs = [0f32; TILE];
+    let mut ys = [0f32; TILE];
+    // The offset of each pixel's source in `s.data`, or -1 for the fill value.
+    let mut offsets = [0i64; TILE];
+    let (w, h) = (s.w, s.h);
+    let row_len = s.w as i64 * channels as i64;
+    for (y, row) in dst.chunks_exact_mut(out_w * channels).enumerate() {
+        let fy = y as f32 + 0.5;
+        let mut tx = m[0][2] + m[0][0] * 0.5 + m[0][1] * fy;
+        let mut ty = m[1][2] + m[1][0] * 0.5 + m[1][1] * fy;
+        for tile in row.chunks_mut(TILE * channels) {
+            let n = tile.len() / channels;
+            let (mut sx, mut sy) = (tx, ty);
+            for (x, y) in xs[..n].iter_mut().zip(&mut ys[..n]) {
+                (*x, *y) = (sx, sy);
+                sx += dx;
+                sy += dy;
+            }
+            for ((o, &x), &y) in offsets[..n].iter_mut().zip(&xs[..n]).zip(&ys[..n]) {
+                let (ix, iy) = (floor_i32(x), floor_i32(y));
+                let inside = (ix as u32) < w as u32 && (iy as u32) < h as u32;
+                let (cx, cy) = (ix.clamp(0, w - 1), iy.clamp(0, h - 1));
+                let at = cy as i64 * row_len + cx as i64 * channels as i64;
+                *o = if inside || fill.clamp { at } else { -1 };
+            }
+            for (px, &o) in tile.chunks_exact_mut(channels).zip(&offsets[..n]) {
+                if o < 0 {
+                    px.fill(fill.out);
+                } else {
+                    let o = o as usize;
+                    for (d, &v) in px.iter_mut().zip(&s.data[o..o + channels]) {
+                        *d = convert(v);
+                    }
+                }
             }
             tx += dx_tile;
             ty += dy_tile;

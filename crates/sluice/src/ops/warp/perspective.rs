@@ -15,8 +15,8 @@
 //! - `size` (1 or 2 values, constant or per sample) rounds half away from zero, at least 1;
 //!   without it the output keeps the input's size.
 //! - `border_mode` (constant, replicate, reflect, reflect_101, wrap) and `fill_value` (for
-//!   constant: one value, or one per channel; 0 when not given); `interp_type` INTERP_NN or
-//!   INTERP_LINEAR (INTERP_CUBIC is not supported yet: an error).
+//!   constant: one value, or one per channel; 0 when not given); `interp_type` INTERP_NN,
+//!   INTERP_LINEAR or INTERP_CUBIC (OpenCV 5.0's bicubic kernels, `cv::warp_cubic`).
 //! - Layouts `HW`, `HWC`, `FHWC` (one map for every frame), `CHW`, `FCHW` (each plane warped
 //!   alone, a scalar `fill_value` only); a sample without a layout is `HW`, `HWC` or `FHWC` by
 //!   its dimensions. UINT8, UINT16, INT16, FLOAT; at most 4 channels; the output has the
@@ -43,7 +43,7 @@ pub static WARP_PERSPECTIVE: OpDef = OpDef {
             tensor_arg("matrix", T::FloatList, D::Optional, "3x3 perspective transform matrix of destination to source coordinates (source to destination with inverse_map=False), row-major. Equivalent to OpenCV's warpPerspective, inverse_map being the WARP_INVERSE_MAP flag. Instead of this argument, the matrix can be the second input.").per_frame(),
             tensor_arg("size", T::FloatList, D::Optional, "Output size, in pixels (height, width; the channel dimension excluded). The input's size when not given."),
             arg("border_mode", T::Str, D::Str("constant"), "Border mode for elements outside the input image: \"constant\", \"replicate\", \"reflect\", \"reflect_101\", \"wrap\"."),
-            arg("interp_type", T::InterpType, D::Int(1), "Type of interpolation used: INTERP_NN or INTERP_LINEAR."),
+            arg("interp_type", T::InterpType, D::Int(1), "Type of interpolation used: INTERP_NN, INTERP_LINEAR or INTERP_CUBIC."),
             arg("pixel_origin", T::Str, D::Str("corner"), "Pixel origin: \"corner\" places (0, 0) at the top-left corner of the top-left pixel (like OpenGL); \"center\" at its centre (like OpenCV)."),
             arg("fill_value", T::FloatList, D::Optional, "Value (or one value per channel) for the areas outside the source image with the \"constant\" border_mode; 0 when not given."),
             arg("inverse_map", T::Bool, D::Bool(true), "True: the matrix maps destination to source coordinates; False: source to destination (it is inverted)."),
@@ -150,8 +150,8 @@ impl WarpPerspective {
         let interp = match ctx.args.int("interp_type") {
             0 => Interp::Nearest,
             1 => Interp::Linear,
-            2 => return Err(Error::arg(name, "interp_type", "INTERP_CUBIC is not supported yet; use INTERP_NN or INTERP_LINEAR")),
-            v => return Err(Error::arg(name, "interp_type", format!("Unknown interpolation type: {v}; use INTERP_NN or INTERP_LINEAR"))),
+            2 => Interp::Cubic,
+            v => return Err(Error::arg(name, "interp_type", format!("Unknown interpolation type: {v}; use INTERP_NN, INTERP_LINEAR or INTERP_CUBIC"))),
         };
         let mode = ctx.args.str("border_mode");
         let border = BorderMode::parse(mode).ok_or_else(|| Error::arg(name, "border_mode", format!("Unknown border mode: {mode} (supported: \"constant\", \"replicate\", \"reflect\", \"reflect_101\", \"wrap\")")))?;

@@ -30,7 +30,8 @@ cuda_struct! {
         out_h: i32,
         out_w: i32,
         planes: i32,
-        linear: i32,
+        /// 0 nearest, 1 linear, 2 cubic.
+        interp: i32,
         border: i32,
         fresh: i32,
         block_w: i32,
@@ -54,8 +55,13 @@ impl PerspectiveSample {
             out_h: plan.out_h as i32,
             out_w: plan.out_w as i32,
             planes: planes.planes as i32,
-            linear: (interp == Interp::Linear) as i32,
+            interp: match interp {
+                Interp::Nearest => 0,
+                Interp::Linear => 1,
+                Interp::Cubic => 2,
+            },
             border: border as i32,
+            // Also which bicubic kernel: `cv::cubic_vector_kernel` is the same rule.
             fresh: cv::new_kernels(t, planes.c) as i32,
             block_w: cv::old_block_width(plan.out_h, plan.out_w) as i32,
             vec_end: cv::vector_end(plan.out_w) as i32,
