@@ -510,7 +510,7 @@ pub fn warp_cubic<T: CvPixel>(dst: &mut [T], out_w: usize, src: &Image<'_, T>, m
         // SAFETY: the CPU has AVX2 and FMA.
         return unsafe { x86::warp_cubic(dst, out_w, src, m, border, fill) };
     }
-    warp_cubic_rows(dst, out_w, src, m, border, fill)
+    warp_cubic_rows(dst, out_w, src, m, border, fill, |out, p, vector| src.cubic(out, p, vector, border, fill))
 }
 
 /// Whether OpenCV 5.0 runs its vector bicubic kernel (else the scalar one).
@@ -518,8 +518,9 @@ pub fn cubic_vector_kernel(t: DType, channels: usize) -> bool {
     new_kernels(t, channels)
 }
 
+/// `interpolate(out, point, vector)` computes one pixel as [`Image::cubic`] does.
 #[inline(always)]
-fn warp_cubic_rows<T: CvPixel>(dst: &mut [T], out_w: usize, src: &Image<'_, T>, m: &[f32; 9], border: BorderMode, fill: &[T; 4]) {
+fn warp_cubic_rows<T: CvPixel>(dst: &mut [T], out_w: usize, src: &Image<'_, T>, m: &[f32; 9], border: BorderMode, fill: &[T; 4], interpolate: impl Fn(&mut [T], &CubicPoint, bool)) {
     let c = src.c;
     let vector = cubic_vector_kernel(T::DTYPE, c);
     let mut xs = [0f32; CUBIC_BLOCK];
@@ -535,7 +536,7 @@ fn warp_cubic_rows<T: CvPixel>(dst: &mut [T], out_w: usize, src: &Image<'_, T>, 
                 xs[i] = ((mx + m[0] as f64 * xf) * invz) as f32;
                 ys[i] = ((my + m[3] as f64 * xf) * invz) as f32;
             }
-            cubic_row_block(block, &xs[..n], &ys[..n], src, vector, border, fill);
+            cubic_row_block(block, &xs[..n], &ys[..n], src, vector, border, fill, &interpolate);
         }
     }
 }
@@ -545,18 +546,19 @@ fn warp_cubic_rows<T: CvPixel>(dst: &mut [T], out_w: usize, src: &Image<'_, T>, 
 /// twice, the second time last), a block under 8 pixels padded with the point (0, 0) (never
 /// beyond, so such a step fills nothing); the scalar kernel pixel by pixel.
 #[inline(always)]
-fn cubic_row_block<T: CvPixel>(dst: &mut [T], xs: &[f32], ys: &[f32], src: &Image<'_, T>, vector: bool, border: BorderMode, fill: &[T; 4]) {
+#[allow(clippy::too_many_arguments)]
+fn cubic_row_block<T: CvPixel>(dst: &mut [T], xs: &[f32], ys: &[f32], src: &Image<'_, T>, vector: bool, border: BorderMode, fill: &[T; 4], interpolate: &impl Fn(&mut [T], &CubicPoint, bool)) {
     let (c, len) = (src.c, xs.len());
     let (bigw, bigh) = (src.w.max(16) as f32, src.h.max(16) as f32);
     if !vector {
         for (i, px) in dst.chunks_exact_mut(c).enumerate() {
             // std::clamp keeps a NaN, whose floor is INT_MIN: beyond the image.
             let clamp = |v: f32, hi: f32| if v < -hi { -hi } else if 2.0 * hi < v { 2.0 * hi } else { v };
-            let p = CubicPoint::new(clamp(xs[i], bigw), clamp(ys[i], bigh), src);
+            let p = CubicPoint::new(clamp(xs[i], bigw), clamp(ys[i], bigh), src, false);
             if p.beyond && border == BorderMode::Constant {
                 px.copy_from_slice(&fill[..c]);
             } else {
-                src.cubic(px, &p, cubic_weights_scalar, false, border, fill);
+                interpolate(px, &p, false);
             }
         }
         return;
@@ -572,14 +574,21 @@ fn cubic_row_block<T: CvPixel>(dst: &mut [T], xs: &[f32], ys: &[f32], src: &Imag
             i = len - CUBIC_LANES;
         }
         let lanes = CUBIC_LANES.min(len - i);
-        let all_beyond = lanes == CUBIC_LANES && (i..i + CUBIC_LANES).all(|j| CubicPoint::new(clamp(xs[j], bigw), clamp(ys[j], bigh), src).beyond);
-        for j in i..i + lanes {
-            let px = &mut dst[j * c..(j + 1) * c];
-            if all_beyond && border == BorderMode::Constant {
+        // The step's points first (independent of each other: they overlap in the core). A
+        // plain loop: a closure here (`array::from_fn`) would be compiled without the
+        // caller's target features, its fused multiply-adds library calls.
+        let mut points = [CubicPoint::default(); CUBIC_LANES];
+        for (l, p) in points.iter_mut().enumerate() {
+            let j = (i + l).min(len - 1);
+            *p = CubicPoint::new(clamp(xs[j], bigw), clamp(ys[j], bigh), src, true);
+        }
+        let fill_step = lanes == CUBIC_LANES && border == BorderMode::Constant && points.iter().all(|p| p.beyond);
+        for (l, p) in points[..lanes].iter().enumerate() {
+            let px = &mut dst[(i + l) * c..(i + l + 1) * c];
+            if fill_step {
                 px.copy_from_slice(&fill[..c]);
             } else {
-                let p = CubicPoint::new(clamp(xs[j], bigw), clamp(ys[j], bigh), src);
-                src.cubic(px, &p, cubic_weights_vector, true, border, fill);
+                interpolate(px, p, true);
             }
         }
         i += CUBIC_LANES;
@@ -588,21 +597,25 @@ fn cubic_row_block<T: CvPixel>(dst: &mut [T], xs: &[f32], ys: &[f32], src: &Imag
 
 /// A clamped source point of the bicubic kernels: its first tap, fractions, and whether all
 /// its taps lie more than 4 pixels beyond the image (OpenCV's "outlier").
+/// Its weights along x and y are those of the vector or the scalar kernel.
+#[derive(Clone, Copy, Default)]
 struct CubicPoint {
     ix: i32,
     iy: i32,
-    alpha: f32,
-    beta: f32,
+    wx: [f32; 4],
+    wy: [f32; 4],
     beyond: bool,
 }
 
 impl CubicPoint {
     #[inline(always)]
-    fn new<T>(vx: f32, vy: f32, src: &Image<'_, T>) -> CubicPoint {
+    fn new<T>(vx: f32, vy: f32, src: &Image<'_, T>, vector: bool) -> CubicPoint {
         let (fx, fy) = (cv_floor(vx), cv_floor(vy));
         let (ix, iy) = (fx.wrapping_sub(1), fy.wrapping_sub(1));
         let beyond = ix.wrapping_add(4) as u32 >= (src.w + 4) as u32 || iy.wrapping_add(4) as u32 >= (src.h + 4) as u32;
-        CubicPoint { ix, iy, alpha: vx - fx as f32, beta: vy - fy as f32, beyond }
+        let (alpha, beta) = (vx - fx as f32, vy - fy as f32);
+        let weights = if vector { cubic_weights_vector } else { cubic_weights_scalar };
+        CubicPoint { ix, iy, wx: weights(alpha), wy: weights(beta), beyond }
     }
 }
 
@@ -635,8 +648,8 @@ impl<T: CvPixel> Image<'_, T> {
     /// multiply-adds, the vector kernel starting from `v0*w0` (`vector`), the scalar one
     /// from `v1*w1`; each row's sum added to the pixel's, weighted by the row's weight.
     #[inline(always)]
-    fn cubic(&self, out: &mut [T], p: &CubicPoint, weights: impl Fn(f32) -> [f32; 4], vector: bool, border: BorderMode, fill: &[T; 4]) {
-        let (wx, wy) = (weights(p.alpha), weights(p.beta));
+    fn cubic(&self, out: &mut [T], p: &CubicPoint, vector: bool, border: BorderMode, fill: &[T; 4]) {
+        let (wx, wy) = (p.wx, p.wy);
         let inside = p.ix >= 0 && p.iy >= 0 && p.ix + 3 < self.w && p.iy + 3 < self.h;
         let mut taps = [[None; 4]; 4];
         for (r, row) in taps.iter_mut().enumerate() {
@@ -711,7 +724,67 @@ pub(crate) mod x86 {
     /// The CPU must have AVX2 and FMA ([`available`]).
     #[target_feature(enable = "avx2,fma")]
     pub unsafe fn warp_cubic<T: CvPixel>(dst: &mut [T], out_w: usize, src: &Image<'_, T>, m: &[f32; 9], border: BorderMode, fill: &[T; 4]) {
-        super::warp_cubic_rows(dst, out_w, src, m, border, fill)
+        super::warp_cubic_rows(dst, out_w, src, m, border, fill, |out, p, vector| {
+            // SAFETY: this function's target features.
+            if !unsafe { cubic_lanes(src, out, p, vector) } {
+                unsafe { cubic_per_channel(src, out, p, vector, border, fill) }
+            }
+        })
+    }
+
+    /// [`Image::cubic`] with AVX2 and FMA, out of line: the rare points [`cubic_lanes`]
+    /// leaves (near the border, 1 or 2 channels) stay out of the row loop's registers.
+    #[target_feature(enable = "avx2,fma")]
+    #[inline(never)]
+    unsafe fn cubic_per_channel<T: CvPixel>(src: &Image<'_, T>, out: &mut [T], p: &CubicPoint, vector: bool, border: BorderMode, fill: &[T; 4]) {
+        src.cubic(out, p, vector, border, fill)
+    }
+
+    /// [`Image::cubic`] of a point whose 4x4 taps lie inside, for 3 or 4 channels: the
+    /// channels in 4 f32 lanes, each lane the same fused multiply-adds in the same order
+    /// (so the same bits). False (nothing written) for other points and channel counts, and
+    /// where reading 4 values at the last tap would pass the end of the image.
+    #[target_feature(enable = "avx2,fma")]
+    #[inline]
+    pub(super) unsafe fn cubic_lanes<T: CvPixel>(src: &Image<'_, T>, out: &mut [T], p: &CubicPoint, vector: bool) -> bool {
+        let c = src.c;
+        if c < 3 || p.ix < 0 || p.iy < 0 || p.ix + 3 >= src.w || p.iy + 3 >= src.h {
+            return false;
+        }
+        let first = src.at(p.ix as usize, p.iy as usize);
+        let stride = src.w as usize * c;
+        if first + 3 * stride + 3 * c + 4 > src.data.len() {
+            return false;
+        }
+        let (wx, wy) = (p.wx, p.wy);
+        let load = |at: usize| -> __m128 {
+            // SAFETY: `at + 4` is within the image (checked above for the last tap).
+            unsafe {
+                let ptr = src.data.as_ptr().add(at);
+                match T::DTYPE {
+                    DType::U8 => _mm_cvtepi32_ps(_mm_cvtepu8_epi32(_mm_cvtsi32_si128((ptr as *const i32).read_unaligned()))),
+                    DType::U16 => _mm_cvtepi32_ps(_mm_cvtepu16_epi32(_mm_loadl_epi64(ptr as *const __m128i))),
+                    DType::I16 => _mm_cvtepi32_ps(_mm_cvtepi16_epi32(_mm_loadl_epi64(ptr as *const __m128i))),
+                    _ => _mm_loadu_ps(ptr as *const f32),
+                }
+            }
+        };
+        let w = wx.map(|v| _mm_set1_ps(v));
+        let mut acc = _mm_setzero_ps();
+        for (r, &wr) in wy.iter().enumerate() {
+            let at = first + r * stride;
+            let (v0, v1, v2, v3) = (load(at), load(at + c), load(at + 2 * c), load(at + 3 * c));
+            let mut s = if vector { _mm_fmadd_ps(v1, w[1], _mm_mul_ps(v0, w[0])) } else { _mm_fmadd_ps(v0, w[0], _mm_mul_ps(v1, w[1])) };
+            s = _mm_fmadd_ps(v2, w[2], s);
+            s = _mm_fmadd_ps(v3, w[3], s);
+            acc = _mm_fmadd_ps(s, _mm_set1_ps(wr), acc);
+        }
+        let mut lanes = [0f32; 4];
+        _mm_storeu_ps(lanes.as_mut_ptr(), acc);
+        for (o, &v) in out.iter_mut().zip(&lanes) {
+            *o = T::from_f32(v);
+        }
+        true
     }
 
     /// [`super::warp_old`] compiled with AVX2 and FMA.
@@ -982,6 +1055,58 @@ pub fn remap<T: CvPixel>(dst: &mut [T], out_w: usize, src: &Image<'_, T>, mapx: 
 mod tests {
     use super::*;
 
+    fn cubic_lanes_equal_per_channel<T: CvPixel>(make: impl Fn(u32) -> T) {
+        let (h, w) = (9, 11);
+        for c in [3usize, 4] {
+            let data: Vec<T> = (0..(h * w * c) as u32).map(|k| make(k.wrapping_mul(2_654_435_761) >> 7)).collect();
+            let img = Image { data: &data, h: h as i32, w: w as i32, c };
+            for k in 0..200 {
+                let (vx, vy) = (1.0 + (k as f32 * 0.731) % 7.9, 1.0 + (k as f32 * 0.377) % 5.9);
+                for vector in [false, true] {
+                    let p = CubicPoint::new(vx, vy, &img, vector);
+                    let (mut a, mut b) = (vec![make(0); c], vec![make(0); c]);
+                    img.cubic(&mut a, &p, vector, BorderMode::Constant, &[make(0); 4]);
+                    // SAFETY: only run where the CPU has the features.
+                    let done = unsafe { x86::cubic_lanes(&img, &mut b, &p, vector) };
+                    let last_tap_at_end = p.ix + 3 == w as i32 - 1 && p.iy + 3 == h as i32 - 1;
+                    assert!(done || last_tap_at_end, "{vx} {vy}");
+                    if done {
+                        assert_eq!(bytemuck::cast_slice::<T, u8>(&a), bytemuck::cast_slice::<T, u8>(&b), "{:?} c {c} ({vx}, {vy}) vector {vector}", T::DTYPE);
+                    }
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn cubic_in_lanes_gives_the_bits_of_the_per_channel_sums() {
+        if !x86::available() {
+            return;
+        }
+        cubic_lanes_equal_per_channel(|v| v as u8);
+        cubic_lanes_equal_per_channel(|v| v as u16);
+        cubic_lanes_equal_per_channel(|v| v as i16);
+        cubic_lanes_equal_per_channel(|v| (v % 100_000) as f32 * 0.013 - 300.0);
+    }
+
+    #[test]
+    fn cubic_of_a_flat_image_is_flat_and_fills_beyond() {
+        let data = vec![77u8; 10 * 8 * 3];
+        let img = Image { data: &data, h: 10, w: 8, c: 3 };
+        // Source (x - 10, y + 2.5): rows 2.5 to 5.5, taps from row 1 to 7, all inside.
+        let m = [1.0f32, 0.0, -10.0, 0.0, 1.0, 2.5, 0.0, 0.0, 1.0];
+        let mut out = vec![0u8; 4 * 40 * 3];
+        warp_cubic(&mut out, 40, &img, &m, BorderMode::Constant, &[9, 9, 9, 0]);
+        for (x, px) in out.chunks_exact(3).enumerate().map(|(k, p)| (k % 40, p)) {
+            // Taps inside for x in 11..=14: the flat value; well beyond: the fill.
+            if (11..=14).contains(&x) {
+                assert_eq!(px, [77, 77, 77], "{x}");
+            } else if x <= 5 || x >= 24 {
+                assert_eq!(px, [9, 9, 9], "{x}");
+            }
+        }
+    }
+
     #[test]
     fn rounding_is_opencvs() {
         for (v, r, f) in [(2.5f32, 2, 2), (3.5, 4, 3), (-2.5, -2, -3), (-0.5, 0, -1), (0.49999997, 0, 0), (-1.0, -1, -1), (7.9, 8, 7)] {
@@ -1207,6 +1332,13 @@ mod tests {
             }
             best
         };
+        for c in [1usize, 3, 4] {
+            let n = h * w * c;
+            let img = Image { data: &data[..n], h: h as i32, w: w as i32, c };
+            let mut out = vec![0u8; n];
+            let t = time(&mut || warp_perspective(&mut out, h, w, &img, &map, Interp::Cubic, BorderMode::Constant, &[0; 4]));
+            eprintln!("UINT8 x{c} Cubic: {t:.2} ms");
+        }
         for interp in [Interp::Linear, Interp::Nearest] {
             let before = time(&mut || warp_new_per_pixel(&mut out, w, &img, &m, interp, BorderMode::Constant, &[0; 4]));
             let after = time(&mut || warp_perspective(&mut out, h, w, &img, &map, interp, BorderMode::Constant, &[0; 4]));

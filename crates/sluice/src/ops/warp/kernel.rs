@@ -134,19 +134,37 @@ fn rows<I: Channel, O: Channel, const C: usize, const LINEAR: bool>(dst: &mut [O
 
 /// [`warp_affine`]'s rows with nearest sampling, `C` channels (0: `s.c`), in three steps per
 /// tile of [`TILE`] pixels: the source points, by DALI's running sums (a chain of adds no
-/// vector can shorten, but nothing else in its loop); the source offsets, by an independent
-/// loop the compiler vectorizes (floor, border rule, index); then the copies.
+/// vector can shorten, but nothing else in its loop); the source pixels (floor, border
+/// rule), by an independent loop of 32-bit lanes the compiler vectorizes; then the copies.
+/// With AVX2 where the CPU has it (the same operations: the same bits).
 #[inline(always)]
 fn nearest_rows<I: Channel, O: Channel, const C: usize>(dst: &mut [O], out_w: usize, s: &Surface<'_, I>, m: &[[f32; 3]; 2], fill: Fill<I, O>) {
+    #[cfg(target_arch = "x86_64")]
+    if std::is_x86_feature_detected!("avx2") {
+        // SAFETY: the CPU has AVX2 (checked above).
+        return unsafe { nearest_rows_avx2::<I, O, C>(dst, out_w, s, m, fill) };
+    }
+    nearest_rows_portable::<I, O, C>(dst, out_w, s, m, fill)
+}
+
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx2")]
+unsafe fn nearest_rows_avx2<I: Channel, O: Channel, const C: usize>(dst: &mut [O], out_w: usize, s: &Surface<'_, I>, m: &[[f32; 3]; 2], fill: Fill<I, O>) {
+    nearest_rows_portable::<I, O, C>(dst, out_w, s, m, fill)
+}
+
+#[inline(always)]
+fn nearest_rows_portable<I: Channel, O: Channel, const C: usize>(dst: &mut [O], out_w: usize, s: &Surface<'_, I>, m: &[[f32; 3]; 2], fill: Fill<I, O>) {
     let channels = if C == 0 { s.c } else { C };
     let (dx, dy) = (m[0][0], m[1][0]);
     let (dx_tile, dy_tile) = (TILE as f32 * dx, TILE as f32 * dy);
     let mut xs = [0f32; TILE];
     let mut ys = [0f32; TILE];
-    // The offset of each pixel's source in `s.data`, or -1 for the fill value.
-    let mut offsets = [0i64; TILE];
+    // Each pixel's source column and row; row -1: the fill value.
+    let mut cols = [0i32; TILE];
+    let mut rows = [0i32; TILE];
     let (w, h) = (s.w, s.h);
-    let row_len = s.w as i64 * channels as i64;
+    let row_len = s.w as usize * channels;
     for (y, row) in dst.chunks_exact_mut(out_w * channels).enumerate() {
         let fy = y as f32 + 0.5;
         let mut tx = m[0][2] + m[0][0] * 0.5 + m[0][1] * fy;
@@ -159,18 +177,17 @@ fn nearest_rows<I: Channel, O: Channel, const C: usize>(dst: &mut [O], out_w: us
                 sx += dx;
                 sy += dy;
             }
-            for ((o, &x), &y) in offsets[..n].iter_mut().zip(&xs[..n]).zip(&ys[..n]) {
+            for (((c, r), &x), &y) in cols[..n].iter_mut().zip(&mut rows[..n]).zip(&xs[..n]).zip(&ys[..n]) {
                 let (ix, iy) = (floor_i32(x), floor_i32(y));
                 let inside = (ix as u32) < w as u32 && (iy as u32) < h as u32;
-                let (cx, cy) = (ix.clamp(0, w - 1), iy.clamp(0, h - 1));
-                let at = cy as i64 * row_len + cx as i64 * channels as i64;
-                *o = if inside || fill.clamp { at } else { -1 };
+                *c = ix.clamp(0, w - 1);
+                *r = if inside || fill.clamp { iy.clamp(0, h - 1) } else { -1 };
             }
-            for (px, &o) in tile.chunks_exact_mut(channels).zip(&offsets[..n]) {
-                if o < 0 {
+            for ((px, &c), &r) in tile.chunks_exact_mut(channels).zip(&cols[..n]).zip(&rows[..n]) {
+                if r < 0 {
                     px.fill(fill.out);
                 } else {
-                    let o = o as usize;
+                    let o = r as usize * row_len + c as usize * channels;
                     for (d, &v) in px.iter_mut().zip(&s.data[o..o + channels]) {
                         *d = convert(v);
                     }
