@@ -158,6 +158,23 @@ def test_scalar_constants_and_reflected_forms_match_dali(dtype):
     compare(["nz"], list(cases.values()), list(cases), table=table)
 
 
+@pytest.mark.parametrize("dtype", ["u8", "i16", "f32"])
+def test_numpy_scalars_keep_their_type_as_in_dali(dtype):
+    """DALI types a NumPy scalar operand as types.Constant does: its own type (x + np.uint8(1)
+    stays UINT8), but a reflected one (np.uint8(3) - x) reaches the node through NumPy as a
+    Python int (INT32)."""
+    cases = {
+        "x + np.uint8(10)": lambda m, x: x + np.uint8(10), "x ^ np.uint8(255)": lambda m, x: x ^ np.uint8(255),
+        "x + np.int16(3)": lambda m, x: x + np.int16(3), "x * np.float32(0.5)": lambda m, x: x * np.float32(0.5),
+        "x + np.int64(1)": lambda m, x: x + np.int64(1), "np.uint8(3) - x": lambda m, x: np.uint8(3) - x,
+        "x + np.bool_(True)": lambda m, x: x + np.bool_(True), "x + np.uint16(2)": lambda m, x: x + np.uint16(2),
+        "x * np.int8(-1)": lambda m, x: x * np.int8(-1),
+    }
+    if dtype == "f32":
+        cases.pop("x ^ np.uint8(255)")
+    compare([dtype], list(cases.values()), list(cases))
+
+
 def test_int_constants_are_int32_and_floats_float32():
     ins, ours = sluice_inputs_and_outputs(["u8", "i64"], [lambda m, a, b: a + 1, lambda m, a, b: a + 1.5, lambda m, a, b: b * 2.0, lambda m, a, b: a + True])
     assert [o[0].dtype for o in ours] == [np.int32, np.float32, np.float32, np.uint8]

@@ -228,16 +228,21 @@ _INT32 = (-(1 << 31), (1 << 31) - 1)
 
 def _operand(x):
     """An expression operand: a DataNode (fused when it is itself an expression), a Python
-    scalar constant, typed as DALI types them (bool -> BOOL, int -> INT32, float -> FLOAT), or
-    a list / tuple / array, a constant tensor."""
+    scalar constant, typed as DALI types them (bool -> BOOL, int -> INT32, float -> FLOAT), a
+    NumPy scalar (its own type), or a list / tuple / array, a constant tensor."""
     if isinstance(x, DataNode):
         return x._expr if x._expr is not None else ("in", x)
     from ..types import ScalarConstant, to_numpy_type
 
     if isinstance(x, ScalarConstant):
         return ("const", x.value, np.dtype(to_numpy_type(x.dtype)).name)
+    if isinstance(x, np.generic) and not isinstance(x, float) and x.dtype.kind in "iub" or isinstance(x, (np.float16, np.float32)):
+        # A NumPy scalar keeps its type, as DALI's types.Constant gives it (x + np.uint8(1)
+        # stays UINT8); np.float64, a Python float, is one.
+        kind = x.dtype.kind
+        return ("const", int(x) if kind in "iub" else float(x), "bool" if kind == "b" else x.dtype.name)
     if hasattr(x, "dtype") and hasattr(x, "item") and getattr(x, "shape", None) == ():
-        x = x.item()  # NumPy scalar
+        x = x.item()  # a 0-d array
     if isinstance(x, bool):
         return ("const", int(x), "bool")
     if isinstance(x, int):
