@@ -294,7 +294,7 @@ int main(int argc, char** argv) {
             for (layout, shapes) in [("HWC", shapes.clone()), ("HWC", vec![vec![17, 33, 2], vec![5, 9, 4]]), ("FCHW", vec![vec![2, 3, 9, 18]])] {
                 let x = batch(t, &shapes, layout, 1 + k as u64);
                 for mat in matrices {
-                    for (interp, border) in [(0, "constant"), (1, "constant"), (1, "replicate"), (0, "reflect"), (1, "reflect_101"), (1, "wrap")] {
+                    for (interp, border) in [(0, "constant"), (1, "constant"), (1, "replicate"), (0, "reflect"), (1, "reflect_101"), (1, "wrap"), (2, "constant"), (2, "replicate"), (2, "reflect_101")] {
                         let mut args = vec![m(mat), ("interp_type", ArgValue::Int(interp)), ("border_mode", ArgValue::Str(border.into())), ("size", ArgValue::FloatList(vec![19.0, 37.0]))];
                         if border == "constant" {
                             args.push(("fill_value", ArgValue::FloatList(vec![77.6])));
