@@ -74,38 +74,27 @@ fn normals_portable<F: FnMut(usize, f64)>(key: [u32; 2], stream: [u32; 3], range
     }
 }
 
-/// [`box_muller`] of blocks `j .. j + 4` of the stream, written lane by lane so that the
-/// compiler keeps the four in vector registers; the same bits as four calls.
+/// [`box_muller`] of blocks `j .. j + 4` of the stream: four independent blocks, which the
+/// core computes side by side (a plain loop: a closure here would be compiled without the
+/// caller's AVX2). The same bits as four calls.
 #[inline(always)]
 fn box_muller_x4(key: [u32; 2], stream: [u32; 3], j: usize) -> ([f64; 4], [f64; 4]) {
-    const M0: u64 = 0xD251_1F53;
-    const M1: u64 = 0xCD9E_8D57;
-    let mut c0: [u32; 4] = std::array::from_fn(|k| (j + k) as u32);
-    let mut c1 = [stream[0]; 4];
-    let mut c2 = [stream[1]; 4];
-    let mut c3 = [stream[2]; 4];
-    let mut kk = key;
-    for _ in 0..10 {
-        for l in 0..4 {
-            let p0 = M0 * c0[l] as u64;
-            let p1 = M1 * c2[l] as u64;
-            let n0 = ((p1 >> 32) as u32) ^ c1[l] ^ kk[0];
-            let n2 = ((p0 >> 32) as u32) ^ c3[l] ^ kk[1];
-            (c0[l], c1[l], c2[l], c3[l]) = (n0, p1 as u32, n2, p0 as u32);
-        }
-        kk = [kk[0].wrapping_add(0x9E37_79B9), kk[1].wrapping_add(0xBB67_AE85)];
+    let mut blocks = [[0u32; 4]; 4];
+    for (k, b) in blocks.iter_mut().enumerate() {
+        *b = philox4x32_10([(j + k) as u32, stream[0], stream[1], stream[2]], key);
     }
     let mut c = [0.0; 4];
     let mut s = [0.0; 4];
     for l in 0..4 {
-        (c[l], s[l]) = box_muller([c0[l], c1[l], c2[l], c3[l]]);
+        (c[l], s[l]) = box_muller(blocks[l]);
     }
     (c, s)
 }
 
-/// Uniform in [0, 1) from 53 bits of two words, the first the high one.
+/// Uniform in [0, 1) from 53 bits of two words, the first the high one (what
+/// [`SampleRng::next_f64`] reads from the stream).
 #[inline(always)]
-fn u53(hi: u32, lo: u32) -> f64 {
+pub(crate) fn u53(hi: u32, lo: u32) -> f64 {
     ((((hi as u64) << 32) | lo as u64) >> 11) as f64 * (1.0 / (1u64 << 53) as f64)
 }
 
@@ -244,7 +233,7 @@ impl SampleRng {
 
     /// Uniform in [0, 1) with 53 random bits.
     pub fn next_f64(&mut self) -> f64 {
-        (self.next_u64() >> 11) as f64 * (1.0 / (1u64 << 53) as f64)
+        u53(self.next_u32(), self.next_u32())
     }
 
     /// Uniform in [lo, hi).

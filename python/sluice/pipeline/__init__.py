@@ -236,9 +236,9 @@ def _operand(x):
 
     if isinstance(x, ScalarConstant):
         return ("const", x.value, np.dtype(to_numpy_type(x.dtype)).name)
-    if isinstance(x, np.generic) and not isinstance(x, float) and x.dtype.kind in "iub" or isinstance(x, (np.float16, np.float32)):
+    if isinstance(x, (np.integer, np.bool_, np.float16, np.float32)):
         # A NumPy scalar keeps its type, as DALI's types.Constant gives it (x + np.uint8(1)
-        # stays UINT8); np.float64, a Python float, is one.
+        # stays UINT8); np.float64, a Python float, is taken as one below.
         kind = x.dtype.kind
         return ("const", int(x) if kind in "iub" else float(x), "bool" if kind == "b" else x.dtype.name)
     if hasattr(x, "dtype") and hasattr(x, "item") and getattr(x, "shape", None) == ():

@@ -602,20 +602,19 @@ impl Instance {
 /// GPU; None for the rest. The stream is synchronized first: the operators that produced
 /// them queued their work on it.
 fn download_host_reads(gpu: &Option<GpuStage>, inputs: &[Edge], read_on_host: &[bool], results: &Results) -> Result<Vec<Option<TensorList>>> {
-    let mut out = Vec::new();
+    let mut out = Vec::with_capacity(inputs.len());
+    let mut synchronized = false;
     for (e, &host) in inputs.iter().zip(read_on_host) {
-        let Batch::Gpu(t) = output(results, e) else {
-            out.push(None);
-            continue;
-        };
-        if !host {
-            out.push(None);
-            continue;
+        match output(results, e) {
+            Batch::Gpu(t) if host => {
+                if !synchronized {
+                    gpu.as_ref().expect("GPU batches come from the GPU stage").stream.synchronize().map_err(sluice_cuda::CudaError::from)?;
+                    synchronized = true;
+                }
+                out.push(Some(t.to_host()?));
+            }
+            _ => out.push(None),
         }
-        if out.iter().all(Option::is_none) {
-            gpu.as_ref().expect("GPU batches come from the GPU stage").stream.synchronize().map_err(sluice_cuda::CudaError::from)?;
-        }
-        out.push(Some(t.to_host()?));
     }
     Ok(out)
 }

@@ -18,6 +18,7 @@
 //!   PTRS's log-density difference loses its precision and the skew (1/√λ) is below 1e-5.
 
 
+pub(super) use crate::rng::u53;
 use crate::rng::philox4x32_10;
 
 /// Block `k` of the stream named by `key` and counter words `stream` (`SampleRng::key_and_stream`).
@@ -41,11 +42,6 @@ fn element_block(key: [u32; 2], e: u64, j: u32) -> [u32; 4] {
     philox4x32_10([j, e as u32, (e >> 32) as u32, 0], key)
 }
 
-/// Uniform in [0, 1) from 53 bits of two words, the first the high one (`SampleRng::next_f64`).
-#[inline(always)]
-pub(super) fn u53(hi: u32, lo: u32) -> f64 {
-    ((((hi as u64) << 32) | lo as u64) >> 11) as f64 * (1.0 / (1u64 << 53) as f64)
-}
 
 /// A standard normal from one block, as `SampleRng::normal` computes it from the same block.
 #[inline(always)]

@@ -614,31 +614,18 @@ impl CubicPoint {
         let (ix, iy) = (fx.wrapping_sub(1), fy.wrapping_sub(1));
         let beyond = ix.wrapping_add(4) as u32 >= (src.w + 4) as u32 || iy.wrapping_add(4) as u32 >= (src.h + 4) as u32;
         let (alpha, beta) = (vx - fx as f32, vy - fy as f32);
-        let weights = if vector { cubic_weights_vector } else { cubic_weights_scalar };
-        CubicPoint { ix, iy, wx: weights(alpha), wy: weights(beta), beyond }
+        CubicPoint { ix, iy, wx: cubic_weights(alpha, vector), wy: cubic_weights(beta, vector), beyond }
     }
 }
 
-/// Keys' weights of fraction `a` in the scalar kernel: `(A a) b^2`, `(A a^2) b`, the second
-/// fused as GCC contracts it, the third the rest of 1.
+/// Keys' weights of fraction `a`: `A a b^2` and `A a^2 b` (with `b = 1 - a`), the vector
+/// kernel multiplying by `A` last, the scalar one first (as GCC evaluates `A*a*b2`); the
+/// second weight fused as both compute it; the third the rest of 1.
 #[inline(always)]
-fn cubic_weights_scalar(a: f32) -> [f32; 4] {
+fn cubic_weights(a: f32, vector: bool) -> [f32; 4] {
     let (a2, b) = (a * a, 1.0 - a);
     let b2 = b * b;
-    let w0 = CUBIC_A * a * b2;
-    let w3 = CUBIC_A * a2 * b;
-    let w1 = a2.mul_add((CUBIC_A + 2.0).mul_add(a, -(CUBIC_A + 3.0)), 1.0);
-    [w0, w1, ((1.0 - w0) - w1) - w3, w3]
-}
-
-/// The vector kernel's weights: `A (a b^2)`, `A (a^2 b)`, the second fused, the third the
-/// rest of 1.
-#[inline(always)]
-fn cubic_weights_vector(a: f32) -> [f32; 4] {
-    let (a2, b) = (a * a, 1.0 - a);
-    let b2 = b * b;
-    let w0 = CUBIC_A * (a * b2);
-    let w3 = CUBIC_A * (a2 * b);
+    let (w0, w3) = if vector { (CUBIC_A * (a * b2), CUBIC_A * (a2 * b)) } else { (CUBIC_A * a * b2, CUBIC_A * a2 * b) };
     let w1 = a2.mul_add((CUBIC_A + 2.0).mul_add(a, -(CUBIC_A + 3.0)), 1.0);
     [w0, w1, ((1.0 - w0) - w1) - w3, w3]
 }

@@ -147,7 +147,7 @@ template <typename T> struct CvImage {
         }
     }
 
-    // cv.rs cubic_weights_vector / cubic_weights_scalar.
+    // cv.rs cubic_weights.
     static __device__ __forceinline__ void cubic_weights(float a, bool vector, float* wt) {
         const float A = -0.75f;
         const float a2 = __fmul_rn(a, a), b = __fsub_rn(1.f, a), b2 = __fmul_rn(b, b);

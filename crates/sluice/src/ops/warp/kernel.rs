@@ -87,10 +87,10 @@ pub fn warp_affine<I: Channel, O: Channel>(
         (3, Interp::Nearest) => nearest_rows::<I, O, 3>(dst, out_w, &s, m, fill),
         (4, Interp::Nearest) => nearest_rows::<I, O, 4>(dst, out_w, &s, m, fill),
         (_, Interp::Nearest) => nearest_rows::<I, O, 0>(dst, out_w, &s, m, fill),
-        (1, Interp::Linear) => rows::<I, O, 1, true>(dst, out_w, &s, m, fill),
-        (3, Interp::Linear) => rows::<I, O, 3, true>(dst, out_w, &s, m, fill),
-        (4, Interp::Linear) => rows::<I, O, 4, true>(dst, out_w, &s, m, fill),
-        (_, Interp::Linear) => rows::<I, O, 0, true>(dst, out_w, &s, m, fill),
+        (1, Interp::Linear) => linear_rows::<I, O, 1>(dst, out_w, &s, m, fill),
+        (3, Interp::Linear) => linear_rows::<I, O, 3>(dst, out_w, &s, m, fill),
+        (4, Interp::Linear) => linear_rows::<I, O, 4>(dst, out_w, &s, m, fill),
+        (_, Interp::Linear) => linear_rows::<I, O, 0>(dst, out_w, &s, m, fill),
     }
 }
 
@@ -104,25 +104,27 @@ struct Fill<I, O> {
     input: I,
 }
 
-/// [`warp_affine`]'s rows, `C` channels (0: `s.c`), linear or nearest sampling.
+/// The source point of the first pixel of output row `y`: `affine(M, (0.5, y + 0.5))` as
+/// DALI's `WarpCPU` sums it (`m02`, plus `m00 * 0.5`, plus `m01 * (y + 0.5)`). Each tile of
+/// [`TILE`] pixels then starts `TILE` steps further.
 #[inline(always)]
-fn rows<I: Channel, O: Channel, const C: usize, const LINEAR: bool>(dst: &mut [O], out_w: usize, s: &Surface<'_, I>, m: &[[f32; 3]; 2], fill: Fill<I, O>) {
+fn row_start(m: &[[f32; 3]; 2], y: usize) -> (f32, f32) {
+    let fy = y as f32 + 0.5;
+    (m[0][2] + m[0][0] * 0.5 + m[0][1] * fy, m[1][2] + m[1][0] * 0.5 + m[1][1] * fy)
+}
+
+/// [`warp_affine`]'s rows with linear sampling, `C` channels (0: `s.c`).
+#[inline(always)]
+fn linear_rows<I: Channel, O: Channel, const C: usize>(dst: &mut [O], out_w: usize, s: &Surface<'_, I>, m: &[[f32; 3]; 2], fill: Fill<I, O>) {
     let channels = if C == 0 { s.c } else { C };
     let (dx, dy) = (m[0][0], m[1][0]);
     let (dx_tile, dy_tile) = (TILE as f32 * dx, TILE as f32 * dy);
     for (y, row) in dst.chunks_exact_mut(out_w * channels).enumerate() {
-        // affine(M, (0.5, y + 0.5)): sum = m02; sum += m00 * 0.5; sum += m01 * (y + 0.5).
-        let fy = y as f32 + 0.5;
-        let mut tx = m[0][2] + m[0][0] * 0.5 + m[0][1] * fy;
-        let mut ty = m[1][2] + m[1][0] * 0.5 + m[1][1] * fy;
+        let (mut tx, mut ty) = row_start(m, y);
         for tile in row.chunks_mut(TILE * channels) {
             let (mut sx, mut sy) = (tx, ty);
             for px in tile.chunks_exact_mut(channels) {
-                if LINEAR {
-                    s.linear::<O, C>(px, sx, sy, fill.clamp, fill.input);
-                } else {
-                    s.nearest::<O, C>(px, sx, sy, fill.clamp, fill.out);
-                }
+                s.linear::<O, C>(px, sx, sy, fill.clamp, fill.input);
                 sx += dx;
                 sy += dy;
             }
@@ -166,9 +168,7 @@ fn nearest_rows_portable<I: Channel, O: Channel, const C: usize>(dst: &mut [O], 
     let (w, h) = (s.w, s.h);
     let row_len = s.w as usize * channels;
     for (y, row) in dst.chunks_exact_mut(out_w * channels).enumerate() {
-        let fy = y as f32 + 0.5;
-        let mut tx = m[0][2] + m[0][0] * 0.5 + m[0][1] * fy;
-        let mut ty = m[1][2] + m[1][0] * 0.5 + m[1][1] * fy;
+        let (mut tx, mut ty) = row_start(m, y);
         for tile in row.chunks_mut(TILE * channels) {
             let n = tile.len() / channels;
             let (mut sx, mut sy) = (tx, ty);
@@ -326,26 +326,6 @@ impl<I: Channel> Surface<'_, I> {
     #[inline(always)]
     fn inside(&self, x: i32, y: i32) -> bool {
         (x as u32) < self.w as u32 && (y as u32) < self.h as u32
-    }
-
-    /// Output pixel `out` from source point (sx, sy), nearest; `C` channels (0: `self.c`).
-    #[inline(always)]
-    fn nearest<O: Channel, const C: usize>(&self, out: &mut [O], sx: f32, sy: f32, clamp: bool, fill: O) {
-        let c = if C == 0 { self.c } else { C };
-        let (x, y) = (floor_i32(sx), floor_i32(sy));
-        if self.inside(x, y) {
-            let p = self.at(x, y);
-            for (o, &v) in out[..c].iter_mut().zip(&self.data[p..p + c]) {
-                *o = convert(v);
-            }
-        } else if clamp {
-            let p = self.at(x.clamp(0, self.w - 1), y.clamp(0, self.h - 1));
-            for (o, &v) in out[..c].iter_mut().zip(&self.data[p..p + c]) {
-                *o = convert(v);
-            }
-        } else {
-            out.fill(fill);
-        }
     }
 
     /// Output pixel `out` from source point (sx, sy), linear; `C` channels (0: `self.c`).
