@@ -123,11 +123,27 @@ pub fn per_sample_launches(max_items: usize, samples: usize) -> impl Iterator<It
 /// As for any launch: `f` takes one pointer to `R`s, and the records and everything they
 /// point to are alive and ordered on `stream`.
 pub unsafe fn launch_records<R>(stream: &sluice_cuda::CudaStream, f: &sluice_cuda::CudaFunction, records: u64, samples: usize, max_items: usize) -> Result<()> {
+    // SAFETY: the caller's promise.
+    unsafe { launch_records_in_rows::<R>(stream, f, records, samples, |rows| per_sample_launch(max_items, rows)) }
+}
+
+/// A block of `threads` per record, one grid row each: the launch of kernels whose block
+/// works on one record together (`gridDim.x` is 1).
+pub fn block_per_record(threads: u32, rows: usize) -> sluice_cuda::LaunchConfig {
+    sluice_cuda::LaunchConfig { grid_dim: (1, rows as u32, 1), block_dim: (threads, 1, 1), shared_mem_bytes: 0 }
+}
+
+/// Launches `f(records)` as [`launch_records`] does, over `samples` records of type `R`, each
+/// launch shaped by `launch(rows)` for its (at most [`MAX_GRID_ROWS`]) rows.
+///
+/// # Safety
+/// As for [`launch_records`].
+pub unsafe fn launch_records_in_rows<R>(stream: &sluice_cuda::CudaStream, f: &sluice_cuda::CudaFunction, records: u64, samples: usize, launch: impl Fn(usize) -> sluice_cuda::LaunchConfig) -> Result<()> {
     use sluice_cuda::PushKernelArg;
-    for (first, cfg) in per_sample_launches(max_items, samples) {
+    for first in (0..samples).step_by(MAX_GRID_ROWS) {
         let at = records + (first * std::mem::size_of::<R>()) as u64;
         // SAFETY: the caller's promise; `at` is the chunk's first record.
-        unsafe { stream.launch_builder(f).arg(&at).launch(cfg).map_err(sluice_cuda::CudaError::from)? };
+        unsafe { stream.launch_builder(f).arg(&at).launch(launch((samples - first).min(MAX_GRID_ROWS))).map_err(sluice_cuda::CudaError::from)? };
     }
     Ok(())
 }

@@ -7,11 +7,11 @@
 //! is glibc's: they may differ by 2 ulp of the logarithm, which `(ln - mean) / std` carries
 //! over; the tests allow 4 ulp of it (see `offset_tolerance`).
 
-use sluice_cuda::{DeviceBuffer, PushKernelArg};
+use sluice_cuda::DeviceBuffer;
 
 use super::box_encoder::BoxEncoder;
 use crate::error::{Error, Result};
-use crate::ops::gpu_params::{cuda_struct, ParamUpload};
+use crate::ops::gpu_params::{block_per_record, cuda_struct, launch_records_in_rows, ParamUpload};
 use crate::ops::{GpuOperator, GpuWorkspace};
 use crate::tensor::TensorListGpu;
 
@@ -115,13 +115,10 @@ impl GpuOperator for BoxEncoderGpu {
         }
         let base = self.params.upload(ws, bytemuck::cast_slice(&self.desc))?;
         let f = ws.device.kernels().function(ws.device.context(), ws.device.compute_capability(), "box_encoder", SRC, "box_encoder")?;
-        let launch = sluice_cuda::LaunchConfig { grid_dim: (1, self.desc.len() as u32, 1), block_dim: (THREADS, 1, 1), shared_mem_bytes: 0 };
         // SAFETY: each descriptor points into `boxes`, `labels`, `out_boxes` and `out_labels`
         // (alive, ordered on this stream; the plan checked one label per box and sized the
         // outputs to the anchors) and into the anchors, which this operator keeps.
-        unsafe {
-            ws.stream.launch_builder(&f).arg(&base).launch(launch).map_err(sluice_cuda::CudaError::from)?;
-        }
+        unsafe { launch_records_in_rows::<BoxEncoderSample>(ws.stream, &f, base, self.desc.len(), |rows| block_per_record(THREADS, rows))? };
         Ok(vec![out_boxes, out_labels])
     }
 }

@@ -3,12 +3,11 @@
 //! `inflate.cu` per 65535 chunks (a warp each), then the statuses read back (one wait for the
 //! stream) and turned into the cpu backend's errors.
 
-use sluice_cuda::PushKernelArg;
 
 use super::lz4::{Fault, FaultKind};
 use super::{Chunk, Inflate, Plan};
 use crate::error::{Error, Result};
-use crate::ops::gpu_params::{cuda_struct, ParamUpload};
+use crate::ops::gpu_params::{block_per_record, cuda_struct, launch_records_in_rows, ParamUpload};
 use crate::ops::{GpuOperator, GpuWorkspace};
 use crate::tensor::TensorListGpu;
 
@@ -16,9 +15,6 @@ pub(super) const SRC: &str = include_str!("inflate.cu");
 
 /// Threads per chunk: one warp (inflate.cu).
 const THREADS: u32 = 32;
-
-/// Chunks per launch: a grid has at most 65535 rows (blockIdx.y is the chunk).
-const CHUNKS_PER_LAUNCH: usize = 65535;
 
 cuda_struct! {
     /// One chunk (`struct InflateChunk` in inflate.cu).
@@ -106,18 +102,11 @@ impl GpuOperator for InflateGpu {
             Ok(())
         })?;
         let f = ws.device.kernels().function(ws.device.context(), ws.device.compute_capability(), "inflate", SRC, "inflate_lz4")?;
-        for first in (0..n).step_by(CHUNKS_PER_LAUNCH) {
-            let count = (n - first).min(CHUNKS_PER_LAUNCH);
-            let descs = base + (first * DESC_BYTES) as u64;
-            let launch = sluice_cuda::LaunchConfig { grid_dim: (1, count as u32, 1), block_dim: (THREADS, 1, 1), shared_mem_bytes: 0 };
-            // SAFETY: each descriptor points at its chunk's bytes in `input` and its place in
-            // `out` (alive, ordered on this stream; the plan checked the chunks lie inside the
-            // samples and sized the outputs), and at its status in the uploaded block; the
-            // kernel reads `in_size` and writes at most `out_size` bytes.
-            unsafe {
-                ws.stream.launch_builder(&f).arg(&descs).launch(launch).map_err(sluice_cuda::CudaError::from)?;
-            }
-        }
+        // SAFETY: each descriptor points at its chunk's bytes in `input` and its place in
+        // `out` (alive, ordered on this stream; the plan checked the chunks lie inside the
+        // samples and sized the outputs), and at its status in the uploaded block; the
+        // kernel reads `in_size` and writes at most `out_size` bytes.
+        unsafe { launch_records_in_rows::<InflateChunk>(ws.stream, &f, base, n, |rows| block_per_record(THREADS, rows))? };
         self.statuses.resize(n * STATUS_BYTES, 0);
         self.params.read_back_last(statuses_at, &mut self.statuses)?;
         for (c, status) in chunks.iter().zip(self.statuses.chunks_exact(STATUS_BYTES)) {
