@@ -88,3 +88,33 @@ def test_gpu_per_frame_arguments_on_a_long_sequence():
     gpu = _run(seq, build, "gpu", layout="FHWC")
     for c, g in zip(cpu, gpu):
         np.testing.assert_array_equal(np.asarray(g.at(0)), np.asarray(c.at(0)))
+
+
+def test_gpu_box_encoder_past_the_grid_row_limit_equals_cpu():
+    """box_encoder's kernel gives each sample a block of its own (one grid row): 70,000
+    samples take two launches."""
+    require_gpu()
+    rng = np.random.default_rng(3)
+    lo = rng.uniform(0.0, 0.5, (N, 2, 2)).astype(np.float32)
+    boxes = np.concatenate([lo, lo + rng.uniform(0.1, 0.5, (N, 2, 2)).astype(np.float32)], axis=2)
+    labels = rng.integers(1, 5, (N, 2), dtype=np.int32)
+    anchors = [0.0, 0.0, 0.5, 0.5, 0.5, 0.0, 1.0, 0.5, 0.0, 0.5, 0.5, 1.0, 0.5, 0.5, 1.0, 1.0, 0.2, 0.2, 0.7, 0.7]
+
+    def run(device):
+        pipe = Pipeline(batch_size=N, num_threads=4, device_id=None if device == "cpu" else 0, prefetch_queue_depth=1)
+        with pipe:
+            b = fn.external_source(source=lambda: list(boxes), batch=True)
+            lab = fn.external_source(source=lambda: list(labels), batch=True)
+            if device == "gpu":
+                b, lab = b.gpu(), lab.gpu()
+            out = fn.box_encoder(b, lab, anchors=anchors, criteria=0.4, offset=True, scale=2.0, stds=[0.1, 0.1, 0.2, 0.2])
+            pipe.set_outputs(*out)
+        pipe.build()
+        return [np.stack([np.asarray(t.as_cpu().at(i) if device == "gpu" else t.at(i)) for i in range(N)]) for t in pipe.run()]
+
+    (cpu_boxes, cpu_labels), (gpu_boxes, gpu_labels) = run("cpu"), run("gpu")
+    assert gpu_boxes.shape == (N, 5, 4) and gpu_labels.shape == (N, 5)
+    np.testing.assert_array_equal(gpu_labels, cpu_labels)
+    # offset=True takes logarithms: the gpu's logf is within a few ulp of the cpu's.
+    np.testing.assert_allclose(gpu_boxes, cpu_boxes, rtol=1e-5, atol=1e-5)
+    assert (gpu_labels[-100:] != 0).any()

@@ -187,6 +187,16 @@ __device__ __forceinline__ I tap3(const I* in, const Sample& s, int x, int y, in
     return in[(((long long)z * s.in_h + y) * s.in_w + x) * s.c + k];
 }
 
+// The cpu's `Volume::linear` blend of a voxel's 8 taps (`taps[z*4 + y*2 + x]`, 0 the lower
+// coordinate): along x with weights (px_, qx), along y with (py, qy), then z's step by qz.
+__device__ __forceinline__ float trilinear(const float* taps, float px_, float qx, float py, float qy, float qz) {
+    float s[4];
+    for (int i = 0; i < 4; ++i) s[i] = __fadd_rn(__fmul_rn(taps[2 * i], px_), __fmul_rn(taps[2 * i + 1], qx));
+    const float s0 = __fadd_rn(__fmul_rn(s[0], py), __fmul_rn(s[1], qy));
+    const float s1 = __fadd_rn(__fmul_rn(s[2], py), __fmul_rn(s[3], qy));
+    return __fadd_rn(s0, __fmul_rn(__fsub_rn(s1, s0), qz));
+}
+
 // One output voxel at source point `sv`: the cpu's `Volume::nearest` / `Volume::linear`.
 template <typename I, typename O>
 __device__ __forceinline__ void voxel(const I* in, const Sample& s, const float* sv, O* out, bool clamp, O fill_out, I fill_in) {
@@ -215,26 +225,18 @@ __device__ __forceinline__ void voxel(const I* in, const Sample& s, const float*
         const long long p0 = min(max(z0, 0), s.in_d - 1) * row * s.in_h, p1 = min(max(z1, 0), s.in_d - 1) * row * s.in_h;
         for (int k = 0; k < c; ++k) {
             const I* v = in + k;
-            const float s00 = __fadd_rn(__fmul_rn((float)v[p0 + r0 + c0], px_), __fmul_rn((float)v[p0 + r0 + c1], qx));
-            const float s01 = __fadd_rn(__fmul_rn((float)v[p0 + r1 + c0], px_), __fmul_rn((float)v[p0 + r1 + c1], qx));
-            const float s10 = __fadd_rn(__fmul_rn((float)v[p1 + r0 + c0], px_), __fmul_rn((float)v[p1 + r0 + c1], qx));
-            const float s11 = __fadd_rn(__fmul_rn((float)v[p1 + r1 + c0], px_), __fmul_rn((float)v[p1 + r1 + c1], qx));
-            const float s0 = __fadd_rn(__fmul_rn(s00, py), __fmul_rn(s01, qy));
-            const float s1 = __fadd_rn(__fmul_rn(s10, py), __fmul_rn(s11, qy));
-            out[k] = Sat<O>::f32(__fadd_rn(s0, __fmul_rn(__fsub_rn(s1, s0), qz)));
+            const float taps[8] = {(float)v[p0 + r0 + c0], (float)v[p0 + r0 + c1], (float)v[p0 + r1 + c0], (float)v[p0 + r1 + c1],
+                                   (float)v[p1 + r0 + c0], (float)v[p1 + r0 + c1], (float)v[p1 + r1 + c0], (float)v[p1 + r1 + c1]};
+            out[k] = Sat<O>::f32(trilinear(taps, px_, qx, py, qy, qz));
         }
         return;
     }
     for (int k = 0; k < c; ++k) {
 #define T3(X, Y, Z) ((float)tap3<I>(in, s, X, Y, Z, k, clamp, fill_in))
-        const float s00 = __fadd_rn(__fmul_rn(T3(x0, y0, z0), px_), __fmul_rn(T3(x1, y0, z0), qx));
-        const float s01 = __fadd_rn(__fmul_rn(T3(x0, y1, z0), px_), __fmul_rn(T3(x1, y1, z0), qx));
-        const float s10 = __fadd_rn(__fmul_rn(T3(x0, y0, z1), px_), __fmul_rn(T3(x1, y0, z1), qx));
-        const float s11 = __fadd_rn(__fmul_rn(T3(x0, y1, z1), px_), __fmul_rn(T3(x1, y1, z1), qx));
+        const float taps[8] = {T3(x0, y0, z0), T3(x1, y0, z0), T3(x0, y1, z0), T3(x1, y1, z0),
+                               T3(x0, y0, z1), T3(x1, y0, z1), T3(x0, y1, z1), T3(x1, y1, z1)};
 #undef T3
-        const float s0 = __fadd_rn(__fmul_rn(s00, py), __fmul_rn(s01, qy));
-        const float s1 = __fadd_rn(__fmul_rn(s10, py), __fmul_rn(s11, qy));
-        out[k] = Sat<O>::f32(__fadd_rn(s0, __fmul_rn(__fsub_rn(s1, s0), qz)));
+        out[k] = Sat<O>::f32(trilinear(taps, px_, qx, py, qy, qz));
     }
 }
 
