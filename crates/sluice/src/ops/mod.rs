@@ -531,6 +531,24 @@ where
     results.into_iter().collect()
 }
 
+/// Below this many output bytes, a generator's batch (values drawn from the samples' seeds
+/// alone: the random operators) is filled on the calling thread: waking the workers costs
+/// more (a coin flip per sample of a batch of 64 took 12-20 us on the pool, under 1 us
+/// here), and a GPU pipeline pays it on its producer thread every iteration.
+const INLINE_GENERATE_BYTES: usize = 2 << 10;
+
+/// [`for_each_sample`] for work proportional to the output's size: on the calling thread
+/// when the batch is small ([`INLINE_GENERATE_BYTES`]), the lowest failing index's error.
+pub fn generate_samples<F>(pool: &rayon::ThreadPool, out: &mut TensorList, f: F) -> Result<()>
+where
+    F: Fn(usize, &mut [u8]) -> Result<()> + Sync + Send,
+{
+    if out.total_bytes() >= INLINE_GENERATE_BYTES {
+        return for_each_sample(pool, out, f);
+    }
+    out.samples_mut().into_iter().enumerate().try_for_each(|(i, s)| f(i, s))
+}
+
 /// A new batch of samples `picks` of `input`, in that order (repeats allowed): the split
 /// halves of conditionals, permute_batch.
 pub fn gather_samples(pool: &rayon::ThreadPool, input: &TensorList, picks: &[usize]) -> Result<TensorList> {

@@ -5,7 +5,7 @@
 //! value, converted to it with DALI's rounding and saturation). CPU only, as in DALI.
 
 use crate::error::{Error, Location, Result};
-use crate::ops::{arg, for_each_sample, tensor_arg, ArgDefault as D, ArgSchema, ArgType as T, Device, OpContext, OpDef, OpSchema, Operator, Workspace, MAX_LIST};
+use crate::ops::{arg, generate_samples, tensor_arg, ArgDefault as D, ArgSchema, ArgType as T, Device, OpContext, OpDef, OpSchema, Operator, Workspace, MAX_LIST};
 use crate::tensor::element::{load, store, Num};
 use crate::tensor::{BatchMeta, DType, Layout, TensorList};
 
@@ -147,7 +147,7 @@ impl Operator for Fill {
             _ => None,
         };
         let this = &*self;
-        for_each_sample(ws.pool, &mut out, |i, bytes| {
+        generate_samples(ws.pool, &mut out, |i, bytes| {
             let n = bytes.len() / dtype.size();
             if let Some(v) = constant {
                 (0..n).for_each(|k| store(dtype, bytes, k, v));

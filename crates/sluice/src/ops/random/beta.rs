@@ -8,7 +8,7 @@
 use super::{output_batch, sample_shape, Generate, OnCpu};
 use crate::error::{Error, Result};
 use crate::ops::cast::require_dtype;
-use crate::ops::{arg, for_each_sample, tensor_arg, ArgDefault as D, ArgType as T, Device, OpContext, OpDef, OpSchema, Workspace};
+use crate::ops::{arg, generate_samples, tensor_arg, ArgDefault as D, ArgType as T, Device, OpContext, OpDef, OpSchema, Workspace};
 use crate::rng::SampleRng;
 use crate::tensor::element::store_f64;
 use crate::tensor::{BatchMeta, DType, TensorList};
@@ -81,7 +81,7 @@ impl Generate for Beta {
         let name = &self.ctx.display_name;
         let (alpha, beta) = (ws.per_sample(&self.ctx, "alpha"), ws.per_sample(&self.ctx, "beta"));
         let dtype = self.dtype;
-        for_each_sample(ws.pool, &mut out, |i, bytes| {
+        generate_samples(ws.pool, &mut out, |i, bytes| {
             let a = alpha.get(name, i)?.unwrap_or(1.0) as f32 as f64;
             let b = beta.get(name, i)?.unwrap_or(1.0) as f32 as f64;
             for (arg, v) in [("alpha", a), ("beta", b)] {

@@ -13,7 +13,7 @@
 use super::sample_shape;
 use crate::error::{Error, Result};
 use crate::ops::args::element_as_f64;
-use crate::ops::{for_each_sample, tensor_arg, ArgDefault as D, ArgType as T, ArgValue, Device, OpContext, OpDef, OpSchema, Operator, PerSampleList, Workspace, MAX_LIST};
+use crate::ops::{generate_samples, tensor_arg, ArgDefault as D, ArgType as T, ArgValue, Device, OpContext, OpDef, OpSchema, Operator, PerSampleList, Workspace, MAX_LIST};
 use crate::tensor::element::{load, store, Num};
 use crate::tensor::{DType, Layout, TensorList};
 
@@ -243,7 +243,7 @@ impl Operator for Choice {
         self.probs = probs;
         let elem = dtype.size();
         let this = &*self;
-        for_each_sample(ws.pool, &mut out, |i, bytes| {
+        generate_samples(ws.pool, &mut out, |i, bytes| {
             let mut rng = ws.rng(&this.ctx, i);
             let n = counts[i];
             if a.ndim() > 0 {

@@ -2,7 +2,7 @@
 
 use super::{dtype_or, output_batch, sample_shape, Generate, OnCpu, OnGpu};
 use crate::error::{Error, Result};
-use crate::ops::{arg, for_each_sample, tensor_arg, ArgDefault as D, ArgType as T, Device, OpContext, OpDef, OpSchema, Workspace};
+use crate::ops::{arg, generate_samples, tensor_arg, ArgDefault as D, ArgType as T, Device, OpContext, OpDef, OpSchema, Workspace};
 use crate::tensor::element::store_f64;
 use crate::tensor::{BatchMeta, DType, TensorList};
 
@@ -48,7 +48,7 @@ impl Generate for CoinFlip {
         let mut out = output_batch(&self.ctx, ws, like, self.dtype)?;
         let size = self.dtype.size();
         let probability = ws.per_sample(&self.ctx, "probability");
-        for_each_sample(ws.pool, &mut out, |i, bytes| {
+        generate_samples(ws.pool, &mut out, |i, bytes| {
             let p = probability.get(&self.ctx.display_name, i)?.unwrap_or(0.5);
             if !(0.0..=1.0).contains(&p) {
                 return Err(Error::arg(&self.ctx.display_name, "probability", format!("must be in [0, 1]; sample {i} has {p}")));

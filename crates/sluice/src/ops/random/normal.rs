@@ -5,7 +5,7 @@ use super::{output_batch, sample_shape, Generate, OnCpu, OnGpu};
 use crate::error::{Error, Result};
 use crate::ops::cast::require_dtype;
 use crate::tensor::element::store_f64;
-use crate::ops::{arg, for_each_sample, tensor_arg, ArgDefault as D, ArgType as T, Device, OpContext, OpDef, OpSchema, Workspace};
+use crate::ops::{arg, generate_samples, tensor_arg, ArgDefault as D, ArgType as T, Device, OpContext, OpDef, OpSchema, Workspace};
 use crate::tensor::{BatchMeta, DType, TensorList};
 
 /// Schema and backends.
@@ -58,7 +58,7 @@ impl Generate for Normal {
         let mean = ws.per_sample(&self.ctx, "mean");
         let stddev = ws.per_sample(&self.ctx, "stddev");
         let dtype = self.dtype;
-        for_each_sample(ws.pool, &mut out, |i, bytes| {
+        generate_samples(ws.pool, &mut out, |i, bytes| {
             let m = mean.get(name, i)?.unwrap_or(0.0);
             let s = stddev.get(name, i)?.unwrap_or(1.0);
             if !(s >= 0.0) {

@@ -9,7 +9,7 @@
 //! DALI's: checked by DALI's invariants on both libraries (`tests/test_roi_random_crop.py`).
 
 use crate::error::{Error, Result};
-use crate::ops::{for_each_sample, tensor_arg, ArgDefault as D, ArgType as T, Device, OpContext, OpDef, OpSchema, Operator, PerSampleList, Workspace, MAX_LIST};
+use crate::ops::{generate_samples, tensor_arg, ArgDefault as D, ArgType as T, Device, OpContext, OpDef, OpSchema, Operator, PerSampleList, Workspace, MAX_LIST};
 use crate::rng::SampleRng;
 use crate::tensor::{DType, TensorList};
 
@@ -188,7 +188,7 @@ impl Operator for RoiRandomCrop {
         let ndim = ndim.unwrap_or(0);
         let mut out = TensorList::uniform(DType::I64, &[ndim], n);
         let (ctx, ranges_ref) = (&self.ctx, &ranges);
-        for_each_sample(ws.pool, &mut out, |i, bytes| {
+        generate_samples(ws.pool, &mut out, |i, bytes| {
             let mut rng = ws.rng(ctx, i);
             for (d, &r) in ranges_ref[i * ndim..(i + 1) * ndim].iter().enumerate() {
                 bytes[d * 8..d * 8 + 8].copy_from_slice(&draw(&mut rng, r).to_le_bytes());

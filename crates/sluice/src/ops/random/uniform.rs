@@ -2,7 +2,7 @@
 
 use super::{dtype_or, output_batch, sample_shape, Generate, OnCpu, OnGpu};
 use crate::error::{Error, Result};
-use crate::ops::{for_each_sample, ArgDefault as D, ArgType as T, ArgValue, Device, OpContext, OpDef, OpSchema, Workspace, arg, tensor_arg, MAX_LIST};
+use crate::ops::{generate_samples, ArgDefault as D, ArgType as T, ArgValue, Device, OpContext, OpDef, OpSchema, Workspace, arg, tensor_arg, MAX_LIST};
 use crate::tensor::element::store_f64;
 use crate::tensor::{BatchMeta, DType, TensorList};
 
@@ -75,7 +75,7 @@ impl Generate for Uniform {
         let (range, values) = (ws.per_sample_list(&self.ctx, "range"), ws.per_sample_list(&self.ctx, "values"));
         // Constant `values` may be longer than a per-sample list buffer: borrow it as is.
         let const_values = if values.is_input() { None } else { self.ctx.args.value("values") };
-        for_each_sample(ws.pool, &mut out, |i, bytes| {
+        generate_samples(ws.pool, &mut out, |i, bytes| {
             let mut buf = [0f64; MAX_LIST];
             let source = match const_values {
                 Some(ArgValue::FloatList(v)) => Source::Values(v),
