@@ -870,22 +870,30 @@ pub(crate) mod x86 {
 
     /// A row of 4 taps of 8 pixels of a UINT8 image with `C` (3 or 4) channels, as f32
     /// lanes, tap-major (`[tap][channel]`, one pixel per lane): each pixel's 16 bytes from
-    /// `row + first_taps[lane]` (its 4 taps, plus 4 bytes for 3 channels), transposed with
-    /// byte, word and dword unpacks. Plain loads: gathers cost more than the shuffles.
+    /// `row + first_taps[lane]` (its 4 taps, plus 4 bytes for 3 channels), transposed
+    /// ([`bytes_as_lanes`]). Plain loads: gathers cost more than the shuffles.
     #[target_feature(enable = "avx2,fma")]
     #[inline]
     unsafe fn transposed_row_u8<const C: usize>(row: *const u8, first_taps: &[i32; CUBIC_LANES]) -> [__m256; 16] {
         let q = |l: usize| _mm_loadu_si128(row.add(first_taps[l] as usize) as *const __m128i);
-        let (q0, q1, q2, q3, q4, q5, q6, q7) = (q(0), q(1), q(2), q(3), q(4), q(5), q(6), q(7));
+        bytes_as_lanes([q(0), q(1), q(2), q(3), q(4), q(5), q(6), q(7)])
+    }
+
+    /// The 16 bytes of each of 8 pixels (`q[lane]`) as 16 vectors of 8 f32 lanes, one per
+    /// byte (`[byte][lane]`): byte, word and dword unpacks, then widening. Inlined, the
+    /// bytes a caller does not use cost nothing.
+    #[target_feature(enable = "avx2,fma")]
+    #[inline]
+    pub(crate) unsafe fn bytes_as_lanes(q: [__m128i; 8]) -> [__m256; 16] {
         // Bytes of pixel pairs, then of 4 pixels, then of all 8: `cols[i]` holds byte `2i`
         // of the 8 pixels in its low half, byte `2i + 1` in its high half.
-        let (a_lo, a_hi) = (_mm_unpacklo_epi8(q0, q1), _mm_unpackhi_epi8(q0, q1));
-        let (b_lo, b_hi) = (_mm_unpacklo_epi8(q2, q3), _mm_unpackhi_epi8(q2, q3));
-        let (c_lo, c_hi) = (_mm_unpacklo_epi8(q4, q5), _mm_unpackhi_epi8(q4, q5));
-        let (d_lo, d_hi) = (_mm_unpacklo_epi8(q6, q7), _mm_unpackhi_epi8(q6, q7));
+        let (a_lo, a_hi) = (_mm_unpacklo_epi8(q[0], q[1]), _mm_unpackhi_epi8(q[0], q[1]));
+        let (b_lo, b_hi) = (_mm_unpacklo_epi8(q[2], q[3]), _mm_unpackhi_epi8(q[2], q[3]));
+        let (c_lo, c_hi) = (_mm_unpacklo_epi8(q[4], q[5]), _mm_unpackhi_epi8(q[4], q[5]));
+        let (d_lo, d_hi) = (_mm_unpacklo_epi8(q[6], q[7]), _mm_unpackhi_epi8(q[6], q[7]));
         let four = |lo: __m128i, hi: __m128i, high: bool| if high { _mm_unpackhi_epi16(lo, hi) } else { _mm_unpacklo_epi16(lo, hi) };
         let mut cols = [_mm_setzero_si128(); 8];
-        for quarter in 0..C {
+        for quarter in 0..4 {
             // Bytes 4*quarter .. 4*quarter + 3, of pixels 0-3 and 4-7.
             let (ab, cd) = match quarter {
                 0 => (four(a_lo, b_lo, false), four(c_lo, d_lo, false)),
@@ -897,7 +905,7 @@ pub(crate) mod x86 {
             cols[2 * quarter + 1] = _mm_unpackhi_epi32(ab, cd);
         }
         let mut v = [_mm256_setzero_ps(); 16];
-        for i in 0..2 * C {
+        for i in 0..8 {
             v[2 * i] = _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(cols[i]));
             v[2 * i + 1] = _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(_mm_unpackhi_epi64(cols[i], cols[i])));
         }
