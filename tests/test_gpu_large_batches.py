@@ -110,7 +110,8 @@ def test_gpu_box_encoder_past_the_grid_row_limit_equals_cpu():
             out = fn.box_encoder(b, lab, anchors=anchors, criteria=0.4, offset=True, scale=2.0, stds=[0.1, 0.1, 0.2, 0.2])
             pipe.set_outputs(*out)
         pipe.build()
-        return [np.stack([np.asarray(t.as_cpu().at(i) if device == "gpu" else t.at(i)) for i in range(N)]) for t in pipe.run()]
+        outs = [t.as_cpu() if device == "gpu" else t for t in pipe.run()]
+        return [np.stack([np.asarray(t.at(i)) for i in range(N)]) for t in outs]
 
     (cpu_boxes, cpu_labels), (gpu_boxes, gpu_labels) = run("cpu"), run("gpu")
     assert gpu_boxes.shape == (N, 5, 4) and gpu_labels.shape == (N, 5)

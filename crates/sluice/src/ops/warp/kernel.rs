@@ -148,11 +148,11 @@ fn linear_rows_portable<I: Channel, O: Channel, const C: usize>(dst: &mut [O], o
     }
 }
 
-/// [`warp_affine`]'s rows with nearest sampling, `C` channels (0: `s.c`), in three steps per
-/// tile of [`TILE`] pixels: the source points, by DALI's running sums (a chain of adds no
-/// vector can shorten, but nothing else in its loop); the source pixels (floor, border
-/// rule), by an independent loop of 32-bit lanes the compiler vectorizes; then the copies.
-/// With AVX2 where the CPU has it (the same operations: the same bits).
+/// [`warp_affine`]'s rows with nearest sampling, `C` channels (0: `s.c`), in two steps per
+/// tile of [`TILE`] pixels of [`NEAREST_ROWS`] rows: the source pixels ([`nearest_points`]:
+/// DALI's running sums, floor and border rule; each row's sums are a chain of adds, so the
+/// rows advance side by side in vector lanes), then the copies. With AVX2 where the CPU has
+/// it (the same operations: the same bits).
 #[inline(always)]
 fn nearest_rows<I: Channel, O: Channel, const C: usize>(dst: &mut [O], out_w: usize, s: &Surface<'_, I>, m: &[[f32; 3]; 2], fill: Fill<I, O>) {
     #[cfg(target_arch = "x86_64")]
@@ -174,41 +174,71 @@ fn nearest_rows_portable<I: Channel, O: Channel, const C: usize>(dst: &mut [O], 
     let channels = if C == 0 { s.c } else { C };
     let (dx, dy) = (m[0][0], m[1][0]);
     let (dx_tile, dy_tile) = (TILE as f32 * dx, TILE as f32 * dy);
-    let mut xs = [0f32; TILE];
-    let mut ys = [0f32; TILE];
-    // Each pixel's source column and row; row -1: the fill value.
-    let mut cols = [0i32; TILE];
-    let mut rows = [0i32; TILE];
+    // Each pixel's source column and row, for a group of rows at once (`[pixel][row]`): each
+    // row's running sums are a chain of adds, but the rows' chains are independent, so they
+    // advance side by side in vector lanes. Row -1: the fill value.
+    let mut cols = [[0i32; NEAREST_ROWS]; TILE];
+    let mut rows = [[0i32; NEAREST_ROWS]; TILE];
     let (w, h) = (s.w, s.h);
     let row_len = s.w as usize * channels;
-    for (y, row) in dst.chunks_exact_mut(out_w * channels).enumerate() {
-        let (mut tx, mut ty) = row_start(m, y);
-        for tile in row.chunks_mut(TILE * channels) {
-            let n = tile.len() / channels;
-            let (mut sx, mut sy) = (tx, ty);
-            for (x, y) in xs[..n].iter_mut().zip(&mut ys[..n]) {
-                (*x, *y) = (sx, sy);
-                sx += dx;
-                sy += dy;
-            }
-            for (((c, r), &x), &y) in cols[..n].iter_mut().zip(&mut rows[..n]).zip(&xs[..n]).zip(&ys[..n]) {
-                let (ix, iy) = (floor_i32(x), floor_i32(y));
-                let inside = (ix as u32) < w as u32 && (iy as u32) < h as u32;
-                *c = ix.clamp(0, w - 1);
-                *r = if inside || fill.clamp { iy.clamp(0, h - 1) } else { -1 };
-            }
-            for ((px, &c), &r) in tile.chunks_exact_mut(channels).zip(&cols[..n]).zip(&rows[..n]) {
-                if r < 0 {
-                    px.fill(fill.out);
-                } else {
-                    let o = r as usize * row_len + c as usize * channels;
-                    for (d, &v) in px.iter_mut().zip(&s.data[o..o + channels]) {
-                        *d = convert(v);
+    let out_row = out_w * channels;
+    for (g, group) in dst.chunks_mut(NEAREST_ROWS * out_row).enumerate() {
+        let (mut tx, mut ty) = ([0f32; NEAREST_ROWS], [0f32; NEAREST_ROWS]);
+        for r in 0..group.len() / out_row {
+            (tx[r], ty[r]) = row_start(m, g * NEAREST_ROWS + r);
+        }
+        for x0 in (0..out_w).step_by(TILE) {
+            let n = TILE.min(out_w - x0);
+            nearest_points((tx, ty), (dx, dy), (w, h), fill.clamp, &mut cols[..n], &mut rows[..n]);
+            for (k, row) in group.chunks_exact_mut(out_row).enumerate() {
+                let tile = &mut row[x0 * channels..(x0 + n) * channels];
+                for ((px, c), r) in tile.chunks_exact_mut(channels).zip(&cols[..n]).zip(&rows[..n]) {
+                    if r[k] < 0 {
+                        px.fill(fill.out);
+                    } else {
+                        let o = r[k] as usize * row_len + c[k] as usize * channels;
+                        for (d, &v) in px.iter_mut().zip(&s.data[o..o + channels]) {
+                            *d = convert(v);
+                        }
                     }
                 }
             }
-            tx += dx_tile;
-            ty += dy_tile;
+            for k in 0..NEAREST_ROWS {
+                tx[k] += dx_tile;
+                ty[k] += dy_tile;
+            }
+        }
+    }
+}
+
+/// Output rows whose source points [`nearest_rows_portable`] computes side by side.
+const NEAREST_ROWS: usize = 8;
+
+/// The source pixels of a tile of [`NEAREST_ROWS`] rows starting at points `start` (one per
+/// row), a step `step` apart: `cols[k][row]` and `rows[k][row]` for the tile's `k`th pixel,
+/// its floor clamped to the image, row -1 where it falls outside and the border is a fill.
+/// With AVX2 where the CPU has it (the same operations: the same values).
+#[inline(always)]
+fn nearest_points(start: ([f32; NEAREST_ROWS], [f32; NEAREST_ROWS]), step: (f32, f32), size: (i32, i32), clamp: bool, cols: &mut [[i32; NEAREST_ROWS]], rows: &mut [[i32; NEAREST_ROWS]]) {
+    #[cfg(target_arch = "x86_64")]
+    if std::is_x86_feature_detected!("avx2") {
+        // SAFETY: the CPU has AVX2 (checked above).
+        return unsafe { x86::nearest_points(start, step, size, clamp, cols, rows) };
+    }
+    nearest_points_portable(start, step, size, clamp, cols, rows)
+}
+
+#[inline(always)]
+fn nearest_points_portable(start: ([f32; NEAREST_ROWS], [f32; NEAREST_ROWS]), step: (f32, f32), size: (i32, i32), clamp: bool, cols: &mut [[i32; NEAREST_ROWS]], rows: &mut [[i32; NEAREST_ROWS]]) {
+    let ((mut sx, mut sy), (dx, dy), (w, h)) = (start, step, size);
+    for (c, r) in cols.iter_mut().zip(rows) {
+        for k in 0..NEAREST_ROWS {
+            let (ix, iy) = (floor_i32(sx[k]), floor_i32(sy[k]));
+            let inside = (ix as u32) < w as u32 && (iy as u32) < h as u32;
+            c[k] = ix.clamp(0, w - 1);
+            r[k] = if inside || clamp { iy.clamp(0, h - 1) } else { -1 };
+            sx[k] += dx;
+            sy[k] += dy;
         }
     }
 }
@@ -223,11 +253,43 @@ fn nearest_rows_portable<I: Channel, O: Channel, const C: usize>(dst: &mut [O], 
 mod x86 {
     use std::arch::x86_64::*;
 
-    use super::{row_start, Fill, Surface, TILE};
+    use super::{row_start, Fill, Surface, NEAREST_ROWS, TILE};
     use crate::ops::warp::cv::x86::bytes_as_lanes;
 
     /// Output pixels per step.
     const LANES: usize = 8;
+
+    /// [`super::nearest_points`] in 8 lanes, a row each.
+    #[target_feature(enable = "avx2")]
+    pub(super) unsafe fn nearest_points(start: ([f32; NEAREST_ROWS], [f32; NEAREST_ROWS]), step: (f32, f32), size: (i32, i32), clamp: bool, cols: &mut [[i32; NEAREST_ROWS]], rows: &mut [[i32; NEAREST_ROWS]]) {
+        let (mut sx, mut sy) = (_mm256_loadu_ps(start.0.as_ptr()), _mm256_loadu_ps(start.1.as_ptr()));
+        let (dx, dy) = (_mm256_set1_ps(step.0), _mm256_set1_ps(step.1));
+        let (w, h) = (_mm256_set1_epi32(size.0), _mm256_set1_epi32(size.1));
+        let one = _mm256_set1_epi32(1);
+        let (last_col, last_row) = (_mm256_sub_epi32(w, one), _mm256_sub_epi32(h, one));
+        // `floor_i32`: the floor, saturated as `as i32` saturates (2^31 and above: i32::MAX,
+        // NaN: 0; below -2^31 `cvttps` gives i32::MIN already).
+        let floor = |v: __m256| {
+            let i = _mm256_cvttps_epi32(_mm256_floor_ps(v));
+            let high = _mm256_castps_si256(_mm256_cmp_ps::<_CMP_GE_OQ>(v, _mm256_set1_ps(2_147_483_648.0)));
+            let i = _mm256_blendv_epi8(i, _mm256_set1_epi32(i32::MAX), high);
+            _mm256_andnot_si256(_mm256_castps_si256(_mm256_cmp_ps::<_CMP_UNORD_Q>(v, v)), i)
+        };
+        // `(v as u32) < limit + 1` for unsigned lanes.
+        let below = |v: __m256i, last: __m256i| _mm256_cmpeq_epi32(_mm256_min_epu32(v, last), v);
+        let clamp_all = _mm256_set1_epi32(if clamp { -1 } else { 0 });
+        let zero = _mm256_setzero_si256();
+        for (c, r) in cols.iter_mut().zip(rows) {
+            let (ix, iy) = (floor(sx), floor(sy));
+            let keep = _mm256_or_si256(_mm256_and_si256(below(ix, last_col), below(iy, last_row)), clamp_all);
+            let col = _mm256_min_epi32(_mm256_max_epi32(ix, zero), last_col);
+            let row = _mm256_min_epi32(_mm256_max_epi32(iy, zero), last_row);
+            _mm256_storeu_si256(c.as_mut_ptr() as *mut __m256i, col);
+            _mm256_storeu_si256(r.as_mut_ptr() as *mut __m256i, _mm256_blendv_epi8(_mm256_set1_epi32(-1), row, keep));
+            sx = _mm256_add_ps(sx, dx);
+            sy = _mm256_add_ps(sy, dy);
+        }
+    }
 
     /// Whether the vector rows can run: AVX2 and FMA, and byte offsets that fit 32-bit lanes.
     pub(super) fn available(image_bytes: usize) -> bool {
@@ -603,6 +665,36 @@ mod tests {
         let mut outf = [0f32; 4];
         warp_affine(&mut outf, 2, 2, &src, 2, 2, 1, &m, Interp::Linear, Border::Clamp);
         assert_eq!(outf, src);
+    }
+
+    /// The AVX2 source pixels of nearest sampling against the scalar ones: points inside,
+    /// outside, at exact integers and halves, beyond i32's range, infinite and NaN.
+    #[test]
+    fn nearest_points_in_lanes_equal_the_scalar_ones() {
+        #[cfg(target_arch = "x86_64")]
+        {
+            if !std::is_x86_feature_detected!("avx2") {
+                return;
+            }
+            let specials = [0.0f32, -0.0, 0.5, -0.5, -1.0, 4.0, 4.5, 5.0, 2_147_483_520.0, 2_147_483_648.0, -2_147_483_648.0, -3e9, 3e9, f32::INFINITY, f32::NEG_INFINITY, f32::NAN];
+            for (case, &(w, h)) in [(5i32, 3i32), (1, 1), (300, 2)].iter().enumerate() {
+                for clamp in [false, true] {
+                    let mut start = ([0f32; NEAREST_ROWS], [0f32; NEAREST_ROWS]);
+                    for k in 0..NEAREST_ROWS {
+                        start.0[k] = specials[(2 * k + 5 * case) % specials.len()];
+                        start.1[k] = specials[(3 * k + 7 * case) % specials.len()] + k as f32 * 0.37;
+                    }
+                    for step in [(0.7f32, -0.3f32), (1.0, 0.0), (-2.5, 1e-3), (f32::NAN, 0.5)] {
+                        let (mut c1, mut r1) = (vec![[0; NEAREST_ROWS]; 40], vec![[0; NEAREST_ROWS]; 40]);
+                        let (mut c2, mut r2) = (c1.clone(), r1.clone());
+                        nearest_points_portable(start, step, (w, h), clamp, &mut c1, &mut r1);
+                        // SAFETY: the CPU has AVX2 (checked above).
+                        unsafe { x86::nearest_points(start, step, (w, h), clamp, &mut c2, &mut r2) };
+                        assert_eq!((c1, r1), (c2, r2), "{w}x{h} clamp {clamp} step {step:?} start {start:?}");
+                    }
+                }
+            }
+        }
     }
 
     /// The AVX2 linear rows of UINT8 images against the scalar rows: rotations (canvases
