@@ -1152,7 +1152,13 @@ pub(crate) mod x86 {
                         i += 8;
                         continue;
                     }
-                    let end = if LINEAR && C == 1 { (i + 8).min(n) } else { n };
+                    // UINT8 with 3 or 4 channels: likewise, each pixel's taps read as 16 bytes.
+                    let bytes8 = C > 1 && T::DTYPE == DType::U8;
+                    if LINEAR && bytes8 && n - i >= 8 && linear8_u8::<C>(bytemuck::cast_slice_mut(&mut out[i * C..(i + 8) * C]), bytemuck::cast_slice(data), w, h, &pts, i) {
+                        i += 8;
+                        continue;
+                    }
+                    let end = if LINEAR && (C == 1 || bytes8) { (i + 8).min(n) } else { n };
                     for i in i..end {
                         let px = &mut out[i * C..(i + 1) * C];
                         let (ix, iy, sx, sy) = (pts.ix[i], pts.iy[i], pts.sx[i], pts.sy[i]);
@@ -1226,6 +1232,56 @@ pub(crate) mod x86 {
             let v1 = a.mul_add(p11 - p10, p10);
             px[k] = T::from_f32(b.mul_add(v1 - v0, v0));
         }
+    }
+
+    /// [`linear_lanes`] of 8 pixels of a UINT8 image with `C` (3 or 4) channels in the 8
+    /// lanes (pixels `at..at + 8` of `pts`): each pixel's two rows of taps as 8 bytes each
+    /// ([`bytes_as_lanes`]), each lane the same fused multiply-adds, so the same bits. False
+    /// (nothing written) unless every tap lies inside and the 8-byte reads stay in the image.
+    #[target_feature(enable = "avx2,fma")]
+    #[inline]
+    unsafe fn linear8_u8<const C: usize>(out: &mut [u8], data: &[u8], w: i32, h: i32, pts: &Points, at: usize) -> bool {
+        if w < 2 || h < 2 {
+            return false;
+        }
+        let ix = _mm256_loadu_si256(pts.ix.as_ptr().add(at) as *const __m256i);
+        let iy = _mm256_loadu_si256(pts.iy.as_ptr().add(at) as *const __m256i);
+        // Unsigned `ix <= w - 2` and `iy <= h - 2` (negative values are huge).
+        let okx = _mm256_cmpeq_epi32(_mm256_min_epu32(ix, _mm256_set1_epi32(w - 2)), ix);
+        let oky = _mm256_cmpeq_epi32(_mm256_min_epu32(iy, _mm256_set1_epi32(h - 2)), iy);
+        if _mm256_movemask_epi8(_mm256_and_si256(okx, oky)) != -1 {
+            return false;
+        }
+        let down = w as usize * C;
+        let first = _mm256_mullo_epi32(_mm256_add_epi32(_mm256_mullo_epi32(iy, _mm256_set1_epi32(w)), ix), _mm256_set1_epi32(C as i32));
+        let mut offsets = [0i32; 8];
+        _mm256_storeu_si256(offsets.as_mut_ptr() as *mut __m256i, first);
+        if offsets.iter().any(|&o| o as usize + down + 8 > data.len()) {
+            return false;
+        }
+        let base = data.as_ptr();
+        let q = |l: usize| {
+            let top = _mm_loadl_epi64(base.add(offsets[l] as usize) as *const __m128i);
+            _mm_castpd_si128(_mm_loadh_pd(_mm_castsi128_pd(top), base.add(offsets[l] as usize + down) as *const f64))
+        };
+        let v = bytes_as_lanes([q(0), q(1), q(2), q(3), q(4), q(5), q(6), q(7)]);
+        let a = _mm256_loadu_ps(pts.a.as_ptr().add(at));
+        let b = _mm256_loadu_ps(pts.b.as_ptr().add(at));
+        let mut lanes = [[0u8; 8]; C];
+        for (k, lane) in lanes.iter_mut().enumerate() {
+            let (p00, p01, p10, p11) = (v[k], v[C + k], v[8 + k], v[8 + C + k]);
+            let v0 = _mm256_fmadd_ps(a, _mm256_sub_ps(p01, p00), p00);
+            let v1 = _mm256_fmadd_ps(a, _mm256_sub_ps(p11, p10), p10);
+            let i = _mm256_cvtps_epi32(_mm256_fmadd_ps(b, _mm256_sub_ps(v1, v0), v0));
+            let s16 = _mm_packs_epi32(_mm256_castsi256_si128(i), _mm256_extracti128_si256::<1>(i));
+            _mm_storel_epi64(lane.as_mut_ptr() as *mut __m128i, _mm_packus_epi16(s16, s16));
+        }
+        for (l, px) in out.chunks_exact_mut(C).enumerate() {
+            for (k, o) in px.iter_mut().enumerate() {
+                *o = lanes[k][l];
+            }
+        }
+        true
     }
 
     /// Bilinear interpolation of an inside point, all channels in 4 lanes: tap 00 at `p`,
