@@ -289,7 +289,8 @@ impl Operator for Rotate {
     fn run(&mut self, ws: &Workspace<'_>) -> Result<Vec<TensorList>> {
         let input = ws.inputs[0];
         let RotateBatch { meta, in_type, out_type, geometry } = self.plan_batch(ws, input.meta())?;
-        let mut out = TensorList::from_meta(meta);
+        // The warp kernels write every output pixel (the fill value outside the source).
+        let mut out = TensorList::for_overwrite(meta);
 
         let (plan, interp, border, ctx) = (&self.plan, self.interp, self.border, &self.ctx);
         for_each_sample(ws.pool, &mut out, |i, dst| {
