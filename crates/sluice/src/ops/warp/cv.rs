@@ -1032,6 +1032,12 @@ pub(crate) mod x86 {
                 _ => _mm256_storeu_ps(out as *mut f32, acc[ch]),
             }
         }
+        interleave(dst, &lanes);
+    }
+
+    /// 8 pixels' channels (`lanes[channel][pixel]`) into `dst`, interleaved (`C` per pixel).
+    #[inline(always)]
+    pub(crate) fn interleave<T: Copy, const C: usize>(dst: &mut [T], lanes: &[[T; 8]; C]) {
         if C == 1 {
             dst.copy_from_slice(&lanes[0]);
             return;
@@ -1267,20 +1273,14 @@ pub(crate) mod x86 {
         let v = bytes_as_lanes([q(0), q(1), q(2), q(3), q(4), q(5), q(6), q(7)]);
         let a = _mm256_loadu_ps(pts.a.as_ptr().add(at));
         let b = _mm256_loadu_ps(pts.b.as_ptr().add(at));
-        let mut lanes = [[0u8; 8]; C];
-        for (k, lane) in lanes.iter_mut().enumerate() {
+        let mut blended = [_mm256_setzero_ps(); C];
+        for (k, o) in blended.iter_mut().enumerate() {
             let (p00, p01, p10, p11) = (v[k], v[C + k], v[8 + k], v[8 + C + k]);
             let v0 = _mm256_fmadd_ps(a, _mm256_sub_ps(p01, p00), p00);
             let v1 = _mm256_fmadd_ps(a, _mm256_sub_ps(p11, p10), p10);
-            let i = _mm256_cvtps_epi32(_mm256_fmadd_ps(b, _mm256_sub_ps(v1, v0), v0));
-            let s16 = _mm_packs_epi32(_mm256_castsi256_si128(i), _mm256_extracti128_si256::<1>(i));
-            _mm_storel_epi64(lane.as_mut_ptr() as *mut __m128i, _mm_packus_epi16(s16, s16));
+            *o = _mm256_fmadd_ps(b, _mm256_sub_ps(v1, v0), v0);
         }
-        for (l, px) in out.chunks_exact_mut(C).enumerate() {
-            for (k, o) in px.iter_mut().enumerate() {
-                *o = lanes[k][l];
-            }
-        }
+        store_8::<u8, C>(out, &blended);
         true
     }
 

@@ -254,7 +254,7 @@ mod x86 {
     use std::arch::x86_64::*;
 
     use super::{row_start, Fill, Surface, NEAREST_ROWS, TILE};
-    use crate::ops::warp::cv::x86::bytes_as_lanes;
+    use crate::ops::warp::cv::x86::{bytes_as_lanes, interleave};
 
     /// Output pixels per step.
     const LANES: usize = 8;
@@ -420,11 +420,7 @@ mod x86 {
             let w = _mm_packs_epi32(_mm256_castsi256_si128(i), _mm256_extracti128_si256::<1>(i));
             _mm_storel_epi64(lane.as_mut_ptr() as *mut __m128i, _mm_packus_epi16(w, w));
         }
-        for (l, px) in dst.chunks_exact_mut(C).enumerate() {
-            for (k, o) in px.iter_mut().enumerate() {
-                *o = lanes[k][l];
-            }
-        }
+        interleave(dst, &lanes);
     }
 }
 
