@@ -32,12 +32,12 @@ Not ported, and why:
 * GPU cases: the `gpu` device variants of test_consecutive/test_nested/
   test_nested_with_assignment/test_multiple_nests, test_dot_gpu (also asserts DALI's internal
   node names), the GPU-predicate half of test_error_condition, the GPU-input half of
-  test_error_input, test_gpu2cpu_conditionals.
-* test_named_tensor_arguments: calls the hidden fn._conditional.split/merge directly and needs
-  fn.permute_batch, fn.roi_random_crop, fn.transforms.*.
-* test_simple_batch_permute, test_batch_permutation: need fn.batch_permutation/permute_batch.
-* test_multiple_input_source: needs fn.copy and multiple input sets (`op([a, b])`).
-* test_nests.py::test_select_impls: needs fn.color_twist (and random.uniform(values=)).
+  test_error_input. (test_gpu2cpu_conditionals is ported in test_gpu_to_cpu.py, and
+  test_simple_batch_permute / test_batch_permutation below.)
+* test_named_tensor_arguments: calls the hidden fn._conditional.split/merge directly.
+* test_multiple_input_source: multiple input sets (`op([a, b])`).
+* test_nests.py::test_select_impls: not ported yet (its operators, fn.color_twist and
+  random.uniform(values=), exist now).
 * Readers/decoders from DALI_extra (readers.caffe, db/single/jpeg) are replaced by
   fn.external_source data; transforms.rotation + warp_affine (arg-input-only operator in a branch)
   by fn.zeros(shape=<DataNode>).

@@ -145,9 +145,11 @@ def test_gpu_get_property_equals_cpu(tmp_path):
                 assert _text(c.at(i)) == _text(g.at(i))
 
 
-@pytest.mark.xfail(strict=True, reason="DALI's test_get_property_gpu2cpu: a cpu get_property of a GPU input (DALI's metadata-only "
-                   "input device); Sluice's graph keeps cpu operators before gpu ones, so device='cpu' cannot read a GPU batch")
 def test_dali_get_property_gpu2cpu():
+    """DALI's test_get_property_gpu2cpu: a cpu get_property of a GPU input (the dynamic
+    executor's GPU -> CPU transition; tests/test_gpu_to_cpu.py has the rest of it)."""
+    require_gpu()
+
     @pipeline_def(batch_size=2, device_id=0, num_threads=1)
     def p():
         data = sluice.types.Constant(np.array([[[42]]]), device="gpu", layout="abc")
