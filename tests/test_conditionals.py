@@ -35,9 +35,9 @@ Not ported, and why:
   test_error_input. (test_gpu2cpu_conditionals is ported in test_gpu_to_cpu.py, and
   test_simple_batch_permute / test_batch_permutation below.)
 * test_named_tensor_arguments: calls the hidden fn._conditional.split/merge directly.
-* test_multiple_input_source: multiple input sets (`op([a, b])`).
-* test_nests.py::test_select_impls: not ported yet (its operators, fn.color_twist and
-  random.uniform(values=), exist now).
+* test_multiple_input_source and test_nests.py::test_select_impls: not ported yet (what
+  they use, multiple input sets, fn.copy, fn.color_twist and random.uniform(values=), exists
+  now).
 * Readers/decoders from DALI_extra (readers.caffe, db/single/jpeg) are replaced by
   fn.external_source data; transforms.rotation + warp_affine (arg-input-only operator in a branch)
   by fn.zeros(shape=<DataNode>).
