@@ -72,6 +72,17 @@ impl BatchMeta {
         self.layout = layout;
     }
 
+    /// Names the layout an image operator works with on its output, as DALI's do (rotate,
+    /// resize, flip, jpeg_compression_distortion): where it is empty, DALI's guess from the
+    /// dimension count ([`Layout::spatial`]: 3-D HWC, 4-D FHWC); otherwise unchanged.
+    pub fn name_guessed_layout(&mut self) {
+        if self.layout.is_empty() {
+            if let Ok(guess) = Layout::spatial(&self.layout, self.ndim) {
+                self.layout = guess;
+            }
+        }
+    }
+
     /// Shape of sample `i`.
     pub fn shape(&self, i: usize) -> &[usize] {
         &self.shapes[i * self.ndim..(i + 1) * self.ndim]

@@ -104,7 +104,9 @@ impl Operator for JpegCompressionDistortion {
         let input = ws.inputs[0];
         let frames = self.plan(ws, input.meta())?;
         let ctx = &self.ctx;
-        let mut out = TensorList::for_overwrite(input.meta().clone());
+        let mut meta = input.meta().clone();
+        meta.name_guessed_layout();
+        let mut out = TensorList::for_overwrite(meta);
         // Each sample's frames are consecutive in `frames`.
         let first: Vec<usize> = (0..=input.len()).map(|i| frames.partition_point(|f| f.sample < i)).collect();
         for_each_sample(ws.pool, &mut out, |i, dst| {

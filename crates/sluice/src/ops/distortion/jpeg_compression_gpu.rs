@@ -68,7 +68,9 @@ impl GpuOperator for JpegCompressionGpu {
     fn run(&mut self, ws: &GpuWorkspace<'_>) -> Result<Vec<TensorListGpu>> {
         let input = ws.gpu_inputs[0];
         let frames = self.op.plan(&ws.host_view(), input.meta())?;
-        let out = TensorListGpu::alloc(input.meta().clone(), ws.device, ws.stream)?;
+        let mut meta = input.meta().clone();
+        meta.name_guessed_layout();
+        let out = TensorListGpu::alloc(meta, ws.device, ws.stream)?;
         if frames.is_empty() {
             return Ok(vec![out]);
         }

@@ -25,7 +25,9 @@ impl GpuOperator for FlipGpu {
     fn run(&mut self, ws: &GpuWorkspace<'_>) -> Result<Vec<TensorListGpu>> {
         let input = ws.gpu_inputs[0];
         let axes = self.flip.plan(&ws.host_view(), input.meta())?;
-        let out = TensorListGpu::alloc(input.meta().clone(), ws.device, ws.stream)?;
+        let mut meta = input.meta().clone();
+        meta.name_guessed_layout();
+        let out = TensorListGpu::alloc(meta, ws.device, ws.stream)?;
         self.gathers.clear();
         for (i, &(h, v, d)) in self.flip.flags.iter().enumerate() {
             let shape = input.shape(i);

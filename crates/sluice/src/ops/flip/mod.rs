@@ -102,7 +102,9 @@ impl Operator for Flip {
     fn run(&mut self, ws: &Workspace<'_>) -> Result<Vec<TensorList>> {
         let input = ws.inputs[0];
         let axes = self.plan(ws, input.meta())?;
-        let mut out = TensorList::for_overwrite(input.meta().clone()); // every byte is written
+        let mut meta = input.meta().clone();
+        meta.name_guessed_layout();
+        let mut out = TensorList::for_overwrite(meta); // every byte is written
         let elem = input.dtype().size();
         let flags = &self.flags;
         for_each_sample(ws.pool, &mut out, |i, dst| {

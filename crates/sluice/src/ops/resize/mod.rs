@@ -26,7 +26,7 @@ use volume::Depth;
 use crate::error::{Error, Result};
 use crate::ops::crop::window::CropSpec;
 use crate::ops::{arg, removed_arg, for_each_sample, tensor_arg, ArgDefault as D, ArgSchema, ArgType as T, Device, OpContext, OpDef, OpSchema, Operator, PerSampleList, Workspace, MAX_LIST};
-use crate::tensor::{BatchMeta, DType, Layout, TensorList};
+use crate::tensor::{BatchMeta, DType, TensorList};
 
 /// The sizing, region, filter and type arguments, shared with `resize_crop_mirror`.
 pub(crate) const RESIZE_ARGS: &[ArgSchema] = &[
@@ -508,7 +508,8 @@ impl Resize {
             self.plan_samples::<3>(ws, input, planes)?
         };
         let mut meta = BatchMeta::new(out_type, input.ndim(), shapes.iter().map(|s| &s[..]));
-        meta.set_layout(if layout.is_empty() { Layout::empty() } else { layout.clone() });
+        meta.set_layout(layout.clone());
+        meta.name_guessed_layout();
         meta.inherit_source_info(input);
         Ok(ResizeBatch { meta, in_type, out_type })
     }

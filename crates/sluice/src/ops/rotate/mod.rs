@@ -16,7 +16,7 @@ use crate::tensor::channel::Channel;
 use crate::error::{Error, Result};
 use crate::ops::args::element_as_f64;
 use crate::ops::{arg, for_each_sample, tensor_arg, ArgDefault as D, ArgType as T, Device, OpContext, OpDef, OpSchema, Operator, Workspace};
-use crate::tensor::{BatchMeta, DType, Layout, TensorList};
+use crate::tensor::{BatchMeta, DType, TensorList};
 
 /// Schema and backends.
 pub static ROTATE: OpDef = OpDef {
@@ -279,7 +279,8 @@ impl Rotate {
             })
             .collect();
         let mut meta = BatchMeta::new(out_type, input.ndim(), shapes.iter().map(|s| &s[..]));
-        meta.set_layout(if layout.is_empty() { Layout::empty() } else { layout.clone() });
+        meta.set_layout(layout.clone());
+        meta.name_guessed_layout();
         meta.inherit_source_info(input);
         Ok(RotateBatch { meta, in_type, out_type, geometry })
     }
