@@ -223,6 +223,11 @@ impl Crop {
         }
         let spec = CropSpec::new(ctx, ws, true)?;
         let mut plan = WindowPlan::new(input.ndim(), it, ot, ca);
+        // DALI names the HWC of an unlabelled image on the output. (A 4-D one DALI's crop
+        // reads as DHWC, Sluice as FHWC: left unnamed.)
+        if input.layout().is_empty() && input.ndim() == 3 {
+            plan.name_layout(layout.clone());
+        }
         for i in 0..n {
             let sh = input.shape(i);
             let w = spec.windows(ctx, ws.iteration, input.source_info(i), i, sh[ha], sh[wa], da.map(|a| sh[a]))?;

@@ -15,7 +15,7 @@ use crate::ops::for_each_sample;
 use crate::ops::gpu_params::{cuda_struct, per_sample_launches, ParamUpload};
 use crate::ops::GpuWorkspace;
 use crate::tensor::element::store_f64;
-use crate::tensor::{BatchMeta, DType, TensorList, TensorListGpu};
+use crate::tensor::{BatchMeta, DType, Layout, TensorList, TensorListGpu};
 
 /// One batch's windows, fill values and types.
 #[derive(Debug, Clone)]
@@ -35,11 +35,13 @@ pub struct WindowPlan {
     c_axis: Option<usize>,
     in_type: DType,
     out_type: DType,
+    /// The output's layout where it is not the input's ([`WindowPlan::name_layout`]).
+    layout: Option<Layout>,
 }
 
 impl WindowPlan {
     pub fn new(ndim: usize, in_type: DType, out_type: DType, c_axis: Option<usize>) -> WindowPlan {
-        WindowPlan { ndim, spans: Vec::new(), samples: 0, fill: vec![vec![0; out_type.size()]], sample_fill: Vec::new(), c_axis, in_type, out_type }
+        WindowPlan { ndim, spans: Vec::new(), samples: 0, fill: vec![vec![0; out_type.size()]], sample_fill: Vec::new(), c_axis, in_type, out_type, layout: None }
     }
 
     /// Appends the next sample's windows (`ndim` of them).
@@ -91,11 +93,18 @@ impl WindowPlan {
         self.samples
     }
 
-    /// The output batch's metadata: the windows' shapes, the input's layout and sources.
+    /// Gives the output `layout` instead of the input's (`fn.crop` names the HWC it took an
+    /// unlabelled image for, as DALI's does).
+    pub fn name_layout(&mut self, layout: Layout) {
+        self.layout = Some(layout);
+    }
+
+    /// The output batch's metadata: the windows' shapes, the input's layout (or the one
+    /// named) and sources.
     pub fn out_meta(&self, input: &BatchMeta) -> BatchMeta {
         let shapes: Vec<Vec<usize>> = (0..input.len()).map(|i| if self.ndim == 0 { Vec::new() } else { self.spans(i).iter().map(|s| s.len).collect() }).collect();
         let mut meta = BatchMeta::new(self.out_type, self.ndim, shapes.iter().map(|s| s.as_slice()));
-        meta.set_layout(input.layout().clone());
+        meta.set_layout(self.layout.clone().unwrap_or_else(|| input.layout().clone()));
         meta.inherit_source_info(input);
         meta
     }
