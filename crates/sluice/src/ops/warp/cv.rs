@@ -526,19 +526,31 @@ fn warp_cubic_rows<T: CvPixel>(dst: &mut [T], out_w: usize, src: &Image<'_, T>, 
     let mut xs = [0f32; CUBIC_BLOCK];
     let mut ys = [0f32; CUBIC_BLOCK];
     for (y, row) in dst.chunks_exact_mut(out_w * c).enumerate() {
-        let fy = y as f32;
-        let (mx, my, mz) = ((fy * m[1] + m[2]) as f64, (fy * m[4] + m[5]) as f64, (fy * m[7] + m[8]) as f64);
+        let sums = cubic_row_sums(m, y);
         for (b, block) in row.chunks_mut(CUBIC_BLOCK * c).enumerate() {
             let n = block.len() / c;
             for i in 0..n {
-                let xf = (b * CUBIC_BLOCK + i) as f64;
-                let invz = 1.0 / (mz + m[6] as f64 * xf);
-                xs[i] = ((mx + m[0] as f64 * xf) * invz) as f32;
-                ys[i] = ((my + m[3] as f64 * xf) * invz) as f32;
+                (xs[i], ys[i]) = cubic_source_point(m, sums, b * CUBIC_BLOCK + i);
             }
             cubic_row_block(block, &xs[..n], &ys[..n], src, vector, border, fill, &interpolate);
         }
     }
+}
+
+/// `M_x, M_y, M_z` of row `y` of the bicubic warp: f32 sums, widened to f64.
+#[inline(always)]
+fn cubic_row_sums(m: &[f32; 9], y: usize) -> (f64, f64, f64) {
+    let fy = y as f32;
+    ((fy * m[1] + m[2]) as f64, (fy * m[4] + m[5]) as f64, (fy * m[7] + m[8]) as f64)
+}
+
+/// The bicubic warp's source point of column `x` of a row with sums `(mx, my, mz)`: in f64,
+/// rounded to f32.
+#[inline(always)]
+fn cubic_source_point(m: &[f32; 9], (mx, my, mz): (f64, f64, f64), x: usize) -> (f32, f32) {
+    let xf = x as f64;
+    let invz = 1.0 / (mz + m[6] as f64 * xf);
+    (((mx + m[0] as f64 * xf) * invz) as f32, ((my + m[3] as f64 * xf) * invz) as f32)
 }
 
 /// One block of a row (`dst`: `xs.len()` pixels): OpenCV's vector kernel steps over it 8
@@ -747,11 +759,10 @@ pub(crate) mod x86 {
         let mut xs = [0f32; CUBIC_BLOCK];
         let mut ys = [0f32; CUBIC_BLOCK];
         for (y, row) in dst.chunks_exact_mut(out_w * C).enumerate() {
-            let fy = y as f32;
-            let (mx, my, mz) = ((fy * m[1] + m[2]) as f64, (fy * m[4] + m[5]) as f64, (fy * m[7] + m[8]) as f64);
+            let sums = cubic_row_sums(m, y);
             for (b, block) in row.chunks_mut(CUBIC_BLOCK * C).enumerate() {
                 let n = block.len() / C;
-                block_points(&mut xs[..n], &mut ys[..n], b * CUBIC_BLOCK, mx, my, mz, m);
+                block_points(&mut xs[..n], &mut ys[..n], b * CUBIC_BLOCK, sums, m);
                 if n < CUBIC_LANES {
                     super::cubic_row_block(block, &xs[..n], &ys[..n], src, true, border, fill, &|out, p, vector| unsafe { cubic_point(src, out, p, vector, border, fill) });
                     continue;
@@ -771,8 +782,8 @@ pub(crate) mod x86 {
     /// time in f64 lanes: the same operations, so the same bits.
     #[target_feature(enable = "avx2,fma")]
     #[inline]
-    #[allow(clippy::too_many_arguments)]
-    unsafe fn block_points(xs: &mut [f32], ys: &mut [f32], x0: usize, mx: f64, my: f64, mz: f64, m: &[f32; 9]) {
+    unsafe fn block_points(xs: &mut [f32], ys: &mut [f32], x0: usize, sums: (f64, f64, f64), m: &[f32; 9]) {
+        let (mx, my, mz) = sums;
         let n = xs.len();
         let (m0, m3, m6) = (_mm256_set1_pd(m[0] as f64), _mm256_set1_pd(m[3] as f64), _mm256_set1_pd(m[6] as f64));
         let (vmx, vmy, vmz) = (_mm256_set1_pd(mx), _mm256_set1_pd(my), _mm256_set1_pd(mz));
@@ -785,10 +796,7 @@ pub(crate) mod x86 {
             i += 4;
         }
         for i in i..n {
-            let xf = (x0 + i) as f64;
-            let invz = 1.0 / (mz + m[6] as f64 * xf);
-            xs[i] = ((mx + m[0] as f64 * xf) * invz) as f32;
-            ys[i] = ((my + m[3] as f64 * xf) * invz) as f32;
+            (xs[i], ys[i]) = cubic_source_point(m, sums, x0 + i);
         }
     }
 
@@ -813,19 +821,13 @@ pub(crate) mod x86 {
         _mm256_cmpeq_epi32(_mm256_min_epu32(x, limit), x)
     }
 
-    /// The channels of the pixels at byte offsets `at` (one per lane) as f32 lanes.
+    /// The channels of the UINT16 or FLOAT pixels at byte offsets `at` (one per lane) as f32
+    /// lanes (UINT8 pixels of several channels are read by [`transposed_row_u8`]).
     #[target_feature(enable = "avx2,fma")]
     #[inline]
     unsafe fn gather_pixel<T: CvPixel, const C: usize>(base: *const u8, at: __m256i) -> [__m256; C] {
         let mut v = [_mm256_setzero_ps(); C];
         match T::DTYPE {
-            DType::U8 => {
-                let word = _mm256_i32gather_epi32::<1>(base as *const i32, at);
-                for (ch, v) in v.iter_mut().enumerate() {
-                    let byte = _mm256_and_si256(_mm256_srl_epi32(word, _mm_cvtsi32_si128(8 * ch as i32)), _mm256_set1_epi32(0xff));
-                    *v = _mm256_cvtepi32_ps(byte);
-                }
-            }
             DType::U16 => {
                 for pair in 0..C.div_ceil(2) {
                     let word = _mm256_i32gather_epi32::<1>(base as *const i32, _mm256_add_epi32(at, _mm256_set1_epi32(4 * pair as i32)));
@@ -835,11 +837,12 @@ pub(crate) mod x86 {
                     }
                 }
             }
-            _ => {
+            DType::F32 => {
                 for (ch, v) in v.iter_mut().enumerate() {
                     *v = _mm256_i32gather_ps::<1>(base as *const f32, _mm256_add_epi32(at, _mm256_set1_epi32(4 * ch as i32)));
                 }
             }
+            _ => unreachable!("UINT8 rows of several channels are transposed, not gathered"),
         }
         v
     }
@@ -945,9 +948,8 @@ pub(crate) mod x86 {
         let size = std::mem::size_of::<T>() as i32;
         let stride = src.w * C as i32 * size;
         let at = _mm256_mullo_epi32(_mm256_add_epi32(_mm256_mullo_epi32(iy, _mm256_set1_epi32(src.w)), ix), _mm256_set1_epi32(C as i32 * size));
-        // UINT8 and UINT16 with 3 channels read a word past the last tap's pixel.
         // UINT8 with 3 or 4 channels reads a row's 4 taps as 16 bytes ([`transposed_row_u8`]),
-        // UINT8 and UINT16 with 3 channels a word past the last tap's pixel.
+        // UINT16 with 3 channels a word past the last tap's pixel.
         let rows_of_16 = T::DTYPE == DType::U8 && C > 1;
         let fits = || {
             let reach = if rows_of_16 {
